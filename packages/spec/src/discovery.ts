@@ -1,0 +1,116 @@
+import { z } from 'zod';
+import { RoleSchema } from './model.ts';
+import { ReplicaStateSchema } from './states.ts';
+
+/** An engine URL: http(s) with a host, no credentials, query or fragment (it is published to every client). */
+export const EngineUrlSchema = z.string().superRefine((value, ctx) => {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    ctx.addIssue({ code: 'custom', message: `not a URL: ${JSON.stringify(value)}` });
+    return;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    ctx.addIssue({ code: 'custom', message: `URL must be http or https, got ${url.protocol}` });
+  }
+  if (!url.hostname) ctx.addIssue({ code: 'custom', message: 'URL must have a host' });
+  if (url.username || url.password)
+    ctx.addIssue({ code: 'custom', message: 'URL must not carry credentials' });
+  if (url.search || value.includes('?'))
+    ctx.addIssue({ code: 'custom', message: 'URL must not have a query' });
+  if (url.hash || value.includes('#'))
+    ctx.addIssue({ code: 'custom', message: 'URL must not have a fragment' });
+});
+
+export const DiscoveryEngineSchema = z
+  .object({
+    engine_id: z.string().min(1),
+    base_url: EngineUrlSchema.nullable(),
+    state: ReplicaStateSchema,
+    direct_eligible: z.boolean(),
+    /** Additive: the weight version this replica serves (async RL bounds staleness with it). */
+    weight_version: z.string().nullable().optional(),
+    /** Additive: the engine group and worker type; PD prefill/decode workers are diagnostic only. */
+    group: z.number().int().nonnegative().optional(),
+    worker_type: z.enum(['regular', 'prefill', 'decode']).optional(),
+    /** Additive: incarnation counter of this replica slot; moves on restart. */
+    generation: z.number().int().nonnegative().optional(),
+  })
+  .superRefine((engine, ctx) => {
+    if (engine.direct_eligible && engine.state !== 'ready') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['direct_eligible'],
+        message: `direct_eligible can only be true for a ready replica (state is ${engine.state})`,
+      });
+    }
+    if (engine.direct_eligible && engine.base_url === null) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['direct_eligible'],
+        message: 'direct_eligible needs a base_url',
+      });
+    }
+  });
+export type DiscoveryEngine = z.infer<typeof DiscoveryEngineSchema>;
+
+export const DiscoveryModelSchema = z.object({
+  state: ReplicaStateSchema,
+  router_url: EngineUrlSchema.nullable(),
+  engines: z.array(DiscoveryEngineSchema),
+  /** Additive: the model's target weight version; replicas below it are not eligible. */
+  weight_version: z.string().nullable().optional(),
+  /** Additive: the name engines answer to (`model` is rewritten to it). */
+  served_model_name: z.string().optional(),
+});
+export type DiscoveryModel = z.infer<typeof DiscoveryModelSchema>;
+
+export const DiscoveryRoutingSchema = z.object({
+  default_model: z.string().nullable(),
+  route_keys: z.record(z.string(), z.string()),
+  aliases: z.record(z.string(), z.string()),
+  policy: z.enum(['round_robin', 'least_outstanding', 'affinity', 'cache_aware']),
+  model_policies: z.record(
+    z.string(),
+    z.enum(['round_robin', 'least_outstanding', 'affinity', 'cache_aware']),
+  ),
+});
+export type DiscoveryRouting = z.infer<typeof DiscoveryRoutingSchema>;
+
+/** `GET /<role>/engines`: exactly the RFC example's fields plus additive ones. `schema_version` lets clients
+ * detect a breaking change; `registry_epoch` changes when the manager restarts (revisions restart with it, so a
+ * client compares (epoch, revision), never the revision alone); `routing` carries the rules so a direct client
+ * resolves models exactly as the gateway does. */
+export const DiscoverySnapshotSchema = z.object({
+  schema_version: z.literal(2).optional(),
+  role: RoleSchema,
+  topology_revision: z.number().int().nonnegative(),
+  registry_epoch: z.string().min(1).optional(),
+  phase: z.string().nullable(),
+  models: z.record(z.string(), DiscoveryModelSchema),
+  routing: DiscoveryRoutingSchema.optional(),
+});
+export type DiscoverySnapshot = z.infer<typeof DiscoverySnapshotSchema>;
+export const DISCOVERY_SCHEMA_VERSION = 2 as const;
+
+/** The RFC's example, kept as a fixture: it must always parse. */
+export const RFC_DISCOVERY_EXAMPLE = {
+  role: 'teacher',
+  topology_revision: 7,
+  phase: 'deferred_score',
+  models: {
+    'math-teacher': {
+      state: 'ready',
+      router_url: null,
+      engines: [
+        {
+          engine_id: 'math-teacher/0',
+          base_url: 'http://node-1:15000',
+          state: 'ready',
+          direct_eligible: true,
+        },
+      ],
+    },
+  },
+} as const;

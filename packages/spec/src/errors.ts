@@ -1,0 +1,95 @@
+import { z } from 'zod';
+
+/** Every error the product returns has this JSON shape: a stable code, a message that says what to change, and
+ * the path of what is wrong when there is one (`roles.genrm.models[1].engine_groups[0].tp`, `body.messages`). */
+export const ErrorBodySchema = z.object({
+  error: z.object({
+    code: z.string(),
+    message: z.string(),
+    path: z.string().optional(),
+    details: z.unknown().optional(),
+  }),
+});
+export type ErrorBody = z.infer<typeof ErrorBodySchema>;
+
+export interface UisErrorInit {
+  code: string;
+  message: string;
+  status?: number;
+  path?: string;
+  details?: unknown;
+  cause?: unknown;
+}
+
+/** An error as a value: stable `code`, HTTP `status`, and the `path` it concerns. */
+export class UisError extends Error {
+  readonly code: string;
+  readonly status: number;
+  readonly path: string | undefined;
+  readonly details: unknown;
+
+  constructor(init: UisErrorInit) {
+    super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
+    this.name = 'UisError';
+    this.code = init.code;
+    this.status = init.status ?? 500;
+    this.path = init.path;
+    this.details = init.details;
+  }
+
+  toJSON(): ErrorBody {
+    const error: ErrorBody['error'] = { code: this.code, message: this.message };
+    if (this.path !== undefined) error.path = this.path;
+    if (this.details !== undefined) error.details = this.details;
+    return { error };
+  }
+}
+
+export function isUisError(e: unknown): e is UisError {
+  return e instanceof UisError;
+}
+
+/** Formats a zod issue path the way users write it: `roles.genrm.models[1].engine_groups[0].tp`. */
+export function formatPath(path: ReadonlyArray<PropertyKey>, root = ''): string {
+  let out = root;
+  for (const key of path) {
+    if (typeof key === 'number') out += `[${key}]`;
+    else out += out === '' ? String(key) : `.${String(key)}`;
+  }
+  return out;
+}
+
+export interface PathIssue {
+  code: string;
+  path: string;
+  message: string;
+}
+
+/** Turns a zod error into one issue per problem, each naming its path. */
+export function zodIssues(error: z.ZodError, root = ''): PathIssue[] {
+  return error.issues.map((issue) => ({
+    code: `invalid_${issue.code}`,
+    path: formatPath(issue.path, root) || root || '(root)',
+    message: issue.message,
+  }));
+}
+
+/** Parses `input` with `schema` or throws a 400 UisError whose details list every issue with its path. */
+export function parseOrThrow<T extends z.ZodType>(
+  schema: T,
+  input: unknown,
+  root = '',
+  code = 'invalid_input',
+): z.infer<T> {
+  const result = schema.safeParse(input);
+  if (result.success) return result.data;
+  const issues = zodIssues(result.error, root);
+  const first = issues[0];
+  throw new UisError({
+    code,
+    status: 400,
+    path: first?.path,
+    message: issues.map((i) => `${i.path}: ${i.message}`).join('; '),
+    details: issues,
+  });
+}

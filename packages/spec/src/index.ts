@@ -1,0 +1,4 @@
+export * from './discovery.ts';
+export * from './errors.ts';
+export * from './model.ts';
+export * from './states.ts';

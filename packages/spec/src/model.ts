@@ -1,0 +1,202 @@
+import { z } from 'zod';
+
+/** The RFC's internal model: Role -> Model -> Engine group -> Replica. Field names follow the RFC (snake_case)
+ * because the same objects travel as JSON to Python controllers. Schemas are strict: an unknown field is an error
+ * that names its path, never silently ignored. */
+
+export const RoleSchema = z.enum(['rollout', 'genrm', 'teacher']);
+export type Role = z.infer<typeof RoleSchema>;
+export const ROLES = RoleSchema.options;
+
+/** What the role's engines do: rollout generation, generative reward scoring, teacher prefill logprobs for OPD. */
+export const WorkloadTypeSchema = z.enum(['generation', 'reward', 'distillation']);
+export type WorkloadType = z.infer<typeof WorkloadTypeSchema>;
+export const DEFAULT_WORKLOAD: Readonly<Record<Role, WorkloadType>> = {
+  rollout: 'generation',
+  genrm: 'reward',
+  teacher: 'distillation',
+};
+
+export const DeploymentModeSchema = z.enum([
+  'decoupled',
+  'colocated_split',
+  'colocated_defer',
+  'shared_coresident',
+]);
+export type DeploymentMode = z.infer<typeof DeploymentModeSchema>;
+
+/** Who creates and deletes the placement group (RFC "PG ownership"). */
+export const PgOwnerSchema = z.enum(['manager', 'external', 'controller']);
+export type PgOwner = z.infer<typeof PgOwnerSchema>;
+
+export const DeploymentSpecSchema = z
+  .object({
+    mode: DeploymentModeSchema,
+    /** Default: decoupled -> manager, colocated -> controller. */
+    pg_owner: PgOwnerSchema.optional(),
+    /** Name of an existing PG (external or controller-owned). */
+    pg_name: z.string().min(1).optional(),
+    /** Engines may release GPU memory between phases (required wherever GPUs are shared). */
+    offload: z.boolean().default(false),
+    /** Colocated defer: the activation group (lease) and the phase this role is resident in. */
+    activation_group: z.string().min(1).optional(),
+    activation_phase: z.string().min(1).optional(),
+  })
+  .strict();
+export type DeploymentSpec = z.infer<typeof DeploymentSpecSchema>;
+
+export const ReplicaPolicySchema = z.enum(['round_robin', 'least_outstanding', 'affinity', 'cache_aware']);
+export type ReplicaPolicy = z.infer<typeof ReplicaPolicySchema>;
+
+export const CacheAwareOptionsSchema = z
+  .object({
+    cache_threshold: z.number().min(0).max(1).default(0.3),
+    balance_abs_threshold: z.number().int().min(0).default(64),
+    balance_rel_threshold: z.number().min(1).default(1.5),
+    /** Bound on characters remembered per replica tree. */
+    max_tree_chars: z
+      .number()
+      .int()
+      .positive()
+      .default(1 << 20),
+  })
+  .strict();
+export type CacheAwareOptions = z.infer<typeof CacheAwareOptionsSchema>;
+
+export const RoutingSpecSchema = z
+  .object({
+    default_model: z.string().min(1).optional(),
+    /** route_key -> model name (e.g. OPD's `data_source` -> teacher). */
+    route_keys: z.record(z.string(), z.string().min(1)).default({}),
+    /** alias -> model name. */
+    aliases: z.record(z.string(), z.string().min(1)).default({}),
+    policy: ReplicaPolicySchema.default('round_robin'),
+    /** Per-model override of `policy`. */
+    model_policies: z.record(z.string(), ReplicaPolicySchema).default({}),
+    affinity_header: z.string().min(1).default('x-smg-routing-key'),
+    cache_aware: CacheAwareOptionsSchema.optional(),
+  })
+  .strict();
+export type RoutingSpec = z.infer<typeof RoutingSpecSchema>;
+
+export const WorkerTypeSchema = z.enum(['regular', 'prefill', 'decode', 'placeholder']);
+export type WorkerType = z.infer<typeof WorkerTypeSchema>;
+
+const positiveInt = z.number().int().positive();
+
+export const ServerArgValueSchema = z.union([z.string(), z.number(), z.boolean(), z.null()]);
+export type ServerArgValue = z.infer<typeof ServerArgValueSchema>;
+
+export const EngineGroupSpecSchema = z
+  .object({
+    worker_type: WorkerTypeSchema.default('regular'),
+    /** GPUs of the whole group (engines * gpus_per_engine). */
+    num_gpus: positiveInt,
+    gpus_per_engine: positiveInt,
+    tp: positiveInt.optional(),
+    pp: positiveInt.default(1),
+    dp: positiveInt.default(1),
+    ep: positiveInt.default(1),
+    enable_dp_attention: z.boolean().default(false),
+    /** SGLang server-arg overrides for this group (snake_case SGLang field names). */
+    server_args: z.record(z.string(), ServerArgValueSchema).default({}),
+    /** Fractional Ray GPU reservation each engine process holds on its bundles (default by role). */
+    ray_num_gpus: z.number().gt(0).max(1).optional(),
+  })
+  .strict();
+export type EngineGroupSpec = z.infer<typeof EngineGroupSpecSchema>;
+
+/** tp defaults to gpus_per_engine / pp. */
+export function groupTp(group: Pick<EngineGroupSpec, 'tp' | 'pp' | 'gpus_per_engine'>): number {
+  return group.tp ?? Math.max(1, Math.floor(group.gpus_per_engine / group.pp));
+}
+
+export const WeightSourceSchema = z.enum(['static', 'disk', 'dcs', 'tensor']);
+export type WeightSource = z.infer<typeof WeightSourceSchema>;
+
+export const RouteModeSchema = z.enum(['direct', 'sglang_router']);
+export type RouteMode = z.infer<typeof RouteModeSchema>;
+
+export const RouterSpecSchema = z
+  .object({
+    policy: z.enum(['random', 'round_robin', 'cache_aware', 'power_of_two']).default('cache_aware'),
+    args: z.record(z.string(), ServerArgValueSchema).default({}),
+  })
+  .strict();
+export type RouterSpec = z.infer<typeof RouterSpecSchema>;
+
+export const InferenceModelSpecSchema = z
+  .object({
+    name: z
+      .string()
+      .min(1)
+      .regex(
+        /^[A-Za-z0-9][A-Za-z0-9._-]*$/,
+        'use letters, digits, ".", "_" or "-" (it appears in URLs and engine ids)',
+      ),
+    model_path: z.string().min(1),
+    /** Name the engine reports in /v1/models; defaults to `name`. */
+    served_model_name: z.string().min(1).optional(),
+    engine_groups: z.array(EngineGroupSpecSchema).min(1),
+    weight_source: WeightSourceSchema,
+    route_mode: RouteModeSchema.default('direct'),
+    router: RouterSpecSchema.optional(),
+    sampling_defaults: z.record(z.string(), z.unknown()).default({}),
+    chat_template_kwargs: z.record(z.string(), z.unknown()).default({}),
+    env_vars: z.record(z.string(), z.string()).default({}),
+    elastic_enabled: z.boolean().default(false),
+    fault_tolerance_enabled: z.boolean().default(false),
+    /** Asks for DCS registration / dynamic weight updates; refused for static models. */
+    register_dcs: z.boolean().default(false),
+  })
+  .strict();
+export type InferenceModelSpec = z.infer<typeof InferenceModelSpecSchema>;
+
+export const InferenceRoleSpecSchema = z
+  .object({
+    role: RoleSchema,
+    workload: WorkloadTypeSchema,
+    deployment: DeploymentSpecSchema,
+    routing: RoutingSpecSchema,
+    models: z.array(InferenceModelSpecSchema).min(1),
+    expose_engine_urls: z.boolean().default(true),
+  })
+  .strict();
+export type InferenceRoleSpec = z.infer<typeof InferenceRoleSpecSchema>;
+
+export const ModelPlacementSchema = z
+  .object({
+    pg_owner: PgOwnerSchema,
+    bundle_indices: z.array(z.number().int().nonnegative()),
+    gpu_ids: z.array(z.number().int().nonnegative()),
+    activation_group: z.string().nullable(),
+    activation_phase: z.string().nullable(),
+  })
+  .strict();
+export type ModelPlacement = z.infer<typeof ModelPlacementSchema>;
+
+/** Derived capabilities of the RFC. */
+export interface ModelCapabilities {
+  needs_weight_update: boolean;
+  needs_dcs: boolean;
+  needs_router: boolean;
+}
+
+export function capabilities(
+  model: Pick<InferenceModelSpec, 'weight_source' | 'route_mode'>,
+): ModelCapabilities {
+  return {
+    needs_weight_update: model.weight_source !== 'static',
+    needs_dcs: model.weight_source === 'dcs',
+    needs_router: model.route_mode === 'sglang_router',
+  };
+}
+
+export function servedModelName(model: Pick<InferenceModelSpec, 'name' | 'served_model_name'>): string {
+  return model.served_model_name ?? model.name;
+}
+
+/** Engine ids are `<model>/<replica index>` as in the RFC example (`math-teacher/0`). */
+export function engineId(model: string, replica: number): string {
+  return `${model}/${replica}`;
+}

@@ -1,0 +1,8 @@
+import { defineConfig } from 'vitest/config';
+
+// Each package keeps its own vitest.config.ts; the root gathers them as projects so `pnpm test` runs all.
+export default defineConfig({
+  test: {
+    projects: ['packages/*', 'apps/*'],
+  },
+});
