@@ -1,4 +1,5 @@
 export * from './discovery.ts';
 export * from './errors.ts';
 export * from './model.ts';
+export * from './plan.ts';
 export * from './states.ts';
