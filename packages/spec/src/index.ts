@@ -1,3 +1,4 @@
+export * from './console.ts';
 export * from './discovery.ts';
 export * from './errors.ts';
 export * from './model.ts';
