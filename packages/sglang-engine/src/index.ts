@@ -1,1 +1,1 @@
-export * from './protocol.ts';
+export * from './server-args.ts';

@@ -1,0 +1,252 @@
+import {
+  type EngineGroupSpec,
+  groupTp,
+  type InferenceModelSpec,
+  type NodePlacement,
+  type ReplicaPlacement,
+  type ServerArgValue,
+  servedModelName,
+  UisError,
+} from '@uis/spec';
+
+/** One OS process of a replica: node-rank 0 is the head that serves the HTTP API. */
+export interface NodeProcessSpec {
+  nodeRank: number;
+  node: string;
+  argv: string[];
+  env: Record<string, string>;
+  cwd?: string;
+}
+
+export interface ServerArgsResult {
+  processes: NodeProcessSpec[];
+  headUrl: string;
+}
+
+export interface ServerArgsOptions {
+  /** Address every node process binds (`--host`). */
+  host: string;
+  /** HTTP port of the head (`--port`). */
+  port: number;
+  /** Build only this node's process (a per-node launcher); all nodes when absent. */
+  nodeRank?: number;
+  /** `host:port` of the torch.distributed rendezvous on the head node; required when the replica spans nodes. */
+  distInitAddr?: string;
+  /** The model may release its GPU memory (memory saver on). */
+  offload: boolean;
+  /** Command prefix; default `python -m sglang.launch_server`. Tests pass the simulator's CLI. */
+  command?: string[];
+  /** Per-node-rank `--port` override. SGLang binds the same port on every node; on one machine the non-head
+   * nodes need their own port. Defaults to `port` for every node. */
+  nodePorts?: readonly number[];
+  /** `--disaggregation-bootstrap-port` of a prefill worker (SGLang's default 8998 collides when two prefill
+   * engines share a node). */
+  bootstrapPort?: number;
+  /** Host the head URL uses when `host` is a wildcard and the head node has no `node_ip`. */
+  advertiseHost?: string;
+  cwd?: string;
+}
+
+export const DEFAULT_SGLANG_COMMAND: readonly string[] = ['python', '-m', 'sglang.launch_server'];
+
+/** Server args the placement decides. An override of one of them would make the engine disagree with the plan
+ * (wrong GPUs, wrong world size, wrong port), so overrides naming them are refused, aliases included. */
+const PLACEMENT_ARGS: Readonly<Record<string, string>> = {
+  model_path: 'the model spec (model_path)',
+  served_model_name: 'the model spec (served_model_name)',
+  host: 'the launcher',
+  port: 'the launcher',
+  tp_size: 'the engine group (tp)',
+  tensor_parallel_size: 'the engine group (tp)',
+  pp_size: 'the engine group (pp)',
+  pipeline_parallel_size: 'the engine group (pp)',
+  dp_size: 'the engine group (dp)',
+  data_parallel_size: 'the engine group (dp)',
+  ep_size: 'the engine group (ep)',
+  expert_parallel_size: 'the engine group (ep)',
+  enable_dp_attention: 'the engine group (enable_dp_attention)',
+  base_gpu_id: 'the placement plan',
+  gpu_id_step: 'the placement plan',
+  nnodes: 'the placement plan',
+  node_rank: 'the placement plan',
+  dist_init_addr: 'the placement plan',
+  enable_memory_saver: 'the deployment (offload)',
+  disaggregation_mode: 'the engine group (worker_type)',
+  disaggregation_bootstrap_port: 'the launcher',
+};
+
+/** `--tp-size` style flag of a snake_case SGLang field. */
+export function flagName(field: string): string {
+  return `--${field.replaceAll('_', '-')}`;
+}
+
+/** Accepts `mem_fraction_static`, `mem-fraction-static` and `--mem-fraction-static`; returns the snake_case field. */
+export function normalizeArgName(name: string): string {
+  return name.replace(/^-+/, '').replaceAll('-', '_');
+}
+
+const FIELD_RE = /^[a-z][a-z0-9_]*$/;
+
+/** The group's `server_args` overrides as argv, refusing those that would break the placement. Booleans are
+ * store_true flags in SGLang: `true` adds the flag, `false` and `null` leave SGLang's default. */
+export function overrideArgs(overrides: Readonly<Record<string, ServerArgValue>>, path: string): string[] {
+  const argv: string[] = [];
+  for (const [raw, value] of Object.entries(overrides)) {
+    const field = normalizeArgName(raw);
+    const argPath = `${path}.${raw}`;
+    if (!FIELD_RE.test(field)) {
+      throw new UisError({
+        code: 'invalid_server_arg',
+        status: 400,
+        path: argPath,
+        message: `server arg "${raw}" is not an SGLang field name; use snake_case such as mem_fraction_static`,
+      });
+    }
+    const owner = PLACEMENT_ARGS[field];
+    if (owner !== undefined) {
+      throw new UisError({
+        code: 'server_arg_conflicts_with_placement',
+        status: 400,
+        path: argPath,
+        message: `server arg "${raw}" is set by ${owner}; remove it from server_args and change it there`,
+      });
+    }
+    if (value === null || value === false) continue;
+    if (value === true) argv.push(flagName(field));
+    else argv.push(flagName(field), String(value));
+  }
+  return argv;
+}
+
+function isWildcard(host: string): boolean {
+  return host === '0.0.0.0' || host === '::' || host === '';
+}
+
+function urlHost(host: string): string {
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+}
+
+/** argv and env of every node process of one replica, and the head's URL.
+ *
+ * GPUs: `CUDA_VISIBLE_DEVICES` lists exactly the node's planned local GPUs, so inside the process they are
+ * renumbered from 0; `--base-gpu-id 0 --gpu-id-step 1` therefore address the planned GPUs (SGLang computes a
+ * rank's GPU as `base_gpu_id + local_rank * gpu_id_step` in the visible list). */
+export function buildServerArgs(
+  model: InferenceModelSpec,
+  group: EngineGroupSpec,
+  replica: ReplicaPlacement,
+  opts: ServerArgsOptions,
+): ServerArgsResult {
+  const groupPath = `engine_groups[${replica.group}]`;
+  if (replica.worker_type === 'placeholder') {
+    throw new UisError({
+      code: 'placeholder_not_launchable',
+      status: 400,
+      path: `${groupPath}.worker_type`,
+      message: 'a placeholder group reserves GPUs and starts no engine',
+    });
+  }
+  if (replica.nodes.length !== replica.nnodes) {
+    throw new UisError({
+      code: 'invalid_placement',
+      status: 400,
+      path: `${replica.engine_id}.nodes`,
+      message: `replica lists ${replica.nodes.length} nodes but nnodes is ${replica.nnodes}`,
+    });
+  }
+  if (replica.nnodes > 1 && opts.distInitAddr === undefined) {
+    throw new UisError({
+      code: 'missing_dist_init_addr',
+      status: 400,
+      path: 'distInitAddr',
+      message: `replica ${replica.engine_id} spans ${replica.nnodes} nodes: pass distInitAddr (head host:port)`,
+    });
+  }
+  if (Object.hasOwn(model.env_vars, 'CUDA_VISIBLE_DEVICES')) {
+    throw new UisError({
+      code: 'env_conflicts_with_placement',
+      status: 400,
+      path: 'env_vars.CUDA_VISIBLE_DEVICES',
+      message: 'CUDA_VISIBLE_DEVICES is set from the placement plan; remove it from env_vars',
+    });
+  }
+  const overrides = overrideArgs(group.server_args, `${groupPath}.server_args`);
+
+  const common: string[] = [
+    '--model-path',
+    model.model_path,
+    '--served-model-name',
+    servedModelName(model),
+    '--tp-size',
+    String(groupTp(group)),
+    '--pp-size',
+    String(group.pp),
+    '--dp-size',
+    String(group.dp),
+    '--ep-size',
+    String(group.ep),
+    '--base-gpu-id',
+    '0',
+    '--gpu-id-step',
+    '1',
+    '--nnodes',
+    String(replica.nnodes),
+  ];
+  if (replica.nnodes > 1 && opts.distInitAddr !== undefined)
+    common.push('--dist-init-addr', opts.distInitAddr);
+  if (group.enable_dp_attention) common.push('--enable-dp-attention');
+  if (opts.offload) common.push('--enable-memory-saver');
+  // A static model that sleeps has no trainer to resend its weights: keep a CPU copy to restore on wake.
+  if (opts.offload && model.weight_source === 'static') common.push('--enable-weights-cpu-backup');
+  if (replica.worker_type === 'prefill' || replica.worker_type === 'decode') {
+    common.push('--disaggregation-mode', replica.worker_type);
+    if (replica.worker_type === 'prefill' && opts.bootstrapPort !== undefined) {
+      common.push('--disaggregation-bootstrap-port', String(opts.bootstrapPort));
+    }
+  }
+  common.push('--skip-server-warmup');
+
+  const command = opts.command ?? DEFAULT_SGLANG_COMMAND;
+  const nodes = [...replica.nodes].sort((a, b) => a.node_rank - b.node_rank);
+  const selected = opts.nodeRank === undefined ? nodes : nodes.filter((n) => n.node_rank === opts.nodeRank);
+  if (selected.length === 0) {
+    throw new UisError({
+      code: 'invalid_node_rank',
+      status: 400,
+      path: 'nodeRank',
+      message: `replica ${replica.engine_id} has no node rank ${opts.nodeRank}`,
+    });
+  }
+  const processes = selected.map((node) => nodeProcess(node, command, common, overrides, model, opts));
+  const head = nodes[0]!;
+  const headHost = isWildcard(opts.host) ? (head.node_ip ?? opts.advertiseHost ?? '127.0.0.1') : opts.host;
+  return { processes, headUrl: `http://${urlHost(headHost)}:${opts.port}` };
+}
+
+function nodeProcess(
+  node: NodePlacement,
+  command: readonly string[],
+  common: readonly string[],
+  overrides: readonly string[],
+  model: InferenceModelSpec,
+  opts: ServerArgsOptions,
+): NodeProcessSpec {
+  const port = opts.nodePorts?.[node.node_rank] ?? opts.port;
+  const argv = [
+    ...command,
+    ...common,
+    '--node-rank',
+    String(node.node_rank),
+    '--host',
+    opts.host,
+    '--port',
+    String(port),
+    ...overrides,
+  ];
+  const env: Record<string, string> = { ...model.env_vars, CUDA_VISIBLE_DEVICES: node.gpu_ids.join(',') };
+  // Relax sets this with the memory saver so CUDA graphs are released and restored with the weights.
+  if (opts.offload) env.SGLANG_MEMORY_SAVER_CUDA_GRAPH = 'true';
+  const spec: NodeProcessSpec = { nodeRank: node.node_rank, node: node.node, argv, env };
+  if (opts.cwd !== undefined) spec.cwd = opts.cwd;
+  return spec;
+}
