@@ -1,1 +1,6 @@
+export * from './client.ts';
+export * from './engine-error.ts';
+export * from './launcher.ts';
+export * from './protocol.ts';
 export * from './server-args.ts';
+export * from './sse.ts';

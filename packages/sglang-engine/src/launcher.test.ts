@@ -1,0 +1,124 @@
+import { UisError } from '@uis/spec';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type LaunchedReplica, LocalProcessLauncher, LogRing, type ProcessExit } from './launcher.ts';
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function waitFor(cond: () => boolean, ms = 20_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > until) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** A node process that prints its env and argv, starts a grandchild (like SGLang's scheduler subprocesses) and
+ * prints the grandchild's pid, then idles. */
+const PARENT = `
+const { spawn } = require('node:child_process');
+console.log('argv=' + JSON.stringify(process.argv.slice(1)));
+console.log('cvd=' + process.env.CUDA_VISIBLE_DEVICES);
+console.error('to stderr');
+const g = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
+console.log('grandchild=' + g.pid);
+if (process.argv[1] === 'ignore-term') process.on('SIGTERM', () => console.log('ignoring SIGTERM'));
+if (process.argv[1] === 'crash') setTimeout(() => process.exit(3), 200);
+setInterval(() => {}, 1000);
+`;
+
+const started: LaunchedReplica[] = [];
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((r) => r.stop(500)));
+});
+
+async function launch(modes: string[]): Promise<LaunchedReplica> {
+  const launcher = new LocalProcessLauncher();
+  const replica = await launcher.launch({
+    engineId: 'm/0',
+    headUrl: 'http://127.0.0.1:1',
+    processes: modes.map((mode, rank) => ({
+      nodeRank: rank,
+      node: `n${rank}`,
+      argv: [process.execPath, '-e', PARENT, mode],
+      env: { CUDA_VISIBLE_DEVICES: String(rank) },
+    })),
+  });
+  started.push(replica);
+  return replica;
+}
+
+function grandchildren(r: LaunchedReplica): number[] {
+  return [...r.logTail(1000).matchAll(/grandchild=(\d+)/g)].map((m) => Number(m[1]));
+}
+
+describe('LocalProcessLauncher', () => {
+  it('starts one process per node with its env, captures stdout and stderr, kills the whole group on stop', async () => {
+    const r = await launch(['run', 'run']);
+    expect(r.pids()).toHaveLength(2);
+    await waitFor(() => grandchildren(r).length === 2);
+    const tail = r.logTail(1000);
+    expect(tail).toContain('[node 0] cvd=0');
+    expect(tail).toContain('[node 1] cvd=1');
+    expect(tail).toContain('[node 1] to stderr');
+    expect(tail).toContain('[node 0] argv=["run"]');
+    const all = [...r.pids(), ...grandchildren(r)];
+    expect(all.every(alive)).toBe(true);
+    const exits: ProcessExit[] = [];
+    r.onExit((e) => exits.push(e));
+    await r.stop(5000);
+    expect(all.filter(alive)).toEqual([]);
+    // A requested stop is not an unexpected exit.
+    expect(exits).toEqual([]);
+    await r.stop();
+  });
+
+  it('escalates to SIGKILL after the grace period', async () => {
+    const r = await launch(['ignore-term']);
+    await waitFor(() => grandchildren(r).length === 1 && r.logTail().includes('grandchild='));
+    const all = [...r.pids(), ...grandchildren(r)];
+    await r.stop(300);
+    expect(all.filter(alive)).toEqual([]);
+  });
+
+  it('reports an unexpected exit with its code, even before a listener is attached', async () => {
+    const r = await launch(['crash']);
+    await waitFor(() => r.logTail().includes('exited code=3'));
+    const exits: ProcessExit[] = [];
+    r.onExit((e) => exits.push(e));
+    expect(exits).toEqual([{ nodeRank: 0, code: 3, signal: null }]);
+    const orphans = grandchildren(r);
+    await r.stop(2000);
+    // The crashed node's grandchild shared its process group and is gone too.
+    expect(orphans.filter(alive)).toEqual([]);
+  });
+
+  it('fails with launch_failed and the reason when the command does not exist', async () => {
+    const launcher = new LocalProcessLauncher();
+    const err = await launcher
+      .launch({
+        engineId: 'm/0',
+        headUrl: 'http://127.0.0.1:1',
+        processes: [{ nodeRank: 0, node: 'n0', argv: ['/nonexistent/sglang-binary'], env: {} }],
+      })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(UisError);
+    expect((err as UisError).code).toBe('launch_failed');
+    expect((err as UisError).message).toContain('/nonexistent/sglang-binary');
+  });
+});
+
+describe('LogRing', () => {
+  it('keeps only the last lines', () => {
+    const ring = new LogRing(3);
+    for (let i = 0; i < 10; i++) ring.push(`l${i}`);
+    expect(ring.tail(10)).toBe('l7\nl8\nl9');
+    expect(ring.tail(2)).toBe('l8\nl9');
+  });
+});

@@ -1,0 +1,211 @@
+import { UisError } from '@uis/spec';
+import { execa, type ResultPromise } from 'execa';
+import type { ServerArgsResult } from './server-args.ts';
+
+/** What a launcher starts: the processes of one replica (from `buildServerArgs`) and its engine id. */
+export interface LaunchSpec extends ServerArgsResult {
+  engineId: string;
+}
+
+export interface ProcessExit {
+  nodeRank: number;
+  code: number | null;
+  signal: string | null;
+}
+
+/** The running processes of one replica. */
+export interface LaunchedReplica {
+  pids(): number[];
+  /** Called once per node process that exits without `stop()` having been asked. */
+  onExit(cb: (e: ProcessExit) => void): void;
+  /** The last `lines` lines of every node's stdout and stderr, prefixed with the node rank. */
+  logTail(lines?: number): string;
+  /** SIGTERM to every node's process group, SIGKILL after `graceMs`; resolves when all are gone. Idempotent. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+export interface EngineLauncher {
+  launch(spec: LaunchSpec): Promise<LaunchedReplica>;
+}
+
+/** A bounded buffer of the last log lines. */
+export class LogRing {
+  private readonly lines: string[] = [];
+  constructor(private readonly capacity = 2000) {}
+
+  push(line: string): void {
+    this.lines.push(line);
+    if (this.lines.length > this.capacity) this.lines.splice(0, this.lines.length - this.capacity);
+  }
+
+  tail(n = 100): string {
+    return this.lines.slice(-n).join('\n');
+  }
+}
+
+export interface LocalLauncherOptions {
+  /** Lines kept per replica for `logTail`. Default 2000. */
+  logLines?: number;
+  /** Receives every log line as it arrives (e.g. a pino logger). */
+  onLog?: (engineId: string, nodeRank: number, line: string) => void;
+}
+
+const DEFAULT_GRACE_MS = 10_000;
+
+function isGone(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return false;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'ESRCH';
+  }
+}
+
+function signalGroup(pgid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pgid, signal);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ESRCH') throw e;
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Waits until the process group has no member left, polling; false when `ms` passed first. */
+async function waitGroupGone(pgid: number, ms: number): Promise<boolean> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    if (isGone(pgid)) return true;
+    await sleep(25);
+  }
+  return isGone(pgid);
+}
+
+interface NodeChild {
+  nodeRank: number;
+  pid: number;
+  child: ResultPromise;
+  exited: Promise<void>;
+}
+
+class LocalReplica implements LaunchedReplica {
+  private readonly exitCallbacks: Array<(e: ProcessExit) => void> = [];
+  private readonly pending: ProcessExit[] = [];
+  private stopping: Promise<void> | undefined;
+
+  constructor(
+    private readonly children: NodeChild[],
+    private readonly ring: LogRing,
+  ) {}
+
+  pids(): number[] {
+    return this.children.map((c) => c.pid);
+  }
+
+  onExit(cb: (e: ProcessExit) => void): void {
+    this.exitCallbacks.push(cb);
+    // An exit that happened before anyone listened (e.g. a crash during start) is still reported.
+    for (const e of this.pending) cb(e);
+  }
+
+  reportExit(e: ProcessExit): void {
+    if (this.stopping) return;
+    this.ring.push(`[node ${e.nodeRank}] exited code=${e.code} signal=${e.signal}`);
+    if (this.exitCallbacks.length === 0) this.pending.push(e);
+    for (const cb of this.exitCallbacks) cb(e);
+  }
+
+  logTail(lines = 100): string {
+    return this.ring.tail(lines);
+  }
+
+  stop(graceMs = DEFAULT_GRACE_MS): Promise<void> {
+    this.stopping ??= this.terminate(graceMs);
+    return this.stopping;
+  }
+
+  private async terminate(graceMs: number): Promise<void> {
+    // Each node process leads its own group (detached), so one signal reaches everything it spawned.
+    for (const c of this.children) signalGroup(c.pid, 'SIGTERM');
+    const gone = await Promise.all(this.children.map((c) => waitGroupGone(c.pid, graceMs)));
+    this.children.forEach((c, i) => {
+      if (!gone[i]) signalGroup(c.pid, 'SIGKILL');
+    });
+    await Promise.all(this.children.map((c) => waitGroupGone(c.pid, 10_000)));
+    await Promise.all(this.children.map((c) => c.exited));
+  }
+}
+
+/** Starts the processes of a replica on this host: one detached process group per node, logs captured. */
+export class LocalProcessLauncher implements EngineLauncher {
+  constructor(private readonly opts: LocalLauncherOptions = {}) {}
+
+  async launch(spec: LaunchSpec): Promise<LaunchedReplica> {
+    const ring = new LogRing(this.opts.logLines);
+    const children: NodeChild[] = [];
+    let replica: LocalReplica | undefined;
+    const exits: ProcessExit[] = [];
+    for (const p of spec.processes) {
+      const [file, ...args] = p.argv;
+      if (file === undefined) {
+        throw new UisError({
+          code: 'launch_failed',
+          status: 400,
+          path: `processes[${p.nodeRank}].argv`,
+          message: `${spec.engineId}: empty argv`,
+        });
+      }
+      const child = execa(file, args, {
+        env: p.env,
+        extendEnv: true,
+        cwd: p.cwd,
+        detached: true,
+        reject: false,
+        buffer: false,
+        stdin: 'ignore',
+        stdout: 'pipe',
+        stderr: 'pipe',
+        forceKillAfterDelay: false,
+      });
+      for (const stream of [child.stdout, child.stderr]) {
+        let partial = '';
+        stream?.setEncoding('utf8');
+        stream?.on('data', (chunk: string) => {
+          const parts = (partial + chunk).split('\n');
+          partial = parts.pop() ?? '';
+          for (const line of parts) {
+            ring.push(`[node ${p.nodeRank}] ${line}`);
+            this.opts.onLog?.(spec.engineId, p.nodeRank, line);
+          }
+        });
+        stream?.on('end', () => {
+          if (partial !== '') ring.push(`[node ${p.nodeRank}] ${partial}`);
+          partial = '';
+        });
+      }
+      const exited = child.then((r) => {
+        const e: ProcessExit = { nodeRank: p.nodeRank, code: r.exitCode ?? null, signal: r.signal ?? null };
+        if (r.failed && r.exitCode === undefined && r.signal === undefined) {
+          ring.push(`[node ${p.nodeRank}] failed to start: ${r.shortMessage}`);
+        }
+        if (replica) replica.reportExit(e);
+        else exits.push(e);
+      });
+      if (child.pid === undefined) {
+        await exited;
+        const started = new LocalReplica(children, ring);
+        await started.stop(0);
+        throw new UisError({
+          code: 'launch_failed',
+          status: 500,
+          path: `processes[${p.nodeRank}].argv[0]`,
+          message: `${spec.engineId}: cannot start "${file}" on node rank ${p.nodeRank}\n${ring.tail(20)}`,
+        });
+      }
+      children.push({ nodeRank: p.nodeRank, pid: child.pid, child, exited });
+    }
+    replica = new LocalReplica(children, ring);
+    for (const e of exits) replica.reportExit(e);
+    return replica;
+  }
+}
