@@ -1,0 +1,167 @@
+import type { IncomingMessage } from 'node:http';
+import { UisError, zodIssues } from '@uis/spec';
+import { z } from 'zod';
+import { ProxyErrorCode } from './errors.ts';
+
+/** The request fields the gateway reads to route and to abort; everything else passes through untouched. */
+export const ServingFieldsSchema = z.object({
+  model: z.string().min(1).optional(),
+  route_key: z.string().min(1).optional(),
+  stream: z.boolean().optional(),
+  rid: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]).optional(),
+});
+export type ServingFields = z.infer<typeof ServingFieldsSchema>;
+
+/** A serving request body parsed once: the raw bytes (forwarded as-is when nothing changes) and the object. */
+export interface ParsedBody {
+  raw: Buffer;
+  json: Record<string, unknown>;
+  fields: ServingFields;
+}
+
+/** Edits to the forwarded body: keys to set (e.g. `model` -> the engine's served name) and keys to remove. */
+export interface BodyEdit {
+  set?: Readonly<Record<string, unknown>>;
+  remove?: readonly string[];
+}
+
+function tooLarge(limit: number): UisError {
+  return new UisError({
+    code: ProxyErrorCode.bodyTooLarge,
+    status: 413,
+    path: 'body',
+    message: `request body exceeds the ${limit} byte limit; send a smaller body or raise the gateway's body limit`,
+  });
+}
+
+/** Reads the whole request body, refusing (413) as soon as it exceeds `limit` bytes. */
+export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const declared = req.headers['content-length'];
+    if (declared !== undefined && Number(declared) > limit) {
+      reject(tooLarge(limit));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        cleanup();
+        reject(tooLarge(limit));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      cleanup();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    };
+    const onError = (err: Error) => {
+      cleanup();
+      reject(err);
+    };
+    const cleanup = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+  });
+}
+
+/** Parses a serving body: must be a JSON object whose routing fields have the right types (400 otherwise). */
+export function parseServingBody(raw: Buffer): ParsedBody | UisError {
+  let json: unknown;
+  try {
+    json = JSON.parse(raw.toString('utf8'));
+  } catch (e) {
+    return new UisError({
+      code: ProxyErrorCode.invalidJson,
+      status: 400,
+      path: 'body',
+      message: `request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`,
+    });
+  }
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) {
+    return new UisError({
+      code: ProxyErrorCode.invalidBody,
+      status: 400,
+      path: 'body',
+      message: 'request body must be a JSON object',
+    });
+  }
+  const obj = json as Record<string, unknown>;
+  // Only the routing fields are validated here (a four-key object, cheap); the engine validates the rest.
+  const result = ServingFieldsSchema.safeParse({
+    model: obj.model,
+    route_key: obj.route_key,
+    stream: obj.stream,
+    rid: obj.rid,
+  });
+  if (!result.success) {
+    const issues = zodIssues(result.error, 'body');
+    return new UisError({
+      code: ProxyErrorCode.invalidBody,
+      status: 400,
+      path: issues[0]?.path ?? 'body',
+      message: issues.map((i) => `${i.path}: ${i.message}`).join('; '),
+      details: issues,
+    });
+  }
+  return { raw, json: obj, fields: result.data };
+}
+
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+
+function isJsonSpace(byte: number): boolean {
+  return byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09;
+}
+
+/** Inserts `"rid": ...` right after the opening brace of a JSON object we already parsed (so we know `rid` is
+ * absent and the text is an object): a byte splice instead of a full re-serialization. */
+function spliceRid(raw: Buffer, rid: string): Buffer {
+  let open = 0;
+  while (open < raw.length && raw[open] !== OPEN_BRACE) open++;
+  let next = open + 1;
+  while (next < raw.length && isJsonSpace(raw[next]!)) next++;
+  const empty = raw[next] === CLOSE_BRACE;
+  const insert = Buffer.from(`{"rid":${JSON.stringify(rid)}${empty ? '' : ','}`);
+  return Buffer.concat([insert, raw.subarray(open + 1)]);
+}
+
+/**
+ * The bytes to forward: the original bytes when nothing changes; a splice when only a rid is added; otherwise
+ * one `JSON.stringify` of the edited object. Mutates `body.json` (the caller owns it).
+ */
+export function forwardedBody(
+  body: ParsedBody,
+  edit: BodyEdit | undefined,
+  injectRid: string | undefined,
+): Buffer {
+  const json = body.json;
+  let changed = false;
+  if (edit?.remove) {
+    for (const key of edit.remove) {
+      if (key in json) {
+        delete json[key];
+        changed = true;
+      }
+    }
+  }
+  if (edit?.set) {
+    for (const key in edit.set) {
+      const value = edit.set[key];
+      if (json[key] !== value) {
+        json[key] = value;
+        changed = true;
+      }
+    }
+  }
+  if (!changed) return injectRid === undefined ? body.raw : spliceRid(body.raw, injectRid);
+  if (injectRid !== undefined) json.rid = injectRid;
+  return Buffer.from(JSON.stringify(json));
+}

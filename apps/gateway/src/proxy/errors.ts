@@ -1,0 +1,39 @@
+import type { ServerResponse } from 'node:http';
+import { UisError } from '@uis/spec';
+
+/** Stable codes of the forwarding layer; the HTTP status travels with each UisError. */
+export const ProxyErrorCode = {
+  bodyTooLarge: 'body_too_large',
+  invalidJson: 'invalid_json',
+  invalidBody: 'invalid_body',
+  engineTimeout: 'engine_timeout',
+  engineUnreachable: 'engine_unreachable',
+  engineResponseIncomplete: 'engine_response_incomplete',
+  noTarget: 'no_target',
+  internal: 'internal_error',
+} as const;
+export type ProxyErrorCode = (typeof ProxyErrorCode)[keyof typeof ProxyErrorCode];
+
+/** Writes `{"error": {...}}` with the error's status unless the response has already started. */
+export function sendError(res: ServerResponse, err: UisError, requestId: string | undefined): void {
+  if (res.headersSent || res.destroyed) return;
+  const body = JSON.stringify(err.toJSON());
+  const headers: Record<string, string | number> = {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(body),
+  };
+  if (requestId !== undefined) headers['x-request-id'] = requestId;
+  res.writeHead(err.status, headers);
+  res.end(body);
+}
+
+/** Any thrown value as a UisError, so an unexpected failure still answers with the product's error shape. */
+export function asUisError(e: unknown): UisError {
+  if (e instanceof UisError) return e;
+  return new UisError({
+    code: ProxyErrorCode.internal,
+    status: 500,
+    message: e instanceof Error ? e.message : String(e),
+    cause: e,
+  });
+}

@@ -1,0 +1,52 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+export type FastHandler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/** Exact method + path table for the serving hot path, checked before any framework sees the request. */
+export class FastRoutes {
+  readonly #byMethod = new Map<string, Map<string, FastHandler>>();
+
+  add(method: string, path: string, handler: FastHandler): this {
+    let paths = this.#byMethod.get(method);
+    if (paths === undefined) {
+      paths = new Map();
+      this.#byMethod.set(method, paths);
+    }
+    if (paths.has(path)) throw new Error(`fast route ${method} ${path} is already registered`);
+    paths.set(path, handler);
+    return this;
+  }
+
+  /** The handler for `method` and the path part of `url` (query ignored), if any. */
+  match(method: string | undefined, url: string | undefined): FastHandler | undefined {
+    if (method === undefined || url === undefined) return undefined;
+    const paths = this.#byMethod.get(method);
+    if (paths === undefined) return undefined;
+    const q = url.indexOf('?');
+    return paths.get(q === -1 ? url : url.slice(0, q));
+  }
+}
+
+/** The serving paths of a role: raw SGLang generate and both OpenAI chat spellings. */
+export function servingPaths(role: string): { generate: string; chat: string[] } {
+  return {
+    generate: `/${role}/generate`,
+    chat: [`/${role}/chat/completions`, `/${role}/v1/chat/completions`],
+  };
+}
+
+export interface CombinedListenerOptions {
+  serving: FastRoutes;
+  /** Everything else, typically `getRequestListener(app.fetch)` from @hono/node-server. */
+  fallback: (req: IncomingMessage, res: ServerResponse) => void;
+}
+
+/** A node:http request listener: serving routes first, then the framework. */
+export function createCombinedListener(options: CombinedListenerOptions): FastHandler {
+  const { serving, fallback } = options;
+  return (req, res) => {
+    const handler = serving.match(req.method, req.url);
+    if (handler !== undefined) handler(req, res);
+    else fallback(req, res);
+  };
+}

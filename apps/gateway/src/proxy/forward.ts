@@ -1,0 +1,398 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { UisError } from '@uis/spec';
+import type { Dispatcher } from 'undici';
+import { type BodyEdit, forwardedBody, type ParsedBody, parseServingBody, readBody } from './body.ts';
+import { asUisError, ProxyErrorCode, sendError } from './errors.ts';
+import type { FastHandler } from './fast-routes.ts';
+import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
+import type { InFlightCounter } from './in-flight.ts';
+import type { UpstreamPools } from './upstream-pools.ts';
+
+/** An engine the gateway may forward to: `id` is what routing and the in-flight counter know it by. */
+export interface ProxyTarget {
+  id: string;
+  /** `http://host:port` */
+  origin: string;
+}
+
+/** The gateway's routing decision; `excluding` holds targets that already failed for this request. */
+export type PickTarget = (excluding?: ReadonlySet<string>) => ProxyTarget | UisError;
+
+/** Where and how one request goes: the engine path, how to choose engines, and body edits. */
+export interface ForwardRoute {
+  /** Engine path, e.g. `/generate` or `/v1/chat/completions`. */
+  path: string;
+  pick: PickTarget;
+  edit?: BodyEdit;
+}
+
+/** Decides the route for a parsed request (model resolution etc.), or refuses it with an error. */
+export type ResolveRoute = (
+  body: ParsedBody,
+  req: IncomingMessage,
+  requestId: string,
+) => ForwardRoute | UisError;
+
+export type ForwardOutcome = 'ok' | 'client_abort' | 'error';
+
+/** One per client request, after it ended one way or another: what metrics need. */
+export interface CompletionEvent {
+  requestId: string;
+  rid: string | string[] | undefined;
+  /** The last engine tried, if any. */
+  target: ProxyTarget | undefined;
+  /** Status sent to the client (0 when the client left or the stream broke before any status). */
+  status: number;
+  outcome: ForwardOutcome;
+  error: UisError | undefined;
+  attempts: number;
+  /** Bytes of the forwarded request body and of the response body relayed to the client. */
+  bytesUp: number;
+  bytesDown: number;
+  /** Engine response headers received, relative to the request's arrival. */
+  ttfbMs: number | undefined;
+  totalMs: number;
+}
+
+export interface ProxyHooks {
+  /** The client left before the engine finished: the gateway asks that engine to abort `rid`. */
+  onClientAbort?(rid: string | string[], target: ProxyTarget, requestId: string): void;
+  onComplete?(event: CompletionEvent): void;
+}
+
+export interface ServingProxyOptions {
+  pools: UpstreamPools;
+  inFlight?: InFlightCounter;
+  hooks?: ProxyHooks;
+  /** Request body limit in bytes (413 above it). */
+  maxBodyBytes?: number;
+  /** Inject a `rid` into bodies that carry none, so a disconnect can be aborted at the engine. */
+  injectRid?: boolean;
+  now?: () => number;
+  newId?: () => string;
+}
+
+export const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
+
+const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
+
+/** Errors that mean the request never produced a response from this engine: worth one try elsewhere. */
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+  'UND_ERR_DESTROYED',
+]);
+const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
+function errorCode(err: Error): string | undefined {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+class ClientGoneError extends Error {
+  constructor() {
+    super('client disconnected');
+    this.name = 'ClientGoneError';
+  }
+}
+
+/**
+ * One client request's trip through the proxy. Implements undici's dispatch handler directly, so the engine's
+ * bytes go from undici's parser to `res.write` with no stream objects in between.
+ */
+class Exchange implements Dispatcher.DispatchHandler {
+  readonly #res: ServerResponse;
+  readonly #opts: ServingProxyOptions;
+  readonly #now: () => number;
+  readonly #start: number;
+  readonly #requestId: string;
+  #rawHeaders: readonly string[] = [];
+  #route: ForwardRoute | undefined;
+  #upstreamHeaders: string[] = [];
+  #body: Buffer = Buffer.alloc(0);
+  #rid: string | string[] | undefined;
+
+  #target: ProxyTarget | undefined;
+  #holding = false;
+  #tried: Set<string> | undefined;
+  #attempts = 0;
+  #controller: Dispatcher.DispatchController | undefined;
+  #gotResponse = false;
+  #streaming = false;
+  #status = 0;
+  #respHeaders: IncomingHttpHeaders | undefined;
+  #chunks: Buffer[] = [];
+  #bytesDown = 0;
+  #ttfb: number | undefined;
+  #upstreamDone = false;
+  #clientGone = false;
+  #finished = false;
+
+  constructor(
+    res: ServerResponse,
+    opts: ServingProxyOptions,
+    now: () => number,
+    start: number,
+    requestId: string,
+  ) {
+    this.#res = res;
+    this.#opts = opts;
+    this.#now = now;
+    this.#start = start;
+    this.#requestId = requestId;
+    res.on('close', this.#onClientClose);
+  }
+
+  /** Starts forwarding `body` along `route`. */
+  begin(req: IncomingMessage, body: ParsedBody, route: ForwardRoute): void {
+    if (this.#clientGone) {
+      this.#finish('client_abort', 0, undefined);
+      return;
+    }
+    this.#route = route;
+    this.#rawHeaders = req.rawHeaders;
+    let inject: string | undefined;
+    if (body.fields.rid === undefined && this.#opts.injectRid !== false) inject = randomUUID();
+    this.#rid = body.fields.rid ?? inject;
+    this.#body = forwardedBody(body, route.edit, inject);
+    this.#upstreamHeaders = upstreamRequestHeaders(this.#rawHeaders, this.#requestId);
+    this.#upstreamHeaders.push('content-length', String(this.#body.length));
+    this.#attempt(route.pick(undefined));
+  }
+
+  #attempt(picked: ProxyTarget | UisError): void {
+    if (picked instanceof UisError) {
+      this.#fail(picked);
+      return;
+    }
+    this.#target = picked;
+    this.#attempts++;
+    this.#opts.inFlight?.acquire(picked.id);
+    this.#holding = true;
+    this.#controller = undefined;
+    let pool: Dispatcher;
+    try {
+      pool = this.#opts.pools.get(picked.origin);
+    } catch (e) {
+      this.#fail(asUisError(e));
+      return;
+    }
+    pool.dispatch(
+      { path: this.#route!.path, method: 'POST', headers: this.#upstreamHeaders, body: this.#body },
+      this,
+    );
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.#controller = controller;
+    if (this.#clientGone) controller.abort(new ClientGoneError());
+  }
+
+  onResponseStart(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+  ): void {
+    if (statusCode < 200) return; // 1xx informational: the real response follows
+    this.#gotResponse = true;
+    this.#ttfb = this.#now() - this.#start;
+    this.#status = statusCode;
+    const type = headers['content-type'];
+    // Event streams and bodies of unknown length are relayed as they come; a sized body is sent in one write.
+    this.#streaming =
+      headers['content-length'] === undefined ||
+      (typeof type === 'string' && type.startsWith('text/event-stream'));
+    if (this.#streaming) {
+      const res = this.#res;
+      res.writeHead(statusCode, clientResponseHeaders(headers, this.#requestId, false));
+      res.flushHeaders();
+      if (!this.#clientGone) return;
+      controller.abort(new ClientGoneError());
+    } else {
+      this.#respHeaders = headers;
+    }
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.#bytesDown += chunk.length;
+    if (!this.#streaming) {
+      this.#chunks.push(chunk);
+      return;
+    }
+    if (!this.#res.write(chunk)) {
+      // The client reads slower than the engine writes: hold the engine socket until the client drains.
+      controller.pause();
+      this.#res.once('drain', () => controller.resume());
+    }
+  }
+
+  onResponseEnd(): void {
+    this.#upstreamDone = true;
+    const res = this.#res;
+    if (this.#streaming) {
+      res.end();
+    } else if (!res.destroyed) {
+      const body =
+        this.#chunks.length === 1 ? this.#chunks[0]! : Buffer.concat(this.#chunks, this.#bytesDown);
+      res.writeHead(this.#status, clientResponseHeaders(this.#respHeaders ?? {}, this.#requestId, true));
+      res.end(body);
+    }
+    this.#finish('ok', this.#status, undefined);
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+    this.#upstreamDone = true;
+    if (this.#clientGone || err instanceof ClientGoneError) {
+      this.#finish('client_abort', 0, undefined);
+      return;
+    }
+    const code = errorCode(err);
+    const target = this.#target!;
+    if (this.#gotResponse && this.#streaming) {
+      // Bytes already reached the client: a stream is never replayed; cut it so the client sees it broke.
+      this.#res.destroy(err);
+      this.#finish(
+        'error',
+        this.#status,
+        new UisError({
+          code:
+            code !== undefined && TIMEOUT_CODES.has(code)
+              ? ProxyErrorCode.engineTimeout
+              : ProxyErrorCode.engineResponseIncomplete,
+          status: 502,
+          message: `engine ${target.id} broke the stream: ${err.message}`,
+        }),
+      );
+      return;
+    }
+    if (code !== undefined && TIMEOUT_CODES.has(code)) {
+      this.#fail(
+        new UisError({
+          code: ProxyErrorCode.engineTimeout,
+          status: 504,
+          message: `engine ${target.id} did not answer in time (${code === 'UND_ERR_HEADERS_TIMEOUT' ? 'headers' : 'body'} timeout)`,
+          cause: err,
+        }),
+      );
+      return;
+    }
+    if (!this.#gotResponse && code !== undefined && UNREACHABLE_CODES.has(code)) {
+      const unreachable = new UisError({
+        code: ProxyErrorCode.engineUnreachable,
+        status: 502,
+        message: `engine ${target.id} at ${target.origin} is unreachable: ${err.message}`,
+        cause: err,
+      });
+      if (this.#attempts >= 2) {
+        this.#fail(unreachable);
+        return;
+      }
+      this.#release();
+      this.#tried ??= new Set();
+      this.#tried.add(target.id);
+      const next = this.#route!.pick(this.#tried);
+      // No other engine: report why the first one failed, not that nothing else was there.
+      this.#attempt(next instanceof UisError ? unreachable : next);
+      return;
+    }
+    this.#fail(
+      new UisError({
+        code: this.#gotResponse ? ProxyErrorCode.engineResponseIncomplete : ProxyErrorCode.engineUnreachable,
+        status: 502,
+        message: `engine ${target.id} failed: ${err.message}`,
+        cause: err,
+      }),
+    );
+  }
+
+  /** Answers with an error (nothing has been sent yet) and ends the exchange. */
+  #fail(err: UisError): void {
+    sendError(this.#res, err, this.#requestId);
+    this.#finish('error', err.status, err);
+  }
+
+  readonly #onClientClose = (): void => {
+    if (this.#res.writableFinished || this.#upstreamDone) return;
+    this.#clientGone = true;
+    const target = this.#target;
+    if (target === undefined) return; // still reading the body or resolving: nothing upstream yet
+    this.#controller?.abort(new ClientGoneError());
+    if (this.#rid !== undefined) this.#opts.hooks?.onClientAbort?.(this.#rid, target, this.#requestId);
+  };
+
+  #release(): void {
+    if (!this.#holding) return;
+    this.#holding = false;
+    this.#opts.inFlight?.release(this.#target!.id);
+  }
+
+  #finish(outcome: ForwardOutcome, status: number, error: UisError | undefined): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    this.#release();
+    const onComplete = this.#opts.hooks?.onComplete;
+    if (onComplete === undefined) return;
+    onComplete({
+      requestId: this.#requestId,
+      rid: this.#rid,
+      target: this.#target,
+      status,
+      outcome,
+      error,
+      attempts: this.#attempts,
+      bytesUp: this.#body.length,
+      bytesDown: this.#bytesDown,
+      ttfbMs: this.#ttfb,
+      totalMs: this.#now() - this.#start,
+    });
+  }
+
+  /** Ends a request refused before forwarding (bad body, unknown model...). */
+  refuse(err: UisError): void {
+    this.#fail(err);
+  }
+}
+
+/**
+ * The serving hot path for one route: read and parse the body once, let `resolve` pick the route, forward to an
+ * engine through the pooled undici dispatcher, relay the answer. Every failure answers the product's JSON error.
+ */
+export function createServingHandler(options: ServingProxyOptions, resolve: ResolveRoute): FastHandler {
+  const now = options.now ?? (() => performance.now());
+  const newId = options.newId ?? randomUUID;
+  const limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  return (req, res) => {
+    const start = now();
+    const given = req.headers['x-request-id'];
+    const requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : newId();
+    const exchange = new Exchange(res, options, now, start, requestId);
+    readBody(req, limit).then(
+      (raw) => {
+        try {
+          const body = parseServingBody(raw);
+          if (body instanceof UisError) return exchange.refuse(body);
+          const route = resolve(body, req, requestId);
+          if (route instanceof UisError) return exchange.refuse(route);
+          exchange.begin(req, body, route);
+        } catch (e) {
+          exchange.refuse(asUisError(e));
+        }
+      },
+      (e: unknown) => {
+        // A body over the limit: answer, then close, since the rest of the body is still on the socket.
+        if (e instanceof UisError && e.status === 413) res.shouldKeepAlive = false;
+        exchange.refuse(asUisError(e));
+      },
+    );
+  };
+}

@@ -1,0 +1,82 @@
+import type { IncomingHttpHeaders, OutgoingHttpHeader } from 'node:http';
+
+/** RFC 9110 7.6.1 hop-by-hop headers plus the legacy proxy-* family: they describe one connection, never the
+ * message, so a proxy must not forward them. `host` is dropped too: the upstream pool sets its own. */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+/** Header names the forwarder sets itself on the upstream request. */
+const SET_BY_PROXY = new Set(['host', 'content-length', 'x-request-id']);
+
+function isHopByHop(lower: string): boolean {
+  return HOP_BY_HOP.has(lower) || lower.startsWith('proxy-');
+}
+
+/** Names listed in a `Connection` header (`Connection: close, x-foo`) are hop-by-hop for this message. */
+function connectionTokens(value: string | string[] | undefined): Set<string> | undefined {
+  if (value === undefined) return undefined;
+  const joined = Array.isArray(value) ? value.join(',') : value;
+  let out: Set<string> | undefined;
+  for (const raw of joined.split(',')) {
+    const token = raw.trim().toLowerCase();
+    if (token === '') continue;
+    if (out === undefined) out = new Set();
+    out.add(token);
+  }
+  return out;
+}
+
+/**
+ * Builds the upstream request headers as the flat `[name, value, ...]` list undici accepts, straight from
+ * node's `rawHeaders` (no intermediate object). Adds `x-request-id` and `content-type`; undici sets `host` and
+ * the body's `content-length`.
+ */
+export function upstreamRequestHeaders(rawHeaders: readonly string[], requestId: string): string[] {
+  let listed: Set<string> | undefined;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() === 'connection') {
+      listed = connectionTokens(rawHeaders[i + 1]);
+      break;
+    }
+  }
+  const out: string[] = [];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    const lower = name.toLowerCase();
+    if (isHopByHop(lower) || SET_BY_PROXY.has(lower) || listed?.has(lower)) continue;
+    out.push(name, rawHeaders[i + 1]!);
+  }
+  out.push('x-request-id', requestId);
+  return out;
+}
+
+/**
+ * Builds the client response headers from the engine's parsed headers as node's `writeHead` flat list,
+ * minus hop-by-hop ones; `content-length` is kept for buffered bodies and dropped for streamed ones (node then
+ * frames the stream itself, chunk for chunk as the engine sent it).
+ */
+export function clientResponseHeaders(
+  headers: IncomingHttpHeaders,
+  requestId: string,
+  keepContentLength: boolean,
+): OutgoingHttpHeader[] {
+  const listed = connectionTokens(headers.connection);
+  const out: OutgoingHttpHeader[] = [];
+  for (const name in headers) {
+    const value = headers[name];
+    if (value === undefined || isHopByHop(name) || name === 'x-request-id' || listed?.has(name)) continue;
+    if (name === 'content-length' && !keepContentLength) continue;
+    out.push(name, value);
+  }
+  out.push('x-request-id', requestId);
+  return out;
+}
