@@ -1,0 +1,215 @@
+import type { SGLangClient } from '@uis/sglang-engine';
+import { UisError } from '@uis/spec';
+import type {
+  BatchInfo,
+  BatchStore,
+  GenrmInput,
+  GenrmOutput,
+  SampleRow,
+  TeacherInput,
+  TeacherOutput,
+} from './batch-store.ts';
+import { errorMessage, type Logger, silentLogger } from './runtime.ts';
+import { judgementScore, type ScoreParser } from './score-parsers.ts';
+
+/** A scorer replica the runner may call: the model name engines answer to and its client. */
+export interface ScoringTarget {
+  engineId: string;
+  servedModelName: string;
+  client: Pick<SGLangClient, 'generate' | 'chatCompletions'>;
+}
+
+export interface BatchRunnerOptions {
+  store: BatchStore;
+  /** The scorer's eligible replicas at run time (read when a run starts). */
+  targets: (batch: BatchInfo) => ScoringTarget[];
+  /** Requests in flight per run. Default 16. */
+  concurrency?: number;
+  scoreParser?: ScoreParser;
+  /** GenRM sampling defaults (Relax: temperature 0.2, top_p 1, top_k -1, 1024 new tokens); per-sample
+   * `sampling_params` override them. */
+  genrmSampling?: Record<string, unknown>;
+  /** Attempts per sample across replicas before the batch fails. Default 2. */
+  maxAttempts?: number;
+  /** Per-request deadline. Default 10 min. */
+  requestTimeoutMs?: number;
+  logger?: Logger;
+}
+
+export interface BatchRunReport {
+  batch: BatchInfo;
+  /** Samples scored in this run. */
+  scored: number;
+  /** Samples whose result was already staged by an interrupted earlier run. */
+  reused: number;
+}
+
+const DEFAULT_GENRM_SAMPLING = { temperature: 0.2, top_p: 1.0, top_k: -1, max_new_tokens: 1024 };
+
+/** Runs a sealed batch against the scorer with bounded concurrency, validates every result, stages each one
+ * durably, and commits the batch whole, or fails it whole with the reason. */
+export class BatchRunner {
+  private readonly concurrency: number;
+  private readonly parse: ScoreParser;
+  private readonly maxAttempts: number;
+  private readonly logger: Logger;
+
+  constructor(private readonly opts: BatchRunnerOptions) {
+    this.concurrency = Math.max(1, opts.concurrency ?? 16);
+    this.parse = opts.scoreParser ?? judgementScore;
+    this.maxAttempts = Math.max(1, opts.maxAttempts ?? 2);
+    this.logger = opts.logger ?? silentLogger;
+  }
+
+  /** Runs every sealed batch of `role`, oldest first. The first failure stops the phase (and is thrown). */
+  async runPending(role: string, signal?: AbortSignal): Promise<BatchRunReport[]> {
+    const out: BatchRunReport[] = [];
+    for (const b of this.opts.store.list({ state: 'sealed', role })) out.push(await this.run(b.id, signal));
+    return out;
+  }
+
+  async run(id: string, signal?: AbortSignal): Promise<BatchRunReport> {
+    const store = this.opts.store;
+    const before = store.get(id);
+    const todo = store.beginRun(id);
+    const batch = store.get(id);
+    const reused = batch.results;
+    const targets = this.opts.targets(batch);
+    const controller = new AbortController();
+    const onAbort = () => controller.abort(signal?.reason);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      if (targets.length === 0)
+        throw new UisError({
+          code: 'no_scorer_replica',
+          status: 503,
+          message: `no eligible ${batch.role} replica to run batch ${id}`,
+        });
+      let next = 0;
+      let rr = 0;
+      const worker = async () => {
+        while (!controller.signal.aborted) {
+          const sample = todo[next++];
+          if (!sample) return;
+          let lastErr: unknown;
+          let done = false;
+          for (let attempt = 0; attempt < this.maxAttempts && !done; attempt++) {
+            const target = targets[rr++ % targets.length] as ScoringTarget;
+            try {
+              const output =
+                batch.kind === 'genrm_score'
+                  ? await this.scoreGenrm(target, sample as SampleRow<GenrmInput>, controller.signal)
+                  : await this.scoreTeacher(target, sample as SampleRow<TeacherInput>, controller.signal);
+              store.stageResult(id, sample.idx, output);
+              done = true;
+            } catch (e) {
+              lastErr = e;
+              // An invalid result is a property of the answer, not of the replica: retrying cannot fix it.
+              if (e instanceof UisError && e.code === 'invalid_result') break;
+            }
+          }
+          if (!done) {
+            controller.abort();
+            throw new UisError({
+              code: 'batch_sample_failed',
+              status: 502,
+              path: `samples[${sample.idx}]`,
+              message: `sample ${sample.sample_id}: ${errorMessage(lastErr)}`,
+              cause: lastErr,
+            });
+          }
+        }
+        if (controller.signal.aborted && signal?.aborted) throw new Error('batch run aborted');
+      };
+      const results = await Promise.allSettled(
+        Array.from({ length: Math.min(this.concurrency, todo.length) }, worker),
+      );
+      const failure = results.find((r) => r.status === 'rejected');
+      if (failure) throw failure.reason;
+      const committed = store.commit(id);
+      this.logger.info({ batch: id, samples: committed.samples, reused }, 'batch committed');
+      return { batch: committed, scored: todo.length, reused };
+    } catch (e) {
+      const reason = errorMessage(e);
+      try {
+        store.fail(id, reason);
+      } catch {
+        // Already final (e.g. committed by nobody else): keep the original error.
+      }
+      this.logger.error({ batch: id, previous: before.state, reason }, 'batch failed');
+      throw e instanceof UisError
+        ? e
+        : new UisError({
+            code: 'batch_failed',
+            status: 500,
+            message: `batch ${id} failed: ${reason}`,
+            cause: e,
+          });
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  private async scoreGenrm(
+    target: ScoringTarget,
+    s: SampleRow<GenrmInput>,
+    signal: AbortSignal,
+  ): Promise<GenrmOutput> {
+    const sampling = { ...DEFAULT_GENRM_SAMPLING, ...this.opts.genrmSampling, ...s.input.sampling_params };
+    const { max_new_tokens, ...rest } = sampling as Record<string, unknown> & { max_new_tokens?: number };
+    const res = await target.client.chatCompletions(
+      {
+        model: target.servedModelName,
+        messages: s.input.messages,
+        ...(max_new_tokens === undefined ? {} : { max_tokens: max_new_tokens }),
+        ...rest,
+      },
+      { signal, timeoutMs: this.opts.requestTimeoutMs ?? 600_000 },
+    );
+    const text = (res.choices[0]?.message.content ?? '').trim();
+    const score = this.parse(text);
+    if (score === null || !Number.isFinite(score))
+      throw new UisError({
+        code: 'invalid_result',
+        status: 502,
+        message: `judge answer has no finite score: ${JSON.stringify(text.slice(0, 200))}`,
+      });
+    return { response: text, score };
+  }
+
+  private async scoreTeacher(
+    target: ScoringTarget,
+    s: SampleRow<TeacherInput>,
+    signal: AbortSignal,
+  ): Promise<TeacherOutput> {
+    const { input_ids, logprob_start_len, response_length } = s.input;
+    const res = await target.client.generate(
+      {
+        input_ids,
+        sampling_params: { temperature: 0, max_new_tokens: 0, skip_special_tokens: false },
+        return_logprob: true,
+        logprob_start_len,
+      },
+      { signal, timeoutMs: this.opts.requestTimeoutMs ?? 600_000 },
+    );
+    const got = res.meta_info.input_token_logprobs ?? [];
+    const expected = input_ids.length - logprob_start_len;
+    const invalid = (message: string) =>
+      new UisError({ code: 'invalid_result', status: 502, message: `teacher logprobs: ${message}` });
+    if (got.length !== expected) throw invalid(`expected ${expected} positions, got ${got.length}`);
+    const keep = response_length ?? expected;
+    const selected = got.slice(expected - keep);
+    const logprobs: Array<number | null> = [];
+    const tokenIds: number[] = [];
+    selected.forEach(([lp, tok], j) => {
+      const pos = logprob_start_len + expected - keep + j;
+      if (tok !== input_ids[pos])
+        throw invalid(`position ${pos} has token ${tok}, input has ${input_ids[pos]}`);
+      if (lp === null ? pos !== 0 : !Number.isFinite(lp))
+        throw invalid(`position ${pos} has no finite logprob`);
+      logprobs.push(lp);
+      tokenIds.push(tok);
+    });
+    return { logprobs, token_ids: tokenIds };
+  }
+}

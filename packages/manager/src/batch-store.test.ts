@@ -1,0 +1,89 @@
+import { isUisError } from '@uis/spec';
+import { describe, expect, it } from 'vitest';
+import { BatchStore } from './batch-store.ts';
+import { openStore } from './store.ts';
+
+const teacher = (n: number) => ({
+  samples: Array.from({ length: n }, (_, i) => ({
+    sample_id: `s${i}`,
+    input: { input_ids: [1, 2, 3, 4], logprob_start_len: 1, response_length: 2 },
+  })),
+});
+
+function code(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (e) {
+    return isUisError(e) ? e.code : String(e);
+  }
+  return undefined;
+}
+
+describe('BatchStore', () => {
+  it('validates inputs by kind with the path of the bad field', () => {
+    const s = new BatchStore(openStore());
+    const b = s.create({ kind: 'teacher_logprobs' });
+    try {
+      s.addSamples(b.id, { samples: [{ sample_id: 'a', input: { input_ids: [1], logprob_start_len: 3 } }] });
+      expect.unreachable();
+    } catch (e) {
+      expect(isUisError(e) && e.path).toBe('samples[0].input.logprob_start_len');
+    }
+    const g = s.create({ kind: 'genrm_score' });
+    expect(code(() => s.addSamples(g.id, { samples: [{ sample_id: 'a', input: { messages: [] } }] }))).toBe(
+      'invalid_samples',
+    );
+    expect(s.get(g.id).samples).toBe(0);
+  });
+
+  it('commits whole exactly once, and a failed batch writes nothing back', () => {
+    const s = new BatchStore(openStore());
+    const b = s.create({ kind: 'teacher_logprobs', id: 'b1' });
+    s.addSamples('b1', teacher(3));
+    expect(code(() => s.addSamples('b1', teacher(1)))).toBe('duplicate_sample');
+    s.seal('b1');
+    expect(
+      code(() => s.addSamples('b1', { samples: [{ sample_id: 'z', input: teacher(1).samples[0]?.input }] })),
+    ).toBe('batch_not_open');
+    const todo = s.beginRun(b.id);
+    expect(todo.map((t) => t.idx)).toEqual([0, 1, 2]);
+    s.stageResult('b1', 0, { logprobs: [-1, -2], token_ids: [3, 4] });
+    expect(code(() => s.commit('b1'))).toBe('batch_incomplete');
+    s.stageResult('b1', 1, { logprobs: [-1, -2], token_ids: [3, 4] });
+    s.stageResult('b1', 2, { logprobs: [-1, -2], token_ids: [3, 4] });
+    expect(s.commit('b1').state).toBe('committed');
+    expect(code(() => s.commit('b1'))).toBe('batch_already_committed');
+    expect(s.samples('b1').every((x) => x.output !== null)).toBe(true);
+
+    const f = s.create({ kind: 'teacher_logprobs', id: 'b2' });
+    s.addSamples(f.id, teacher(2));
+    s.seal(f.id);
+    s.beginRun(f.id);
+    s.stageResult(f.id, 0, { logprobs: [-1, -2], token_ids: [3, 4] });
+    expect(s.fail(f.id, 'engine died').state).toBe('failed');
+    expect(s.samples(f.id).every((x) => x.output === null)).toBe(true);
+    expect(code(() => s.stageResult(f.id, 1, {}))).toBe('batch_not_running');
+  });
+
+  it('recover resumes a running batch keeping staged results, or fails it explicitly', () => {
+    const db = openStore();
+    const s = new BatchStore(db);
+    for (const id of ['r', 'q']) {
+      s.create({ kind: 'teacher_logprobs', id });
+      s.addSamples(id, teacher(3));
+      s.seal(id);
+      s.beginRun(id);
+      s.stageResult(id, 1, { logprobs: [-1, -2], token_ids: [3, 4] });
+    }
+    const restarted = new BatchStore(db);
+    expect(restarted.recover('resume')).toEqual([
+      { id: 'r', action: 'resumed' },
+      { id: 'q', action: 'resumed' },
+    ]);
+    expect(restarted.beginRun('r').map((t) => t.idx)).toEqual([0, 2]);
+    expect(restarted.get('r').attempts).toBe(2);
+    restarted.recover('fail');
+    expect(restarted.get('r').state).toBe('failed');
+    expect(restarted.get('r').reason).toMatch(/restarted/);
+  });
+});

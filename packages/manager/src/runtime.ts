@@ -1,0 +1,53 @@
+/** What I/O code takes instead of touching globals, so tests control time and output. */
+
+export interface Clock {
+  now(): number;
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+}
+
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  sleep: (ms, signal) =>
+    new Promise<void>((resolve, reject) => {
+      if (signal?.aborted) {
+        reject(signal.reason ?? new Error('aborted'));
+        return;
+      }
+      const timer = setTimeout(() => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      }, ms);
+      const onAbort = () => {
+        clearTimeout(timer);
+        reject(signal?.reason ?? new Error('aborted'));
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+    }),
+};
+
+/** The subset of pino's API the manager uses; pino loggers satisfy it. */
+export interface Logger {
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+export const silentLogger: Logger = { info() {}, warn() {}, error() {} };
+
+/** Records log lines in memory: tests assert that refusals are logged. */
+export class MemoryLogger implements Logger {
+  readonly lines: Array<{ level: 'info' | 'warn' | 'error'; obj: object; msg: string | undefined }> = [];
+  info(obj: object, msg?: string): void {
+    this.lines.push({ level: 'info', obj, msg });
+  }
+  warn(obj: object, msg?: string): void {
+    this.lines.push({ level: 'warn', obj, msg });
+  }
+  error(obj: object, msg?: string): void {
+    this.lines.push({ level: 'error', obj, msg });
+  }
+}
+
+export function errorMessage(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}

@@ -1,0 +1,80 @@
+import Database from 'better-sqlite3';
+
+export type Db = Database.Database;
+
+/** Schema migrations, applied in order once each (user_version counts them). */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE events (
+     seq INTEGER PRIMARY KEY AUTOINCREMENT,
+     at INTEGER NOT NULL,
+     kind TEXT NOT NULL,
+     subject TEXT NOT NULL,
+     actor TEXT,
+     operation_id TEXT,
+     duration_ms REAL,
+     data TEXT NOT NULL
+   );
+   CREATE TABLE operations (
+     id TEXT PRIMARY KEY,
+     fingerprint TEXT NOT NULL,
+     status TEXT NOT NULL,
+     result TEXT,
+     created_at INTEGER NOT NULL,
+     finished_at INTEGER
+   );
+   CREATE TABLE leases (
+     grp TEXT PRIMARY KEY,
+     phase TEXT,
+     holder TEXT,
+     status TEXT NOT NULL,
+     reason TEXT,
+     updated_at INTEGER NOT NULL
+   );
+   CREATE TABLE batches (
+     id TEXT PRIMARY KEY,
+     kind TEXT NOT NULL,
+     role TEXT NOT NULL,
+     model TEXT,
+     state TEXT NOT NULL,
+     reason TEXT,
+     attempts INTEGER NOT NULL DEFAULT 0,
+     created_at INTEGER NOT NULL,
+     updated_at INTEGER NOT NULL,
+     committed_at INTEGER
+   );
+   CREATE TABLE samples (
+     batch_id TEXT NOT NULL REFERENCES batches(id),
+     idx INTEGER NOT NULL,
+     sample_id TEXT NOT NULL,
+     input TEXT NOT NULL,
+     output TEXT,
+     PRIMARY KEY (batch_id, idx),
+     UNIQUE (batch_id, sample_id)
+   );
+   CREATE TABLE results (
+     batch_id TEXT NOT NULL REFERENCES batches(id),
+     idx INTEGER NOT NULL,
+     output TEXT NOT NULL,
+     PRIMARY KEY (batch_id, idx)
+   );`,
+];
+
+/** The manager's embedded database: audit events, operation ids, leases, deferred batches. WAL so readers
+ * (console, admin API) never block the writer, and `synchronous = NORMAL`, which under WAL loses no committed
+ * transaction on a process crash (only on power loss). */
+export function openStore(path = ':memory:'): Db {
+  const db = new Database(path);
+  if (path !== ':memory:') db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  db.pragma('foreign_keys = ON');
+  db.pragma('busy_timeout = 5000');
+  const applied = db.pragma('user_version', { simple: true }) as number;
+  for (let i = applied; i < MIGRATIONS.length; i++) {
+    const sql = MIGRATIONS[i] as string;
+    db.transaction(() => {
+      db.exec(sql);
+      db.pragma(`user_version = ${i + 1}`);
+    })();
+  }
+  return db;
+}
