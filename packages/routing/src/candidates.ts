@@ -1,0 +1,40 @@
+import type { DiscoveryEngine, DiscoveryModel } from '@uis/spec';
+import { fnv1a64, type Hash64 } from './hash.ts';
+
+/** A replica a request may be sent to directly. */
+export interface Candidate {
+  engineId: string;
+  url: string;
+  weightVersion: string | null;
+  /** Rendezvous hash of the engine id, computed once per snapshot. */
+  idHash: Hash64;
+}
+
+const cache = new WeakMap<DiscoveryModel, readonly Candidate[]>();
+
+/** A replica is a candidate when it is ready, direct_eligible, has a URL and is a regular worker (PD prefill and
+ * decode workers are diagnostic only: only a router can pair them). */
+export function isEligible(engine: DiscoveryEngine): boolean {
+  return (
+    engine.state === 'ready' &&
+    engine.direct_eligible &&
+    engine.base_url !== null &&
+    (engine.worker_type === undefined || engine.worker_type === 'regular')
+  );
+}
+
+/** The model's candidates in discovery order; computed once per model entry (entries of a snapshot are never
+ * mutated, a new topology is a new snapshot), so a routing decision does not re-filter the engine list. */
+export function candidatesOf(entry: DiscoveryModel): readonly Candidate[] {
+  let list = cache.get(entry);
+  if (list === undefined) {
+    list = entry.engines.filter(isEligible).map((engine) => ({
+      engineId: engine.engine_id,
+      url: engine.base_url!,
+      weightVersion: engine.weight_version ?? null,
+      idHash: fnv1a64(engine.engine_id),
+    }));
+    cache.set(entry, list);
+  }
+  return list;
+}

@@ -1,0 +1,26 @@
+export { type Candidate, candidatesOf, isEligible } from './candidates.ts';
+export { fnv1a64, type Hash64, rendezvousWeight } from './hash.ts';
+export { ApproxRadixTree, type PrefixMatch, type RadixTreeOptions, type TenantStats } from './radix-tree.ts';
+export {
+  ReplicaSelector,
+  type ReplicaSelectorOptions,
+  type Selection,
+  type SelectRequest,
+} from './replica-selector.ts';
+export {
+  type HeaderBag,
+  promptText,
+  type RequestKeys,
+  ROUTE_KEY_HEADER,
+  requestKeys,
+} from './request-keys.ts';
+export { checkSnapshot, type ResolvedModel, type ResolveRequest, resolveModel } from './resolve-model.ts';
+export { type Route, route } from './route.ts';
+export {
+  DEFAULT_AFFINITY_HEADER,
+  DEFAULT_POLICY,
+  MIN_WEIGHT_VERSION_HEADER,
+  policyFor,
+  type RoutingRules,
+} from './routing-rules.ts';
+export { compareWeightVersions, meetsMinWeightVersion } from './weight-version.ts';
