@@ -4,3 +4,5 @@ export * from './errors.ts';
 export * from './model.ts';
 export * from './plan.ts';
 export * from './states.ts';
+export * from './config.ts';
+export * from './legacy.ts';

@@ -1,0 +1,4 @@
+export { checkEngineSites, type EngineChunk, type EngineSitesResult } from './engine-sites.ts';
+export { type BundleSite, Inventory } from './inventory.ts';
+export { PlacementPlanner, planPlacement, RAY_GPU_FRACTION } from './planner.ts';
+export { type BundleProbeEntry, BundleProbeEntrySchema, validateBundleProbe } from './probe.ts';
