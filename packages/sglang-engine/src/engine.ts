@@ -1,0 +1,335 @@
+import { UisError } from '@uis/spec';
+import { SGLangClient } from './client.ts';
+import { isEngineError } from './engine-error.ts';
+import type { EngineLauncher, LaunchedReplica, LaunchSpec, ProcessExit } from './launcher.ts';
+import type { MemoryTag, PauseMode } from './protocol.ts';
+
+/** Time source; tests pass a fake one. */
+export interface Clock {
+  now(): number;
+  sleep(ms: number): Promise<void>;
+}
+
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
+};
+
+/** The subset of a pino-style logger the engine writes to. */
+export interface EngineLogger {
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+}
+
+export interface SGLangEngineOptions {
+  engineId: string;
+  baseUrl: string;
+  client?: SGLangClient;
+  launcher?: EngineLauncher;
+  launchSpec?: LaunchSpec;
+  clock?: Clock;
+  logger?: EngineLogger;
+  /** Poll interval of start's health wait and drain's idle wait. Default 250 ms. */
+  pollMs?: number;
+  /** Deadline of flush_cache retries (while requests still run). Default 120 s, as Relax. */
+  flushDeadlineMs?: number;
+}
+
+export type DrainPolicy = 'wait' | 'abort' | 'retract' | 'in_place';
+
+export interface DrainOptions {
+  deadlineMs: number;
+  policy: DrainPolicy;
+  /** Requests the caller (gateway) still has in flight to this engine. */
+  inflight?: () => number;
+}
+
+export interface DrainReport {
+  policy: DrainPolicy;
+  /** ms spent until the engine was idle or the policy was applied. */
+  waitedMs: number;
+  /** Work seen when the drain began: caller in-flight + engine running + waiting requests. */
+  inflightAtStart: number;
+  /** Work left when the drain ended (0 after an abort). */
+  inflightAtEnd: number;
+  /** The deadline passed before the engine was idle (policy `wait` then aborts what is left). */
+  timedOut: boolean;
+  /** pause_generation was called with this mode (continue_generation is due on wake). */
+  paused: PauseMode | null;
+  aborted: boolean;
+  /** The KV cache was flushed (not for `in_place`, whose paused requests keep their cache). */
+  flushed: boolean;
+}
+
+export type WeightUpdate =
+  | {
+      source: 'disk';
+      modelPath: string;
+      weightVersion: string;
+      loadFormat?: string;
+      abortAllRequests?: boolean;
+    }
+  | {
+      source: 'distributed';
+      weightVersion: string;
+      names: string[];
+      dtypes: string[];
+      shapes: number[][];
+      groupName?: string;
+      flushCache?: boolean;
+      abortAllRequests?: boolean;
+    }
+  | { source: 'version'; weightVersion: string; abortAllRequests?: boolean };
+
+/** One SGLang replica of any role (rollout, GenRM, teacher): its head URL and, when it was launched here, its
+ * node processes. Every operation goes through the engine's HTTP API. */
+export class SGLangEngine {
+  readonly engineId: string;
+  readonly baseUrl: string;
+  readonly client: SGLangClient;
+  private readonly ownsClient: boolean;
+  private readonly launcher: EngineLauncher | undefined;
+  private readonly launchSpec: LaunchSpec | undefined;
+  private readonly clock: Clock;
+  private readonly logger: EngineLogger | undefined;
+  private readonly pollMs: number;
+  private readonly flushDeadlineMs: number;
+  private replica: LaunchedReplica | undefined;
+  private readonly exitCallbacks: Array<(e: ProcessExit) => void> = [];
+  private lastExit: ProcessExit | undefined;
+  private stopping = false;
+  private paused: PauseMode | null = null;
+
+  constructor(opts: SGLangEngineOptions) {
+    this.engineId = opts.engineId;
+    this.baseUrl = opts.baseUrl;
+    this.ownsClient = opts.client === undefined;
+    this.client = opts.client ?? new SGLangClient(opts.baseUrl);
+    this.launcher = opts.launcher;
+    this.launchSpec = opts.launchSpec;
+    this.clock = opts.clock ?? systemClock;
+    this.logger = opts.logger;
+    this.pollMs = opts.pollMs ?? 250;
+    this.flushDeadlineMs = opts.flushDeadlineMs ?? 120_000;
+    if (this.launcher && !this.launchSpec) {
+      throw new UisError({
+        code: 'invalid_engine_options',
+        status: 400,
+        path: 'launchSpec',
+        message: `${this.engineId}: a launcher needs a launchSpec`,
+      });
+    }
+  }
+
+  /** pids of the launched node processes (empty for an attached engine). */
+  pids(): number[] {
+    return this.replica?.pids() ?? [];
+  }
+
+  /** The engine's own log tail (empty for an attached engine). */
+  logTail(lines = 100): string {
+    return this.replica?.logTail(lines) ?? '';
+  }
+
+  /** Registers for an unexpected exit of a node process. */
+  onExit(cb: (e: ProcessExit) => void): void {
+    this.exitCallbacks.push(cb);
+    if (this.lastExit) cb(this.lastExit);
+  }
+
+  /** Launches (when a launcher is set), waits until /health_generate answers 200, then flushes the cache (as
+   * Relax does). Fails with `engine_start_failed` carrying the engine's own log tail when a process exits or
+   * the deadline passes; the launched processes are stopped then. */
+  async start(opts: { deadlineMs?: number } = {}): Promise<void> {
+    const deadlineMs = opts.deadlineMs ?? 600_000;
+    const t0 = this.clock.now();
+    if (this.launcher && this.launchSpec && !this.replica) {
+      this.replica = await this.launcher.launch(this.launchSpec);
+      this.replica.onExit((e) => this.handleExit(e));
+    }
+    let lastError = 'no answer yet';
+    for (;;) {
+      if (this.lastExit) {
+        await this.failStart(
+          `node rank ${this.lastExit.nodeRank} exited (code ${this.lastExit.code}, signal ${this.lastExit.signal})`,
+        );
+      }
+      const left = deadlineMs - (this.clock.now() - t0);
+      if (left <= 0) await this.failStart(`not healthy within ${deadlineMs} ms (last: ${lastError})`);
+      try {
+        const timeoutMs = Math.max(1000, Math.min(left, 30_000));
+        if (await this.client.healthGenerate({ timeoutMs })) break;
+        lastError = 'health_generate answered 5xx';
+      } catch (e) {
+        lastError = e instanceof Error ? e.message : String(e);
+      }
+      await this.clock.sleep(this.pollMs);
+    }
+    const left = Math.max(1000, deadlineMs - (this.clock.now() - t0));
+    await this.client.flushCache({ deadlineMs: Math.min(left, this.flushDeadlineMs) });
+    this.logger?.info({ engineId: this.engineId, ms: this.clock.now() - t0 }, 'engine healthy');
+  }
+
+  /** Releases GPU memory: flush_cache (retried while requests run), then release_memory_occupation(tags). */
+  async sleep(tags?: MemoryTag[]): Promise<void> {
+    await this.client.flushCache({ deadlineMs: this.flushDeadlineMs });
+    await this.client.releaseMemoryOccupation(tags);
+    this.logger?.info({ engineId: this.engineId, tags: tags ?? 'all' }, 'memory released');
+  }
+
+  /** resume_memory_occupation(tags); once everything is resident, resumes generation a drain paused. Resume by
+   * tag (weights, sync, then kv_cache) to avoid holding old weights, cache and new weights at once. */
+  async wake(tags?: MemoryTag[]): Promise<void> {
+    await this.client.resumeMemoryOccupation(tags);
+    const complete = tags === undefined || tags.includes('kv_cache');
+    if (complete && this.paused !== null) {
+      await this.client.continueGeneration();
+      this.paused = null;
+    }
+    this.logger?.info({ engineId: this.engineId, tags: tags ?? 'all' }, 'memory resumed');
+  }
+
+  /** Lets the engine's work finish or stops it by policy, then flushes its cache (except `in_place`):
+   * - `wait`: wait until the caller's in-flight count and the engine's load are 0; at the deadline abort the
+   *   rest (reported as timedOut).
+   * - `abort`: pause_generation(abort) + abort_request(all) right away (Relax's GenRM offload).
+   * - `retract`: pause_generation(retract): running requests go back to the queue and resume on wake.
+   * - `in_place`: pause_generation(in_place): requests freeze with their KV cache (for a weight update without
+   *   offload); the cache is not flushed. */
+  async drain(opts: DrainOptions): Promise<DrainReport> {
+    const t0 = this.clock.now();
+    const work = async () => (opts.inflight?.() ?? 0) + (await this.engineWork());
+    const inflightAtStart = await work();
+    const report: DrainReport = {
+      policy: opts.policy,
+      waitedMs: 0,
+      inflightAtStart,
+      inflightAtEnd: inflightAtStart,
+      timedOut: false,
+      paused: null,
+      aborted: false,
+      flushed: false,
+    };
+    if (opts.policy === 'wait') {
+      let left = inflightAtStart;
+      while (left > 0 && this.clock.now() - t0 < opts.deadlineMs) {
+        await this.clock.sleep(Math.min(this.pollMs, Math.max(1, opts.deadlineMs - (this.clock.now() - t0))));
+        left = await work();
+      }
+      report.inflightAtEnd = left;
+      if (left > 0) {
+        report.timedOut = true;
+        await this.client.abortAll();
+        report.aborted = true;
+      }
+    } else {
+      await this.client.pauseGeneration(opts.policy);
+      this.paused = opts.policy;
+      report.paused = opts.policy;
+      if (opts.policy === 'abort') {
+        await this.client.abortAll();
+        report.aborted = true;
+      }
+    }
+    if (opts.policy !== 'in_place') {
+      const left = Math.max(1000, opts.deadlineMs - (this.clock.now() - t0));
+      await this.client.flushCache({ deadlineMs: Math.min(left, this.flushDeadlineMs) });
+      report.flushed = true;
+    }
+    report.waitedMs = this.clock.now() - t0;
+    if (opts.policy !== 'wait') report.inflightAtEnd = await work();
+    this.logger?.info({ engineId: this.engineId, ...report }, 'engine drained');
+    return report;
+  }
+
+  /** Loads new weights and returns the version the engine now reports. `disk`: update_weights_from_disk;
+   * `distributed`: update_weights_from_distributed over an initialised NCCL group (weights already broadcast
+   * by the trainer); `version`: only relabels (weights pushed by another path, e.g. tensors). */
+  async updateWeights(req: WeightUpdate): Promise<{ weightVersion: string }> {
+    let result: { success: boolean; message: string };
+    if (req.source === 'disk') {
+      result = await this.client.updateWeightsFromDisk({
+        model_path: req.modelPath,
+        weight_version: req.weightVersion,
+        ...(req.loadFormat === undefined ? {} : { load_format: req.loadFormat }),
+        ...(req.abortAllRequests === undefined ? {} : { abort_all_requests: req.abortAllRequests }),
+      });
+    } else if (req.source === 'distributed') {
+      result = await this.client.updateWeightsFromDistributed({
+        names: req.names,
+        dtypes: req.dtypes,
+        shapes: req.shapes,
+        weight_version: req.weightVersion,
+        flush_cache: req.flushCache ?? true,
+        abort_all_requests: req.abortAllRequests ?? false,
+        ...(req.groupName === undefined ? {} : { group_name: req.groupName }),
+      });
+    } else {
+      result = await this.client.updateWeightVersion({
+        new_version: req.weightVersion,
+        abort_all_requests: req.abortAllRequests ?? false,
+      });
+    }
+    if (!result.success) {
+      throw new UisError({
+        code: 'weight_update_failed',
+        status: 502,
+        path: 'weightVersion',
+        message: `${this.engineId}: ${req.source} weight update to ${req.weightVersion} failed: ${result.message}`,
+      });
+    }
+    const reported = await this.weightVersion();
+    if (reported !== null && reported !== req.weightVersion) {
+      throw new UisError({
+        code: 'weight_version_mismatch',
+        status: 502,
+        path: 'weightVersion',
+        message: `${this.engineId}: engine reports weight version ${reported} after updating to ${req.weightVersion}`,
+      });
+    }
+    return { weightVersion: reported ?? req.weightVersion };
+  }
+
+  weightVersion(): Promise<string | null> {
+    return this.client.weightVersion();
+  }
+
+  /** Stops the launched processes (a no-op for an attached engine) and closes the HTTP pool. Idempotent. */
+  async shutdown(graceMs?: number): Promise<void> {
+    this.stopping = true;
+    await this.replica?.stop(graceMs);
+    if (this.ownsClient) await this.client.close();
+  }
+
+  private handleExit(e: ProcessExit): void {
+    if (this.stopping) return;
+    this.lastExit = e;
+    this.logger?.warn({ engineId: this.engineId, ...e }, 'engine process exited');
+    for (const cb of this.exitCallbacks) cb(e);
+  }
+
+  /** Running + waiting requests over every DP rank; an unreachable engine counts as idle (nothing to wait for). */
+  private async engineWork(): Promise<number> {
+    try {
+      const load = await this.client.load({ timeoutMs: 10_000 });
+      return load.reduce((n, r) => n + r.num_reqs + r.num_waiting_reqs, 0);
+    } catch (e) {
+      if (isEngineError(e)) return 0;
+      throw e;
+    }
+  }
+
+  private async failStart(reason: string): Promise<never> {
+    const tail = this.logTail(50);
+    // Capture the tail before stopping: stopping adds nothing the user needs.
+    this.stopping = true;
+    await this.replica?.stop(5000);
+    throw new UisError({
+      code: 'engine_start_failed',
+      status: 503,
+      path: this.engineId,
+      message: `${this.engineId} did not start: ${reason}${tail ? `\n--- engine log tail ---\n${tail}` : ''}`,
+      details: { reason, logTail: tail },
+    });
+  }
+}
