@@ -1,0 +1,278 @@
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { planPlacement } from '@uis/planner';
+import {
+  configuredRoles,
+  type DeploymentMode,
+  fromRelaxArgs,
+  type GroupPlacement,
+  isUisError,
+  loadConfig,
+  type PlacementPlan,
+  type PlanViolation,
+  type UisConfig,
+} from '@uis/spec';
+import type { Command } from 'commander';
+
+/** `uis plan`: validate a layout (config file or Relax flags) and print where every engine goes. Exit codes:
+ * 0 valid, 1 invalid layout, 2 unusable input. */
+
+export const EXIT_OK = 0;
+export const EXIT_INVALID_LAYOUT = 1;
+export const EXIT_BAD_INPUT = 2;
+
+export interface PlanCommandOptions {
+  config?: string;
+  relaxArgs?: boolean;
+  allowUnknownFlags?: boolean;
+  json?: boolean;
+}
+
+export interface PlanIo {
+  cwd: string;
+  readFile: (path: string) => string;
+  out: (text: string) => void;
+  err: (text: string) => void;
+}
+
+/** The JSON shape of `uis plan --json`. */
+export interface PlanJson {
+  ok: boolean;
+  mode: DeploymentMode | null;
+  pools: Record<string, number>;
+  placements: Array<
+    Pick<
+      GroupPlacement,
+      | 'role'
+      | 'model'
+      | 'group'
+      | 'worker_type'
+      | 'num_gpus'
+      | 'gpus_per_engine'
+      | 'tp'
+      | 'pp'
+      | 'dp'
+      | 'bundle_start'
+      | 'bundle_stop'
+      | 'bundle_indices'
+      | 'gpu_ids'
+      | 'nodes_per_engine'
+      | 'pool'
+      | 'owner'
+      | 'phase'
+      | 'deferred'
+    > & { replicas: number }
+  >;
+  errors: PlanViolation[];
+}
+
+export function registerPlanCommand(program: Command): void {
+  program
+    .command('plan')
+    .description(
+      'validate a layout and print the placement of every engine (exit 1 on violations, 2 on bad input)',
+    )
+    .option('--config <file>', 'a UIS config file (YAML or JSON)')
+    .option('--relax-args', 'read Relax command-line flags given after `--`')
+    .option('--allow-unknown-flags', 'ignore Relax flags that do not concern placement (training flags)')
+    .option('--json', 'print the plan as JSON')
+    .argument('[flags...]', 'Relax flags (with --relax-args)')
+    .allowUnknownOption()
+    .action((flags: string[], options: PlanCommandOptions) => {
+      process.exitCode = runPlan(flags, options, {
+        cwd: process.cwd(),
+        readFile: (p) => readFileSync(p, 'utf8'),
+        out: (t) => process.stdout.write(t),
+        err: (t) => process.stderr.write(t),
+      });
+    });
+}
+
+function modeOf(config: UisConfig): DeploymentMode | null {
+  const modes = configuredRoles(config).map((r) => r.spec.deployment.mode);
+  for (const m of ['colocated_defer', 'colocated_split', 'shared_coresident', 'decoupled'] as const) {
+    if (modes.includes(m)) return m;
+  }
+  return null;
+}
+
+/** Reads the input, plans, prints; returns the exit code. Never throws. */
+export function runPlan(flags: readonly string[], options: PlanCommandOptions, io: PlanIo): number {
+  const inputError = (errors: PlanViolation[]) => {
+    if (options.json)
+      io.out(
+        `${JSON.stringify({ ok: false, mode: null, pools: {}, placements: [], errors } satisfies PlanJson, null, 2)}\n`,
+      );
+    else
+      io.err(
+        `uis plan: unusable input\n${errors.map((e) => `  ${e.path}: ${e.message} [${e.code}]`).join('\n')}\n`,
+      );
+    return EXIT_BAD_INPUT;
+  };
+  if (Boolean(options.config) === Boolean(options.relaxArgs)) {
+    return inputError([
+      {
+        code: 'usage',
+        path: 'uis plan',
+        message: 'give exactly one of --config FILE or --relax-args -- <flags...>',
+      },
+    ]);
+  }
+  if (options.config && flags.length > 0) {
+    return inputError([
+      { code: 'usage', path: 'uis plan', message: `unexpected arguments: ${flags.join(' ')}` },
+    ]);
+  }
+  let config: UisConfig;
+  try {
+    if (options.config) {
+      const path = resolve(io.cwd, options.config);
+      const text = readInput(io, path, '--config');
+      if (typeof text !== 'string') return inputError([text]);
+      config = loadConfig(text, options.config);
+    } else {
+      const files: Record<string, string> = {};
+      for (let i = 0; i < flags.length; i++) {
+        const f = flags[i] ?? '';
+        const value = f.startsWith('--sglang-config=')
+          ? f.slice('--sglang-config='.length)
+          : f === '--sglang-config'
+            ? flags[i + 1]
+            : undefined;
+        if (value === undefined) continue;
+        const text = readInput(io, resolve(io.cwd, value), '--sglang-config');
+        if (typeof text !== 'string') return inputError([text]);
+        files[value] = text;
+      }
+      config = fromRelaxArgs(flags, { files, allowUnknown: options.allowUnknownFlags ?? false });
+    }
+  } catch (e) {
+    if (isUisError(e)) {
+      const details = Array.isArray(e.details)
+        ? (e.details as PlanViolation[])
+        : [{ code: e.code, path: e.path ?? '(input)', message: e.message }];
+      return inputError(details);
+    }
+    return inputError([
+      { code: 'internal', path: '(input)', message: e instanceof Error ? e.message : String(e) },
+    ]);
+  }
+  const result = planPlacement(config);
+  const json: PlanJson = result.ok
+    ? {
+        ok: true,
+        mode: result.plan.mode,
+        pools: Object.fromEntries(Object.entries(result.plan.pools).map(([k, p]) => [k, p.size])),
+        placements: result.plan.placements.map(toJson),
+        errors: [],
+      }
+    : { ok: false, mode: modeOf(config), pools: {}, placements: [], errors: result.errors };
+  if (options.json) io.out(`${JSON.stringify(json, null, 2)}\n`);
+  else if (result.ok) io.out(renderPlan(result.plan));
+  else io.out(renderViolations(result.errors));
+  return result.ok ? EXIT_OK : EXIT_INVALID_LAYOUT;
+}
+
+function readInput(io: PlanIo, path: string, flag: string): string | PlanViolation {
+  try {
+    return io.readFile(path);
+  } catch (e) {
+    const reason =
+      (e as NodeJS.ErrnoException).code === 'ENOENT'
+        ? 'no such file'
+        : e instanceof Error
+          ? e.message
+          : String(e);
+    return { code: 'missing_file', path: flag, message: `cannot read ${path}: ${reason}` };
+  }
+}
+
+function toJson(p: GroupPlacement): PlanJson['placements'][number] {
+  return {
+    role: p.role,
+    model: p.model,
+    group: p.group,
+    worker_type: p.worker_type,
+    num_gpus: p.num_gpus,
+    gpus_per_engine: p.gpus_per_engine,
+    tp: p.tp,
+    pp: p.pp,
+    dp: p.dp,
+    bundle_start: p.bundle_start,
+    bundle_stop: p.bundle_stop,
+    bundle_indices: p.bundle_indices,
+    gpu_ids: p.gpu_ids,
+    replicas: p.replicas.length,
+    nodes_per_engine: p.nodes_per_engine,
+    pool: p.pool,
+    owner: p.owner,
+    phase: p.phase,
+    deferred: p.deferred,
+  };
+}
+
+/** `0-3,6` style ranges keep wide layouts on one line. */
+export function ranges(ids: readonly number[]): string {
+  const out: string[] = [];
+  let i = 0;
+  while (i < ids.length) {
+    let j = i;
+    while (j + 1 < ids.length && ids[j + 1] === (ids[j] ?? 0) + 1) j++;
+    out.push(i === j ? `${ids[i]}` : `${ids[i]}-${ids[j]}`);
+    i = j + 1;
+  }
+  return out.join(',');
+}
+
+function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => (r[c] ?? '').length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, c) => cell.padEnd(widths[c] ?? 0))
+      .join('  ')
+      .trimEnd();
+  return `${[line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n')}\n`;
+}
+
+export function renderPlan(plan: PlacementPlan): string {
+  const pools = Object.values(plan.pools)
+    .map((p) => `${p.name}=${p.size} (owner ${p.owner}, deleted by ${p.deleted_by})`)
+    .join(', ');
+  const rows = plan.placements.map((p) => {
+    const bundles = plan.pools[p.pool]?.bundles ?? [];
+    const perNode = new Map<string, number[]>();
+    for (const b of p.bundle_indices) {
+      const bundle = bundles[b];
+      if (!bundle) continue;
+      const list = perNode.get(bundle.node) ?? [];
+      list.push(bundle.gpu_id);
+      perNode.set(bundle.node, list);
+    }
+    return [
+      p.role,
+      p.model,
+      `${p.group}${p.worker_type === 'regular' ? '' : ` ${p.worker_type}`}`,
+      `${p.pool}[${p.bundle_start}..${p.bundle_stop - 1}]`,
+      [...perNode].map(([node, gpus]) => `${node}:${ranges(gpus)}`).join(' '),
+      p.worker_type === 'placeholder'
+        ? '0 (reserved)'
+        : `${p.replicas.length} x tp${p.tp}${p.pp > 1 ? ` pp${p.pp}` : ''}${p.nodes_per_engine > 1 ? ` over ${p.nodes_per_engine} nodes` : ''}`,
+      p.phase === null ? '-' : `${p.phase}${p.deferred ? ' (deferred)' : ''}`,
+      p.owner,
+    ];
+  });
+  const phases = plan.activation_groups
+    .map(
+      (g) =>
+        `activation group ${g.name}: ${g.phases.map((ph) => `${ph.name}[${ph.residents.join(',')}]`).join(' -> ')}`,
+    )
+    .join('\n');
+  return `mode: ${plan.mode}\npools: ${pools}\n${phases ? `${phases}\n` : ''}\n${table(['ROLE', 'MODEL', 'GROUP', 'BUNDLES', 'GPUS PER NODE', 'REPLICAS', 'PHASE', 'OWNER'], rows)}`;
+}
+
+export function renderViolations(errors: readonly PlanViolation[]): string {
+  return `invalid layout: ${errors.length} violation${errors.length === 1 ? '' : 's'}\n${table(
+    ['CODE', 'PATH', 'MESSAGE'],
+    errors.map((e) => [e.code, e.path, e.message]),
+  )}`;
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env node
+// `pnpm start` (until the demo exists): runs `uis plan` on every bundled example config. `bad-*` examples are
+// invalid on purpose and must exit 1; anything else must plan cleanly.
+import { spawnSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+const dir = import.meta.dirname;
+const uis = join(dir, '..', 'apps', 'gateway', 'bin', 'uis.mjs');
+let failed = 0;
+for (const file of readdirSync(dir)
+  .filter((f) => f.endsWith('.yaml'))
+  .sort()) {
+  const expected = file.startsWith('bad-') ? 1 : 0;
+  console.log(`\n$ uis plan --config examples/${file}`);
+  const r = spawnSync(process.execPath, [uis, 'plan', '--config', join(dir, file)], { stdio: 'inherit' });
+  if (r.status !== expected) {
+    console.error(`examples/${file}: exit ${r.status}, expected ${expected}`);
+    failed++;
+  }
+}
+process.exitCode = failed === 0 ? 0 : 1;
