@@ -447,7 +447,11 @@ export class SGLangClient {
         });
       }
     } finally {
-      if (!done) call.res.body.destroy();
+      if (!done) {
+        // Closing the connection is how SGLang learns to abort the request; the resulting stream error is ours.
+        call.res.body.on('error', () => {});
+        call.res.body.destroy();
+      }
       call.dispose();
     }
   }
