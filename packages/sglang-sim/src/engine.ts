@@ -1,0 +1,400 @@
+import { performance } from 'node:perf_hooks';
+import { MEMORY_TAGS, type MemoryTag, type PauseMode } from '@uis/sglang-engine';
+import { hashString, mix, prng } from './hash.ts';
+import { initialContext } from './model.ts';
+import type { SimOptions } from './options.ts';
+import { type SequenceSpec, SimSequence } from './request.ts';
+import { Scheduler } from './scheduler.ts';
+
+export type EngineStatus = 'starting' | 'ready' | 'unhealthy' | 'hung' | 'crashed' | 'closed';
+export type MemoryState = 'resident' | 'releasing' | 'released';
+
+export interface SimStats {
+  requests: number;
+  completed: number;
+  aborted: number;
+  errors: number;
+  promptTokens: number;
+  completionTokens: number;
+  cachedTokens: number;
+  running: number;
+  waiting: number;
+  steps: number;
+  kvTokensUsed: number;
+}
+
+export interface SimState {
+  status: EngineStatus;
+  paused: PauseMode | null;
+  memory: Record<MemoryTag, MemoryState>;
+  weightVersion: string;
+  modelPath: string;
+  /** Changes with every weight update; outputs are a function of it. */
+  weightsFingerprint: number;
+  weightUpdateGroups: string[];
+  connectedNodes: number;
+}
+
+/** A failure the HTTP layer turns into SGLang's answer for that endpoint. */
+export class SimFailure extends Error {
+  constructor(
+    message: string,
+    readonly status = 400,
+  ) {
+    super(message);
+  }
+}
+
+export type Admission = 'ok' | 'error' | 'hang';
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** The engine behind the HTTP API: weights, memory saver, scheduler, prefix cache and injected faults. */
+export class SimEngine {
+  status: EngineStatus = 'starting';
+  readonly scheduler: Scheduler;
+  readonly memory: Record<MemoryTag, MemoryState> = {
+    weights: 'resident',
+    kv_cache: 'resident',
+    cuda_graph: 'resident',
+  };
+  weightVersion: string;
+  modelPath: string;
+  weightsFingerprint: number;
+  readonly groups = new Set<string>();
+  connectedNodes = 1;
+  private readonly prefixCache = new Set<number>();
+  private readonly random: () => number;
+  private accepted = 0;
+  private readonly counters = {
+    requests: 0,
+    completed: 0,
+    aborted: 0,
+    errors: 0,
+    promptTokens: 0,
+    completionTokens: 0,
+    cachedTokens: 0,
+  };
+  private readonly pendingTimers = new Set<NodeJS.Timeout>();
+  /** Arrival number of the sequence that crashes the engine (fault injection). */
+  private readonly crashAt: number | undefined;
+
+  constructor(
+    readonly options: SimOptions,
+    /** Called when an injected fault kills the engine (the CLI exits; in-process servers drop their sockets). */
+    private readonly onCrash: (reason: string) => void,
+    readonly now: () => number = () => performance.now(),
+  ) {
+    this.weightVersion = options.weightVersion;
+    this.modelPath = options.modelPath;
+    this.weightsFingerprint = hashString(`${options.modelPath}\u0000${options.weightVersion}`);
+    this.random = prng(mix(options.simSeed, 0xfa017));
+    this.crashAt = options.simCrashAfter === undefined ? undefined : options.simCrashAfter + 1;
+    this.scheduler = new Scheduler(
+      {
+        maxRunningRequests: options.simMaxRunningRequests,
+        kvCapacityTokens: options.simKvCapacityTokens,
+        prefillUsPerToken: options.simPrefillUsPerToken,
+        decodeUsPerToken: options.simDecodeUsPerToken,
+        now,
+      },
+      (s) => this.finished(s),
+    );
+  }
+
+  get servedModelName(): string {
+    return this.options.servedModelName ?? this.modelPath;
+  }
+
+  /** Decides the fate of a new generation request (fault injection), counting it. */
+  admit(): Admission {
+    if (this.status === 'hung') return 'hang';
+    this.accepted++;
+    this.counters.requests++;
+    if (this.options.simHangAfter !== undefined && this.accepted > this.options.simHangAfter) {
+      this.status = 'hung';
+      this.scheduler.freeze();
+      return 'hang';
+    }
+    if (this.options.simErrorRate > 0 && this.random() < this.options.simErrorRate) {
+      this.counters.errors++;
+      return 'error';
+    }
+    return 'ok';
+  }
+
+  /** Throws the error SGLang gives when memory needed for generation is released. */
+  assertCanGenerate(): void {
+    const gone = (['weights', 'kv_cache'] as const).filter((t) => this.memory[t] !== 'resident');
+    if (gone.length > 0) {
+      throw new SimFailure(
+        `Cannot run generation: GPU memory for ${gone.join(', ')} is released (release_memory_occupation); call resume_memory_occupation first.`,
+      );
+    }
+  }
+
+  /** Creates and queues a sequence. The callbacks run on every produced token and once at the end. */
+  start(
+    spec: SequenceSpec,
+    onProgress: (s: SimSequence) => void,
+    onDone: (s: SimSequence) => void,
+  ): SimSequence {
+    if (spec.inputIds.length >= this.options.contextLength) {
+      throw new SimFailure(
+        `The input (${spec.inputIds.length} tokens) is longer than the model's context length (${this.options.contextLength} tokens).`,
+      );
+    }
+    if (spec.inputIds.length + 1 > this.options.simKvCapacityTokens) {
+      throw new SimFailure(
+        `The input (${spec.inputIds.length} tokens) does not fit the KV cache (${this.options.simKvCapacityTokens} tokens).`,
+      );
+    }
+    const arrival = this.accepted;
+    const crashes = this.crashAt !== undefined && arrival >= this.crashAt;
+    const seq = new SimSequence(spec, initialContext(this.weightsFingerprint), this.now(), (s) => {
+      onProgress(s);
+      if (crashes) this.crash(`injected crash during request ${arrival}`);
+    });
+    doneCallbacks.set(seq, (s) => {
+      onDone(s);
+      if (crashes && this.status !== 'crashed') this.crash(`injected crash after request ${arrival}`);
+    });
+    seq.cachedTokens = this.cachedPrefix(seq.prefixHashes());
+    this.counters.cachedTokens += seq.cachedTokens;
+    this.scheduler.submit(seq);
+    return seq;
+  }
+
+  /** Client went away: drop the sequence silently (SGLang aborts it in the background). */
+  drop(seq: SimSequence): void {
+    if (seq.state === 'finished') return;
+    doneCallbacks.delete(seq);
+    this.scheduler.drop(seq);
+    this.counters.aborted++;
+  }
+
+  abort(rid: string | undefined, all: boolean): number {
+    return this.scheduler.abortWhere((s) => all || s.spec.rid === rid, 'Abort by abort_request');
+  }
+
+  pause(mode: PauseMode): void {
+    this.scheduler.pause(mode);
+  }
+
+  resumeGeneration(): void {
+    this.scheduler.resume();
+  }
+
+  /** false while requests are queued or running (SGLang answers 400 then). */
+  flushCache(): boolean {
+    if (this.scheduler.busy) return false;
+    this.prefixCache.clear();
+    return true;
+  }
+
+  private requireMemorySaver(action: string): void {
+    if (!this.options.enableMemorySaver) {
+      throw new SimFailure(
+        `${action} requires the server to be launched with --enable-memory-saver (memory saver is disabled).`,
+      );
+    }
+  }
+
+  private tagsOf(tags: readonly MemoryTag[] | null | undefined): MemoryTag[] {
+    return tags == null || tags.length === 0 ? [...MEMORY_TAGS] : [...new Set(tags)];
+  }
+
+  async releaseMemory(tags: readonly MemoryTag[] | null | undefined): Promise<void> {
+    this.requireMemorySaver('release_memory_occupation');
+    if (this.scheduler.busy) {
+      throw new SimFailure('Cannot release memory while requests are running; pause or abort them first.');
+    }
+    const list = this.tagsOf(tags).filter((t) => this.memory[t] === 'resident');
+    for (const t of list) this.memory[t] = 'releasing';
+    if (list.length === 0) return;
+    const done = () => {
+      for (const t of list) if (this.memory[t] === 'releasing') this.memory[t] = 'released';
+    };
+    if (this.options.simEarlyRelease) {
+      // The trap users hit: success comes back while the memory is still held.
+      this.later(this.options.simOffloadMs, done);
+      return;
+    }
+    await sleep(this.options.simOffloadMs);
+    done();
+  }
+
+  async resumeMemory(tags: readonly MemoryTag[] | null | undefined): Promise<void> {
+    this.requireMemorySaver('resume_memory_occupation');
+    const list = this.tagsOf(tags);
+    const busy = list.filter((t) => this.memory[t] === 'releasing');
+    if (busy.length > 0) {
+      throw new SimFailure(
+        `CUDA out of memory: memory of ${busy.join(', ')} is still being released; wait before resuming.`,
+      );
+    }
+    const todo = list.filter((t) => this.memory[t] === 'released');
+    if (todo.length === 0) return;
+    await sleep(this.options.simOnloadMs);
+    for (const t of todo) this.memory[t] = 'resident';
+  }
+
+  private requireWeights(): void {
+    if (this.memory.weights !== 'resident') {
+      throw new SimFailure('Cannot update weights while the weights are released; resume them first.');
+    }
+  }
+
+  private applyWeights(
+    source: string,
+    version: string | null | undefined,
+    abortAll: boolean | undefined,
+  ): void {
+    if (abortAll) this.abort(undefined, true);
+    // Same source and version on two engines give the same weights; an unversioned update still changes them.
+    this.weightsFingerprint = version
+      ? hashString(`${source}\u0000${version}`)
+      : mix(hashString(source, this.weightsFingerprint), 0x5eed);
+    if (version) this.weightVersion = version;
+    this.prefixCache.clear();
+  }
+
+  async updateWeightsFromDisk(
+    modelPath: string,
+    version: string | null | undefined,
+    abortAll?: boolean,
+  ): Promise<void> {
+    this.requireWeights();
+    await sleep(this.options.simOnloadMs);
+    this.modelPath = modelPath;
+    this.applyWeights(modelPath, version, abortAll);
+  }
+
+  initGroup(name: string): void {
+    if (this.groups.has(name)) throw new SimFailure(`Process group ${name} already exists.`);
+    this.groups.add(name);
+  }
+
+  destroyGroup(name: string): void {
+    if (!this.groups.delete(name)) throw new SimFailure(`Process group ${name} does not exist.`);
+  }
+
+  updateWeightsFromDistributed(
+    group: string,
+    names: readonly string[],
+    version: string | null | undefined,
+    abortAll?: boolean,
+  ): void {
+    if (!this.groups.has(group)) {
+      throw new SimFailure(
+        `Process group ${group} is not initialized; call init_weights_update_group first.`,
+      );
+    }
+    this.requireWeights();
+    this.applyWeights(`dist:${names.join(',')}`, version, abortAll);
+  }
+
+  updateWeightsFromTensor(count: number, version: string | null | undefined, abortAll?: boolean): void {
+    this.requireWeights();
+    this.applyWeights(`tensor:${count}`, version, abortAll);
+  }
+
+  setWeightVersion(version: string, abortAll?: boolean): void {
+    if (abortAll) this.abort(undefined, true);
+    this.weightVersion = version;
+  }
+
+  crash(reason: string): void {
+    if (this.status === 'crashed' || this.status === 'closed') return;
+    this.status = 'crashed';
+    this.scheduler.close();
+    this.onCrash(reason);
+  }
+
+  close(): void {
+    this.status = 'closed';
+    this.scheduler.close();
+    for (const t of this.pendingTimers) clearTimeout(t);
+    this.pendingTimers.clear();
+  }
+
+  private later(ms: number, fn: () => void): void {
+    const t = setTimeout(() => {
+      this.pendingTimers.delete(t);
+      fn();
+    }, ms);
+    this.pendingTimers.add(t);
+  }
+
+  private cachedPrefix(hashes: readonly number[]): number {
+    let n = 0;
+    while (n < hashes.length && this.prefixCache.has(hashes[n] as number)) n++;
+    // Bounded like a KV pool: forget everything rather than grow without limit.
+    if (this.prefixCache.size + hashes.length > this.options.simKvCapacityTokens) this.prefixCache.clear();
+    for (let i = n; i < hashes.length; i++) this.prefixCache.add(hashes[i] as number);
+    return n;
+  }
+
+  private finished(s: SimSequence): void {
+    if (s.finishReason?.type === 'abort') this.counters.aborted++;
+    else this.counters.completed++;
+    this.counters.promptTokens += s.spec.inputIds.length;
+    this.counters.completionTokens += s.outputIds.length;
+    const cb = doneCallbacks.get(s);
+    doneCallbacks.delete(s);
+    cb?.(s);
+  }
+
+  countError(): void {
+    this.counters.errors++;
+  }
+
+  stats(): SimStats {
+    return {
+      ...this.counters,
+      running: this.scheduler.running.length,
+      waiting: this.scheduler.waiting.length,
+      steps: this.scheduler.counters.steps,
+      kvTokensUsed: this.scheduler.kvTokensUsed,
+    };
+  }
+
+  state(): SimState {
+    return {
+      status: this.status,
+      paused: this.scheduler.paused,
+      memory: { ...this.memory },
+      weightVersion: this.weightVersion,
+      modelPath: this.modelPath,
+      weightsFingerprint: this.weightsFingerprint,
+      weightUpdateGroups: [...this.groups],
+      connectedNodes: this.connectedNodes,
+    };
+  }
+
+  /** Per-DP-rank load as /get_load reports it. */
+  load(): { dp_rank: number; num_reqs: number; num_waiting_reqs: number; num_tokens: number }[] {
+    const out = Array.from({ length: this.options.dpSize }, (_, dp_rank) => ({
+      dp_rank,
+      num_reqs: 0,
+      num_waiting_reqs: 0,
+      num_tokens: 0,
+    }));
+    for (const s of this.scheduler.running) {
+      const e = out[s.spec.dpRank % out.length];
+      if (!e) continue;
+      e.num_reqs++;
+      e.num_tokens += s.contextTokens;
+    }
+    for (const s of this.scheduler.waiting) {
+      const e = out[s.spec.dpRank % out.length];
+      if (!e) continue;
+      e.num_reqs++;
+      e.num_waiting_reqs++;
+    }
+    return out;
+  }
+}
+
+/** Completion callbacks by sequence, kept outside the sequence so the scheduler stays unaware of them. */
+const doneCallbacks = new WeakMap<SimSequence, (s: SimSequence) => void>();

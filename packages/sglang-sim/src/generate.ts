@@ -1,0 +1,118 @@
+import type { GenerateReqInput, GenerateResponse, SamplingParams, TokenLogprob } from '@uis/sglang-engine';
+import { SimFailure } from './engine.ts';
+import { hashString } from './hash.ts';
+import type { SequenceSpec, SimSequence } from './request.ts';
+import { encode, isValidTokenId } from './tokenizer.ts';
+
+/** SGLang's default when sampling_params.max_new_tokens is absent. */
+export const DEFAULT_MAX_NEW_TOKENS = 128;
+
+export interface Defaults {
+  seed: number;
+  dpSize: number;
+  nextRid: () => string;
+}
+
+const pick = <T>(v: T | T[] | null | undefined, i: number): T | undefined =>
+  Array.isArray(v) ? v[i] : (v ?? undefined);
+
+export function seedKeyOf(params: SamplingParams | undefined, seed: number): number {
+  if ((params?.temperature ?? 1) === 0) return 0;
+  const s = params?.sampling_seed ?? seed;
+  return hashString(`seed:${s}`) || 1;
+}
+
+export function specFromSampling(
+  rid: string,
+  inputIds: number[],
+  params: SamplingParams | undefined,
+  extra: Partial<SequenceSpec>,
+  defaults: Defaults,
+): SequenceSpec {
+  const stop = params?.stop;
+  return {
+    rid,
+    inputIds,
+    maxNewTokens: params?.max_new_tokens ?? DEFAULT_MAX_NEW_TOKENS,
+    minNewTokens: params?.min_new_tokens ?? 0,
+    stop: stop == null ? [] : Array.isArray(stop) ? stop : [stop],
+    stopTokenIds: params?.stop_token_ids ?? [],
+    ignoreEos: params?.ignore_eos ?? false,
+    noStopTrim: params?.no_stop_trim ?? false,
+    seedKey: seedKeyOf(params, defaults.seed),
+    returnLogprob: false,
+    logprobStartLen: -1,
+    topLogprobsNum: 0,
+    returnTextInLogprobs: false,
+    dpRank: 0,
+    ...extra,
+  };
+}
+
+/** Splits a /generate body into one spec per sequence; `batch` says whether the answer is a list. */
+export function specsFromGenerate(
+  req: GenerateReqInput,
+  defaults: Defaults,
+): { batch: boolean; specs: SequenceSpec[] } {
+  let inputs: number[][];
+  let batch: boolean;
+  if (req.text != null) {
+    batch = Array.isArray(req.text);
+    inputs = (Array.isArray(req.text) ? req.text : [req.text]).map(encode);
+  } else {
+    const ids = req.input_ids ?? [];
+    batch = ids.length > 0 && Array.isArray(ids[0]);
+    inputs = batch ? (ids as number[][]) : [ids as number[]];
+  }
+  const specs = inputs.map((inputIds, i) => {
+    const bad = inputIds.findIndex((id) => !isValidTokenId(id));
+    if (bad !== -1) throw new SimFailure(`input_ids[${bad}] = ${inputIds[bad]} is outside the vocabulary.`);
+    const ridIn = pick(req.rid, i);
+    const dp = req.routed_dp_rank ?? req.data_parallel_rank;
+    return specFromSampling(
+      ridIn ?? defaults.nextRid(),
+      inputIds,
+      pick(req.sampling_params, i),
+      {
+        returnLogprob: pick(req.return_logprob, i) ?? false,
+        logprobStartLen: pick(req.logprob_start_len, i) ?? -1,
+        topLogprobsNum: pick(req.top_logprobs_num, i) ?? 0,
+        returnTextInLogprobs: req.return_text_in_logprobs ?? false,
+        dpRank: dp ?? hashString(ridIn ?? String(i)) % defaults.dpSize,
+      },
+      defaults,
+    );
+  });
+  return { batch, specs };
+}
+
+/** The /generate answer (or stream chunk) for a sequence in its current state. */
+export function generateResponse(
+  s: SimSequence,
+  weightVersion: string,
+  now: number,
+  index?: number,
+): GenerateResponse {
+  const meta: GenerateResponse['meta_info'] = {
+    id: s.spec.rid,
+    finish_reason: s.finishReason,
+    prompt_tokens: s.spec.inputIds.length,
+    completion_tokens: s.outputIds.length,
+    cached_tokens: s.cachedTokens,
+    weight_version: weightVersion,
+    e2e_latency: (now - s.createdAt) / 1000,
+  };
+  if (s.spec.returnLogprob) {
+    meta.input_token_logprobs = s.inputTokenLogprobs();
+    meta.output_token_logprobs = s.outputTokenLogprobs();
+    if (s.spec.topLogprobsNum > 0) {
+      meta.input_top_logprobs = meta.input_token_logprobs.map((t): TokenLogprob[] | null =>
+        t[0] === null ? null : [t],
+      );
+      meta.output_top_logprobs = s.outputTopLogprobs();
+    }
+  }
+  const out: GenerateResponse = { text: s.text, output_ids: s.outputIds.slice(), meta_info: meta };
+  if (index !== undefined) (out as GenerateResponse & { index: number }).index = index;
+  return out;
+}

@@ -1,0 +1,71 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { z } from 'zod';
+
+/** Reads and JSON-parses a body; an empty body is `{}` (SGLang accepts body-less control POSTs). */
+export function readJson(req: IncomingMessage): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('error', reject);
+    req.on('end', () => {
+      const raw = chunks.length === 1 ? (chunks[0] as Buffer).toString() : Buffer.concat(chunks).toString();
+      if (raw.trim() === '') return resolve({});
+      try {
+        resolve(JSON.parse(raw));
+      } catch (e) {
+        reject(new BadJson((e as Error).message));
+      }
+    });
+  });
+}
+
+export class BadJson extends Error {}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const data = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) });
+  res.end(data);
+}
+
+export function sendText(res: ServerResponse, status: number, text: string): void {
+  res.writeHead(status, {
+    'content-type': 'text/plain; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+  });
+  res.end(text);
+}
+
+export function sendEmpty(res: ServerResponse, status: number): void {
+  res.writeHead(status, { 'content-length': 0 });
+  res.end();
+}
+
+/** SGLang's `_create_error_response`: 400 with `{error: {message}}`. */
+export function sendSGLangError(res: ServerResponse, message: string, status = 400): void {
+  sendJson(res, status, { error: { message } });
+}
+
+/** FastAPI's request validation answer: 422 `{detail: [{type, loc, msg}]}`. */
+export function sendValidation(res: ServerResponse, error: z.ZodError): void {
+  sendJson(res, 422, {
+    detail: error.issues.map((i) => ({ type: i.code, loc: ['body', ...i.path.map(String)], msg: i.message })),
+  });
+}
+
+/** The OpenAI-style error body of the /v1 endpoints. */
+export function sendOpenAIError(res: ServerResponse, status: number, message: string): void {
+  const type = status === 404 ? 'NotFoundError' : status >= 500 ? 'InternalServerError' : 'BadRequestError';
+  sendJson(res, status, { object: 'error', message, type, param: null, code: status });
+}
+
+export function startSse(res: ServerResponse): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+}
+
+export function sseData(res: ServerResponse, body: unknown): void {
+  res.write(`data: ${JSON.stringify(body)}\n\n`);
+}
+
+export function sseDone(res: ServerResponse): void {
+  res.end('data: [DONE]\n\n');
+}

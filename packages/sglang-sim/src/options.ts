@@ -1,0 +1,124 @@
+import { z } from 'zod';
+
+/** The launch flags the simulator understands: SGLang's own (same names, camelCased) plus `sim*` knobs. */
+export const SimOptionsSchema = z.object({
+  modelPath: z.string().min(1).default('sim/tiny-model'),
+  servedModelName: z.string().min(1).optional(),
+  tokenizerPath: z.string().optional(),
+  host: z.string().default('127.0.0.1'),
+  /** SGLang's default is 30000; pass 0 for an ephemeral port (tests). */
+  port: z.coerce.number().int().min(0).max(65535).default(30000),
+  tpSize: z.coerce.number().int().positive().default(1),
+  ppSize: z.coerce.number().int().positive().default(1),
+  dpSize: z.coerce.number().int().positive().default(1),
+  epSize: z.coerce.number().int().positive().default(1),
+  baseGpuId: z.coerce.number().int().nonnegative().default(0),
+  gpuIdStep: z.coerce.number().int().positive().default(1),
+  nnodes: z.coerce.number().int().positive().default(1),
+  nodeRank: z.coerce.number().int().nonnegative().default(0),
+  distInitAddr: z.string().optional(),
+  enableMemorySaver: z.boolean().default(false),
+  enableWeightsCpuBackup: z.boolean().default(false),
+  disaggregationMode: z.enum(['null', 'prefill', 'decode']).default('null'),
+  disaggregationBootstrapPort: z.coerce.number().int().min(0).max(65535).default(8998),
+  skipServerWarmup: z.boolean().default(false),
+  memFractionStatic: z.coerce.number().positive().max(1).optional(),
+  contextLength: z.coerce.number().int().positive().default(32768),
+  weightVersion: z.string().default('default'),
+  /** Modelled cost of one prompt token in a prefill step (microseconds). */
+  simPrefillUsPerToken: z.coerce.number().nonnegative().default(0),
+  /** Modelled cost of one decode step (one token for every running request, as a GPU batch does). */
+  simDecodeUsPerToken: z.coerce.number().nonnegative().default(0),
+  simMaxRunningRequests: z.coerce.number().int().positive().default(256),
+  simKvCapacityTokens: z.coerce.number().int().positive().default(1_000_000),
+  simStartupMs: z.coerce.number().nonnegative().default(0),
+  simOnloadMs: z.coerce.number().nonnegative().default(0),
+  simOffloadMs: z.coerce.number().nonnegative().default(0),
+  /** Serve N generation requests, then crash after the first token of the next one. */
+  simCrashAfter: z.coerce.number().int().nonnegative().optional(),
+  /** Accept N generation requests, then stop making progress and stop answering. */
+  simHangAfter: z.coerce.number().int().nonnegative().optional(),
+  /** Probability that a generation request answers 500. */
+  simErrorRate: z.coerce.number().min(0).max(1).default(0),
+  simSlowHealthMs: z.coerce.number().nonnegative().default(0),
+  /** release_memory_occupation answers before the memory is free (the offload still takes simOffloadMs). */
+  simEarlyRelease: z.boolean().default(false),
+  simSeed: z.coerce.number().int().default(0),
+  /** Defaults to the CUDA_VISIBLE_DEVICES of the process. */
+  cudaVisibleDevices: z.string().optional(),
+  /** Print SGLang-like log lines to stderr. */
+  log: z.boolean().default(false),
+});
+export type SimOptions = z.infer<typeof SimOptionsSchema>;
+export type SimOptionsInput = z.input<typeof SimOptionsSchema>;
+
+/** Flags that take no value. */
+const BOOLEAN_FLAGS = new Set([
+  'enableMemorySaver',
+  'enableWeightsCpuBackup',
+  'skipServerWarmup',
+  'simEarlyRelease',
+  'log',
+]);
+
+/** SGLang's short spellings. */
+const ALIASES: Record<string, string> = {
+  tp: 'tpSize',
+  pp: 'ppSize',
+  dp: 'dpSize',
+  ep: 'epSize',
+  model: 'modelPath',
+};
+
+const KNOWN = new Set(Object.keys(SimOptionsSchema.shape));
+
+const camel = (flag: string) => flag.replace(/-([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+
+export interface ParsedArgs {
+  options: SimOptions;
+  /** One line per ignored flag. */
+  warnings: string[];
+}
+
+/** Parses SGLang-style argv (`--tp-size 2`, `--tp=2`, `--enable-memory-saver`); unknown flags are ignored with a
+ * warning, as the simulator must accept whatever a launcher passes to the real server. Throws on a bad value. */
+export function parseSimArgs(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): ParsedArgs {
+  const raw: Record<string, unknown> = {};
+  const warnings: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string;
+    if (!arg.startsWith('--')) {
+      warnings.push(`ignoring stray argument ${JSON.stringify(arg)}`);
+      continue;
+    }
+    const eq = arg.indexOf('=');
+    const name = arg.slice(2, eq === -1 ? undefined : eq);
+    const inline = eq === -1 ? undefined : arg.slice(eq + 1);
+    const key = ALIASES[name] ?? camel(name);
+    const next = argv[i + 1];
+    const nextIsValue = next !== undefined && !next.startsWith('--');
+    if (!KNOWN.has(key)) {
+      warnings.push(`ignoring unknown flag --${name}`);
+      if (inline === undefined && nextIsValue) i++;
+      continue;
+    }
+    if (BOOLEAN_FLAGS.has(key)) {
+      raw[key] = inline === undefined ? true : inline !== 'false' && inline !== '0';
+      continue;
+    }
+    if (inline !== undefined) raw[key] = inline;
+    else if (nextIsValue) {
+      raw[key] = next;
+      i++;
+    } else throw new Error(`flag --${name} needs a value`);
+  }
+  if (raw.cudaVisibleDevices === undefined && env.CUDA_VISIBLE_DEVICES !== undefined) {
+    raw.cudaVisibleDevices = env.CUDA_VISIBLE_DEVICES;
+  }
+  const parsed = SimOptionsSchema.safeParse(raw);
+  if (!parsed.success) {
+    const detail = parsed.error.issues.map((x) => `--${String(x.path[0] ?? '')}: ${x.message}`).join('; ');
+    throw new Error(`invalid launch flags: ${detail}`);
+  }
+  return { options: parsed.data, warnings };
+}

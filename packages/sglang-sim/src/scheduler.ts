@@ -1,0 +1,192 @@
+import type { PauseMode } from '@uis/sglang-engine';
+import type { SimSequence } from './request.ts';
+
+export interface SchedulerConfig {
+  maxRunningRequests: number;
+  kvCapacityTokens: number;
+  prefillUsPerToken: number;
+  decodeUsPerToken: number;
+  /** Milliseconds, monotonic. */
+  now: () => number;
+}
+
+export interface SchedulerCounters {
+  steps: number;
+  prefillTokens: number;
+  decodeTokens: number;
+}
+
+/**
+ * Continuous batching with a step clock. Each step admits waiting sequences while there is room (running slots and
+ * KV tokens), prefills them (cost: prompt tokens x prefill time) and advances every running sequence by one token
+ * (cost: one decode step for the whole batch, as on a GPU). The step's cost delays the NEXT step, so a step's
+ * tokens come out at once and the clock never drifts; with zero cost the loop yields with setImmediate only, so
+ * there is no timer per token or per request.
+ */
+export class Scheduler {
+  readonly waiting: SimSequence[] = [];
+  readonly running: SimSequence[] = [];
+  readonly counters: SchedulerCounters = { steps: 0, prefillTokens: 0, decodeTokens: 0 };
+  private kvUsed = 0;
+  private pausedMode: PauseMode | null = null;
+  private frozen = false;
+  private scheduled = false;
+  private timer: NodeJS.Timeout | null = null;
+  private immediate: NodeJS.Immediate | null = null;
+  private nextStepAt = 0;
+
+  constructor(
+    private readonly config: SchedulerConfig,
+    /** Called after a sequence produced tokens or finished; finished ones are already out of the queues. */
+    private readonly onFinished: (s: SimSequence) => void,
+  ) {}
+
+  get kvTokensUsed(): number {
+    return this.kvUsed;
+  }
+
+  get paused(): PauseMode | null {
+    return this.pausedMode;
+  }
+
+  get busy(): boolean {
+    return this.waiting.length + this.running.length > 0;
+  }
+
+  submit(seq: SimSequence): void {
+    this.waiting.push(seq);
+    this.kick();
+  }
+
+  /** Stops all progress for good (a hung engine). */
+  freeze(): void {
+    this.frozen = true;
+    this.cancelTimers();
+  }
+
+  pause(mode: PauseMode): void {
+    this.pausedMode = mode;
+    if (mode === 'abort') this.abortWhere(() => true, 'Abort by pause_generation');
+    else if (mode === 'retract') {
+      // Retracted sequences keep their tokens but lose their KV; they are prefilled again on continue.
+      for (const s of this.running.splice(0).reverse()) {
+        this.release(s);
+        s.state = 'waiting';
+        s.prefilled = false;
+        this.waiting.unshift(s);
+      }
+    }
+  }
+
+  resume(): void {
+    this.pausedMode = null;
+    this.kick();
+  }
+
+  /** Aborts matching sequences; returns how many. */
+  abortWhere(match: (s: SimSequence) => boolean, message: string): number {
+    let n = 0;
+    for (const queue of [this.waiting, this.running]) {
+      for (let i = queue.length - 1; i >= 0; i--) {
+        const s = queue[i] as SimSequence;
+        if (!match(s)) continue;
+        queue.splice(i, 1);
+        this.release(s);
+        s.abort(message);
+        this.finish(s);
+        n++;
+      }
+    }
+    return n;
+  }
+
+  /** Removes a sequence whose client went away, without answering it. */
+  drop(seq: SimSequence): void {
+    for (const queue of [this.waiting, this.running]) {
+      const i = queue.indexOf(seq);
+      if (i !== -1) queue.splice(i, 1);
+    }
+    this.release(seq);
+    seq.state = 'finished';
+  }
+
+  close(): void {
+    this.cancelTimers();
+    this.frozen = true;
+  }
+
+  private cancelTimers(): void {
+    if (this.timer) clearTimeout(this.timer);
+    if (this.immediate) clearImmediate(this.immediate);
+    this.timer = null;
+    this.immediate = null;
+    this.scheduled = false;
+  }
+
+  private release(s: SimSequence): void {
+    this.kvUsed -= s.reserved;
+    s.reserved = 0;
+  }
+
+  private finish(s: SimSequence): void {
+    s.state = 'finished';
+    this.onFinished(s);
+  }
+
+  private kick(): void {
+    if (this.scheduled || this.frozen || this.pausedMode !== null || !this.busy) return;
+    this.scheduled = true;
+    const wait = this.nextStepAt - this.config.now();
+    if (wait >= 1) this.timer = setTimeout(this.tick, wait);
+    else this.immediate = setImmediate(this.tick);
+  }
+
+  private readonly tick = (): void => {
+    this.scheduled = false;
+    this.timer = null;
+    this.immediate = null;
+    if (this.frozen || this.pausedMode !== null) return;
+    const costUs = this.step();
+    const now = this.config.now();
+    this.nextStepAt = Math.max(now, this.nextStepAt) + costUs / 1000;
+    this.kick();
+  };
+
+  /** One scheduler step; returns its modelled cost in microseconds. */
+  private step(): number {
+    const { maxRunningRequests, kvCapacityTokens, prefillUsPerToken, decodeUsPerToken } = this.config;
+    let prefillTokens = 0;
+    while (this.waiting.length > 0 && this.running.length < maxRunningRequests) {
+      const s = this.waiting[0] as SimSequence;
+      const need = Math.min(s.contextTokens + (s.spec.maxNewTokens - s.outputIds.length), kvCapacityTokens);
+      if (this.kvUsed + need > kvCapacityTokens && this.running.length > 0) break;
+      this.waiting.shift();
+      s.reserved = need;
+      this.kvUsed += need;
+      s.state = 'running';
+      if (!s.prefilled) {
+        prefillTokens += s.contextTokens - s.cachedTokens;
+        s.prefilled = true;
+      } else prefillTokens += s.contextTokens;
+      this.running.push(s);
+    }
+    let decoded = 0;
+    for (let i = 0; i < this.running.length; ) {
+      const s = this.running[i] as SimSequence;
+      const done = s.step();
+      if (s.spec.maxNewTokens > 0) decoded++;
+      if (done) {
+        this.running.splice(i, 1);
+        this.release(s);
+        this.finish(s);
+      } else {
+        s.onProgress(s);
+        i++;
+      }
+    }
+    this.counters.steps++;
+    this.counters.prefillTokens += prefillTokens;
+    this.counters.decodeTokens += decoded;
+    return prefillTokens * prefillUsPerToken + (decoded > 0 ? decodeUsPerToken : 0);
+  }
+}
