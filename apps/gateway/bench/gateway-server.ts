@@ -1,0 +1,86 @@
+/**
+ * The bench's gateway process: the real proxy (fast routes + undici forwarder) with round-robin over the engines
+ * and a Hono fallback that reports this process's CPU time, so the bench can charge CPU per request.
+ *   tsx gateway-server.ts --port 0 --engines http://127.0.0.1:30001,http://127.0.0.1:30002 --model served-name
+ * Prints `{"port": N}` once listening.
+ */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { parseArgs } from 'node:util';
+import { getRequestListener } from '@hono/node-server';
+import { UisError } from '@uis/spec';
+import { Hono } from 'hono';
+import {
+  createCombinedListener,
+  createServingHandler,
+  FastRoutes,
+  InFlightCounter,
+  type ProxyTarget,
+  servingPaths,
+  UpstreamPools,
+} from '../src/proxy/index.ts';
+
+const { values } = parseArgs({
+  options: {
+    port: { type: 'string', default: '0' },
+    engines: { type: 'string' },
+    model: { type: 'string', default: 'sim-model' },
+    role: { type: 'string', default: 'bench' },
+  },
+});
+const targets: ProxyTarget[] = (values.engines ?? '')
+  .split(',')
+  .filter((u) => u !== '')
+  .map((origin, i) => ({ id: `engine-${i}`, origin }));
+if (targets.length === 0) throw new Error('--engines is required');
+
+let next = 0;
+const pick = (excluding?: ReadonlySet<string>): ProxyTarget | UisError => {
+  for (let i = 0; i < targets.length; i++) {
+    const t = targets[next++ % targets.length]!;
+    if (excluding === undefined || !excluding.has(t.id)) return t;
+  }
+  return new UisError({ code: 'no_replica', status: 503, message: 'no engine left to try' });
+};
+
+let completed = 0;
+const inFlight = new InFlightCounter();
+const options = {
+  pools: new UpstreamPools(),
+  inFlight,
+  hooks: {
+    onComplete: () => {
+      completed++;
+    },
+  },
+};
+const paths = servingPaths(values.role);
+const generate = createServingHandler(options, () => ({
+  path: '/generate',
+  pick,
+  edit: { remove: ['model', 'route_key'] },
+}));
+const chat = createServingHandler(options, () => ({
+  path: '/v1/chat/completions',
+  pick,
+  edit: { set: { model: values.model }, remove: ['route_key'] },
+}));
+const routes = new FastRoutes().add('POST', paths.generate, generate);
+for (const p of paths.chat) routes.add('POST', p, chat);
+
+const app = new Hono();
+app.get('/_bench/stats', (c) => {
+  const cpu = process.cpuUsage();
+  return c.json({ cpuUserUs: cpu.user, cpuSystemUs: cpu.system, completed, inFlight: inFlight.total });
+});
+
+const server = createServer(
+  { keepAliveTimeout: 120_000 },
+  createCombinedListener({ serving: routes, fallback: getRequestListener(app.fetch) }),
+);
+server.listen(Number(values.port), '127.0.0.1', () => {
+  process.stdout.write(`${JSON.stringify({ port: (server.address() as AddressInfo).port })}\n`);
+});
+const stop = () => server.close(() => process.exit(0));
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);

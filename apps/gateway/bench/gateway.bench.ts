@@ -1,0 +1,399 @@
+/**
+ * `pnpm bench` in apps/gateway: direct to the engines vs through nginx vs through our gateway, in one run,
+ * against the same engines (sglang-sim processes, or the bench's mini engine with `--engine mini`).
+ *   (a) realistic: modelled prefill/decode, N concurrent streaming chat requests (own Node load generator)
+ *   (b) ceiling: zero modelled latency, small non-streaming /generate at 64 clients (wrk)
+ * Every process (engines, nginx, gateway, load generator) is separate, so none shares the gateway's event loop.
+ */
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import type { LoadResult } from './load-stats.ts';
+import { findNginx, startNginx } from './nginx.ts';
+import {
+  firstJsonLine,
+  freePort,
+  jsonLines,
+  type Proc,
+  start,
+  stop,
+  stopAll,
+  treeCpuMs,
+  waitHttpOk,
+} from './procs.ts';
+import { findWrk, runWrk, type WrkResult, wrkScript } from './wrk.ts';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const repo = resolve(here, '../../..');
+const simCli = join(repo, 'packages/sglang-sim/bin/sglang-sim.mjs');
+const simSource = join(repo, 'packages/sglang-sim/src/cli.ts');
+
+const { values: args } = parseArgs({
+  options: {
+    engine: { type: 'string', default: 'auto' },
+    engines: { type: 'string', default: '2' },
+    'ceiling-engines': { type: 'string', default: '1' },
+    duration: { type: 'string', default: '10' },
+    warmup: { type: 'string', default: '2' },
+    'stream-concurrency': { type: 'string', default: '512' },
+    'stream-tokens': { type: 'string', default: '64' },
+    'decode-us': { type: 'string', default: '30000' },
+    'prefill-us': { type: 'string', default: '200' },
+    'ceiling-concurrency': { type: 'string', default: '64' },
+    'nginx-workers': { type: 'string', default: '1' },
+    only: { type: 'string' },
+  },
+});
+const ROLE = 'bench';
+const SERVED = 'sim-model';
+const durationS = Number(args.duration);
+const warmupS = Number(args.warmup);
+const engineKind = args.engine === 'auto' ? (existsSync(simSource) ? 'sim' : 'mini') : args.engine;
+
+/** `node --import tsx <bench file> ...args`, so TypeScript bench entries run without a build. */
+const tsx = (file: string, rest: string[]): [string, string[]] => [
+  process.execPath,
+  ['--import', 'tsx', join(here, file), ...rest],
+];
+
+async function startEngines(
+  count: number,
+  decodeUs: number,
+  prefillUs: number,
+): Promise<{ urls: string[]; procs: Proc[] }> {
+  const procs: Proc[] = [];
+  const urls: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const port = await freePort();
+    const flags = [
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--served-model-name',
+      SERVED,
+      '--sim-decode-us-per-token',
+      String(decodeUs),
+      '--sim-prefill-us-per-token',
+      String(prefillUs),
+      '--sim-max-running-requests',
+      '4096',
+      '--skip-server-warmup',
+    ];
+    const proc =
+      engineKind === 'sim'
+        ? start(`engine-${i}`, process.execPath, [simCli, ...flags], repo)
+        : start(`engine-${i}`, ...tsx('mini-engine.ts', flags));
+    procs.push(proc);
+    urls.push(`http://127.0.0.1:${port}`);
+  }
+  await Promise.all(urls.map((u) => waitHttpOk(`${u}/health`)));
+  return { urls, procs };
+}
+
+interface Proxy {
+  url: string;
+  proc: Proc;
+  cpuMs(): Promise<number>;
+}
+
+async function startGateway(engines: string[]): Promise<Proxy> {
+  const proc = start(
+    'gateway',
+    ...tsx('gateway-server.ts', ['--engines', engines.join(','), '--model', SERVED, '--role', ROLE]),
+  );
+  const { port } = await firstJsonLine<{ port: number }>(proc);
+  const url = `http://127.0.0.1:${port}`;
+  return {
+    url,
+    proc,
+    cpuMs: async () => {
+      const s = (await (await fetch(`${url}/_bench/stats`)).json()) as {
+        cpuUserUs: number;
+        cpuSystemUs: number;
+      };
+      return (s.cpuUserUs + s.cpuSystemUs) / 1000;
+    },
+  };
+}
+
+async function startNginxProxy(bin: string, engines: string[]): Promise<Proxy> {
+  const port = await freePort();
+  const proc = startNginx(bin, { port, engines, role: ROLE, workers: Number(args['nginx-workers']) });
+  const url = `http://127.0.0.1:${port}`;
+  // nginx answers 404 on `/`: it is up once it answers at all.
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    try {
+      await (await fetch(`${url}/`)).arrayBuffer();
+      break;
+    } catch {
+      if (Date.now() > deadline) throw new Error(`nginx did not start: ${proc.stderr.join('')}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  return { url, proc, cpuMs: async () => treeCpuMs(proc.pid) };
+}
+
+/** Runs the streaming load generator; CPU of the proxy is sampled exactly around the measured window. */
+async function streamLoad(
+  urls: string[],
+  body: string,
+  proxy: Proxy | undefined,
+): Promise<{ load: LoadResult; cpuMs?: number }> {
+  const proc = start(
+    'loadgen',
+    ...tsx('stream-load.ts', [
+      '--urls',
+      urls.join(','),
+      '--concurrency',
+      String(args['stream-concurrency']),
+      '--duration',
+      String(durationS),
+      '--warmup',
+      String(warmupS),
+      '--body',
+      body,
+    ]),
+  );
+  let load: LoadResult | undefined;
+  let cpu0: Promise<number> | undefined;
+  let cpuEnd: Promise<number> | undefined;
+  const exit = await jsonLines(proc, (v) => {
+    const line = v as { phase?: string } & LoadResult;
+    if (line.phase === 'start') cpu0 = proxy?.cpuMs();
+    else if (line.phase === 'end') cpuEnd = proxy?.cpuMs();
+    else load = line;
+  });
+  if (load === undefined)
+    throw new Error(`load generator failed (${exit}): ${proc.stderr.join('').slice(-2000)}`);
+  if (proxy === undefined || cpu0 === undefined || cpuEnd === undefined) return { load };
+  return { load, cpuMs: (await cpuEnd) - (await cpu0) };
+}
+
+async function wrkLoad(
+  urls: string[],
+  body: string,
+  proxy: Proxy | undefined,
+): Promise<{ load: WrkResult; cpuMs?: number }> {
+  const script = wrkScript(body);
+  const conns = Number(args['ceiling-concurrency']);
+  const per = Math.max(1, Math.floor(conns / urls.length));
+  await Promise.all(urls.map((u) => runWrk(u, per, Math.max(1, warmupS), script)));
+  const cpu0 = await proxy?.cpuMs();
+  const runs = await Promise.all(urls.map((u) => runWrk(u, per, durationS, script)));
+  const cpu1 = await proxy?.cpuMs();
+  // Several wrk processes (direct to several engines): sum the rates, weight p50 by requests, keep the worst p99.
+  const requests = runs.reduce((a, r) => a + r.requests, 0);
+  const load: WrkResult = {
+    requests,
+    durationS: Math.max(...runs.map((r) => r.durationS)),
+    rps: runs.reduce((a, r) => a + r.rps, 0),
+    errors: runs.reduce((a, r) => a + r.errors, 0),
+    p50Ms: runs.reduce((a, r) => a + r.p50Ms * r.requests, 0) / Math.max(1, requests),
+    p99Ms: Math.max(...runs.map((r) => r.p99Ms)),
+  };
+  return cpu0 === undefined || cpu1 === undefined ? { load } : { load, cpuMs: cpu1 - cpu0 };
+}
+
+type Column = { name: string; cells: Record<string, string> } | { name: string; skipped: string };
+
+const f = (v: number | undefined, digits = 1) =>
+  v === undefined || Number.isNaN(v) ? '-' : v.toFixed(digits);
+const ratio = (a: number | undefined, b: number | undefined) =>
+  a === undefined || b === undefined || b === 0 ? '-' : `${(a / b).toFixed(3)}x`;
+
+function printTable(title: string, rows: string[], columns: Column[], notes: string[]): void {
+  const header = ['', ...columns.map((c) => c.name)];
+  const body = rows.map((r) => [
+    r,
+    ...columns.map((c) => ('skipped' in c ? 'skipped' : (c.cells[r] ?? '-'))),
+  ]);
+  const widths = header.map((_, i) => Math.max(...[header, ...body].map((row) => row[i]!.length)));
+  const line = (row: string[]) => `| ${row.map((cell, i) => cell.padEnd(widths[i]!)).join(' | ')} |`;
+  console.log(`\n### ${title}\n`);
+  console.log(line(header));
+  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
+  for (const row of body) console.log(line(row));
+  for (const c of columns) if ('skipped' in c) console.log(`- ${c.name} skipped: ${c.skipped}`);
+  for (const n of notes) console.log(`- ${n}`);
+}
+
+async function realistic(nginx: { bin: string } | { missing: string }): Promise<void> {
+  const tokens = Number(args['stream-tokens']);
+  const engines = await startEngines(
+    Number(args.engines),
+    Number(args['decode-us']),
+    Number(args['prefill-us']),
+  );
+  const gateway = await startGateway(engines.urls);
+  const proxyNginx = 'bin' in nginx ? await startNginxProxy(nginx.bin, engines.urls) : undefined;
+  const body = (model: string) =>
+    JSON.stringify({
+      model,
+      messages: [{ role: 'user', content: 'Write a haiku about GPUs.' }],
+      stream: true,
+      max_tokens: tokens,
+    });
+  try {
+    const results: Record<string, { load: LoadResult; cpuMs?: number }> = {};
+    results.direct = await streamLoad(
+      engines.urls.map((u) => `${u}/v1/chat/completions`),
+      body(SERVED),
+      undefined,
+    );
+    if (proxyNginx)
+      results.nginx = await streamLoad(
+        [`${proxyNginx.url}/${ROLE}/v1/chat/completions`],
+        body(SERVED),
+        proxyNginx,
+      );
+    // The gateway gets an alias so it really rewrites `model` (one parse + one serialize per request).
+    results.gateway = await streamLoad(
+      [`${gateway.url}/${ROLE}/v1/chat/completions`],
+      body('bench-alias'),
+      gateway,
+    );
+    const d = results.direct!.load;
+    const rps = (l: LoadResult) => l.requests / l.durationS;
+    const cols: Column[] = ['direct', 'nginx', 'gateway'].map((name) => {
+      const r = results[name];
+      if (r === undefined) return { name, skipped: 'missing' in nginx ? nginx.missing : 'not run' };
+      const l = r.load;
+      return {
+        name,
+        cells: {
+          'requests/s': f(rps(l)),
+          'SSE events/s': f(l.events / l.durationS, 0),
+          'chunks/s (client reads)': f(l.chunks / l.durationS, 0),
+          errors: String(l.errors),
+          'TTFB p50 / p99 ms': `${f(l.ttfbMs.p50, 2)} / ${f(l.ttfbMs.p99, 2)}`,
+          'total p50 / p99 ms': `${f(l.totalMs.p50, 1)} / ${f(l.totalMs.p99, 1)}`,
+          'added total p50 / p99 ms':
+            name === 'direct'
+              ? '-'
+              : `${f(l.totalMs.p50 - d.totalMs.p50, 2)} / ${f(l.totalMs.p99 - d.totalMs.p99, 2)}`,
+          'added TTFB p50 / p99 ms':
+            name === 'direct'
+              ? '-'
+              : `${f(l.ttfbMs.p50 - d.ttfbMs.p50, 2)} / ${f(l.ttfbMs.p99 - d.ttfbMs.p99, 2)}`,
+          'inter-chunk p50 / p99 ms': `${f(l.gapMs.p50, 2)} / ${f(l.gapMs.p99, 2)}`,
+          'proxy CPU ms/request': r.cpuMs === undefined ? '-' : f(r.cpuMs / l.requests, 3),
+          'proxy CPU ms/event': r.cpuMs === undefined ? '-' : f(r.cpuMs / Math.max(1, l.events), 4),
+          'vs direct (req/s)': ratio(rps(l), rps(d)),
+          'vs nginx (req/s)': results.nginx ? ratio(rps(l), rps(results.nginx.load)) : '-',
+        },
+      };
+    });
+    printTable(
+      `(a) realistic: ${args['stream-concurrency']} concurrent streaming chat, ${tokens} tokens, decode ${Number(args['decode-us']) / 1000} ms/token, ${engines.urls.length} ${engineKind} engines`,
+      Object.keys((cols[0] as { cells: Record<string, string> }).cells),
+      cols,
+      ['targets: gateway >= 0.98x direct requests/s, added p50 < 1 ms, added p99 < 5 ms'],
+    );
+  } finally {
+    await Promise.all(
+      [gateway.proc, proxyNginx?.proc, ...engines.procs].filter((p) => p !== undefined).map(stop),
+    );
+  }
+}
+
+async function ceiling(nginx: { bin: string } | { missing: string }): Promise<void> {
+  const wrk = findWrk();
+  const engines = await startEngines(Number(args['ceiling-engines']), 0, 0);
+  const gateway = await startGateway(engines.urls);
+  const proxyNginx = 'bin' in nginx ? await startNginxProxy(nginx.bin, engines.urls) : undefined;
+  const body = JSON.stringify({ text: 'The capital of France is', sampling_params: { max_new_tokens: 8 } });
+  try {
+    const results: Record<
+      string,
+      { rps: number; requests: number; errors: number; p50: number; p99: number; cpuMs?: number }
+    > = {};
+    const run = async (name: string, urls: string[], proxy: Proxy | undefined) => {
+      if ('bin' in wrk) {
+        const r = await wrkLoad(urls, body, proxy);
+        results[name] = {
+          rps: r.load.rps,
+          requests: r.load.requests,
+          errors: r.load.errors,
+          p50: r.load.p50Ms,
+          p99: r.load.p99Ms,
+          cpuMs: r.cpuMs,
+        };
+      } else {
+        const save = args['stream-concurrency'];
+        args['stream-concurrency'] = args['ceiling-concurrency'];
+        const r = await streamLoad(urls, body, proxy);
+        args['stream-concurrency'] = save;
+        const l = r.load;
+        results[name] = {
+          rps: l.requests / l.durationS,
+          requests: l.requests,
+          errors: l.errors,
+          p50: l.totalMs.p50,
+          p99: l.totalMs.p99,
+          cpuMs: r.cpuMs,
+        };
+      }
+    };
+    await run(
+      'direct',
+      engines.urls.map((u) => `${u}/generate`),
+      undefined,
+    );
+    if (proxyNginx) await run('nginx', [`${proxyNginx.url}/${ROLE}/generate`], proxyNginx);
+    await run('gateway', [`${gateway.url}/${ROLE}/generate`], gateway);
+    const d = results.direct!;
+    const cols: Column[] = ['direct', 'nginx', 'gateway'].map((name) => {
+      const r = results[name];
+      if (r === undefined) return { name, skipped: 'missing' in nginx ? nginx.missing : 'not run' };
+      return {
+        name,
+        cells: {
+          'requests/s': f(r.rps, 0),
+          errors: String(r.errors),
+          'p50 / p99 ms': `${f(r.p50, 2)} / ${f(r.p99, 2)}`,
+          'added p50 / p99 ms': name === 'direct' ? '-' : `${f(r.p50 - d.p50, 2)} / ${f(r.p99 - d.p99, 2)}`,
+          'proxy CPU ms/request': r.cpuMs === undefined ? '-' : f(r.cpuMs / r.requests, 4),
+          'vs direct (req/s)': ratio(r.rps, d.rps),
+          'vs nginx (req/s)': results.nginx ? ratio(r.rps, results.nginx.rps) : '-',
+        },
+      };
+    });
+    printTable(
+      `(b) ceiling: non-streaming /generate, ${args['ceiling-concurrency']} clients, zero modelled latency, ${engines.urls.length} ${engineKind} engine(s)`,
+      Object.keys((cols[0] as { cells: Record<string, string> }).cells),
+      cols,
+      [
+        'load generator: ' + ('bin' in wrk ? 'wrk -t1 (Lua POST script)' : `node (${wrk.missing})`),
+        'targets: gateway >= 0.5x nginx requests/s',
+      ],
+    );
+  } finally {
+    await Promise.all(
+      [gateway.proc, proxyNginx?.proc, ...engines.procs].filter((p) => p !== undefined).map(stop),
+    );
+  }
+}
+
+async function main(): Promise<void> {
+  const nginx = findNginx();
+  console.log(
+    `gateway bench: engines=${engineKind}, duration ${durationS}s (+${warmupS}s warmup) per column`,
+  );
+  if (args.only !== 'ceiling') await realistic(nginx);
+  if (args.only !== 'realistic') await ceiling(nginx);
+}
+
+const cleanup = () => {
+  void stopAll().then(() => process.exit(130));
+};
+process.on('SIGINT', cleanup);
+process.on('SIGTERM', cleanup);
+main()
+  .catch(async (e: unknown) => {
+    console.error(e);
+    process.exitCode = 1;
+  })
+  .finally(() => stopAll());
