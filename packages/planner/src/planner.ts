@@ -49,6 +49,7 @@ interface PlannedGroup {
   stop: number;
   pool: string;
   phase: string | null;
+  unscheduled: boolean;
   placement: GroupPlacement | undefined;
 }
 
@@ -214,7 +215,7 @@ export function planPlacement(config: UisConfig): PlanResult {
         `the schedule puts ${role} in phase "${where.phase}"`,
       );
     }
-    if (mode === 'colocated_defer' && where) {
+    if (mode === 'colocated_defer' && where && role !== 'rollout') {
       const rollout = residency.get('rollout');
       if (rollout && rollout.group === where.group && rollout.index >= where.index) {
         fail(
@@ -428,6 +429,8 @@ export function planPlacement(config: UisConfig): PlanResult {
           stop: groupStart + g.num_gpus,
           pool: poolName,
           phase: where?.phase ?? null,
+          // An unscheduled deferred role is already an error; its residency is unknown, so no overlap is claimed.
+          unscheduled: mode === 'colocated_defer' && !where,
           placement: undefined,
         };
         planned.push(pg);
@@ -632,7 +635,7 @@ function checkOverlaps(
   fail: Fail,
 ): void {
   for (const [name, pool] of pools) {
-    const inPool = planned.filter((p) => p.pool === name && p.stop <= pool.plan.size);
+    const inPool = planned.filter((p) => p.pool === name && p.stop <= pool.plan.size && !p.unscheduled);
     const always = new Int32Array(pool.plan.size).fill(-1);
     const byPhase = new Map<string, Int32Array>();
     const claim = (occ: Int32Array, idx: number, pg: PlannedGroup, other?: Int32Array): boolean => {
