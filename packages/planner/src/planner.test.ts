@@ -322,32 +322,35 @@ describe('PlacementPlanner: every rule has a violation with a stable code and pa
     ],
     [
       'bindings: no two bundles on one GPU',
-      (d) =>
-        void (d.cluster.bindings = Array.from({ length: 16 }, (_, i) => ({
+      (d) => {
+        d.cluster.bindings = Array.from({ length: 16 }, (_, i) => ({
           bundle_index: i,
           node: i < 8 ? 'n0' : 'n1',
           gpu_id: i === 9 ? 0 : i % 8,
-        }))),
+        }));
+      },
       ['gpu_bound_twice @ cluster.bindings[9]'],
     ],
     [
       'bindings: engine GPUs ascending and contiguous',
-      (d) =>
-        void (d.cluster.bindings = Array.from({ length: 16 }, (_, i) => ({
+      (d) => {
+        d.cluster.bindings = Array.from({ length: 16 }, (_, i) => ({
           bundle_index: i,
           node: i < 8 ? 'n0' : 'n1',
           gpu_id: i < 8 ? 7 - i : i - 8,
-        }))),
+        }));
+      },
       [`gpus_not_contiguous @ ${g}`],
     ],
     [
       'bindings: an engine on one node',
-      (d) =>
-        void (d.cluster.bindings = Array.from({ length: 16 }, (_, i) => ({
+      (d) => {
+        d.cluster.bindings = Array.from({ length: 16 }, (_, i) => ({
           bundle_index: i,
           node: i % 2 ? 'n1' : 'n0',
           gpu_id: i >> 1,
-        }))),
+        }));
+      },
       [`engine_straddles_nodes @ ${g}`],
     ],
     [
