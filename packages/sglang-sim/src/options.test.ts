@@ -1,0 +1,113 @@
+import { describe, expect, it } from 'vitest';
+import { parseSimArgs } from './options.ts';
+
+describe('parseSimArgs', () => {
+  it('reads SGLang launch flags in both spellings', () => {
+    const { options, warnings } = parseSimArgs(
+      [
+        '--model-path',
+        'Qwen/Qwen3-4B',
+        '--served-model-name',
+        'qwen',
+        '--host',
+        '0.0.0.0',
+        '--port=31000',
+        '--tp',
+        '2',
+        '--pp-size',
+        '2',
+        '--dp-size',
+        '1',
+        '--ep-size',
+        '1',
+        '--base-gpu-id',
+        '4',
+        '--gpu-id-step',
+        '2',
+        '--nnodes',
+        '2',
+        '--node-rank',
+        '1',
+        '--dist-init-addr',
+        '10.0.0.1:5000',
+        '--enable-memory-saver',
+        '--enable-weights-cpu-backup',
+        '--disaggregation-mode',
+        'prefill',
+        '--disaggregation-bootstrap-port',
+        '9000',
+        '--skip-server-warmup',
+        '--mem-fraction-static',
+        '0.8',
+      ],
+      {},
+    );
+    expect(warnings).toEqual([]);
+    expect(options).toMatchObject({
+      modelPath: 'Qwen/Qwen3-4B',
+      servedModelName: 'qwen',
+      host: '0.0.0.0',
+      port: 31000,
+      tpSize: 2,
+      ppSize: 2,
+      baseGpuId: 4,
+      gpuIdStep: 2,
+      nnodes: 2,
+      nodeRank: 1,
+      distInitAddr: '10.0.0.1:5000',
+      enableMemorySaver: true,
+      enableWeightsCpuBackup: true,
+      disaggregationMode: 'prefill',
+      disaggregationBootstrapPort: 9000,
+      skipServerWarmup: true,
+      memFractionStatic: 0.8,
+    });
+    expect(parseSimArgs(['--tp-size', '4'], {}).options.tpSize).toBe(4);
+  });
+
+  it('reads the sim flags and CUDA_VISIBLE_DEVICES', () => {
+    const { options } = parseSimArgs(
+      [
+        '--sim-decode-us-per-token',
+        '50',
+        '--sim-crash-after',
+        '3',
+        '--sim-error-rate',
+        '0.25',
+        '--sim-early-release',
+        '--sim-seed',
+        '7',
+      ],
+      { CUDA_VISIBLE_DEVICES: '2,3' },
+    );
+    expect(options).toMatchObject({
+      simDecodeUsPerToken: 50,
+      simCrashAfter: 3,
+      simErrorRate: 0.25,
+      simEarlyRelease: true,
+      simSeed: 7,
+      cudaVisibleDevices: '2,3',
+    });
+  });
+
+  it('warns about unknown flags and skips their values', () => {
+    const { options, warnings } = parseSimArgs(
+      ['--attention-backend', 'fa3', '--enable-torch-compile', '--tp', '2'],
+      {},
+    );
+    expect(options.tpSize).toBe(2);
+    expect(warnings).toEqual([
+      'ignoring unknown flag --attention-backend',
+      'ignoring unknown flag --enable-torch-compile',
+    ]);
+  });
+
+  it.each([
+    [['--tp', 'two']],
+    [['--disaggregation-mode', 'both']],
+    [['--sim-error-rate', '2']],
+    [['--port']],
+  ])('rejects %j', (argv) => {
+    expect(() => parseSimArgs(argv, {})).toThrow(/--/);
+  });
+});
