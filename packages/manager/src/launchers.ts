@@ -1,0 +1,125 @@
+import { fileURLToPath } from 'node:url';
+import {
+  buildServerArgs,
+  DEFAULT_SGLANG_COMMAND,
+  type LocalLauncherOptions,
+  LocalProcessLauncher,
+  SGLangEngine,
+} from '@uis/sglang-engine';
+import type { EngineGroupSpec, GroupPlacement, InferenceModelSpec, ReplicaPlacement, Role } from '@uis/spec';
+import { UisError } from '@uis/spec';
+import { freePorts } from './ports.ts';
+
+/** Everything a launcher needs to build one replica's engine. */
+export interface LaunchRequest {
+  role: Role;
+  model: InferenceModelSpec;
+  group: EngineGroupSpec;
+  placement: GroupPlacement;
+  replica: ReplicaPlacement;
+  /** Memory saver on: the replica may sleep between phases. */
+  offload: boolean;
+  /** Incarnation of the replica slot (moves on restart). */
+  generation: number;
+}
+
+/** How a replica's processes come to exist. The manager only talks to engines over HTTP; launchers decide
+ * where the processes run and whether the manager may stop them. */
+export interface Launcher {
+  readonly kind: 'sim' | 'local' | 'external' | (string & {});
+  /** False for engines started elsewhere: the manager never kills them. */
+  readonly ownsProcesses: boolean;
+  /** The engine of one replica, not yet started (`engine.start()` launches and waits healthy). */
+  create(req: LaunchRequest): Promise<SGLangEngine>;
+}
+
+export interface CommandLauncherOptions {
+  /** Command prefix before SGLang's launch flags. */
+  command?: readonly string[];
+  /** Extra flags per replica (e.g. sim timing flags). */
+  extraArgs?: (req: LaunchRequest) => string[];
+  host?: string;
+  env?: Record<string, string>;
+  processes?: LocalLauncherOptions;
+  /** Engine poll interval (health wait, drain). */
+  pollMs?: number;
+}
+
+/** `local`: the real `python -m sglang.launch_server` command line from `buildServerArgs`, one process per node
+ * of the replica, on this host. The command is configurable, which is how tests run it with the simulator. */
+export class LocalLauncher implements Launcher {
+  readonly kind: string = 'local';
+  readonly ownsProcesses = true;
+  private readonly processes: LocalProcessLauncher;
+
+  constructor(protected readonly opts: CommandLauncherOptions = {}) {
+    this.processes = new LocalProcessLauncher(opts.processes ?? {});
+  }
+
+  async create(req: LaunchRequest): Promise<SGLangEngine> {
+    const host = this.opts.host ?? '127.0.0.1';
+    const nnodes = req.replica.nnodes;
+    // Head port, one port per extra node (all nodes share this host), and the rendezvous port.
+    const ports = await freePorts(nnodes + (nnodes > 1 ? 1 : 0), host);
+    const headPort = ports[0] as number;
+    const args = buildServerArgs(req.model, req.group, req.replica, {
+      host,
+      port: headPort,
+      offload: req.offload,
+      command: [...(this.opts.command ?? DEFAULT_SGLANG_COMMAND)],
+      nodePorts: ports.slice(0, nnodes),
+      advertiseHost: host,
+      ...(nnodes > 1 ? { distInitAddr: `${host}:${ports[nnodes]}` } : {}),
+    });
+    const extra = this.opts.extraArgs?.(req) ?? [];
+    const processes = args.processes.map((p) => ({
+      ...p,
+      argv: [...p.argv, ...extra],
+      env: { ...this.opts.env, ...p.env },
+    }));
+    const headUrl = args.headUrl.replace(/\/$/, '');
+    return new SGLangEngine({
+      engineId: req.replica.engine_id,
+      baseUrl: headUrl,
+      launcher: this.processes,
+      launchSpec: { processes, headUrl, engineId: req.replica.engine_id },
+      ...(this.opts.pollMs === undefined ? {} : { pollMs: this.opts.pollMs }),
+    });
+  }
+}
+
+export const SIM_BIN = fileURLToPath(new URL('../../sglang-sim/bin/sglang-sim.mjs', import.meta.url));
+
+/** `sim`: sglang-sim processes started from the same `buildServerArgs` output (the embedded default). */
+export class SimLauncher extends LocalLauncher {
+  override readonly kind = 'sim';
+  constructor(opts: Omit<CommandLauncherOptions, 'command'> & { simArgs?: readonly string[] } = {}) {
+    super({ ...opts, command: [process.execPath, SIM_BIN, ...(opts.simArgs ?? [])] });
+  }
+}
+
+/** `external`: engines started elsewhere (e.g. by a Ray controller), attached by URL and never killed. */
+export class ExternalLauncher implements Launcher {
+  readonly kind = 'external';
+  readonly ownsProcesses = false;
+  constructor(
+    private readonly urls: Record<string, string> | ((req: LaunchRequest) => string | undefined),
+    private readonly pollMs?: number,
+  ) {}
+
+  async create(req: LaunchRequest): Promise<SGLangEngine> {
+    const url = typeof this.urls === 'function' ? this.urls(req) : this.urls[req.replica.engine_id];
+    if (!url)
+      throw new UisError({
+        code: 'external_url_missing',
+        status: 400,
+        path: req.replica.engine_id,
+        message: `no external URL configured for ${req.replica.engine_id}`,
+      });
+    return new SGLangEngine({
+      engineId: req.replica.engine_id,
+      baseUrl: url.replace(/\/$/, ''),
+      ...(this.pollMs === undefined ? {} : { pollMs: this.pollMs }),
+    });
+  }
+}
