@@ -1,0 +1,101 @@
+/** Test support (not exported): runs sglang-sim processes through the real launch path. The simulator is spawned
+ * by path rather than imported, because it depends on this package (protocol.ts). */
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import {
+  EngineGroupSpecSchema,
+  InferenceModelSpecSchema,
+  type NodePlacement,
+  type ReplicaPlacement,
+} from '@uis/spec';
+import { SGLangEngine } from './engine.ts';
+import { LocalProcessLauncher } from './launcher.ts';
+import { buildServerArgs, type ServerArgsOptions } from './server-args.ts';
+
+export const SIM_BIN = fileURLToPath(new URL('../../sglang-sim/bin/sglang-sim.mjs', import.meta.url));
+
+/** A port that was free a moment ago (the simulator must bind a known port, as SGLang does). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const addr = s.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export interface SimEngineOptions {
+  /** Extra simulator flags (`--sim-crash-after`, `--sim-decode-us-per-token` ...). */
+  simFlags?: string[];
+  nnodes?: number;
+  gpusPerNode?: number;
+  offload?: boolean;
+  weightSource?: 'static' | 'disk' | 'dcs';
+  serverArgs?: Record<string, string | number | boolean | null>;
+}
+
+export function simReplica(nnodes: number, gpusPerNode: number): ReplicaPlacement {
+  const nodes: NodePlacement[] = Array.from({ length: nnodes }, (_, rank) => ({
+    node: `node-${rank}`,
+    node_rank: rank,
+    bundle_indices: Array.from({ length: gpusPerNode }, (_, i) => rank * gpusPerNode + i),
+    gpu_ids: Array.from({ length: gpusPerNode }, (_, i) => i),
+    base_gpu_id: 0,
+    gpu_id_step: 1,
+  }));
+  return { engine_id: 'sim-model/0', replica: 0, group: 0, worker_type: 'regular', nnodes, nodes };
+}
+
+/** Builds the server args of a sim replica and an SGLangEngine that launches it locally. */
+export async function simEngine(opts: SimEngineOptions = {}): Promise<SGLangEngine> {
+  const nnodes = opts.nnodes ?? 1;
+  const gpusPerNode = opts.gpusPerNode ?? 2;
+  const model = InferenceModelSpecSchema.parse({
+    name: 'sim-model',
+    model_path: 'sim/tiny-model',
+    engine_groups: [{ num_gpus: nnodes * gpusPerNode, gpus_per_engine: nnodes * gpusPerNode }],
+    weight_source: opts.weightSource ?? 'disk',
+  });
+  const group = EngineGroupSpecSchema.parse({
+    num_gpus: nnodes * gpusPerNode,
+    gpus_per_engine: nnodes * gpusPerNode,
+    server_args: opts.serverArgs ?? {},
+  });
+  const ports = await Promise.all(Array.from({ length: nnodes }, () => freePort()));
+  const argsOpts: ServerArgsOptions = {
+    host: '127.0.0.1',
+    port: ports[0]!,
+    offload: opts.offload ?? true,
+    command: [process.execPath, SIM_BIN, ...(opts.simFlags ?? [])],
+    nodePorts: ports,
+  };
+  if (nnodes > 1) argsOpts.distInitAddr = `127.0.0.1:${await freePort()}`;
+  const args = buildServerArgs(model, group, simReplica(nnodes, gpusPerNode), argsOpts);
+  return new SGLangEngine({
+    engineId: 'sim-model/0',
+    baseUrl: args.headUrl,
+    launcher: new LocalProcessLauncher(),
+    launchSpec: { ...args, engineId: 'sim-model/0' },
+    pollMs: 100,
+  });
+}
+
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export async function waitUntil(cond: () => boolean | Promise<boolean>, ms = 30_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > until) throw new Error(`condition not met within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
