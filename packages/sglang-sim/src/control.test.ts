@@ -1,0 +1,227 @@
+import {
+  GenerateResponseSchema,
+  GetLoadResponseSchema,
+  ModelInfoSchema,
+  ModelListSchema,
+  ServerInfoSchema,
+  StatusMessageSchema,
+} from '@uis/sglang-engine';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { SimOptionsInput } from './options.ts';
+import type { SimServer } from './server.ts';
+import { get, post, sim, waitFor } from './test-helpers.ts';
+
+const servers: SimServer[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => s.close()));
+});
+const start = async (o: SimOptionsInput = {}) => {
+  const s = await sim(o);
+  servers.push(s);
+  return s;
+};
+/** 20 ms per decode step: long generations stay running long enough to act on them. */
+const SLOW = { simDecodeUsPerToken: 20_000 };
+const long = (rid: string) => ({
+  text: 'long',
+  rid,
+  sampling_params: { max_new_tokens: 10_000, ignore_eos: true },
+});
+const short = { text: 'hi', sampling_params: { max_new_tokens: 4, ignore_eos: true } };
+
+describe('info endpoints', () => {
+  it('serve model info, server info, weight version, models and health', async () => {
+    const s = await start({
+      modelPath: 'org/m',
+      servedModelName: 'm',
+      tpSize: 2,
+      baseGpuId: 2,
+      gpuIdStep: 2,
+      cudaVisibleDevices: '0,1,2,3,4,5',
+    });
+    for (const p of ['/get_model_info', '/model_info']) {
+      expect(ModelInfoSchema.parse((await get(s.url, p)).json)).toMatchObject({
+        model_path: 'org/m',
+        is_generation: true,
+        weight_version: 'default',
+      });
+    }
+    for (const p of ['/get_server_info', '/server_info']) {
+      const info = ServerInfoSchema.parse((await get(s.url, p)).json);
+      expect(info).toMatchObject({
+        tp_size: 2,
+        served_model_name: 'm',
+        cuda_visible_devices: '0,1,2,3,4,5',
+        gpu_ids: [2, 4],
+      });
+    }
+    expect((await get(s.url, '/get_weight_version')).json).toEqual({ weight_version: 'default' });
+    expect(ModelListSchema.parse((await get(s.url, '/v1/models')).json).data[0]).toMatchObject({
+      id: 'm',
+      root: 'm',
+    });
+    expect((await get(s.url, '/v1/models/m')).status).toBe(200);
+    expect((await get(s.url, '/v1/models/other')).status).toBe(404);
+    expect((await get(s.url, '/health')).status).toBe(200);
+    expect((await get(s.url, '/health_generate')).status).toBe(200);
+    expect((await get(s.url, '/nope')).status).toBe(404);
+    expect((await get(s.url, '/generate')).status).toBe(405);
+  });
+
+  it('answers 503 on /health until the startup delay is over', async () => {
+    const { startSimServer } = await import('./server.ts');
+    const s = await startSimServer({ simStartupMs: 300 });
+    servers.push(s);
+    expect((await get(s.url, '/health')).status).toBe(503);
+    expect((await post(s.url, '/generate', short)).status).toBe(503);
+    await s.ready;
+    expect((await get(s.url, '/health')).status).toBe(200);
+  });
+
+  it('reports load per DP rank', async () => {
+    const s = await start({ ...SLOW, dpSize: 2 });
+    const pending = [post(s.url, '/generate', { ...long('l0'), routed_dp_rank: 1 })];
+    await waitFor(
+      async () => GetLoadResponseSchema.parse((await get(s.url, '/get_load')).json)[1]?.num_reqs === 1,
+    );
+    const load = GetLoadResponseSchema.parse((await get(s.url, '/get_load')).json);
+    expect(load.map((l) => l.dp_rank)).toEqual([0, 1]);
+    expect(load[0]?.num_reqs).toBe(0);
+    expect(load[1]?.num_tokens).toBeGreaterThan(0);
+    await post(s.url, '/abort_request', { abort_all: true });
+    await Promise.all(pending);
+  });
+});
+
+describe('flush, abort, pause', () => {
+  it('flush_cache answers 400 plain text while requests run, 200 when idle', async () => {
+    const s = await start(SLOW);
+    const pending = post(s.url, '/generate', long('f1'));
+    await waitFor(() => s.stats().running === 1);
+    const busy = await post(s.url, '/flush_cache');
+    expect(busy.status).toBe(400);
+    expect(busy.text).toContain('Cache flushed');
+    await post(s.url, '/abort_request', { rid: 'f1' });
+    await pending;
+    expect((await post(s.url, '/flush_cache')).status).toBe(200);
+    expect((await get(s.url, '/flush_cache')).status).toBe(200);
+  });
+
+  it('abort_request by rid ends that request with finish_reason abort, others go on', async () => {
+    const s = await start(SLOW);
+    const x = post(s.url, '/generate', long('x'));
+    const y = post(s.url, '/generate', {
+      ...long('y'),
+      sampling_params: { max_new_tokens: 5, ignore_eos: true },
+    });
+    await waitFor(() => s.stats().running >= 1);
+    expect((await post(s.url, '/abort_request', { rid: 'x' })).status).toBe(200);
+    const rx = GenerateResponseSchema.parse((await x).json);
+    expect(rx.meta_info.finish_reason?.type).toBe('abort');
+    const ry = GenerateResponseSchema.parse((await y).json);
+    expect(ry.meta_info.finish_reason).toEqual({ type: 'length', length: 5 });
+    expect((await post(s.url, '/abort_request', {})).status).toBe(422);
+  });
+
+  it('abort_all ends every request, streamed ones with a final abort chunk and [DONE]', async () => {
+    const s = await start(SLOW);
+    const streamed = fetch(`${s.url}/generate`, {
+      method: 'POST',
+      body: JSON.stringify({ ...long('s'), stream: true }),
+    }).then((r) => r.text());
+    const plain = post(s.url, '/generate', long('p'));
+    await waitFor(() => s.stats().running === 2);
+    await post(s.url, '/abort_request', { abort_all: true });
+    const text = await streamed;
+    expect(text.endsWith('data: [DONE]\n\n')).toBe(true);
+    expect(text).toContain('"type":"abort"');
+    expect(GenerateResponseSchema.parse((await plain).json).meta_info.finish_reason?.type).toBe('abort');
+  });
+
+  it('pause in_place freezes requests until continue; pause abort aborts them', async () => {
+    const s = await start(SLOW);
+    const r = post(s.url, '/generate', {
+      ...long('pp'),
+      sampling_params: { max_new_tokens: 6, ignore_eos: true },
+    });
+    await waitFor(() => s.stats().running === 1);
+    const p = await post(s.url, '/pause_generation', { mode: 'in_place' });
+    expect(StatusMessageSchema.parse(p.json).status).toBe('ok');
+    const steps = s.stats().steps;
+    await new Promise((res) => setTimeout(res, 150));
+    expect(s.stats().steps).toBe(steps);
+    expect(s.state().paused).toBe('in_place');
+    expect((await get(s.url, '/health_generate')).status).toBe(503);
+    expect(StatusMessageSchema.parse((await post(s.url, '/continue_generation')).json).status).toBe('ok');
+    expect(GenerateResponseSchema.parse((await r).json).meta_info.completion_tokens).toBe(6);
+
+    const q = post(s.url, '/generate', long('pa'));
+    await waitFor(() => s.stats().running === 1);
+    await post(s.url, '/pause_generation', { mode: 'abort' });
+    expect(GenerateResponseSchema.parse((await q).json).meta_info.finish_reason?.type).toBe('abort');
+    await post(s.url, '/continue_generation');
+  });
+
+  it('pause retract moves running requests back to the queue and finishes them after continue', async () => {
+    const s = await start(SLOW);
+    const r = post(s.url, '/generate', {
+      ...long('rt'),
+      sampling_params: { max_new_tokens: 5, ignore_eos: true },
+    });
+    await waitFor(() => s.stats().running === 1);
+    await post(s.url, '/pause_generation', { mode: 'retract' });
+    expect(s.stats()).toMatchObject({ running: 0, waiting: 1, kvTokensUsed: 0 });
+    await post(s.url, '/continue_generation');
+    const done = GenerateResponseSchema.parse((await r).json);
+    expect(done.meta_info.completion_tokens).toBe(5);
+    const fresh = GenerateResponseSchema.parse(
+      (
+        await post(s.url, '/generate', {
+          text: 'long',
+          sampling_params: { max_new_tokens: 5, ignore_eos: true },
+        })
+      ).json,
+    );
+    expect(done.text).toBe(fresh.text);
+  });
+});
+
+describe('timing model', () => {
+  it('batches up to max running requests and queues the rest', async () => {
+    const s = await start({ ...SLOW, simMaxRunningRequests: 2 });
+    const all = ['q1', 'q2', 'q3'].map((rid) => post(s.url, '/generate', long(rid)));
+    await waitFor(() => s.stats().running === 2 && s.stats().waiting === 1);
+    await post(s.url, '/abort_request', { abort_all: true });
+    await Promise.all(all);
+  });
+
+  it('queues requests that do not fit the KV capacity', async () => {
+    const s = await start({ ...SLOW, simKvCapacityTokens: 100 });
+    const body = (rid: string) => ({
+      text: 'kv',
+      rid,
+      sampling_params: { max_new_tokens: 60, ignore_eos: true },
+    });
+    const all = [post(s.url, '/generate', body('k1')), post(s.url, '/generate', body('k2'))];
+    await waitFor(() => s.stats().running === 1 && s.stats().waiting === 1);
+    expect(s.stats().kvTokensUsed).toBeLessThanOrEqual(100);
+    await post(s.url, '/abort_request', { abort_all: true });
+    await Promise.all(all);
+    const tooLong = await post(s.url, '/generate', {
+      text: 'x'.repeat(200),
+      sampling_params: { max_new_tokens: 1 },
+    });
+    expect(tooLong.status).toBe(400);
+  });
+
+  it('takes modelled time: decode steps cost decode time, prefill tokens cost prefill time', async () => {
+    const s = await start({ simDecodeUsPerToken: 10_000, simPrefillUsPerToken: 1000 });
+    const t0 = performance.now();
+    await post(s.url, '/generate', {
+      input_ids: Array(50).fill(70),
+      sampling_params: { max_new_tokens: 10, ignore_eos: true },
+    });
+    // 10 decode steps x 10 ms + 50 prefill tokens x 1 ms, minus the first step that is not waited for.
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(100);
+  });
+});
