@@ -279,7 +279,7 @@ export function fromRelaxArgs(argv: readonly string[], options: RelaxArgsOptions
     const r = ResourceSchema.safeParse(rawResource);
     if (r.success) for (const [role, [, gpus]] of Object.entries(r.data)) resource[role] = gpus;
     else zodInto(issues, '--resource', r.error);
-  } else {
+  } else if (!flags.has('resource')) {
     issues.add(
       'resource',
       '--resource is required, e.g. \'{"actor": [1, 8], "rollout": [1, 8]}\'',
