@@ -153,7 +153,8 @@ export class SimEngine {
     const crashes = this.crashAt !== undefined && arrival >= this.crashAt;
     const seq = new SimSequence(spec, initialContext(this.weightsFingerprint), this.now(), (s) => {
       onProgress(s);
-      if (crashes) this.crash(`injected crash during request ${arrival}`);
+      // After the token's bytes left (http uncorks on nextTick), so the client sees a stream cut mid-way.
+      if (crashes) setImmediate(() => this.crash(`injected crash during request ${arrival}`));
     });
     doneCallbacks.set(seq, (s) => {
       onDone(s);
