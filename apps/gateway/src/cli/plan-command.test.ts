@@ -1,0 +1,147 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const root = join(import.meta.dirname, '..', '..', '..', '..');
+const bin = join(root, 'apps', 'gateway', 'bin', 'uis.mjs');
+const example = (f: string) => join(root, 'examples', f);
+const tmp = mkdtempSync(join(tmpdir(), 'uis-plan-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+/** Runs the real binary; spawnSync waits for exit, so no process outlives a test. */
+function uis(...args: string[]) {
+  const r = spawnSync(process.execPath, [bin, ...args], { cwd: root, encoding: 'utf8', timeout: 60_000 });
+  return { code: r.status, out: r.stdout, err: r.stderr };
+}
+
+const file = (name: string, text: string) => {
+  const p = join(tmp, name);
+  writeFileSync(p, text);
+  return p;
+};
+
+describe('uis plan', { timeout: 60_000 }, () => {
+  it('prints the table of a valid config and exits 0', () => {
+    const r = uis('plan', '--config', example('demo.yaml'));
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('mode: colocated_defer');
+    expect(r.out).toMatch(/ROLE\s+MODEL\s+GROUP\s+BUNDLES\s+GPUS PER NODE\s+REPLICAS\s+PHASE\s+OWNER/);
+    expect(r.out).toMatch(
+      /genrm\s+judge\s+0\s+actor\[0\.\.15\]\s+node-0:0-7 node-1:0-7\s+4 x tp4\s+genrm_score \(deferred\)\s+controller/,
+    );
+  });
+
+  it('prints exactly the JSON shape of the issue', () => {
+    const r = uis('plan', '--config', example('multinode-tp.yaml'), '--json');
+    expect(r.code).toBe(0);
+    const json = JSON.parse(r.out);
+    expect(Object.keys(json)).toEqual(['ok', 'mode', 'pools', 'placements', 'errors']);
+    expect(json).toMatchObject({ ok: true, mode: 'colocated_split', pools: { actor: 16 }, errors: [] });
+    expect(json.placements[0]).toEqual({
+      role: 'rollout',
+      model: 'big',
+      group: 0,
+      worker_type: 'regular',
+      num_gpus: 16,
+      gpus_per_engine: 8,
+      tp: 4,
+      pp: 2,
+      dp: 1,
+      bundle_start: 0,
+      bundle_stop: 16,
+      bundle_indices: Array.from({ length: 16 }, (_, i) => i),
+      gpu_ids: Array.from({ length: 16 }, (_, i) => i),
+      replicas: 2,
+      nodes_per_engine: 2,
+      pool: 'actor',
+      owner: 'controller',
+      phase: null,
+      deferred: false,
+    });
+  });
+
+  it('exits 1 with the violations of an invalid layout', () => {
+    const r = uis('plan', '--config', example('bad-split-overlap.yaml'));
+    expect(r.code).toBe(1);
+    expect(r.out).toMatch(/split_overlap\s+roles\.genrm\.models\[0\]\.engine_groups\[0\]/);
+    const j = uis('plan', '--config', example('bad-split-overlap.yaml'), '--json');
+    expect(j.code).toBe(1);
+    expect(JSON.parse(j.out)).toMatchObject({
+      ok: false,
+      mode: 'colocated_split',
+      errors: [{ code: 'split_overlap' }],
+    });
+  });
+
+  it('plans Relax flags given after --, reading --sglang-config itself', () => {
+    const pd = file(
+      'pd.yaml',
+      'sglang:\n  - name: policy\n    num_gpus_per_engine: 2\n    engine_groups:\n      - { worker_type: prefill, num_gpus: 2 }\n      - { worker_type: decode, num_gpus: 6 }\n',
+    );
+    const r = uis(
+      'plan',
+      '--json',
+      '--relax-args',
+      '--',
+      '--resource',
+      '{"actor": [1, 8], "rollout": [1, 8]}',
+      '--sglang-config',
+      pd,
+    );
+    expect(r.err).toBe('');
+    expect(r.code).toBe(0);
+    const json = JSON.parse(r.out);
+    expect(json.mode).toBe('decoupled');
+    expect(
+      json.placements.map((p: { worker_type: string; replicas: number }) => [p.worker_type, p.replicas]),
+    ).toEqual([
+      ['prefill', 1],
+      ['decode', 3],
+    ]);
+  });
+
+  it.each<[string, string[], RegExp]>([
+    ['malformed YAML', ['--config', 'BAD_YAML'], /config_parse_error/],
+    [
+      'unknown field',
+      ['--config', 'UNKNOWN_FIELD'],
+      /roles\.rollout\.models\[0\]\.engine_groups\[0\]\.gpus: unknown field "gpus"/,
+    ],
+    ['negative GPUs', ['--config', 'NEGATIVE'], /cluster\.nodes\[0\]\.gpus/],
+    ['missing file', ['--config', '/nonexistent/x.yaml'], /cannot read .*no such file/],
+    [
+      'bad flag',
+      ['--relax-args', '--', '--resource', '{"actor": [1, 8]}', '--colocat'],
+      /--colocat: unknown Relax flag/,
+    ],
+    [
+      'contradictory flags',
+      [
+        '--relax-args',
+        '--',
+        '--resource',
+        '{"actor": [1, 8], "rollout": [1, 8]}',
+        '--colocate',
+        '--fully-async',
+      ],
+      /needs --hybrid/,
+    ],
+    ['no input', [], /exactly one of --config/],
+    ['unknown CLI option', ['--config', 'x', '--bogus'], /unexpected arguments|unknown option/],
+  ])('exits 2 on unusable input: %s, without a stack trace', (_name, args, pattern) => {
+    const fixtures: Record<string, string> = {
+      BAD_YAML: file('bad.yaml', 'cluster: [\n  nodes'),
+      UNKNOWN_FIELD: file(
+        'unknown.yaml',
+        'cluster: { nodes: [{ name: n, gpus: 8 }] }\nroles:\n  rollout:\n    deployment: { mode: decoupled }\n    routing: {}\n    models:\n      - { name: p, model_path: /m, weight_source: dcs, engine_groups: [{ num_gpus: 8, gpus_per_engine: 8, gpus: 1 }] }\n',
+      ),
+      NEGATIVE: file('negative.yaml', 'cluster: { nodes: [{ name: n, gpus: -8 }] }\nroles: {}\n'),
+    };
+    const r = uis('plan', ...args.map((a) => fixtures[a] ?? a));
+    expect(r.code).toBe(2);
+    expect(`${r.out}${r.err}`).toMatch(pattern);
+    expect(r.err).not.toMatch(/\n\s+at /);
+  });
+});
