@@ -1,0 +1,80 @@
+import { initTRPC, TRPCError } from '@trpc/server';
+import type { ConsoleState } from '@uis/spec';
+import { z } from 'zod';
+
+/** The console's tRPC contract, written as a router so the client gets exact types before the gateway's
+ * `AppRouter` exists, and so tests and `dev/mock-gateway.ts` can serve it. The gateway implements the same
+ * procedure names, inputs and outputs (see README.md). Only types of this file reach the browser bundle. */
+
+export interface ConsoleApiContext {
+  /** The raw `Authorization` header of the request (`Bearer <token>`), or null. */
+  authorization: string | null;
+}
+
+export const RoleModelInputSchema = z.object({ role: z.string().min(1), model: z.string().min(1) });
+export const AdvancePhaseInputSchema = z.object({
+  group: z.string().min(1),
+  to: z.string().min(1).optional(),
+});
+export const RestartReplicaInputSchema = z.object({ engine_id: z.string().min(1) });
+export type RoleModelInput = z.infer<typeof RoleModelInputSchema>;
+export type AdvancePhaseInput = z.infer<typeof AdvancePhaseInputSchema>;
+export type RestartReplicaInput = z.infer<typeof RestartReplicaInputSchema>;
+
+export interface ActionResult {
+  ok: true;
+  message: string;
+}
+
+/** What a server behind the contract provides; an action throws (any Error) to refuse with its message. */
+export interface ConsoleApiImpl {
+  state(): ConsoleState | Promise<ConsoleState>;
+  /** Yields the current state first, then a full state whenever something changed; ends when `signal` aborts. */
+  changes(signal: AbortSignal): AsyncIterable<ConsoleState>;
+  adminToken: string;
+  drainModel(input: RoleModelInput): Promise<string>;
+  activateModel(input: RoleModelInput): Promise<string>;
+  advancePhase(input: AdvancePhaseInput): Promise<string>;
+  restartReplica(input: RestartReplicaInput): Promise<string>;
+}
+
+export function buildConsoleApiRouter(impl: ConsoleApiImpl) {
+  const t = initTRPC.context<ConsoleApiContext>().create();
+  const admin = t.procedure.use(({ ctx, next }) => {
+    if (ctx.authorization !== `Bearer ${impl.adminToken}`) {
+      throw new TRPCError({ code: 'UNAUTHORIZED', message: 'admin token refused' });
+    }
+    return next();
+  });
+  const act = async (run: () => Promise<string>): Promise<ActionResult> => {
+    try {
+      return { ok: true, message: await run() };
+    } catch (e) {
+      throw new TRPCError({ code: 'BAD_REQUEST', message: e instanceof Error ? e.message : String(e) });
+    }
+  };
+  return t.router({
+    state: t.procedure.query(() => impl.state()),
+    changes: t.procedure.subscription(async function* (opts) {
+      for await (const state of impl.changes(opts.signal ?? new AbortController().signal)) yield state;
+    }),
+    checkToken: t.procedure.input(z.object({ token: z.string() })).mutation(({ input }) => {
+      if (input.token !== impl.adminToken) {
+        throw new TRPCError({ code: 'UNAUTHORIZED', message: 'admin token refused' });
+      }
+      return { ok: true as const };
+    }),
+    drainModel: admin.input(RoleModelInputSchema).mutation(({ input }) => act(() => impl.drainModel(input))),
+    activateModel: admin
+      .input(RoleModelInputSchema)
+      .mutation(({ input }) => act(() => impl.activateModel(input))),
+    advancePhase: admin
+      .input(AdvancePhaseInputSchema)
+      .mutation(({ input }) => act(() => impl.advancePhase(input))),
+    restartReplica: admin
+      .input(RestartReplicaInputSchema)
+      .mutation(({ input }) => act(() => impl.restartReplica(input))),
+  });
+}
+
+export type ConsoleApiRouter = ReturnType<typeof buildConsoleApiRouter>;

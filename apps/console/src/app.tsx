@@ -1,0 +1,165 @@
+import { type ReactNode, useState, useSyncExternalStore } from 'react';
+import { AdminActionsProvider, TokenControl } from './components/admin-actions.tsx';
+import { formatClock } from './lib/format.ts';
+import { BatchesPage } from './pages/batches-page.tsx';
+import { ClusterPage } from './pages/cluster-page.tsx';
+import { EventsPage } from './pages/events-page.tsx';
+import { PhasesPage } from './pages/phases-page.tsx';
+import { PlanPage } from './pages/plan-page.tsx';
+import { ReplicasPage } from './pages/replicas-page.tsx';
+import { type ConsoleStateResult, useConsoleState } from './state/use-console-state.ts';
+
+export const ROUTES = [
+  { id: 'cluster', label: 'Cluster' },
+  { id: 'phases', label: 'Phases' },
+  { id: 'replicas', label: 'Replicas' },
+  { id: 'batches', label: 'Deferred batches' },
+  { id: 'plan', label: 'Plan' },
+  { id: 'events', label: 'Events' },
+] as const;
+export type RouteId = (typeof ROUTES)[number]['id'];
+
+function currentRoute(): RouteId {
+  const id = globalThis.location?.hash.replace(/^#\/?/, '') ?? '';
+  return ROUTES.find((r) => r.id === id)?.id ?? 'cluster';
+}
+
+function subscribeHash(listener: () => void): () => void {
+  globalThis.addEventListener('hashchange', listener);
+  return () => globalThis.removeEventListener('hashchange', listener);
+}
+
+export function useRoute(): RouteId {
+  return useSyncExternalStore(subscribeHash, currentRoute, () => 'cluster');
+}
+
+const CONNECTION_TEXT: Record<ConsoleStateResult['connection'], string> = {
+  connecting: 'connecting',
+  live: 'live',
+  reconnecting: 'reconnecting',
+  failed: 'disconnected',
+};
+
+function ConnectionBanner({ live }: { live: ConsoleStateResult }) {
+  if (live.invalid) {
+    return (
+      <div className="alert alert-error" role="alert" data-testid="connection-banner" data-kind="invalid">
+        The gateway sent a state this console cannot read (version mismatch?): {live.invalid}
+      </div>
+    );
+  }
+  if (live.connection === 'reconnecting') {
+    return (
+      <div
+        className="alert alert-warn"
+        role="status"
+        data-testid="connection-banner"
+        data-kind="reconnecting"
+      >
+        <strong>Gateway unreachable, retrying…</strong>
+        {live.state ? ` Showing the last state received at ${formatClock(live.state.generated_at)} UTC.` : ''}
+        {live.error ? <span className="muted"> ({live.error})</span> : null}
+      </div>
+    );
+  }
+  if (live.connection === 'failed') {
+    return (
+      <div className="alert alert-error" role="alert" data-testid="connection-banner" data-kind="failed">
+        <strong>Lost the gateway:</strong> {live.error}{' '}
+        <button type="button" onClick={live.retry}>
+          Reconnect
+        </button>
+      </div>
+    );
+  }
+  return null;
+}
+
+function NeedsState({
+  live,
+  children,
+}: {
+  live: ConsoleStateResult;
+  children: (s: NonNullable<ConsoleStateResult['state']>) => ReactNode;
+}) {
+  if (live.state) return <>{children(live.state)}</>;
+  if (live.invalid) return null;
+  return (
+    <div className="placeholder" data-testid="loading">
+      <div className="spinner" aria-hidden="true" />
+      {live.connection === 'connecting' ? 'Connecting to the gateway…' : 'Waiting for the gateway to answer…'}
+    </div>
+  );
+}
+
+export function App() {
+  const route = useRoute();
+  const live = useConsoleState();
+  const [planText, setPlanText] = useState('');
+  const title = ROUTES.find((r) => r.id === route)?.label ?? '';
+  return (
+    <AdminActionsProvider>
+      <div className="app">
+        <nav className="nav" aria-label="pages">
+          <div className="brand">
+            UIS <span className="muted">console</span>
+          </div>
+          <ul>
+            {ROUTES.map((r) => (
+              <li key={r.id}>
+                <a
+                  href={`#/${r.id}`}
+                  className={r.id === route ? 'active' : undefined}
+                  aria-current={r.id === route ? 'page' : undefined}
+                  data-testid={`nav-${r.id}`}
+                >
+                  {r.label}
+                </a>
+              </li>
+            ))}
+          </ul>
+          <div
+            className={`conn conn-${live.connection}`}
+            data-testid="connection"
+            data-connection={live.connection}
+          >
+            <span className="conn-dot" /> {CONNECTION_TEXT[live.connection]}
+          </div>
+        </nav>
+        <main className="main">
+          <header className="topbar">
+            <h1>{title}</h1>
+            {live.state && route !== 'plan' && (
+              <span className="muted" data-testid="generated-at">
+                state of {formatClock(live.state.generated_at)} UTC
+              </span>
+            )}
+            <div className="spacer" />
+            <TokenControl />
+          </header>
+          <ConnectionBanner live={live} />
+          {route === 'plan' ? (
+            <PlanPage key="plan" initialText={planText} onChange={setPlanText} />
+          ) : (
+            <NeedsState live={live}>
+              {(state) => {
+                switch (route) {
+                  case 'phases':
+                    return <PhasesPage state={state} />;
+                  case 'replicas':
+                    return <ReplicasPage state={state} />;
+                  case 'batches':
+                    return <BatchesPage state={state} />;
+                  case 'events':
+                    return <EventsPage state={state} />;
+                  default:
+                    return <ClusterPage state={state} />;
+                }
+              }}
+            </NeedsState>
+          )}
+        </main>
+      </div>
+    </AdminActionsProvider>
+  );
+}

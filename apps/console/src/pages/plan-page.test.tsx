@@ -1,0 +1,53 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fireEvent, render, screen, within } from '@testing-library/react';
+import { describe, expect, it } from 'vitest';
+import { PlanPage } from './plan-page.tsx';
+
+const example = (name: string) =>
+  readFileSync(join(import.meta.dirname, '../../../../examples', name), 'utf8');
+
+describe('Plan page', () => {
+  it('lists every violation of an overlapping split layout with code, path and message', () => {
+    render(<PlanPage initialText={example('bad-split-overlap.yaml')} />);
+    const items = screen.getAllByTestId('violation');
+    expect(items.length).toBeGreaterThanOrEqual(1);
+    const overlap = items.find((i) => i.dataset.code === 'split_overlap');
+    expect(overlap).toBeTruthy();
+    expect(within(overlap!).getByTestId('violation-path').textContent).toBe(
+      'roles.genrm.models[0].engine_groups[0]',
+    );
+    expect(overlap!.textContent).toMatch(/overlap/);
+    expect(screen.queryByTestId('gpu-grid')).toBeNull();
+  });
+
+  it('shows the placement grid for a valid config, and violations again after an edit breaks it', () => {
+    render(<PlanPage initialText={example('demo.yaml')} />);
+    expect(screen.getByTestId('plan-ok').textContent).toContain('colocated defer');
+    expect(screen.getAllByTestId('gpu')).toHaveLength(16);
+    fireEvent.change(screen.getByTestId('plan-input'), {
+      target: {
+        value: example('demo.yaml').replace('gpus_per_engine: 8, tp: 8', 'gpus_per_engine: 8, tp: 3'),
+      },
+    });
+    const codes = screen.getAllByTestId('violation').map((v) => v.dataset.code);
+    expect(codes.length).toBeGreaterThan(0);
+    expect(screen.queryByTestId('gpu-grid')).toBeNull();
+  });
+
+  it('reports config errors with the path the user wrote', () => {
+    render(<PlanPage initialText={'cluster:\n  nodes: []\nroles: {}\n'} />);
+    const paths = screen.getAllByTestId('violation-path').map((p) => p.textContent);
+    expect(paths).toContain('cluster.nodes');
+  });
+
+  it('reads a pasted Relax command line', () => {
+    render(
+      <PlanPage
+        initialText={`python train.py \\\n  --resource '{"actor": [1, 8], "rollout": [1, 8]}' --colocate --offload \\\n  --rollout-num-gpus-per-engine 2 --hf-checkpoint /m`}
+      />,
+    );
+    expect(screen.getByText(/read as Relax flags/)).toBeTruthy();
+    expect(screen.getAllByTestId('replica-block')).toHaveLength(4);
+  });
+});

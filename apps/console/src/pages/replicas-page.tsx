@@ -1,0 +1,245 @@
+import { type ConsoleState, REPLICA_STATES, type ReplicaView } from '@uis/spec';
+import { useMemo, useState } from 'react';
+import { useTRPCClient } from '../api/trpc.ts';
+import { useAdminAction } from '../components/admin-actions.tsx';
+import { HealthSparkline } from '../components/sparkline.tsx';
+import { BoolMark, StateBadge } from '../components/state-badge.tsx';
+import { roleColor } from '../lib/colors.ts';
+
+type SortKey = 'engine_id' | 'state' | 'inflight' | 'weight_version' | 'health';
+
+const STATE_ORDER = new Map(REPLICA_STATES.map((s, i) => [s, i]));
+
+function failures(r: ReplicaView): number {
+  return r.health.filter((h) => !h.ok).length;
+}
+
+function compare(a: ReplicaView, b: ReplicaView, key: SortKey): number {
+  switch (key) {
+    case 'engine_id':
+      return a.engine_id.localeCompare(b.engine_id, undefined, { numeric: true });
+    case 'state':
+      return (STATE_ORDER.get(a.state) ?? 0) - (STATE_ORDER.get(b.state) ?? 0);
+    case 'inflight':
+      return a.inflight - b.inflight;
+    case 'weight_version':
+      return (a.weight_version ?? '').localeCompare(b.weight_version ?? '', undefined, { numeric: true });
+    case 'health':
+      return failures(a) - failures(b);
+  }
+}
+
+export function filterReplicas(replicas: ReplicaView[], text: string, state: string): ReplicaView[] {
+  const needle = text.trim().toLowerCase();
+  return replicas.filter(
+    (r) =>
+      (state === '' || r.state === state) &&
+      (needle === '' ||
+        [r.engine_id, r.model, r.role, r.base_url ?? '', r.state, r.weight_version ?? ''].some((v) =>
+          v.toLowerCase().includes(needle),
+        )),
+  );
+}
+
+function ModelActions({ role, model }: { role: string; model: string }) {
+  const client = useTRPCClient();
+  const request = useAdminAction();
+  return (
+    <span className="inline-actions">
+      <button
+        type="button"
+        data-testid="drain-model"
+        data-model={model}
+        onClick={() =>
+          request({
+            title: `Drain ${role}/${model}`,
+            description: `Every replica of ${model} stops taking new work (direct_eligible false), finishes in-flight requests, flushes its cache and releases GPU memory (sleeping). Requests get 503 until it is activated.`,
+            run: () => client.drainModel.mutate({ role, model }),
+          })
+        }
+      >
+        Drain
+      </button>
+      <button
+        type="button"
+        data-testid="activate-model"
+        data-model={model}
+        onClick={() =>
+          request({
+            title: `Activate ${role}/${model}`,
+            description: `The replicas of ${model} resume GPU memory, sync weights to the target version and become ready.`,
+            run: () => client.activateModel.mutate({ role, model }),
+          })
+        }
+      >
+        Activate
+      </button>
+    </span>
+  );
+}
+
+function RestartButton({ engineId }: { engineId: string }) {
+  const client = useTRPCClient();
+  const request = useAdminAction();
+  return (
+    <button
+      type="button"
+      className="small"
+      data-testid="restart-replica"
+      onClick={() =>
+        request({
+          title: `Restart ${engineId}`,
+          description: `The engine process of ${engineId} is stopped and started again (a new generation); it serves again once healthy and at the model's weight version.`,
+          run: () => client.restartReplica.mutate({ engine_id: engineId }),
+        })
+      }
+    >
+      Restart
+    </button>
+  );
+}
+
+export function ReplicasPage({ state }: { state: ConsoleState }) {
+  const [text, setText] = useState('');
+  const [stateFilter, setStateFilter] = useState('');
+  const [sort, setSort] = useState<{ key: SortKey; desc: boolean }>({ key: 'engine_id', desc: false });
+  const shown = useMemo(() => {
+    const list = filterReplicas(state.replicas, text, stateFilter);
+    return list.sort((a, b) => (sort.desc ? -1 : 1) * compare(a, b, sort.key));
+  }, [state.replicas, text, stateFilter, sort]);
+
+  const header = (key: SortKey, label: string, numeric = false) => (
+    <th
+      className={numeric ? 'num' : undefined}
+      aria-sort={sort.key === key ? (sort.desc ? 'descending' : 'ascending') : 'none'}
+    >
+      <button
+        type="button"
+        className="sort"
+        onClick={() => setSort((s) => ({ key, desc: s.key === key ? !s.desc : false }))}
+        data-testid={`sort-${key}`}
+      >
+        {label}
+        {sort.key === key ? (sort.desc ? ' ▼' : ' ▲') : ''}
+      </button>
+    </th>
+  );
+
+  return (
+    <div className="page" data-testid="page-replicas">
+      <div className="toolbar">
+        <input
+          type="search"
+          placeholder="filter: engine, model, URL, state, version"
+          aria-label="filter replicas"
+          value={text}
+          onChange={(e) => setText(e.target.value)}
+          data-testid="replica-filter"
+        />
+        <select
+          aria-label="state"
+          value={stateFilter}
+          onChange={(e) => setStateFilter(e.target.value)}
+          data-testid="replica-state-filter"
+        >
+          <option value="">all states</option>
+          {REPLICA_STATES.map((s) => (
+            <option key={s} value={s}>
+              {s}
+            </option>
+          ))}
+        </select>
+        <span className="muted">
+          {shown.length} of {state.replicas.length} replicas
+        </span>
+      </div>
+      {state.roles.length === 0 && <p className="empty">No role is configured.</p>}
+      {state.roles.map((snapshot) => (
+        <section className="card" key={snapshot.role} data-testid="role-section" data-role={snapshot.role}>
+          <header className="card-head">
+            <h2>
+              <span className="role-dot" style={{ background: roleColor(snapshot.role) }} />
+              {snapshot.role}
+            </h2>
+            <dl className="facts facts-inline">
+              <dt>topology revision</dt>
+              <dd data-testid="topology-revision">{snapshot.topology_revision}</dd>
+              <dt>registry epoch</dt>
+              <dd className="mono">{snapshot.registry_epoch ?? '—'}</dd>
+              <dt>phase</dt>
+              <dd>{snapshot.phase ?? '—'}</dd>
+            </dl>
+          </header>
+          {Object.entries(snapshot.models).map(([model, info]) => {
+            const rows = shown.filter((r) => r.role === snapshot.role && r.model === model);
+            const total = state.replicas.filter((r) => r.role === snapshot.role && r.model === model).length;
+            return (
+              <div className="model-block" key={model} data-testid="model-section" data-model={model}>
+                <div className="model-head">
+                  <strong className="mono">{model}</strong> <StateBadge state={info.state} />
+                  <span className="muted">
+                    {' '}
+                    target weights {info.weight_version ?? '—'} · {total} replicas
+                    {info.router_url ? ` · router ${info.router_url}` : ''}
+                  </span>
+                  <ModelActions role={snapshot.role} model={model} />
+                </div>
+                {rows.length === 0 ? (
+                  <p className="empty">{total === 0 ? 'No replica.' : 'No replica matches the filter.'}</p>
+                ) : (
+                  <table className="table" data-testid="replica-table">
+                    <thead>
+                      <tr>
+                        {header('engine_id', 'engine')}
+                        <th>URL</th>
+                        {header('state', 'state')}
+                        <th>direct</th>
+                        {header('weight_version', 'weights')}
+                        {header('inflight', 'in-flight', true)}
+                        <th className="num">gen</th>
+                        {header('health', 'health')}
+                        <th />
+                      </tr>
+                    </thead>
+                    <tbody>
+                      {rows.map((r) => (
+                        <tr
+                          key={r.engine_id}
+                          data-testid="replica-row"
+                          data-engine-id={r.engine_id}
+                          data-state={r.state}
+                          data-direct-eligible={String(r.direct_eligible)}
+                        >
+                          <td className="mono">
+                            {r.engine_id}
+                            {r.worker_type !== 'regular' && <span className="muted"> ({r.worker_type})</span>}
+                          </td>
+                          <td className="mono url">{r.base_url ?? '—'}</td>
+                          <td>
+                            <StateBadge state={r.state} />
+                          </td>
+                          <td>
+                            <BoolMark value={r.direct_eligible} />
+                          </td>
+                          <td className="mono">{r.weight_version ?? '—'}</td>
+                          <td className="num mono">{r.inflight}</td>
+                          <td className="num mono">{r.generation}</td>
+                          <td>
+                            <HealthSparkline samples={r.health} />
+                          </td>
+                          <td>
+                            <RestartButton engineId={r.engine_id} />
+                          </td>
+                        </tr>
+                      ))}
+                    </tbody>
+                  </table>
+                )}
+              </div>
+            );
+          })}
+        </section>
+      ))}
+    </div>
+  );
+}
