@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ApproxRadixTree } from './radix-tree.ts';
+import { ApproxRadixTree, commonPrefixLength } from './radix-tree.ts';
 
 describe('ApproxRadixTree', () => {
   it('matches the longest prefix, counting a partially matched edge', () => {
@@ -85,6 +85,21 @@ describe('ApproxRadixTree', () => {
         const m = tree.prefixMatch(last, (t) => t === `t${(texts.length - 1) % 3}`);
         return last.length === 0 || m.tenantMatchedChars === last.length;
       }),
+    );
+  });
+
+  it('property: commonPrefixLength equals a naive char-by-char count', () => {
+    const chunk = fc.string({ unit: fc.constantFrom('a', 'b'), maxLength: 80 });
+    fc.assert(
+      fc.property(chunk, chunk, chunk, fc.nat(20), (shared, x, y, offset) => {
+        const text = 'z'.repeat(offset) + shared + x;
+        const edge = shared + y;
+        let naive = 0;
+        while (naive < edge.length && offset + naive < text.length && text[offset + naive] === edge[naive])
+          naive++;
+        return commonPrefixLength(text, offset, edge) === naive;
+      }),
+      { numRuns: 500 },
     );
   });
 });

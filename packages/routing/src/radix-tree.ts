@@ -38,11 +38,37 @@ function newNode(edge: string, parent: TreeNode | null): TreeNode {
   return { edge, parent, children: new Map(), tenants: new Map() };
 }
 
-function commonPrefixLength(text: string, offset: number, edge: string): number {
+/** A copy of `s` that does not keep its parent string alive. V8 represents long slices as views into the parent:
+ * an edge sliced from a request's prompt would otherwise retain the whole prompt (and the memory bound would
+ * count a fraction of what is held). Flattening a fresh concatenation copies the characters once. */
+function detach(s: string): string {
+  if (s.length < 16) return s;
+  const copy = ` ${s}`;
+  copy.charCodeAt(1);
+  return copy.slice(1);
+}
+
+/** Characters `text` from `offset` shares with `edge`. Comparing substrings with `===` lets V8 compare flat
+ * strings with memcmp, which is an order of magnitude faster than a charCodeAt loop over a 2 KB prompt; a partial
+ * match is found by a short char loop, then binary search over substring equality. */
+export function commonPrefixLength(text: string, offset: number, edge: string): number {
   const max = Math.min(text.length - offset, edge.length);
+  if (max === edge.length && text.slice(offset, offset + max) === edge) return max;
+  const linear = Math.min(max, 16);
   let i = 0;
-  while (i < max && text.charCodeAt(offset + i) === edge.charCodeAt(i)) i++;
-  return i;
+  while (i < linear && text.charCodeAt(offset + i) === edge.charCodeAt(i)) i++;
+  if (i < linear || i === max) return i;
+  let lo = i;
+  let hi = max;
+  if (text.slice(offset, offset + hi) === edge.slice(0, hi)) return hi;
+  hi--;
+  // Invariant: the first `lo` characters match and the first `hi + 1` do not.
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (text.slice(offset + lo, offset + mid) === edge.slice(lo, mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
 }
 
 export class ApproxRadixTree {
@@ -92,7 +118,7 @@ export class ApproxRadixTree {
     while (offset < text.length) {
       const child = node.children.get(text.charCodeAt(offset));
       if (child === undefined) {
-        const leaf = newNode(text.slice(offset), node);
+        const leaf = newNode(detach(text.slice(offset)), node);
         node.children.set(text.charCodeAt(offset), leaf);
         this.nodeCount++;
         leaf.tenants.set(tenant, tick);
@@ -115,10 +141,10 @@ export class ApproxRadixTree {
   /** Splits `node`'s edge after `at` characters; returns the new upper node (which keeps the tenants). */
   private split(node: TreeNode, at: number): TreeNode {
     const parent = node.parent!;
-    const upper = newNode(node.edge.slice(0, at), parent);
+    const upper = newNode(detach(node.edge.slice(0, at)), parent);
     upper.tenants = new Map(node.tenants);
     parent.children.set(upper.edge.charCodeAt(0), upper);
-    node.edge = node.edge.slice(at);
+    node.edge = detach(node.edge.slice(at));
     node.parent = upper;
     upper.children.set(node.edge.charCodeAt(0), node);
     this.nodeCount++;

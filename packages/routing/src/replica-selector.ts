@@ -64,7 +64,11 @@ interface ModelState {
   list: readonly Candidate[] | null;
   slots: Slot[];
   tree: ApproxRadixTree | null;
+  /** Slots at or above a min weight version, per version asked (bounded), for the current list. */
+  byMinVersion: Map<string, Slot[] | UisError>;
 }
+
+const MIN_VERSION_CACHE = 32;
 
 const RR_WRAP = 0x40000000;
 
@@ -151,13 +155,21 @@ export class ReplicaSelector {
   private stateFor(model: ResolvedModel): ModelState {
     let state = this.models.get(model.name);
     if (state === undefined || state.epoch !== model.registryEpoch) {
-      state = { epoch: model.registryEpoch, rr: 0, list: null, slots: [], tree: null };
+      state = {
+        epoch: model.registryEpoch,
+        rr: 0,
+        list: null,
+        slots: [],
+        tree: null,
+        byMinVersion: new Map(),
+      };
       this.models.set(model.name, state);
     }
     const list = candidatesOf(model.entry);
     if (state.list !== list) {
       if (state.tree !== null) state.tree.retainTenants(new Set(list.map((c) => c.engineId)));
       state.list = list;
+      state.byMinVersion.clear();
       state.slots = list.map((cand) => ({
         cand,
         counter: this.counter(cand.engineId),
@@ -175,19 +187,8 @@ export class ReplicaSelector {
     const hasMin = min !== undefined && min !== null && min !== '';
     const hasExclude = exclude !== undefined && exclude.size > 0;
     if (!hasMin && !hasExclude) return all;
-    const atVersion = hasMin ? all.filter((s) => meetsMinWeightVersion(s.cand.weightVersion, min)) : all;
-    if (atVersion.length === 0) {
-      const reported = all.map((s) => s.cand.weightVersion).filter((v): v is string => v !== null);
-      const versions = [...new Set(reported)].sort(compareWeightVersions);
-      if (reported.length < all.length) versions.push('(none)');
-      return new UisError({
-        code: 'no_replica_at_version',
-        status: 503,
-        path: 'headers.x-min-weight-version',
-        message: `model "${model.name}" has no eligible replica at weight version >= ${min}; versions served: ${versions.join(', ')}`,
-        details: { model: model.name, minWeightVersion: min, versions, retryAfterSeconds: 1 },
-      });
-    }
+    const atVersion = hasMin ? this.atMinVersion(model, state, min) : all;
+    if (atVersion instanceof UisError) return atVersion;
     const slots = hasExclude ? atVersion.filter((s) => !exclude.has(s.cand.engineId)) : atVersion;
     if (slots.length === 0) {
       return new UisError({
@@ -199,6 +200,30 @@ export class ReplicaSelector {
       });
     }
     return slots;
+  }
+
+  /** Filtering by version is O(replicas); requests of one phase ask for the same few versions, so the result is
+   * kept per version until the candidate list changes. */
+  private atMinVersion(model: ResolvedModel, state: ModelState, min: string): Slot[] | UisError {
+    const cached = state.byMinVersion.get(min);
+    if (cached !== undefined) return cached;
+    const all = state.slots;
+    let result: Slot[] | UisError = all.filter((s) => meetsMinWeightVersion(s.cand.weightVersion, min));
+    if (result.length === 0) {
+      const reported = all.map((s) => s.cand.weightVersion).filter((v): v is string => v !== null);
+      const versions = [...new Set(reported)].sort(compareWeightVersions);
+      if (reported.length < all.length) versions.push('(none)');
+      result = new UisError({
+        code: 'no_replica_at_version',
+        status: 503,
+        path: 'headers.x-min-weight-version',
+        message: `model "${model.name}" has no eligible replica at weight version >= ${min}; versions served: ${versions.join(', ')}`,
+        details: { model: model.name, minWeightVersion: min, versions, retryAfterSeconds: 1 },
+      });
+    }
+    if (state.byMinVersion.size >= MIN_VERSION_CACHE) state.byMinVersion.clear();
+    state.byMinVersion.set(min, result);
+    return result;
   }
 
   private pick(model: ResolvedModel, slot: Slot, reason: Selection['reason']): Selection {
@@ -265,44 +290,42 @@ export class ReplicaSelector {
     const opts = this.cacheOptions;
     const n = slots.length;
     const start = this.nextRr(state) % n;
+    // Scans start at the round-robin cursor so ties rotate; two loops avoid a modulo per replica.
     let minLoad = Number.POSITIVE_INFINITY;
     let maxLoad = 0;
     let minSlot = slots[start]!;
-    let smallest = slots[start]!;
-    let smallestChars = Number.POSITIVE_INFINITY;
-    for (let i = 0; i < n; i++) {
-      const slot = slots[(start + i) % n]!;
-      const load = this.load(slot);
-      if (load < minLoad) {
-        minLoad = load;
-        minSlot = slot;
-      }
-      if (load > maxLoad) maxLoad = load;
-      const chars = slot.stats!.chars;
-      if (chars < smallestChars) {
-        smallestChars = chars;
-        smallest = slot;
+    const fn = this.inFlightFn;
+    for (let pass = 0; pass < 2; pass++) {
+      const from = pass === 0 ? start : 0;
+      const to = pass === 0 ? n : start;
+      for (let i = from; i < to; i++) {
+        const slot = slots[i]!;
+        const load = fn === undefined ? slot.counter.n : fn(slot.cand.engineId);
+        if (load < minLoad) {
+          minLoad = load;
+          minSlot = slot;
+        }
+        if (load > maxLoad) maxLoad = load;
       }
     }
-    let chosen: Slot;
+    let chosen: Slot | undefined;
     let reason: Selection['reason'];
     if (maxLoad - minLoad > opts.balance_abs_threshold && maxLoad > minLoad * opts.balance_rel_threshold) {
       chosen = minSlot;
       reason = 'cache_balance';
     } else {
-      chosen = smallest;
-      reason = 'cache_smallest';
       if (prompt.length > 0) {
         const accept = slots === state.slots ? undefined : acceptor(slots);
         const match = tree.prefixMatch(prompt, accept);
         if (match.tenant !== null && match.tenantMatchedChars / prompt.length > opts.cache_threshold) {
-          const found =
-            accept === undefined ? findSlot(state, match.tenant) : findSlot(state, match.tenant, slots);
-          if (found !== undefined) {
-            chosen = found;
-            reason = 'cache_match';
-          }
+          chosen = findSlot(state, match.tenant, accept === undefined ? undefined : slots);
         }
+      }
+      if (chosen !== undefined) {
+        reason = 'cache_match';
+      } else {
+        chosen = smallestTree(slots, start);
+        reason = 'cache_smallest';
       }
     }
     if (prompt.length > 0) tree.insert(prompt, chosen.cand.engineId);
@@ -310,9 +333,35 @@ export class ReplicaSelector {
   }
 }
 
+const acceptors = new WeakMap<Slot[], (tenant: string) => boolean>();
+
+/** The replica whose tree holds the fewest characters, ties to the first at or after `start`. */
+function smallestTree(slots: Slot[], start: number): Slot {
+  let best = slots[start]!;
+  let bestChars = best.stats!.chars;
+  for (let pass = 0; pass < 2 && bestChars > 0; pass++) {
+    const from = pass === 0 ? start + 1 : 0;
+    const to = pass === 0 ? slots.length : start;
+    for (let i = from; i < to; i++) {
+      const chars = slots[i]!.stats!.chars;
+      if (chars < bestChars) {
+        best = slots[i]!;
+        bestChars = chars;
+        if (chars === 0) break;
+      }
+    }
+  }
+  return best;
+}
+
 function acceptor(slots: Slot[]): (tenant: string) => boolean {
-  const ids = new Set(slots.map((s) => s.cand.engineId));
-  return (tenant) => ids.has(tenant);
+  let accept = acceptors.get(slots);
+  if (accept === undefined) {
+    const ids = new Set(slots.map((s) => s.cand.engineId));
+    accept = (tenant) => ids.has(tenant);
+    acceptors.set(slots, accept);
+  }
+  return accept;
 }
 
 const slotIndex = new WeakMap<Slot[], Map<string, Slot>>();
