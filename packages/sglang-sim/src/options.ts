@@ -72,6 +72,7 @@ const ALIASES: Record<string, string> = {
 
 const KNOWN = new Set(Object.keys(SimOptionsSchema.shape));
 
+const kebab = (key: string) => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
 const camel = (flag: string) => flag.replace(/-([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 
 export interface ParsedArgs {
@@ -117,7 +118,9 @@ export function parseSimArgs(argv: readonly string[], env: NodeJS.ProcessEnv = p
   }
   const parsed = SimOptionsSchema.safeParse(raw);
   if (!parsed.success) {
-    const detail = parsed.error.issues.map((x) => `--${String(x.path[0] ?? '')}: ${x.message}`).join('; ');
+    const detail = parsed.error.issues
+      .map((x) => `--${kebab(String(x.path[0] ?? ''))}: ${x.message}`)
+      .join('; ');
     throw new Error(`invalid launch flags: ${detail}`);
   }
   return { options: parsed.data, warnings };

@@ -1,0 +1,134 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import net from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { ServerInfoSchema } from '@uis/sglang-engine';
+import { afterAll, describe, expect, it } from 'vitest';
+import { get, waitFor } from './test-helpers.ts';
+
+const BIN = fileURLToPath(new URL('../bin/sglang-sim.mjs', import.meta.url));
+const children: ChildProcess[] = [];
+
+/** Kills the process group of every child still alive, so no simulator outlives the tests. */
+afterAll(() => {
+  for (const c of children) {
+    if (c.exitCode === null && c.signalCode === null && c.pid) {
+      try {
+        process.kill(-c.pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+  }
+});
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+interface Proc {
+  child: ChildProcess;
+  log: () => string;
+  exited: Promise<number | null>;
+}
+
+function launch(args: string[], env: Record<string, string> = {}): Proc {
+  const child = spawn(process.execPath, [BIN, ...args], {
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
+  });
+  children.push(child);
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr?.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  return { child, log: () => out, exited };
+}
+
+const status = async (url: string) => {
+  try {
+    return (await get(url, '/health', AbortSignal.timeout(2000))).status;
+  } catch {
+    return 0;
+  }
+};
+
+describe('sglang-sim CLI', () => {
+  it('serves with SGLang flags, warns about unknown ones, reports CUDA_VISIBLE_DEVICES, exits 0 on SIGTERM', async () => {
+    const port = await freePort();
+    const p = launch(['--model-path', 'org/m', '--port', String(port), '--tp', '2', '--unknown-flag', 'x'], {
+      CUDA_VISIBLE_DEVICES: '4,5',
+    });
+    const url = `http://127.0.0.1:${port}`;
+    await waitFor(async () => (await status(url)) === 200, 30_000);
+    expect(p.log()).toContain('The server is fired up and ready to roll!');
+    expect(p.log()).toContain('ignoring unknown flag --unknown-flag');
+    const info = ServerInfoSchema.parse((await get(url, '/get_server_info')).json);
+    expect(info).toMatchObject({ model_path: 'org/m', tp_size: 2, cuda_visible_devices: '4,5' });
+    p.child.kill('SIGTERM');
+    expect(await p.exited).toBe(0);
+  }, 60_000);
+
+  it('runs a two-node engine: the head is healthy only while the other rank is connected', async () => {
+    const [headPort, workerPort, distPort] = [await freePort(), await freePort(), await freePort()];
+    const common = [
+      '--model-path',
+      'org/big',
+      '--tp-size',
+      '4',
+      '--nnodes',
+      '2',
+      '--dist-init-addr',
+      `127.0.0.1:${distPort}`,
+    ];
+    const head = launch([...common, '--node-rank', '0', '--port', String(headPort)]);
+    const headUrl = `http://127.0.0.1:${headPort}`;
+    const workerUrl = `http://127.0.0.1:${workerPort}`;
+    await waitFor(async () => (await status(headUrl)) === 503, 30_000);
+
+    const worker = launch([...common, '--node-rank', '1', '--port', String(workerPort)]);
+    await waitFor(async () => (await status(headUrl)) === 200, 30_000);
+    expect(await status(workerUrl)).toBe(200);
+    // Only the head serves the API; the other rank answers a stub /health.
+    expect((await get(workerUrl, '/get_model_info')).status).toBe(404);
+    expect((await get(headUrl, '/get_model_info')).status).toBe(200);
+    expect(
+      ServerInfoSchema.parse((await get(headUrl, '/get_server_info')).json).internal_states?.[0],
+    ).toMatchObject({
+      connected_nodes: 2,
+    });
+
+    worker.child.kill('SIGKILL');
+    await worker.exited;
+    await waitFor(async () => (await status(headUrl)) === 503, 30_000);
+    expect(head.log()).toContain('node rank 1 left');
+    head.child.kill('SIGTERM');
+    expect(await head.exited).toBe(0);
+  }, 90_000);
+
+  it('a worker rank exits non-zero when the head goes away', async () => {
+    const [headPort, workerPort, distPort] = [await freePort(), await freePort(), await freePort()];
+    const common = ['--nnodes', '2', '--dist-init-addr', `127.0.0.1:${distPort}`];
+    const head = launch([...common, '--node-rank', '0', '--port', String(headPort)]);
+    const worker = launch([...common, '--node-rank', '1', '--port', String(workerPort)]);
+    await waitFor(async () => (await status(`http://127.0.0.1:${headPort}`)) === 200, 30_000);
+    head.child.kill('SIGKILL');
+    expect(await worker.exited).toBe(1);
+  }, 90_000);
+
+  it('exits with a message on bad flags', async () => {
+    const p = launch(['--tp', 'two']);
+    expect(await p.exited).toBe(2);
+    expect(p.log()).toContain('--tp-size');
+  }, 30_000);
+});
