@@ -200,11 +200,17 @@ describe('SGLangClient wire edge cases', () => {
     expect(a.code).toBe('engine_aborted');
   });
 
-  it('answers engine_unreachable when nothing listens', async () => {
+  it('answers engine_unreachable when nothing listens; flush gives up after consecutive connection errors', async () => {
     const client = new SGLangClient('http://127.0.0.1:1');
     clients.push(client);
     const e = await failure(client.health());
     expect([e.code, e.status]).toEqual(['engine_unreachable', 502]);
+    const t0 = Date.now();
+    const f = await failure(
+      client.flushCache({ deadlineMs: 60_000, retryIntervalMs: 10, maxConnectErrors: 3 }),
+    );
+    expect(f.code).toBe('engine_unreachable');
+    expect(Date.now() - t0).toBeLessThan(30_000);
   });
 });
 

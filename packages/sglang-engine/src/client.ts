@@ -77,6 +77,8 @@ export interface FlushOptions extends CallOptions {
   deadlineMs?: number;
   /** Pause between retries. Default 200 ms. */
   retryIntervalMs?: number;
+  /** Consecutive connection failures that mean the engine is gone rather than briefly busy. Default 3. */
+  maxConnectErrors?: number;
 }
 
 const DEFAULT_TIMEOUTS: Required<ClientTimeouts> = {
@@ -225,11 +227,18 @@ export class SGLangClient {
   async flushCache(opts: FlushOptions = {}): Promise<void> {
     const deadlineMs = opts.deadlineMs ?? 120_000;
     const interval = opts.retryIntervalMs ?? 200;
+    const maxConnectErrors = opts.maxConnectErrors ?? 3;
     const start = Date.now();
     let attempts = 0;
+    let connectErrors = 0;
     for (;;) {
       attempts++;
-      if (await this.flushCacheOnce(opts)) return;
+      try {
+        if (await this.flushCacheOnce(opts)) return;
+        connectErrors = 0;
+      } catch (e) {
+        if (!isEngineError(e, 'engine_unreachable') || ++connectErrors >= maxConnectErrors) throw e;
+      }
       if (Date.now() - start + interval > deadlineMs) {
         throw new EngineError({
           code: 'engine_timeout',

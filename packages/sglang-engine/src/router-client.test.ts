@@ -12,7 +12,11 @@ interface Worker {
 }
 
 /** A fake router of either API generation; records every call. */
-function fakeRouter(generation: 'workers' | 'legacy') {
+/** `workers`: ids in the 202 body; `workers-location`: id only in the Location header; `workers-url`: a /workers
+ * router from before ids (workers addressed by URL); `legacy`: /add_worker?url=. */
+type Generation = 'workers' | 'workers-location' | 'workers-url' | 'legacy';
+
+function fakeRouter(generation: Generation) {
   const workers: Worker[] = [];
   const calls: string[] = [];
   let next = 1;
@@ -28,22 +32,31 @@ function fakeRouter(generation: 'workers' | 'legacy') {
         res.writeHead(status, { 'content-type': 'application/json' });
         res.end(JSON.stringify(value));
       };
-      if (generation === 'workers') {
+      if (generation !== 'legacy') {
         if (req.method === 'POST' && u.pathname === '/workers') {
           const w = JSON.parse(body) as { url?: string; worker_type?: string; bootstrap_port?: number };
           if (!w.url) return json(400, { error: 'url required' });
-          const id = `w-${next++}`;
+          const id = generation === 'workers-url' ? w.url : `w-${next++}`;
           workers.push({
             id,
             url: w.url,
             worker_type: w.worker_type ?? 'regular',
             bootstrap_port: w.bootstrap_port,
           });
+          if (generation === 'workers-location') {
+            res.writeHead(202, { location: `/workers/${id}`, 'content-type': 'application/json' });
+            return res.end('{"status":"accepted"}');
+          }
+          if (generation === 'workers-url') return json(202, { status: 'accepted' });
           return json(202, { status: 'accepted', worker_id: id, url: w.url, location: `/workers/${id}` });
         }
         if (req.method === 'GET' && u.pathname === '/workers') {
           return json(200, {
-            workers: workers.map((w) => ({ ...w, is_healthy: true })),
+            workers: workers.map(({ id, ...w }) => ({
+              ...(generation === 'workers-url' ? {} : { id }),
+              ...w,
+              is_healthy: true,
+            })),
             total: workers.length,
           });
         }
@@ -85,7 +98,7 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((s) => new Promise((r) => s.close(r))));
 });
 
-async function start(generation: 'workers' | 'legacy') {
+async function start(generation: Generation) {
   const fake = fakeRouter(generation);
   await new Promise<void>((r) => fake.server.listen(0, '127.0.0.1', r));
   servers.push(fake.server);
@@ -118,6 +131,23 @@ describe('SGLangRouterClient', () => {
     expect(calls.filter((c) => c.startsWith('DELETE'))).toHaveLength(1);
     expect(client.apiGeneration()).toBe('workers');
     expect(calls.some((c) => c.includes('add_worker'))).toBe(false);
+  });
+
+  it('finds the worker id in the Location header, and addresses id-less workers by URL', async () => {
+    const loc = await start('workers-location');
+    expect(await loc.client.addWorker({ url: 'http://10.0.0.1:15000' })).toEqual({
+      api: 'workers',
+      workerId: 'w-1',
+    });
+    await loc.client.removeWorker('http://10.0.0.1:15000');
+    expect(loc.calls).toContain('DELETE /workers/w-1');
+    expect(loc.workers).toEqual([]);
+
+    const old = await start('workers-url');
+    expect(await old.client.addWorker({ url: 'http://10.0.0.1:15000' })).toEqual({ api: 'workers' });
+    await old.client.removeWorker('http://10.0.0.1:15000');
+    expect(old.calls).toContain('DELETE /workers/http%3A%2F%2F10.0.0.1%3A15000');
+    expect(old.workers).toEqual([]);
   });
 
   it('falls back to /add_worker, /remove_worker and /list_workers when /workers answers 404', async () => {

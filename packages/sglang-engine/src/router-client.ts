@@ -53,6 +53,16 @@ interface Answer {
   status: number;
   text: string;
   endpoint: string;
+  location: string | undefined;
+}
+
+/** The id at the end of a `/workers/<id>` location (header or body), as current routers return it. */
+function idFromLocation(location: string | undefined): string | undefined {
+  if (!location) return undefined;
+  const path = new URL(location, 'http://router').pathname.replace(/\/+$/, '');
+  const i = path.lastIndexOf('/');
+  if (i <= 0 || !path.slice(0, i).endsWith('/workers')) return undefined;
+  return decodeURIComponent(path.slice(i + 1)) || undefined;
 }
 
 /** Registers and removes engines in an SGLang router. Speaks the `/workers` API and falls back to the old
@@ -63,6 +73,8 @@ export class SGLangRouterClient {
   private readonly ownsDispatcher: boolean;
   private readonly timeoutMs: number;
   private api: RouterApi | undefined;
+  /** Worker ids the router returned on registration, by worker URL. */
+  private readonly ids = new Map<string, string>();
 
   constructor(baseUrl: string, opts: RouterClientOptions = {}) {
     this.baseUrl = new URL(baseUrl).origin;
@@ -89,9 +101,10 @@ export class SGLangRouterClient {
         this.expectOk(a);
         this.api = 'workers';
         const body = this.parse(a, RouterAddWorkerResponseSchema, true);
-        return body?.worker_id === undefined
-          ? { api: 'workers' }
-          : { api: 'workers', workerId: body.worker_id };
+        const workerId = body?.worker_id ?? idFromLocation(a.location ?? body?.location);
+        if (workerId === undefined) return { api: 'workers' };
+        this.ids.set(trimUrl(req.url), workerId);
+        return { api: 'workers', workerId };
       }
       this.api = 'legacy';
     }
@@ -103,16 +116,21 @@ export class SGLangRouterClient {
     return { api: 'legacy' };
   }
 
-  /** Removes the worker serving `url`; removing an unknown worker is a no-op (idempotent). */
+  /** Removes the worker serving `url`; removing an unknown worker is a no-op (idempotent). Current routers
+   * address a worker by the id they returned (or list); routers before ids addressed it by its URL. */
   async removeWorker(url: string): Promise<void> {
-    const workers = await this.listWorkers();
-    const worker = workers.find((w) => sameUrl(w.url, url));
-    if (!worker) return;
+    let id = this.api === 'legacy' ? undefined : this.ids.get(trimUrl(url));
+    if (id === undefined) {
+      const worker = (await this.listWorkers()).find((w) => trimUrl(w.url) === trimUrl(url));
+      if (!worker) return;
+      id = worker.id ?? worker.url;
+    }
     if (this.api === 'legacy') {
       this.expectOk(await this.call('POST', `/remove_worker?${new URLSearchParams({ url })}`));
       return;
     }
-    const a = await this.call('DELETE', `/workers/${encodeURIComponent(worker.id ?? worker.url)}`);
+    const a = await this.call('DELETE', `/workers/${encodeURIComponent(id)}`);
+    this.ids.delete(trimUrl(url));
     if (a.status === 404) return;
     this.expectOk(a);
   }
@@ -182,7 +200,13 @@ export class SGLangRouterClient {
         headers: body === undefined ? {} : { 'content-type': 'application/json' },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       });
-      return { status: res.statusCode, text: await res.body.text(), endpoint };
+      const location = res.headers.location;
+      return {
+        status: res.statusCode,
+        text: await res.body.text(),
+        endpoint,
+        location: Array.isArray(location) ? location[0] : location,
+      };
     } catch (e) {
       throw transportError(endpoint, e, state);
     } finally {
@@ -191,6 +215,6 @@ export class SGLangRouterClient {
   }
 }
 
-function sameUrl(a: string, b: string): boolean {
-  return a.replace(/\/+$/, '') === b.replace(/\/+$/, '');
+function trimUrl(url: string): string {
+  return url.replace(/\/+$/, '');
 }
