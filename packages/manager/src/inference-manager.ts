@@ -240,7 +240,7 @@ export class InferenceManager implements PhaseParticipant {
     return this.op(key, () => this.doActivate([...this.models.keys()], tags));
   }
 
-  activateModel(model: string, tags?: MemoryTag[]): Promise<void> {
+  async activateModel(model: string, tags?: MemoryTag[]): Promise<void> {
     this.model(model);
     return this.op(`activate:${model}:${(tags ?? ALL_TAGS).join(',')}`, () => this.doActivate([model], tags));
   }
@@ -251,7 +251,7 @@ export class InferenceManager implements PhaseParticipant {
     return this.op('drain', () => this.doDrain([...this.models.keys()], opts));
   }
 
-  drainModel(
+  async drainModel(
     model: string,
     opts: { deadlineMs?: number; policy?: DrainPolicy } = {},
   ): Promise<OffloadReport> {
@@ -276,7 +276,7 @@ export class InferenceManager implements PhaseParticipant {
   /** Updates the weights of a non-static model on every resident replica and moves the model's target version.
    * Sleeping replicas are synced when they onload (disk/version updates replay; a distributed update needs the
    * trainer, so such replicas stay ineligible until the next update reaches them). */
-  updateWeights(model: string, request: WeightUpdateRequest): Promise<WeightUpdateResult> {
+  async updateWeights(model: string, request: WeightUpdateRequest): Promise<WeightUpdateResult> {
     const m = this.model(model);
     this.refuseStatic(m, 'weight updates');
     const req = parseOrThrow(WeightUpdateRequestSchema, request, 'body', 'invalid_weight_update');
@@ -294,7 +294,7 @@ export class InferenceManager implements PhaseParticipant {
 
   /** Elastic scale: adds replicas on bundles the plan reserved (placeholder groups) after re-checking the
    * placement rules, or removes the newest replicas after draining them. Every step is published. */
-  scale(model: string, replicas: number): Promise<{ model: string; replicas: number }> {
+  async scale(model: string, replicas: number): Promise<{ model: string; replicas: number }> {
     const m = this.model(model);
     if (!m.spec.elastic_enabled)
       throw new UisError({
@@ -314,7 +314,7 @@ export class InferenceManager implements PhaseParticipant {
   }
 
   /** Attaches an engine started elsewhere; it is health-checked and published but never killed. */
-  registerExternal(model: string, url: string): Promise<{ engine_id: string }> {
+  async registerExternal(model: string, url: string): Promise<{ engine_id: string }> {
     const m = this.model(model);
     let base: string;
     try {
@@ -330,7 +330,7 @@ export class InferenceManager implements PhaseParticipant {
     return this.op(`external:${model}:${base}`, () => this.doRegisterExternal(m, base));
   }
 
-  unregisterExternal(engineId: string): Promise<void> {
+  async unregisterExternal(engineId: string): Promise<void> {
     const s = this.slot(engineId);
     if (!s.external)
       throw new UisError({
@@ -345,7 +345,7 @@ export class InferenceManager implements PhaseParticipant {
   }
 
   /** Operator restart of one replica (kills and relaunches owned engines; re-attaches external ones). */
-  restartReplica(engineId: string): Promise<void> {
+  async restartReplica(engineId: string): Promise<void> {
     const s = this.slot(engineId);
     return this.op(`restart:${engineId}`, async () => {
       if (s.state !== 'dead') await this.markDead(s, 'restart requested by operator', false);

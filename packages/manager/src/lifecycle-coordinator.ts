@@ -461,7 +461,7 @@ export class LifecycleCoordinator {
 
   /** Trainer barrier: resolves once `phase` is resident and its work is done; 504 on timeout; 409 if the lease
    * gets blocked meanwhile (the caller must not proceed on a half-finished transition). */
-  waitForPhase(phase: string, timeoutMs: number, group?: string): Promise<Lease> {
+  async waitForPhase(phase: string, timeoutMs: number, group?: string): Promise<Lease> {
     const g = this.group(group);
     this.phaseOf(g, phase);
     return new Promise((resolve, reject) => {

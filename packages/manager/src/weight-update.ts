@@ -10,37 +10,39 @@ export const WeightUpdateRequestSchema = z.discriminatedUnion('source', [
     load_format: z.string().optional(),
   }),
   z.strictObject({ source: z.literal('version'), weight_version: z.string().min(1) }),
-  z.strictObject({
-    source: z.literal('distributed'),
-    action: z.literal('init'),
-    master_address: z.string().min(1),
-    master_port: z.number().int().min(1).max(65535),
-    /** Rank of the first engine rank; engine i gets rank_offset + i * gpus_per_engine. Default 1 (trainer = 0). */
-    rank_offset: z.number().int().nonnegative().default(1),
-    world_size: z.number().int().positive(),
-    group_name: z.string().min(1).default('weight_update_group'),
-    backend: z.string().default('nccl'),
-  }),
-  z
-    .strictObject({
+  z.discriminatedUnion('action', [
+    z.strictObject({
       source: z.literal('distributed'),
-      action: z.literal('update'),
-      weight_version: z.string().min(1),
-      names: z.array(z.string().min(1)).min(1),
-      dtypes: z.array(z.string().min(1)).min(1),
-      shapes: z.array(z.array(z.number().int().nonnegative())).min(1),
+      action: z.literal('init'),
+      master_address: z.string().min(1),
+      master_port: z.number().int().min(1).max(65535),
+      /** Rank of the first engine rank; engine i gets rank_offset + i * gpus_per_engine. Default 1 (trainer = 0). */
+      rank_offset: z.number().int().nonnegative().default(1),
+      world_size: z.number().int().positive(),
       group_name: z.string().min(1).default('weight_update_group'),
-      flush_cache: z.boolean().default(true),
-    })
-    .refine((r) => r.names.length === r.dtypes.length && r.names.length === r.shapes.length, {
-      path: ['names'],
-      message: 'names, dtypes and shapes must have the same length',
+      backend: z.string().default('nccl'),
     }),
-  z.strictObject({
-    source: z.literal('distributed'),
-    action: z.literal('destroy'),
-    group_name: z.string().min(1).default('weight_update_group'),
-  }),
+    z
+      .strictObject({
+        source: z.literal('distributed'),
+        action: z.literal('update'),
+        weight_version: z.string().min(1),
+        names: z.array(z.string().min(1)).min(1),
+        dtypes: z.array(z.string().min(1)).min(1),
+        shapes: z.array(z.array(z.number().int().nonnegative())).min(1),
+        group_name: z.string().min(1).default('weight_update_group'),
+        flush_cache: z.boolean().default(true),
+      })
+      .refine((r) => r.names.length === r.dtypes.length && r.names.length === r.shapes.length, {
+        path: ['names'],
+        message: 'names, dtypes and shapes must have the same length',
+      }),
+    z.strictObject({
+      source: z.literal('distributed'),
+      action: z.literal('destroy'),
+      group_name: z.string().min(1).default('weight_update_group'),
+    }),
+  ]),
 ]);
 export type WeightUpdateRequest = z.input<typeof WeightUpdateRequestSchema>;
 export type ParsedWeightUpdate = z.infer<typeof WeightUpdateRequestSchema>;

@@ -1,0 +1,456 @@
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { SGLangClient } from '@uis/sglang-engine';
+import { startSimServer } from '@uis/sglang-sim';
+import { type DiscoverySnapshot, type InferenceRoleSpec, isUisError, type PlacementPlan } from '@uis/spec';
+import { afterEach, describe, expect, it } from 'vitest';
+import { InferenceManager, type InferenceManagerInit, type RouterRegistrar } from './inference-manager.ts';
+import { SimLauncher } from './launchers.ts';
+import { InMemoryPlacementGroups } from './placement-groups.ts';
+import { MemoryLogger } from './runtime.ts';
+import { planConfig, splitConfig } from './testing.ts';
+
+const managers: InferenceManager[] = [];
+const cleanups: Array<() => Promise<void>> = [];
+
+afterEach(async () => {
+  await Promise.allSettled(managers.splice(0).map((m) => m.shutdown()));
+  await Promise.allSettled(cleanups.splice(0).map((c) => c()));
+});
+
+const FAST = {
+  healthIntervalMs: 100,
+  healthTimeoutMs: 2_000,
+  failuresToDead: 2,
+  restartBackoffMs: 100,
+  startDeadlineMs: 60_000,
+};
+
+function manager(
+  role: InferenceRoleSpec,
+  plan: PlacementPlan,
+  extra: Partial<InferenceManagerInit> = {},
+): InferenceManager {
+  const m = new InferenceManager({
+    role,
+    placements: plan.placements,
+    pools: plan.pools,
+    launcher: new SimLauncher(),
+    options: FAST,
+    ...extra,
+  });
+  managers.push(m);
+  return m;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function pidsOf(m: InferenceManager): number[] {
+  return Object.values(m.snapshot().models).flatMap((x) => x.replicas.flatMap((r) => r.pids));
+}
+
+async function until<T>(what: string, fn: () => T | undefined | false, timeoutMs = 30_000): Promise<T> {
+  const t0 = Date.now();
+  for (;;) {
+    const v = fn();
+    if (v) return v;
+    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+async function code(p: Promise<unknown> | (() => unknown)): Promise<string> {
+  try {
+    await (typeof p === 'function' ? p() : p);
+    return 'ok';
+  } catch (e) {
+    return isUisError(e) ? e.code : String(e);
+  }
+}
+
+const engines = (s: DiscoverySnapshot, model: string) => s.models[model]?.engines ?? [];
+
+describe('InferenceManager against sglang-sim processes', () => {
+  it('starts the split layout of all three roles, serves, and leaves no process behind', async () => {
+    const { plan, roles } = planConfig(splitConfig());
+    const pgs = new InMemoryPlacementGroups(['uis-actor']);
+    const ms = (['rollout', 'genrm', 'teacher'] as const).map((r) =>
+      manager(roles[r] as InferenceRoleSpec, plan, { placementGroups: pgs }),
+    );
+    await Promise.all(ms.map((m) => m.start()));
+    const [rollout, genrm, teacher] = ms as [InferenceManager, InferenceManager, InferenceManager];
+    expect(
+      engines(rollout.registry.snapshot(), 'policy').map((e) => [e.engine_id, e.direct_eligible]),
+    ).toEqual([
+      ['policy/0', true],
+      ['policy/1', true],
+    ]);
+    expect(engines(genrm.registry.snapshot(), 'judge')).toHaveLength(1);
+    expect(engines(teacher.registry.snapshot(), 'teacher')).toHaveLength(1);
+    const snap = rollout.registry.snapshot();
+    expect(snap.schema_version).toBe(2);
+    expect(snap.routing?.default_model).toBe('policy');
+    expect(snap.models.policy?.served_model_name).toBe('policy');
+    // Colocated: the controller owns the actor PG; the managers neither create nor delete it.
+    expect(pgs.log).toEqual([]);
+    const url = engines(teacher.registry.snapshot(), 'teacher')[0]?.base_url as string;
+    const client = new SGLangClient(url);
+    const out = await client.generate({
+      input_ids: [5, 6, 7, 8],
+      sampling_params: { max_new_tokens: 0 },
+      return_logprob: true,
+      logprob_start_len: 1,
+    });
+    await client.close();
+    expect(out.meta_info.input_token_logprobs).toHaveLength(3);
+    const pids = ms.flatMap(pidsOf);
+    expect(pids).toHaveLength(4);
+    await Promise.all(ms.map((m) => m.shutdown()));
+    await Promise.all(ms.map((m) => m.shutdown())); // idempotent
+    expect(pids.filter(alive)).toEqual([]);
+    expect(pgs.live.has('uis-actor')).toBe(true);
+    expect(engines(rollout.registry.snapshot(), 'policy').every((e) => e.state === 'dead')).toBe(true);
+  });
+
+  it('recovers a killed replica: published dead, revision moves, eligible only once weights match', async () => {
+    const { plan, roles } = planConfig(splitConfig({ faultTolerance: true }));
+    const m = manager(roles.rollout as InferenceRoleSpec, plan);
+    await m.start();
+    const upd = await m.updateWeights('policy', {
+      source: 'disk',
+      model_path: '/models/policy-step1',
+      weight_version: 'v1',
+    });
+    expect(upd.engines.every((e) => e.ok && e.weight_version === 'v1')).toBe(true);
+    const seen: DiscoverySnapshot[] = [];
+    m.registry.subscribe((s) => seen.push(s));
+    const before = m.registry.revision;
+    const victim = m.snapshot().models.policy?.replicas[0];
+    const pid = victim?.pids[0] as number;
+    process.kill(pid, 'SIGKILL');
+    const recovered = await until('recovery', () => {
+      const e = engines(m.registry.snapshot(), 'policy')[0];
+      return e?.state === 'ready' && e.direct_eligible && e.generation === 1 ? e : undefined;
+    });
+    expect(recovered.weight_version).toBe('v1');
+    expect(m.registry.revision).toBeGreaterThan(before);
+    const states = seen.map((s) => engines(s, 'policy')[0]?.state);
+    expect(states).toContain('dead');
+    expect(states).toContain('starting');
+    // Never eligible at a version other than the target.
+    for (const s of seen)
+      for (const e of engines(s, 'policy')) if (e.direct_eligible) expect(e.weight_version).toBe('v1');
+    expect(alive(pid)).toBe(false);
+    expect(m.snapshot().models.policy?.replicas[0]?.pids[0]).not.toBe(pid);
+  });
+
+  it('a recovered replica whose weights cannot be replayed (distributed) stays ineligible until the next update', async () => {
+    const { plan, roles } = planConfig(splitConfig({ faultTolerance: true, rolloutSource: 'dcs' }));
+    const m = manager(roles.rollout as InferenceRoleSpec, plan);
+    await m.start();
+    const init = await m.updateWeights('policy', {
+      source: 'distributed',
+      action: 'init',
+      master_address: '127.0.0.1',
+      master_port: 29500,
+      world_size: 5,
+    });
+    expect(init.engines.map((e) => e.ok)).toEqual([true, true]);
+    const tensors = { names: ['w'], dtypes: ['bfloat16'], shapes: [[2, 2]] };
+    await m.updateWeights('policy', {
+      source: 'distributed',
+      action: 'update',
+      weight_version: 'v7',
+      ...tensors,
+    });
+    process.kill(m.snapshot().models.policy?.replicas[1]?.pids[0] as number, 'SIGKILL');
+    const back = await until('restart', () => {
+      const e = engines(m.registry.snapshot(), 'policy')[1];
+      return e?.state === 'ready' && e.generation === 1 ? e : undefined;
+    });
+    expect(back.direct_eligible).toBe(false);
+    expect(back.weight_version).not.toBe('v7');
+    expect(m.eligibleEngines('policy').map((e) => e.engineId)).toEqual(['policy/0']);
+    expect(await code(async () => m.inflight.acquire('policy/1'))).toBe('replica_not_admitting');
+    await m.updateWeights('policy', {
+      source: 'distributed',
+      action: 'init',
+      master_address: '127.0.0.1',
+      master_port: 29501,
+      world_size: 5,
+    });
+    await m.updateWeights('policy', {
+      source: 'distributed',
+      action: 'update',
+      weight_version: 'v8',
+      ...tensors,
+    });
+    expect(
+      engines(m.registry.snapshot(), 'policy').map((e) => [e.weight_version, e.direct_eligible]),
+    ).toEqual([
+      ['v8', true],
+      ['v8', true],
+    ]);
+  });
+
+  it('drains under load: accepted requests all finish, new ones are refused with 503, memory is released', async () => {
+    const { plan, roles } = planConfig(splitConfig());
+    const m = manager(roles.rollout as InferenceRoleSpec, plan, {
+      launcher: new SimLauncher({ simArgs: ['--sim-decode-us-per-token', '20000'] }),
+    });
+    await m.start();
+    const targets = m.eligibleEngines('policy');
+    const clients = targets.map((t) => new SGLangClient(t.baseUrl));
+    cleanups.push(async () => {
+      await Promise.all(clients.map((c) => c.close()));
+    });
+    const send = (i: number) => {
+      const t = targets[i % targets.length] as (typeof targets)[number];
+      const release = m.inflight.acquire(t.engineId);
+      return (clients[i % clients.length] as SGLangClient)
+        .generate({ text: `request ${i}`, sampling_params: { max_new_tokens: 20, ignore_eos: true } })
+        .finally(release);
+    };
+    const accepted = Array.from({ length: 8 }, (_, i) => send(i));
+    await new Promise((r) => setTimeout(r, 50));
+    const drained = m.drain({ policy: 'wait', deadlineMs: 60_000 });
+    await until('draining published', () =>
+      engines(m.registry.snapshot(), 'policy').every((e) => e.state === 'draining' && !e.direct_eligible),
+    );
+    expect(await code(async () => send(99))).toBe('replica_not_admitting');
+    const results = await Promise.all(accepted);
+    expect(results.map((r) => r.meta_info.completion_tokens)).toEqual(Array(8).fill(20));
+    expect(results.every((r) => r.meta_info.finish_reason?.type === 'length')).toBe(true);
+    const report = await drained;
+    expect(report.memoryReleased).toBe(true);
+    expect(report.engines.map((e) => e.state)).toEqual(['sleeping', 'sleeping']);
+    expect(m.registry.snapshot().models.policy?.state).toBe('sleeping');
+  });
+
+  it('concurrent activate/drain calls: same calls join, order is kept, no illegal transition', async () => {
+    const { plan, roles } = planConfig(splitConfig());
+    const logger = new MemoryLogger();
+    const m = manager(roles.rollout as InferenceRoleSpec, plan, { logger });
+    await m.start();
+    const d1 = m.drain();
+    const d2 = m.drain();
+    expect(d2).toBe(d1);
+    const a1 = m.activate();
+    const a2 = m.activate();
+    expect(a2).toBe(a1);
+    const d3 = m.deactivate();
+    await Promise.all([d1, a1, d3]);
+    expect(engines(m.registry.snapshot(), 'policy').map((e) => e.state)).toEqual(['sleeping', 'sleeping']);
+    await Promise.all([m.activate(), m.activate(['weights', 'kv_cache', 'cuda_graph'])]);
+    expect(engines(m.registry.snapshot(), 'policy').map((e) => e.state)).toEqual(['ready', 'ready']);
+    expect(logger.lines.filter((l) => l.msg?.includes('illegal'))).toEqual([]);
+    // Activating a ready model is a no-op that does not move the revision.
+    const rev = m.registry.revision;
+    await m.activate();
+    expect(m.registry.revision).toBe(rev);
+  });
+
+  it('onload by tags: weights first (synced to the target), then the KV cache makes the replica ready', async () => {
+    const { plan, roles } = planConfig(splitConfig());
+    const m = manager(roles.rollout as InferenceRoleSpec, plan);
+    await m.start();
+    await m.drain();
+    await m.updateWeights('policy', {
+      source: 'disk',
+      model_path: '/models/policy-step2',
+      weight_version: 'v2',
+    });
+    expect(engines(m.registry.snapshot(), 'policy').map((e) => [e.state, e.weight_version])).toEqual([
+      ['sleeping', 'default'],
+      ['sleeping', 'default'],
+    ]);
+    await m.activate(['weights']);
+    expect(engines(m.registry.snapshot(), 'policy').map((e) => [e.state, e.weight_version])).toEqual([
+      ['onloading', 'v2'],
+      ['onloading', 'v2'],
+    ]);
+    await m.activate(['kv_cache', 'cuda_graph']);
+    expect(engines(m.registry.snapshot(), 'policy').map((e) => [e.state, e.direct_eligible])).toEqual([
+      ['ready', true],
+      ['ready', true],
+    ]);
+  });
+
+  it('static models refuse weight updates and DCS registration', async () => {
+    const { plan, roles } = planConfig(splitConfig());
+    const m = manager(roles.genrm as InferenceRoleSpec, plan);
+    await m.start();
+    const err = await code(
+      m.updateWeights('judge', { source: 'disk', model_path: '/x', weight_version: 'v2' }),
+    );
+    expect(err).toBe('static_model');
+    expect(await code(async () => m.registerDcs('judge'))).toBe('static_model');
+    expect(await code(m.updateWeights('nope', { source: 'version', weight_version: 'v2' }))).toBe(
+      'unknown_model',
+    );
+  });
+});
+
+describe('ownership, rollback, router and elastic scale', () => {
+  function decoupled(opts: { elastic?: boolean; router?: boolean } = {}) {
+    return {
+      cluster: { nodes: [{ name: 'node-0', gpus: 8 }] },
+      training: { actor_gpus: 0 },
+      roles: {
+        rollout: {
+          deployment: { mode: 'decoupled' },
+          routing: { default_model: 'policy' },
+          models: [
+            {
+              name: 'policy',
+              model_path: '/models/policy',
+              weight_source: 'disk',
+              elastic_enabled: opts.elastic ?? false,
+              route_mode: opts.router ? 'sglang_router' : 'direct',
+              engine_groups: [
+                { num_gpus: 4, gpus_per_engine: 2 },
+                ...(opts.elastic ? [{ worker_type: 'placeholder', num_gpus: 4, gpus_per_engine: 2 }] : []),
+              ],
+            },
+          ],
+        },
+      },
+    };
+  }
+
+  it('a failed start rolls back exactly what it created (engines, router entries, its PG) and nothing else', async () => {
+    const { plan, roles } = planConfig(decoupled({ router: true }));
+    const pool = Object.values(plan.pools)[0];
+    expect(pool?.owner).toBe('manager');
+    const pgs = new InMemoryPlacementGroups(['someone-elses-pg']);
+    const router = new FakeRouter();
+    let launched = 0;
+    const m = manager(roles.rollout as InferenceRoleSpec, plan, {
+      placementGroups: pgs,
+      routers: { policy: router },
+      // Replica 1 gets a flag value the engine rejects: it exits during start.
+      launcher: new SimLauncher({
+        extraArgs: (req) => {
+          launched++;
+          return req.replica.replica === 1 ? ['--sim-error-rate', 'not-a-number'] : [];
+        },
+      }),
+    });
+    const err = await m.start().catch((e: unknown) => e);
+    expect(isUisError(err) && err.code).toBe('start_failed');
+    expect(launched).toBe(2);
+    expect(pgs.log).toEqual([
+      { op: 'create', pg: pool?.pg_name },
+      { op: 'remove', pg: pool?.pg_name },
+    ]);
+    expect([...pgs.live]).toEqual(['someone-elses-pg']);
+    expect(router.workers.size).toBe(0);
+    expect(engines(m.registry.snapshot(), 'policy')).toEqual([]);
+    expect(m.snapshot().models.policy?.replicas).toEqual([]);
+  });
+
+  it('router mode: replicas are registered while eligible and removed when draining', async () => {
+    const { plan, roles } = planConfig(decoupled({ router: true }));
+    const router = new FakeRouter();
+    const pgs = new InMemoryPlacementGroups();
+    const m = manager(roles.rollout as InferenceRoleSpec, plan, {
+      routers: { policy: router },
+      placementGroups: pgs,
+      options: { ...FAST, routerUrls: { policy: 'http://127.0.0.1:30000' } },
+    });
+    await m.start();
+    const urls = engines(m.registry.snapshot(), 'policy').map((e) => e.base_url);
+    expect([...router.workers].sort()).toEqual([...urls].sort());
+    expect(m.registry.snapshot().models.policy?.router_url).toBe('http://127.0.0.1:30000');
+    await m.drain();
+    expect(router.workers.size).toBe(0);
+    await m.activate();
+    expect(router.workers.size).toBe(2);
+    await m.shutdown();
+    expect(router.workers.size).toBe(0);
+    // Decoupled + managed: the manager created its PG and deletes it.
+    expect(pgs.log.map((l) => l.op)).toEqual(['create', 'remove']);
+  });
+
+  it('elastic scale adds replicas on reserved bundles and drains before removing', async () => {
+    const { plan, roles } = planConfig(decoupled({ elastic: true }));
+    const m = manager(roles.rollout as InferenceRoleSpec, plan);
+    await m.start();
+    expect(engines(m.registry.snapshot(), 'policy')).toHaveLength(2);
+    const seen: string[][] = [];
+    m.registry.subscribe((s) => seen.push(engines(s, 'policy').map((e) => `${e.engine_id}:${e.state}`)));
+    await m.scale('policy', 4);
+    const after = engines(m.registry.snapshot(), 'policy');
+    expect(after.map((e) => [e.engine_id, e.state, e.direct_eligible])).toEqual([
+      ['policy/0', 'ready', true],
+      ['policy/1', 'ready', true],
+      ['policy/2', 'ready', true],
+      ['policy/3', 'ready', true],
+    ]);
+    expect(seen[0]).toEqual(['policy/0:ready', 'policy/1:ready', 'policy/2:starting', 'policy/3:starting']);
+    expect(await code(m.scale('policy', 5))).toBe('no_reserved_bundles');
+    const pid3 = m.snapshot().models.policy?.replicas[3]?.pids[0] as number;
+    seen.length = 0;
+    await m.scale('policy', 3);
+    expect(seen[0]).toContain('policy/3:draining');
+    expect(engines(m.registry.snapshot(), 'policy').map((e) => e.engine_id)).toEqual([
+      'policy/0',
+      'policy/1',
+      'policy/2',
+    ]);
+    expect(alive(pid3)).toBe(false);
+    const { plan: p2, roles: r2 } = planConfig(decoupled());
+    const fixed = manager(r2.rollout as InferenceRoleSpec, p2);
+    expect(await code(fixed.scale('policy', 3))).toBe('not_elastic');
+  });
+
+  it('external engines are attached by URL, health-checked, published, and never killed', async () => {
+    const sim = await startSimServer({
+      host: '127.0.0.1',
+      port: 0,
+      modelPath: '/models/policy',
+      servedModelName: 'policy',
+    });
+    cleanups.push(() => sim.close());
+    const { plan, roles } = planConfig(decoupled());
+    const m = manager(roles.rollout as InferenceRoleSpec, plan);
+    await m.start();
+    const { engine_id } = await m.registerExternal('policy', sim.url);
+    expect(engine_id).toBe('policy/2');
+    const e = engines(m.registry.snapshot(), 'policy').find((x) => x.engine_id === engine_id);
+    expect(e?.direct_eligible).toBe(true);
+    expect(await code(m.unregisterExternal('policy/0'))).toBe('not_external');
+    await m.unregisterExternal(engine_id);
+    expect(engines(m.registry.snapshot(), 'policy').map((x) => x.engine_id)).toEqual([
+      'policy/0',
+      'policy/1',
+    ]);
+    await m.registerExternal('policy', sim.url);
+    await m.shutdown();
+    const client = new SGLangClient(sim.url);
+    expect(await client.health()).toBe(true);
+    await client.close();
+  });
+});
+
+/** A router that speaks the `/workers` API enough for the manager, in memory. */
+class FakeRouter implements RouterRegistrar {
+  readonly workers = new Set<string>();
+  async addWorker(req: { url: string }): Promise<unknown> {
+    this.workers.add(req.url);
+    return { api: 'workers' };
+  }
+  async removeWorker(url: string): Promise<void> {
+    this.workers.delete(url);
+  }
+}
+
+export type { IncomingMessage, Server };
+
+void createServer;

@@ -1,0 +1,171 @@
+import { isUisError } from '@uis/spec';
+import { describe, expect, it } from 'vitest';
+import { EventLog } from './event-log.ts';
+import { LifecycleCoordinator, type OffloadReport, type PhaseParticipant } from './lifecycle-coordinator.ts';
+import { Registry } from './registry.ts';
+import { openStore } from './store.ts';
+
+const GROUP = {
+  name: 'actor',
+  pool: 'actor',
+  phases: [
+    { name: 'rollout', residents: ['rollout'] },
+    { name: 'genrm_score', residents: ['genrm'] },
+    { name: 'train', residents: ['train'] },
+  ],
+};
+
+/** A participant that records calls into a shared trace and can be told to misbehave. */
+class FakeRole implements PhaseParticipant {
+  resident = true;
+  releaseMemory = true;
+  failActivate = false;
+  hangDrain = false;
+  constructor(
+    readonly role: string,
+    private readonly trace: string[],
+  ) {}
+  async drain(): Promise<OffloadReport> {
+    this.trace.push(`${this.role}.drain`);
+    if (this.hangDrain) await new Promise(() => {});
+    await new Promise((r) => setTimeout(r, 5));
+    this.resident = false;
+    return {
+      memoryReleased: this.releaseMemory,
+      engines: [{ engine_id: `${this.role}/0`, memory_released: this.releaseMemory, state: 'sleeping' }],
+    };
+  }
+  async activate(): Promise<void> {
+    this.trace.push(`${this.role}.activate`);
+    if (this.failActivate) throw new Error('resume_memory_occupation failed');
+    this.resident = true;
+  }
+}
+
+function setup(timeoutMs = 5_000) {
+  const trace: string[] = [];
+  const db = openStore();
+  const events = new EventLog(db);
+  const rollout = new FakeRole('rollout', trace);
+  const genrm = new FakeRole('genrm', trace);
+  const registry = new Registry({ role: 'genrm' });
+  const coordinator = new LifecycleCoordinator({
+    groups: [GROUP],
+    participants: [rollout, genrm],
+    db,
+    events,
+    registries: [registry],
+    transitionTimeoutMs: timeoutMs,
+  });
+  return { trace, db, events, rollout, genrm, registry, coordinator };
+}
+
+async function code(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+    return 'ok';
+  } catch (e) {
+    return isUisError(e) ? e.code : String(e);
+  }
+}
+
+describe('LifecycleCoordinator', () => {
+  it('runs the defer transition in order: offload (with proof) before onload, scorer auto-advances to train', async () => {
+    const { trace, coordinator, registry, genrm, events } = setup();
+    await coordinator.initialize();
+    expect(trace).toEqual(['genrm.drain', 'rollout.activate']);
+    trace.length = 0;
+    let taskRan = false;
+    coordinator.registerPhaseTask('genrm_score', async () => {
+      expect(genrm.resident).toBe(true);
+      taskRan = true;
+    });
+    const barrier = coordinator.waitForPhase('train', 5_000);
+    const r = await coordinator.transition();
+    expect(r.path).toEqual(['genrm_score', 'train']);
+    expect(trace).toEqual(['rollout.drain', 'genrm.activate', 'genrm.drain']);
+    expect(taskRan).toBe(true);
+    expect((await barrier).phase).toBe('train');
+    expect(registry.snapshot().phase).toBe('train');
+    const lease = coordinator.lease();
+    expect(lease.lastRelease?.roles).toEqual(['genrm']);
+    expect(lease.lastRelease?.engines.every((e) => e.memory_released)).toBe(true);
+    // Trainer done: releasing `train` wakes rollout.
+    trace.length = 0;
+    await coordinator.releasePhase('train');
+    expect(trace).toEqual(['rollout.activate']);
+    expect(coordinator.lease().phase).toBe('rollout');
+    const kinds = events.list().map((e) => e.kind);
+    expect(kinds).toContain('lease.released');
+    expect(events.list({ kind: 'transition.step' }).every((e) => typeof e.duration_ms === 'number')).toBe(
+      true,
+    );
+  });
+
+  it('blocks the lease when memory was not reported released, and never onloads the next phase', async () => {
+    const { trace, coordinator, rollout, genrm } = setup();
+    await coordinator.initialize();
+    rollout.releaseMemory = false;
+    trace.length = 0;
+    expect(await code(coordinator.transition())).toBe('transition_failed');
+    expect(trace).toEqual(['rollout.drain']);
+    expect(genrm.resident).toBe(false);
+    const lease = coordinator.lease();
+    expect(lease.status).toBe('blocked');
+    expect(lease.reason).toMatch(/memory released/);
+    expect(await code(coordinator.transition())).toBe('lease_blocked');
+    expect(await code(coordinator.waitForPhase('train', 1_000))).toBe('lease_blocked');
+    coordinator.resolve({ phase: 'rollout', actor: 'ops', note: 'checked nvidia-smi' });
+    expect(coordinator.lease().status).toBe('held');
+  });
+
+  it('a timed-out transition blocks the lease with the reason', async () => {
+    const { coordinator, rollout } = setup(100);
+    await coordinator.initialize();
+    rollout.hangDrain = true;
+    expect(await code(coordinator.transition())).toBe('transition_timeout');
+    expect(coordinator.lease().status).toBe('blocked');
+    expect(coordinator.lease().reason).toMatch(/exceeded 100 ms/);
+  });
+
+  it('operation ids: a repeated id joins, a different request under the same id is refused (409)', async () => {
+    const { trace, coordinator } = setup();
+    await coordinator.initialize();
+    trace.length = 0;
+    const a = coordinator.transition({ operationId: 'op-1', to: 'genrm_score' });
+    const b = coordinator.transition({ operationId: 'op-1', to: 'genrm_score' });
+    const [ra, rb] = await Promise.all([a, b]);
+    expect(rb).toEqual(ra);
+    expect(trace.filter((t) => t === 'rollout.drain')).toHaveLength(1);
+    // After completion the stored result is returned, nothing runs again.
+    expect(await coordinator.transition({ operationId: 'op-1', to: 'genrm_score' })).toEqual(ra);
+    expect(await code(coordinator.transition({ operationId: 'op-1', to: 'rollout' }))).toBe(
+      'operation_id_conflict',
+    );
+  });
+
+  it('a restart in the middle of a transition leaves the lease blocked, not guessed', async () => {
+    const { db, events, coordinator, rollout, genrm } = setup(100);
+    await coordinator.initialize();
+    rollout.hangDrain = true;
+    void coordinator.transition().catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(coordinator.lease().status).toBe('transitioning');
+    const restarted = new LifecycleCoordinator({
+      groups: [GROUP],
+      participants: [rollout, genrm],
+      db,
+      events,
+    });
+    expect(restarted.lease().status).toBe('blocked');
+    expect(restarted.lease().reason).toMatch(/restarted during a transition/);
+  });
+
+  it('barrier times out with 504 and unknown phases are 404', async () => {
+    const { coordinator } = setup();
+    await coordinator.initialize();
+    expect(await code(coordinator.waitForPhase('train', 30))).toBe('barrier_timeout');
+    expect(await code(coordinator.waitForPhase('nope', 30))).toBe('unknown_phase');
+    expect(await code(coordinator.releasePhase('train'))).toBe('phase_not_resident');
+  });
+});
