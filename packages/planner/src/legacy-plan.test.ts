@@ -125,4 +125,12 @@ describe('Relax command lines through the planner', () => {
       'offload_required @ training.offload_train',
     ]);
   });
+
+  it('engines attached by URL (external rollout) are routed but not placed', () => {
+    const p = plan(
+      `--resource '{"actor": [1, 8], "rollout": [1, 8]}' --rollout-external --rollout-external-engine-addrs h:1`,
+    );
+    expect(p.placements).toEqual([]);
+    expect(Object.keys(p.pools)).toEqual(['actor']);
+  });
 });

@@ -165,6 +165,50 @@ describe('fromRelaxArgs', () => {
     ]);
   });
 
+  it('converts named GenRM instances, external engines, debug modes and router flags', () => {
+    const named = fromRelaxArgs(
+      argv(
+        `--resource '{"actor": [1, 8], "rollout": [1, 4], "genrm": [1, 4]}' --colocate --defer-reward-to-post-process
+         --genrm-instances '{"judge-a": {"model_path": "/a", "num_gpus": 2}, "judge-b": {"model_path": "/b", "num_gpus": 2, "num_gpus_per_engine": 2}}'`,
+      ),
+    );
+    expect(named.roles.genrm?.deployment.mode).toBe('colocated_defer');
+    expect(
+      named.roles.genrm?.models.map((m) => [
+        m.name,
+        m.engine_groups[0]?.num_gpus,
+        m.engine_groups[0]?.gpus_per_engine,
+      ]),
+    ).toEqual([
+      ['judge-a', 2, 1],
+      ['judge-b', 2, 2],
+    ]);
+    const external = fromRelaxArgs(
+      argv(
+        `--resource '{"actor": [1, 8], "rollout": [1, 8]}' --rollout-external --rollout-external-engine-addrs h1:1 h2:2 --use-opd --opd-teacher-url http://t:3 --sglang-router-policy round_robin`,
+      ),
+    );
+    expect(external.roles.rollout).toMatchObject({
+      external_engine_urls: ['h1:1', 'h2:2'],
+      deployment: { pg_owner: 'external' },
+    });
+    expect(external.roles.rollout?.models[0]?.router?.policy).toBe('round_robin');
+    expect(external.roles.teacher?.external_engine_urls).toEqual(['http://t:3']);
+    const rolloutOnly = fromRelaxArgs(
+      argv(`--resource '{"actor": [1, 8], "rollout": [1, 8]}' --colocate --debug-rollout-only`),
+    );
+    expect(rolloutOnly.training.actor_gpus).toBe(0);
+    expect(rolloutOnly.roles.rollout?.deployment.mode).toBe('decoupled');
+    const trainOnly = fromRelaxArgs(
+      argv(`--resource '{"actor": [1, 8], "rollout": [1, 8]}' --colocate --debug-train-only`),
+    );
+    expect(trainOnly.roles).toEqual({});
+    const hybrid = fromRelaxArgs(
+      argv(`--resource '{"actor": [1, 8], "rollout": [1, 8]}' --colocate --fully-async --hybrid`),
+    );
+    expect(hybrid.roles.rollout?.deployment.mode).toBe('decoupled');
+  });
+
   it.each<[string, string, string[]]>([
     [
       'fully-async with colocate needs hybrid',
