@@ -136,6 +136,14 @@ export const SGLangErrorSchema = z.looseObject({
 });
 export type SGLangError = z.infer<typeof SGLangErrorSchema>;
 
+/** FastAPI's 422 answer when a body does not match the endpoint's request model. */
+export const ValidationErrorSchema = z.looseObject({
+  detail: z.array(
+    z.looseObject({ type: z.string(), loc: z.array(z.union([z.string(), z.number()])), msg: z.string() }),
+  ),
+});
+export type ValidationError = z.infer<typeof ValidationErrorSchema>;
+
 /** OpenAI-style error body of the /v1 endpoints. */
 export const OpenAIErrorSchema = z.looseObject({
   object: z.literal('error').optional(),

@@ -1,0 +1,268 @@
+import {
+  ChatCompletionChunkSchema,
+  ChatCompletionResponseSchema,
+  CompletionResponseSchema,
+  FLUSH_CACHE_TEXT,
+  GenerateBatchResponseSchema,
+  GenerateResponseSchema,
+  GenerateStreamChunkSchema,
+  GetLoadResponseSchema,
+  ModelCardSchema,
+  ModelInfoSchema,
+  ModelListSchema,
+  OpenAIErrorSchema,
+  ServerInfoSchema,
+  SGLangErrorSchema,
+  StatusMessageSchema,
+  SuccessMessageSchema,
+  UpdateWeightsFromDiskResponseSchema,
+  UpdateWeightVersionResponseSchema,
+  ValidationErrorSchema,
+  WeightVersionSchema,
+} from '@uis/sglang-engine';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { z } from 'zod';
+import type { SimServer } from './server.ts';
+import { sim } from './test-helpers.ts';
+
+/** What an endpoint answers: a JSON body of a schema, SSE events of a schema, plain text, a JSON null, nothing. */
+type Answer = { json: z.ZodType } | { sse: z.ZodType } | { text: string } | { null: true } | { empty: true };
+
+interface Row {
+  method: 'GET' | 'POST';
+  path: string;
+  body?: unknown;
+  status: number;
+  answer: Answer;
+}
+
+const sp = { max_new_tokens: 3, ignore_eos: true };
+const chat = {
+  model: 'tiny',
+  messages: [{ role: 'user', content: 'hello' }],
+  max_tokens: 3,
+  ignore_eos: true,
+};
+const group = {
+  master_address: '127.0.0.1',
+  master_port: 29500,
+  rank_offset: 1,
+  world_size: 2,
+  group_name: 'g',
+};
+
+/** Rows run in order against one engine: later rows rely on the state earlier rows leave (the weight group). */
+const TABLE: Row[] = [
+  { method: 'GET', path: '/health', status: 200, answer: { empty: true } },
+  { method: 'GET', path: '/health_generate', status: 200, answer: { empty: true } },
+  { method: 'GET', path: '/get_model_info', status: 200, answer: { json: ModelInfoSchema } },
+  { method: 'GET', path: '/model_info', status: 200, answer: { json: ModelInfoSchema } },
+  { method: 'GET', path: '/get_server_info', status: 200, answer: { json: ServerInfoSchema } },
+  { method: 'GET', path: '/server_info', status: 200, answer: { json: ServerInfoSchema } },
+  { method: 'GET', path: '/get_weight_version', status: 200, answer: { json: WeightVersionSchema } },
+  { method: 'GET', path: '/get_load', status: 200, answer: { json: GetLoadResponseSchema } },
+  { method: 'GET', path: '/v1/models', status: 200, answer: { json: ModelListSchema } },
+  { method: 'GET', path: '/v1/models/tiny', status: 200, answer: { json: ModelCardSchema } },
+  {
+    method: 'POST',
+    path: '/generate',
+    body: { text: 'a', sampling_params: sp },
+    status: 200,
+    answer: { json: GenerateResponseSchema },
+  },
+  {
+    method: 'POST',
+    path: '/generate',
+    body: {
+      input_ids: [[70, 71], [72]],
+      sampling_params: sp,
+      return_logprob: true,
+      logprob_start_len: 0,
+      top_logprobs_num: 2,
+    },
+    status: 200,
+    answer: { json: GenerateBatchResponseSchema },
+  },
+  {
+    method: 'POST',
+    path: '/generate',
+    body: { text: 'a', sampling_params: sp, stream: true },
+    status: 200,
+    answer: { sse: GenerateStreamChunkSchema },
+  },
+  {
+    method: 'POST',
+    path: '/generate',
+    body: { text: 'a', input_ids: [1] },
+    status: 422,
+    answer: { json: ValidationErrorSchema },
+  },
+  {
+    method: 'POST',
+    path: '/generate',
+    body: { input_ids: [1_000_000] },
+    status: 400,
+    answer: { json: SGLangErrorSchema },
+  },
+  {
+    method: 'POST',
+    path: '/v1/chat/completions',
+    body: chat,
+    status: 200,
+    answer: { json: ChatCompletionResponseSchema },
+  },
+  {
+    method: 'POST',
+    path: '/v1/chat/completions',
+    body: { ...chat, stream: true },
+    status: 200,
+    answer: { sse: ChatCompletionChunkSchema },
+  },
+  {
+    method: 'POST',
+    path: '/v1/chat/completions',
+    body: { model: 'tiny' },
+    status: 400,
+    answer: { json: OpenAIErrorSchema },
+  },
+  {
+    method: 'POST',
+    path: '/v1/completions',
+    body: { model: 'tiny', prompt: 'a', max_tokens: 2 },
+    status: 200,
+    answer: { json: CompletionResponseSchema },
+  },
+  { method: 'POST', path: '/flush_cache', status: 200, answer: { text: FLUSH_CACHE_TEXT } },
+  { method: 'GET', path: '/flush_cache', status: 200, answer: { text: FLUSH_CACHE_TEXT } },
+  { method: 'POST', path: '/abort_request', body: { rid: 'nobody' }, status: 200, answer: { empty: true } },
+  { method: 'POST', path: '/abort_request', body: { abort_all: true }, status: 200, answer: { empty: true } },
+  {
+    method: 'POST',
+    path: '/pause_generation',
+    body: { mode: 'in_place' },
+    status: 200,
+    answer: { json: StatusMessageSchema },
+  },
+  { method: 'POST', path: '/continue_generation', status: 200, answer: { json: StatusMessageSchema } },
+  {
+    method: 'POST',
+    path: '/release_memory_occupation',
+    body: { tags: ['weights', 'kv_cache'] },
+    status: 200,
+    answer: { null: true },
+  },
+  {
+    method: 'POST',
+    path: '/generate',
+    body: { text: 'a' },
+    status: 400,
+    answer: { json: SGLangErrorSchema },
+  },
+  {
+    method: 'POST',
+    path: '/resume_memory_occupation',
+    body: { tags: ['weights', 'kv_cache'] },
+    status: 200,
+    answer: { null: true },
+  },
+  {
+    method: 'POST',
+    path: '/release_memory_occupation',
+    body: { tags: ['bogus'] },
+    status: 422,
+    answer: { json: ValidationErrorSchema },
+  },
+  {
+    method: 'POST',
+    path: '/update_weights_from_disk',
+    body: { model_path: '/ckpt/1', weight_version: 'v1' },
+    status: 200,
+    answer: { json: UpdateWeightsFromDiskResponseSchema },
+  },
+  {
+    method: 'POST',
+    path: '/init_weights_update_group',
+    body: group,
+    status: 200,
+    answer: { json: SuccessMessageSchema },
+  },
+  {
+    method: 'POST',
+    path: '/init_weights_update_group',
+    body: group,
+    status: 400,
+    answer: { json: SuccessMessageSchema },
+  },
+  {
+    method: 'POST',
+    path: '/update_weights_from_distributed',
+    body: { names: ['w'], dtypes: ['bfloat16'], shapes: [[2]], group_name: 'g', weight_version: 'v2' },
+    status: 200,
+    answer: { json: SuccessMessageSchema },
+  },
+  {
+    method: 'POST',
+    path: '/update_weights_from_tensor',
+    body: { serialized_named_tensors: [] },
+    status: 200,
+    answer: { json: SuccessMessageSchema },
+  },
+  {
+    method: 'POST',
+    path: '/destroy_weights_update_group',
+    body: { group_name: 'g' },
+    status: 200,
+    answer: { json: SuccessMessageSchema },
+  },
+  {
+    method: 'POST',
+    path: '/update_weight_version',
+    body: { new_version: 'v3' },
+    status: 200,
+    answer: { json: UpdateWeightVersionResponseSchema },
+  },
+];
+
+let s: SimServer;
+beforeAll(async () => {
+  s = await sim({ servedModelName: 'tiny', enableMemorySaver: true });
+});
+afterAll(async () => {
+  await s.close();
+});
+
+describe('conformance: each endpoint answers the shape reference/sglang.md and protocol.ts describe', () => {
+  it.each(TABLE.map((r, i) => [i, r.method, r.path, r.status, r] as const))(
+    '#%i %s %s -> %i',
+    async (_i, method, path, status, row) => {
+      const res = await fetch(`${s.url}${path}`, {
+        method,
+        headers: row.body === undefined ? undefined : { 'content-type': 'application/json' },
+        body: row.body === undefined ? undefined : JSON.stringify(row.body),
+      });
+      expect(res.status).toBe(status);
+      const text = await res.text();
+      const a = row.answer;
+      if ('empty' in a) expect(text).toBe('');
+      else if ('null' in a) expect(JSON.parse(text)).toBeNull();
+      else if ('text' in a) {
+        expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
+        expect(text).toBe(a.text);
+      } else if ('json' in a) {
+        expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+        const parsed = a.json.safeParse(JSON.parse(text));
+        expect(parsed.success, JSON.stringify(parsed.error)).toBe(true);
+      } else {
+        expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+        const events = text.split('\n\n').filter(Boolean);
+        expect(events.at(-1)).toBe('data: [DONE]');
+        expect(events.length).toBeGreaterThan(1);
+        for (const e of events.slice(0, -1)) {
+          expect(e.startsWith('data: ')).toBe(true);
+          const parsed = a.sse.safeParse(JSON.parse(e.slice(6)));
+          expect(parsed.success, JSON.stringify(parsed.error)).toBe(true);
+        }
+      }
+    },
+  );
+});
