@@ -301,7 +301,7 @@ describe('PlacementPlanner: every rule has a violation with a stable code and pa
         d.roles.teacher = role('colocated_defer', 16, 8);
         d.schedule = schedule(['rollout', ['rollout']], ['opd', ['teacher']]);
       },
-      ['ray_gpu_oversubscribed @ pools.actor[0]'],
+      ['ray_gpu_oversubscribed @ roles.teacher.models[0].engine_groups[0].ray_num_gpus'],
     ],
     [
       'prefill needs decode',

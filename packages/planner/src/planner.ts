@@ -39,7 +39,7 @@ interface PoolState {
   sites: Array<BundleSite | undefined>;
   /** Summed Ray reservations per bundle and who holds them. */
   reserved: Float64Array;
-  holders: Map<number, string[]>;
+  holders: Map<number, Array<{ who: string; fraction: number; path: string }>>;
 }
 
 interface PlannedGroup {
@@ -387,22 +387,25 @@ export function planPlacement(config: UisConfig): PlanResult {
   }
 
   // Training reservations on the actor pool.
-  const reserve = (pool: PoolState, index: number, who: string, fraction: number) => {
+  const reserve = (pool: PoolState, index: number, who: string, fraction: number, path: string) => {
     if (index >= pool.reserved.length) return;
     pool.reserved[index] = (pool.reserved[index] ?? 0) + fraction;
     const h = pool.holders.get(index);
-    if (h) h.push(`${who}=${fraction}`);
-    else pool.holders.set(index, [`${who}=${fraction}`]);
+    if (h) h.push({ who, fraction, path });
+    else pool.holders.set(index, [{ who, fraction, path }]);
   };
   const actorPool = pools.get(ACTOR_POOL);
   if (actorPool) {
-    for (let i = 0; i < training.actor_gpus; i++) reserve(actorPool, i, 'actor', RAY_GPU_FRACTION.train);
+    for (let i = 0; i < training.actor_gpus; i++)
+      reserve(actorPool, i, 'actor', RAY_GPU_FRACTION.train, 'training.actor_gpus');
     if (criticShares && training.critic_gpus > 0)
-      for (let i = 0; i < training.critic_gpus; i++) reserve(actorPool, i, 'critic', RAY_GPU_FRACTION.train);
+      for (let i = 0; i < training.critic_gpus; i++)
+        reserve(actorPool, i, 'critic', RAY_GPU_FRACTION.train, 'training.critic_gpus');
   }
   const criticPool = pools.get('critic');
   if (criticPool)
-    for (let i = 0; i < training.critic_gpus; i++) reserve(criticPool, i, 'critic', RAY_GPU_FRACTION.train);
+    for (let i = 0; i < training.critic_gpus; i++)
+      reserve(criticPool, i, 'critic', RAY_GPU_FRACTION.train, 'training.critic_gpus');
 
   // Groups.
   const planned: PlannedGroup[] = [];
@@ -541,16 +544,19 @@ export function planPlacement(config: UisConfig): PlanResult {
     fraction = g?.ray_num_gpus ?? fraction;
     p.ray_num_gpus = fraction;
     for (const r of p.replicas)
-      for (const n of r.nodes) reserve(pool, n.bundle_indices[0] ?? 0, `${pg.role}/${p.model}`, fraction);
+      for (const n of r.nodes)
+        reserve(pool, n.bundle_indices[0] ?? 0, `${pg.role}/${p.model}`, fraction, `${pg.path}.ray_num_gpus`);
   }
   for (const pool of pools.values()) {
     for (let i = 0; i < pool.reserved.length; i++) {
       const total = pool.reserved[i] ?? 0;
       if (total > 1 + EPS) {
+        const holders = pool.holders.get(i) ?? [];
+        // Name the claim that tipped the bundle over: that is the knob to turn.
         fail(
           'ray_gpu_oversubscribed',
-          `pools.${pool.plan.name}[${i}]`,
-          `Ray GPU reservations on bundle ${pool.plan.name}[${i}] sum to ${round(total)} > 1 (${(pool.holders.get(i) ?? []).join(', ')}); offloading does not release them: lower a ray_num_gpus or move a role to its own pool`,
+          holders[holders.length - 1]?.path ?? `pools.${pool.plan.name}`,
+          `Ray GPU reservations on bundle ${pool.plan.name}[${i}] sum to ${round(total)} > 1 (${holders.map((h) => `${h.who}=${h.fraction}`).join(', ')}); offloading does not release them: lower a ray_num_gpus or move a role to its own pool`,
         );
         break; // one bundle per pool is enough to say what to change
       }

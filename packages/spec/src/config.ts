@@ -8,6 +8,7 @@ import {
   ROLES,
   type Role,
   RoleSchema,
+  RoutingSpecSchema,
   WorkloadTypeSchema,
 } from './model.ts';
 
@@ -64,6 +65,8 @@ export type Training = z.infer<typeof TrainingSchema>;
 export const ConfigRoleSchema = InferenceRoleSpecSchema.omit({ role: true, workload: true })
   .extend({
     workload: WorkloadTypeSchema.optional(),
+    /** Every routing field has a default, so a role may leave routing out. */
+    routing: RoutingSpecSchema.prefault({}),
     /** First bundle of this role's slice in its pool (default: after the previous colocated role). */
     bundle_offset: nonNegativeInt.optional(),
     /** Engines started elsewhere and attached by URL (Relax `--rollout-external-engine-addrs`, `--opd-teacher-url`):
