@@ -294,7 +294,8 @@ export function fromRelaxArgs(argv: readonly string[], options: RelaxArgsOptions
   let colocate = bool(flags, 'colocate') && !hybrid;
   if (colocate && fullyAsync)
     issues.add('fully-async', '--fully-async with --colocate needs --hybrid', 'contradictory_flags');
-  const rolloutExternal = bool(flags, 'rollout-external');
+  // Relax: giving engine addresses is what makes the rollout external.
+  const rolloutExternal = bool(flags, 'rollout-external') || flags.has('rollout-external-engine-addrs');
   if (rolloutExternal && colocate) {
     issues.add(
       'rollout-external',
@@ -453,13 +454,6 @@ export function fromRelaxArgs(argv: readonly string[], options: RelaxArgsOptions
       } as ConfigRole['models'][number]);
     }
     const urls = flags.get('rollout-external-engine-addrs') as string[] | undefined;
-    if (urls !== undefined && !rolloutExternal) {
-      issues.add(
-        'rollout-external-engine-addrs',
-        'engine addresses need --rollout-external',
-        'contradictory_flags',
-      );
-    }
     roles.rollout = {
       deployment: rolloutExternal
         ? { mode: 'decoupled', pg_owner: 'external', offload: false }
@@ -581,6 +575,15 @@ export function fromRelaxArgs(argv: readonly string[], options: RelaxArgsOptions
     issues.add(
       'inference-defer-roles',
       'GenRM is deferred but no GenRM model is configured (--genrm-model-path)',
+      'contradictory_flags',
+    );
+  }
+
+  if (rolloutExternal && roles.genrm) {
+    // Relax: with an external rollout nothing owns the placement group managed GenRM engines would live in.
+    issues.add(
+      'rollout-external',
+      'an external rollout cannot be combined with managed GenRM models',
       'contradictory_flags',
     );
   }
