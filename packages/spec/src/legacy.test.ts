@@ -217,7 +217,12 @@ describe('fromRelaxArgs', () => {
     ],
     [
       'external rollout cannot share GPUs',
-      `--resource '{"actor": [1, 8], "rollout": [1, 8]}' --colocate --rollout-external --rollout-external-engine-addrs h:1`,
+      `--resource '{"actor": [1, 8], "rollout": [1, 8]}' --colocate --rollout-external-engine-addrs h:1`,
+      ['--rollout-external'],
+    ],
+    [
+      'external rollout with managed GenRM',
+      `--resource '{"actor": [1, 8], "rollout": [1, 8], "genrm": [1, 8]}' --rollout-external-engine-addrs h:1 --genrm-model-path /rm`,
       ['--rollout-external'],
     ],
     [
