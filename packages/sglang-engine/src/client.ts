@@ -431,8 +431,9 @@ export class SGLangClient {
             break;
           }
           const value = this.parseEvent(call.endpoint, data, index);
-          const failure = SGLangErrorSchema.safeParse(value);
-          if (failure.success && !('meta_info' in (value as object)) && !('choices' in (value as object))) {
+          // Cheap key test first: the error schema runs only on events that look like one.
+          const failure = isErrorEvent(value) ? SGLangErrorSchema.safeParse(value) : undefined;
+          if (failure?.success) {
             throw new EngineError({
               code: 'engine_stream_error',
               endpoint: call.endpoint,
@@ -544,6 +545,16 @@ export class SGLangClient {
       message: `HTTP ${status}: ${errorMessage(text)}`,
     });
   }
+}
+
+function isErrorEvent(value: unknown): boolean {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    'error' in value &&
+    !('meta_info' in value) &&
+    !('choices' in value)
+  );
 }
 
 /** The human part of an SGLang / OpenAI / FastAPI error body, else the raw text. */
