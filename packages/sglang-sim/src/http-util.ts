@@ -62,7 +62,18 @@ export function startSse(res: ServerResponse): void {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
 }
 
+const corked = new WeakSet<ServerResponse>();
+
+/** Writes one event. Events of one scheduler step are corked into one socket write per stream. */
 export function sseData(res: ServerResponse, body: unknown): void {
+  if (!corked.has(res)) {
+    corked.add(res);
+    res.cork();
+    process.nextTick(() => {
+      corked.delete(res);
+      res.uncork();
+    });
+  }
   res.write(`data: ${JSON.stringify(body)}\n\n`);
 }
 
