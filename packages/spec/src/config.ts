@@ -1,6 +1,7 @@
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { z } from 'zod';
 import { formatPath, type PathIssue, UisError } from './errors.ts';
+import { GatewayConfigSchema } from './gateway-config.ts';
 import {
   DEFAULT_WORKLOAD,
   type InferenceRoleSpec,
@@ -127,6 +128,8 @@ export const UisConfigSchema = z
     }),
     roles: RolesConfigSchema,
     schedule: ScheduleSchema.default({ activation_groups: [] }),
+    /** Additive: how `uis serve` listens and authenticates (see gateway-config.ts). */
+    gateway: GatewayConfigSchema.optional(),
   })
   .strict()
   .superRefine((config, ctx) => {
