@@ -87,6 +87,8 @@ export class BatchRunner {
         });
       let next = 0;
       let rr = 0;
+      // The first failure is the reason; the aborts it causes in the other workers are not.
+      let firstError: unknown;
       const worker = async () => {
         while (!controller.signal.aborted) {
           const sample = todo[next++];
@@ -109,14 +111,16 @@ export class BatchRunner {
             }
           }
           if (!done) {
-            controller.abort();
-            throw new UisError({
+            if (controller.signal.aborted && firstError !== undefined) return;
+            firstError ??= new UisError({
               code: 'batch_sample_failed',
               status: 502,
               path: `samples[${sample.idx}]`,
               message: `sample ${sample.sample_id}: ${errorMessage(lastErr)}`,
               cause: lastErr,
             });
+            controller.abort();
+            throw firstError;
           }
         }
         if (controller.signal.aborted && signal?.aborted) throw new Error('batch run aborted');
@@ -125,7 +129,7 @@ export class BatchRunner {
         Array.from({ length: Math.min(this.concurrency, todo.length) }, worker),
       );
       const failure = results.find((r) => r.status === 'rejected');
-      if (failure) throw failure.reason;
+      if (failure) throw firstError ?? failure.reason;
       const committed = store.commit(id);
       this.logger.info({ batch: id, samples: committed.samples, reused }, 'batch committed');
       return { batch: committed, scored: todo.length, reused };

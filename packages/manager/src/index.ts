@@ -1,5 +1,6 @@
 export * from './batch-runner.ts';
 export * from './batch-store.ts';
+export * from './deferred-scoring.ts';
 export * from './event-log.ts';
 export * from './inference-manager.ts';
 export * from './inflight.ts';

@@ -240,11 +240,12 @@ export class LifecycleCoordinator {
     opts: { group?: string; to?: string; operationId?: string; actor?: string } = {},
   ): Promise<TransitionResult> {
     const g = this.group(opts.group);
-    const to = opts.to ?? this.nextPhase(g, g.lease.phase);
-    this.phaseOf(g, to);
-    const request = { op: 'transition', group: g.plan.name, to };
+    if (opts.to !== undefined) this.phaseOf(g, opts.to);
+    // The fingerprint is what the caller asked ("next" included), so a retry matches its first call even after
+    // the lease moved on.
+    const request = { op: 'transition', group: g.plan.name, to: opts.to ?? 'next' };
     const run = () =>
-      this.runTransition(g, to, {
+      this.runTransition(g, opts.to ?? this.nextPhase(g, g.lease.phase), {
         initial: false,
         actor: opts.actor ?? null,
         operationId: opts.operationId ?? null,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { boxedScore, judgementScore, lastNumberScore } from './score-parsers.ts';
+import { boxedScore, judgementScore, lastNumberScore, verdictScore } from './score-parsers.ts';
 
 describe('score parsers', () => {
   it.each([
@@ -24,4 +24,10 @@ describe('score parsers', () => {
     ['\\boxed{3', null],
     ['no box 5', null],
   ])('boxed %j -> %j', (text, score) => expect(boxedScore(text)).toBe(score));
+
+  it.each([
+    ['yes the answer is no', 0],
+    ['No. Actually, Correct', 1],
+    ['notably yesterday', null],
+  ])('verdict %j -> %j', (text, score) => expect(verdictScore(text)).toBe(score));
 });

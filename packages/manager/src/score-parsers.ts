@@ -42,9 +42,21 @@ export const boxedScore: ScoreParser = (text) => {
   return Number(inner);
 };
 
+const VERDICT = /\b(yes|no|true|false|correct|incorrect)\b/gi;
+const POSITIVE = new Set(['yes', 'true', 'correct']);
+
+/** The judge's last verdict word: yes / true / correct -> 1, no / false / incorrect -> 0. */
+export const verdictScore: ScoreParser = (text) => {
+  const matches = text.match(VERDICT);
+  const last = matches?.[matches.length - 1];
+  if (last === undefined) return null;
+  return POSITIVE.has(last.toLowerCase()) ? 1 : 0;
+};
+
 export const SCORE_PARSERS = {
   judgement: judgementScore,
   last_number: lastNumberScore,
   boxed: boxedScore,
+  verdict: verdictScore,
 } as const;
 export type ScoreParserName = keyof typeof SCORE_PARSERS;

@@ -1,0 +1,40 @@
+import { BatchRunner, type BatchRunnerOptions, type ScoringTarget } from './batch-runner.ts';
+import type { BatchInfo, BatchStore } from './batch-store.ts';
+import type { InferenceManager } from './inference-manager.ts';
+import type { LifecycleCoordinator } from './lifecycle-coordinator.ts';
+
+const SCORER_ROLES = ['genrm', 'teacher'] as const;
+
+/** Wires deferred batches into the coordinator: when a phase whose residents include a scorer role becomes
+ * resident, every sealed batch of that role runs against the role's eligible replicas and is committed (or
+ * failed) before the phase counts as reached, so the trainer's barrier opens only after write-back. */
+export function wireDeferredScoring(opts: {
+  coordinator: LifecycleCoordinator;
+  store: BatchStore;
+  managers: Partial<Record<string, InferenceManager>>;
+  phases: Array<{ name: string; residents: string[] }>;
+  runner?: Omit<BatchRunnerOptions, 'store' | 'targets'>;
+}): { runner: BatchRunner; unregister: () => void } {
+  const targets = (batch: BatchInfo): ScoringTarget[] => {
+    const manager = opts.managers[batch.role];
+    if (!manager) return [];
+    const snapshot = manager.registry.snapshot();
+    const model = batch.model ?? snapshot.routing?.default_model ?? Object.keys(snapshot.models)[0] ?? '';
+    const served = snapshot.models[model]?.served_model_name ?? model;
+    return manager
+      .eligibleEngines(model)
+      .map((e) => ({ engineId: e.engineId, servedModelName: served, client: e.engine.client }));
+  };
+  const runner = new BatchRunner({ ...opts.runner, store: opts.store, targets });
+  const offs: Array<() => void> = [];
+  for (const phase of opts.phases) {
+    const roles = SCORER_ROLES.filter((r) => phase.residents.includes(r));
+    if (roles.length === 0) continue;
+    offs.push(
+      opts.coordinator.registerPhaseTask(phase.name, async ({ signal }) => {
+        for (const role of roles) await runner.runPending(role, signal);
+      }),
+    );
+  }
+  return { runner, unregister: () => offs.forEach((f) => f()) };
+}
