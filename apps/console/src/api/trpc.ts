@@ -7,7 +7,7 @@ export const { TRPCProvider, useTRPC, useTRPCClient } = createTRPCContext<AppRou
 
 /** Subscriptions go over SSE (EventSource cannot send headers; the stream is read-only); queries and mutations
  * over plain HTTP carrying the admin token as a bearer header. */
-export function createConsoleClient(url = '/trpc') {
+export function createConsoleClient(url = '/trpc', getToken: () => string | null = getAdminToken) {
   return createTRPCClient<AppRouter>({
     links: [
       splitLink({
@@ -16,7 +16,7 @@ export function createConsoleClient(url = '/trpc') {
         false: httpLink({
           url,
           headers: () => {
-            const token = getAdminToken();
+            const token = getToken();
             return token ? { authorization: `Bearer ${token}` } : {};
           },
         }),

@@ -81,8 +81,11 @@ export function PlacementLanes({ grid }: { grid: GridModel }) {
   const n = grid.nodes.length;
   const rowsPerLane = n + 1;
   const laneHeaderRow = (lane: number) => 2 + lane * rowsPerLane;
+  // Header row, then per lane a short title row and one row per node.
+  const laneRows = `24px repeat(${n}, minmax(38px, auto))`;
   const style: CSSProperties = {
     gridTemplateColumns: `minmax(72px, max-content) repeat(${grid.maxGpus}, minmax(44px, 1fr))`,
+    gridTemplateRows: `18px ${grid.lanes.map(() => laneRows).join(' ')}`,
   };
   return (
     <div className="lanes" style={style} data-testid="placement-lanes">
@@ -112,7 +115,10 @@ export function PlacementLanes({ grid }: { grid: GridModel }) {
         const blockStyle: CSSProperties = {
           gridRow: `${row} / span ${b.nodeEnd - b.nodeStart + 1}`,
           gridColumn: `${b.gpuStart + 2} / span ${b.gpuEnd - b.gpuStart + 1}`,
-          ...(b.kind === 'planned' ? {} : { backgroundColor: roleColor(b.role, b.modelIndex) }),
+          // Blocks of phases not holding the lease are pale (text stays dark and legible).
+          ...(b.kind === 'planned'
+            ? {}
+            : { backgroundColor: roleColor(b.role, b.modelIndex, current || b.mismatch ? 1 : 0.3) }),
           ...(b.kind === 'planned' ? { borderColor: roleColor(b.role, b.modelIndex) } : {}),
         };
         return (

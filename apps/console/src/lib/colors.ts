@@ -9,11 +9,11 @@ export const ROLE_HUES: Readonly<Record<string, number>> = {
 
 const LIGHTNESS_STEPS = [46, 34, 58, 28, 64];
 
-export function roleColor(role: string, modelIndex = 0): string {
+export function roleColor(role: string, modelIndex = 0, alpha = 1): string {
   const hue = ROLE_HUES[role] ?? 0;
   const saturation = role in ROLE_HUES ? 72 : 0;
   const lightness = LIGHTNESS_STEPS[modelIndex % LIGHTNESS_STEPS.length] ?? 46;
-  return `hsl(${hue} ${saturation}% ${lightness}%)`;
+  return `hsl(${hue} ${saturation}% ${lightness}%${alpha < 1 ? ` / ${alpha}` : ''})`;
 }
 
 /** Index of each model within its role, in first-seen order, for `roleColor`. */

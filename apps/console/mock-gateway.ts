@@ -1,0 +1,16 @@
+import { join } from 'node:path';
+import { startMockGateway } from './src/testing/mock-gateway-server.ts';
+
+// `npx tsx apps/console/mock-gateway.ts [port]`: the console contract with a simulated demo state, serving the
+// built console (`vite build` first) at `/`. Admin token: UIS_ADMIN_TOKEN or `mock-token`.
+const port = Number(process.argv[2] ?? process.env.UIS_PORT ?? 8080);
+const gateway = await startMockGateway({
+  port,
+  adminToken: process.env.UIS_ADMIN_TOKEN ?? 'mock-token',
+  distDir: join(import.meta.dirname, 'dist'),
+  tickMs: Number(process.env.MOCK_TICK_MS ?? 4000),
+});
+console.log(`mock gateway: ${gateway.url}/ (tRPC at ${gateway.url}/trpc)`);
+const stop = () => void gateway.close().then(() => process.exit(0));
+process.on('SIGINT', stop);
+process.on('SIGTERM', stop);

@@ -1,0 +1,132 @@
+import type { ActivationGroupView, ConsoleState, EventView } from '@uis/spec';
+import type { ConsoleApiImpl } from '../api/console-api.ts';
+import { DEMO_GROUPS, DEMO_PHASES, demoState } from './demo-state.ts';
+
+/** An in-memory stand-in for the gateway behind the console contract: the demo state advances a phase on each
+ * `tick()`, operator actions change it, and every change is pushed to subscribers. For component development,
+ * screenshots and client tests while (or where) the real gateway is not running. The clock is a parameter. */
+export class MockConsoleApi implements ConsoleApiImpl {
+  readonly adminToken: string;
+  private phase = 0;
+  private readonly drained = new Set<string>();
+  private readonly restarted: Record<string, number> = {};
+  private readonly events: EventView[] = [];
+  private readonly transitions: ActivationGroupView['transitions'] = [];
+  private readonly listeners = new Set<() => void>();
+  private readonly now: () => number;
+
+  constructor(options: { adminToken: string; now?: () => number }) {
+    this.adminToken = options.adminToken;
+    this.now = options.now ?? Date.now;
+    this.record('system', 'service.start', 'uis', 'mock gateway started');
+  }
+
+  state(): ConsoleState {
+    return demoState({
+      now: this.now(),
+      phase: this.phase,
+      drained: [...this.drained],
+      restarted: this.restarted,
+      events: this.events.slice(-200),
+      transitions: this.transitions.slice(-50),
+      weightVersion: 3 + Math.floor(this.phase / DEMO_PHASES.length),
+    });
+  }
+
+  async *changes(signal: AbortSignal): AsyncIterable<ConsoleState> {
+    let changed = true;
+    let wake: (() => void) | null = null;
+    const listener = () => {
+      changed = true;
+      wake?.();
+    };
+    this.listeners.add(listener);
+    const onAbort = () => wake?.();
+    signal.addEventListener('abort', onAbort);
+    try {
+      while (!signal.aborted) {
+        if (changed) {
+          changed = false;
+          yield this.state();
+          continue;
+        }
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+        });
+        wake = null;
+      }
+    } finally {
+      this.listeners.delete(listener);
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** Moves the lease to the next phase (what the demo's RL loop does). */
+  tick(): void {
+    this.advance(null, 'driver');
+  }
+
+  async drainModel(input: { role: string; model: string }): Promise<string> {
+    this.model(input);
+    this.drained.add(input.model);
+    this.record('console', 'admin.drain', `${input.role}/${input.model}`, 'drained by operator');
+    return `${input.role}/${input.model} drained: replicas stop taking work and sleep`;
+  }
+
+  async activateModel(input: { role: string; model: string }): Promise<string> {
+    this.model(input);
+    this.drained.delete(input.model);
+    this.record('console', 'admin.activate', `${input.role}/${input.model}`, 'activated by operator');
+    return `${input.role}/${input.model} activated`;
+  }
+
+  async advancePhase(input: { group: string; to?: string }): Promise<string> {
+    if (input.group !== 'actor') throw new Error(`unknown activation group "${input.group}"; known: actor`);
+    if (input.to !== undefined && !DEMO_PHASES.some((p) => p.name === input.to)) {
+      throw new Error(`unknown phase "${input.to}"; phases: ${DEMO_PHASES.map((p) => p.name).join(', ')}`);
+    }
+    const to = this.advance(input.to ?? null, 'console');
+    return `actor advanced to ${to}`;
+  }
+
+  async restartReplica(input: { engine_id: string }): Promise<string> {
+    const known = this.state().replicas.some((r) => r.engine_id === input.engine_id);
+    if (!known) throw new Error(`unknown engine "${input.engine_id}"`);
+    this.restarted[input.engine_id] = (this.restarted[input.engine_id] ?? 0) + 1;
+    this.record('console', 'admin.restart', input.engine_id, 'restarted by operator');
+    return `${input.engine_id} restarting`;
+  }
+
+  private model(input: { role: string; model: string }): void {
+    if (!DEMO_GROUPS.some((g) => g.role === input.role && g.model === input.model)) {
+      throw new Error(`unknown model ${input.role}/${input.model}`);
+    }
+  }
+
+  private advance(to: string | null, actor: string): string {
+    const from = DEMO_PHASES[this.phase % DEMO_PHASES.length]!.name;
+    let next = this.phase + 1;
+    if (to !== null) while (DEMO_PHASES[next % DEMO_PHASES.length]!.name !== to) next++;
+    this.phase = next;
+    const target = DEMO_PHASES[next % DEMO_PHASES.length]!.name;
+    const at = this.now();
+    const duration = 400 + ((next * 379) % 1700);
+    this.transitions.push({
+      id: `t${next}`,
+      from,
+      to: target,
+      started_at: at - duration,
+      ended_at: at,
+      duration_ms: duration,
+      status: 'ok',
+      error: null,
+    });
+    this.record(actor, 'phase.transition', 'actor', `${from} -> ${target}`);
+    return target;
+  }
+
+  private record(actor: string, kind: string, subject: string, message: string): void {
+    this.events.push({ id: this.events.length + 1, at: this.now(), kind, actor, subject, message });
+    for (const listener of this.listeners) listener();
+  }
+}

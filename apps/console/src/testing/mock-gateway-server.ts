@@ -1,0 +1,80 @@
+import { readFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { extname, join, normalize } from 'node:path';
+import { createHTTPHandler } from '@trpc/server/adapters/standalone';
+import { buildConsoleApiRouter } from '../api/console-api.ts';
+import { MockConsoleApi } from './mock-console-api.ts';
+
+/** Serves the console contract at `/trpc` (and, when given, the built console at `/`) from a MockConsoleApi on
+ * 127.0.0.1. Stands in for `uis demo` while developing the console and in the client's HTTP tests. */
+
+const TYPES: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.map': 'application/json',
+  '.svg': 'image/svg+xml',
+};
+
+export interface MockGateway {
+  url: string;
+  api: MockConsoleApi;
+  close(): Promise<void>;
+}
+
+export async function startMockGateway(options: {
+  port?: number;
+  adminToken: string;
+  distDir?: string;
+  /** Advance a phase every `tickMs` (the demo loop); 0 = only on request. */
+  tickMs?: number;
+}): Promise<MockGateway> {
+  const api = new MockConsoleApi({ adminToken: options.adminToken });
+  const trpc = createHTTPHandler({
+    router: buildConsoleApiRouter(api),
+    basePath: '/trpc/',
+    createContext: ({ req }) => ({ authorization: req.headers.authorization ?? null }),
+  });
+  const server: Server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    if (path.startsWith('/trpc/')) {
+      trpc(req, res);
+      return;
+    }
+    const discovery = /^\/(rollout|genrm|teacher)\/engines$/.exec(path);
+    if (discovery && req.method === 'GET') {
+      const snapshot = api.state().roles.find((r) => r.role === discovery[1]);
+      res
+        .writeHead(snapshot ? 200 : 404, { 'content-type': 'application/json' })
+        .end(JSON.stringify(snapshot ?? { error: { code: 'unknown_role', message: 'role not configured' } }));
+      return;
+    }
+    if (!options.distDir) {
+      res.writeHead(404).end();
+      return;
+    }
+    const file = normalize(join(options.distDir, path === '/' ? 'index.html' : path));
+    if (!file.startsWith(normalize(options.distDir))) {
+      res.writeHead(400).end();
+      return;
+    }
+    readFile(file).then(
+      (body) =>
+        res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream' }).end(body),
+      () => res.writeHead(404).end('not found'),
+    );
+  });
+  await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
+  const timer = options.tickMs ? setInterval(() => api.tick(), options.tickMs) : null;
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    api,
+    close: async () => {
+      if (timer) clearInterval(timer);
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

@@ -1,0 +1,147 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { expect, test } from '@playwright/test';
+import { ADMIN_TOKEN, EXAMPLES, open, shot } from './helpers.ts';
+
+// One `uis demo` serves every test; they run in order in one worker because draining changes the demo's state.
+test.describe.configure({ mode: 'serial' });
+
+test('the cluster grid shows 16 GPUs on 2 nodes with the demo roles', async ({ page }) => {
+  await open(page, 'cluster');
+  await expect(page.getByTestId('connection')).toHaveAttribute('data-connection', 'live');
+  const gpus = page.getByTestId('gpu');
+  await expect(gpus).toHaveCount(16);
+  await expect(page.getByTestId('gpu-node')).toHaveCount(2);
+  const roles = new Set(
+    (await gpus.evaluateAll((cells) => cells.map((c) => c.getAttribute('data-roles') ?? ''))).flatMap((r) =>
+      r.split(' ').filter(Boolean),
+    ),
+  );
+  for (const role of ['rollout', 'genrm', 'teacher'])
+    expect(roles, `role ${role} on the grid`).toContain(role);
+  // Every GPU is owned by someone in some phase.
+  for (const owners of await gpus.evaluateAll((cells) =>
+    cells.map((c) => c.getAttribute('data-owners') ?? ''),
+  )) {
+    expect(owners).not.toBe('');
+  }
+  await expect(page.getByTestId('replica-block').first()).toBeVisible();
+  await shot(page, 'cluster');
+});
+
+test('the phase changes on screen as the demo loop runs', async ({ page }) => {
+  await open(page, 'phases');
+  const current = page.getByTestId('current-phase').first();
+  await expect(current).not.toHaveText('—');
+  const first = (await current.textContent()) ?? '';
+  await shot(page, 'phases');
+  // No reload, no click: the subscription pushes the next phase.
+  await expect(current).not.toHaveText(first, { timeout: 90_000 });
+  await expect(page.getByTestId('transition').first()).toBeVisible();
+  await expect(page.locator('[data-testid=phase-chip][data-current=true]')).toHaveCount(
+    await page.getByTestId('activation-group').count(),
+  );
+  await shot(page, 'phases-after-change');
+});
+
+test('a wrong admin token is refused with a visible message', async ({ page }) => {
+  await open(page, 'replicas');
+  await page.getByTestId('token-input').fill('not-the-token');
+  await page.getByTestId('token-submit').click();
+  await expect(page.getByTestId('token-error')).toBeVisible();
+  await expect(page.getByTestId('token-error')).toContainText(/refused|unauthori[sz]ed/i);
+  // An action tried with a wrong token is refused too, and nothing changes.
+  const model = page
+    .locator('[data-testid=role-section][data-role=rollout] [data-testid=model-section]')
+    .first();
+  const before = await model
+    .locator('[data-testid=replica-row]')
+    .evaluateAll((rows) => rows.map((r) => r.getAttribute('data-state')));
+  await model.getByTestId('drain-model').click();
+  await page.getByTestId('confirm-token').fill('still-wrong');
+  await page.getByTestId('confirm-ok').click();
+  await expect(page.getByTestId('action-error')).toContainText(/refused|unauthori[sz]ed/i);
+  await expect(page.getByTestId('token-input')).toBeVisible();
+  await shot(page, 'wrong-token');
+  const after = await model
+    .locator('[data-testid=replica-row]')
+    .evaluateAll((rows) => rows.map((r) => r.getAttribute('data-state')));
+  expect(after.filter((s) => s === 'draining')).toHaveLength(before.filter((s) => s === 'draining').length);
+});
+
+test('the Plan page shows the violations of an overlapping split layout', async ({ page }) => {
+  await open(page, 'plan');
+  await page.getByTestId('plan-input').fill(readFileSync(join(EXAMPLES, 'bad-split-overlap.yaml'), 'utf8'));
+  const overlap = page.locator('[data-testid=violation][data-code=split_overlap]');
+  await expect(overlap).toBeVisible();
+  await expect(overlap.getByTestId('violation-path')).toHaveText(/^roles\.(genrm|rollout)\.models\[0\]/);
+  await shot(page, 'plan-violations');
+  await page.getByTestId('plan-input').fill(readFileSync(join(EXAMPLES, 'demo.yaml'), 'utf8'));
+  await expect(page.getByTestId('plan-ok')).toBeVisible();
+  await expect(page.getByTestId('plan-output').getByTestId('gpu')).toHaveCount(16);
+  await shot(page, 'plan');
+});
+
+test('draining a model from the console takes its replicas out of service and discovery', async ({
+  page,
+  request,
+}) => {
+  await open(page, 'replicas');
+  await page.getByTestId('token-input').fill(ADMIN_TOKEN);
+  await page.getByTestId('token-submit').click();
+  await expect(page.getByTestId('token-status')).toBeVisible();
+
+  const section = page
+    .locator('[data-testid=role-section][data-role=rollout] [data-testid=model-section]')
+    .first();
+  const model = (await section.getAttribute('data-model')) ?? '';
+  const rows = section.locator('[data-testid=replica-row]');
+  // Drain while the model serves, so the change is the drain's doing, not a phase's.
+  await expect(section.locator('[data-testid=replica-row][data-state=ready]').first()).toBeVisible({
+    timeout: 90_000,
+  });
+  await section.getByTestId('drain-model').click();
+  await expect(page.getByTestId('confirm-dialog')).toBeVisible();
+  await page.getByTestId('confirm-ok').click();
+  await expect(page.getByTestId('action-result')).toBeVisible();
+  await expect(section.locator('[data-testid=replica-row][data-state=ready]')).toHaveCount(0, {
+    timeout: 60_000,
+  });
+  for (const state of await rows.evaluateAll((els) => els.map((e) => e.getAttribute('data-state')))) {
+    expect(['draining', 'sleeping']).toContain(state);
+  }
+  await expect(section.locator('[data-testid=replica-row][data-direct-eligible=true]')).toHaveCount(0);
+  await shot(page, 'replicas-drained');
+
+  const discovery = await request.get('/rollout/engines');
+  expect(discovery.ok()).toBe(true);
+  const snapshot = (await discovery.json()) as {
+    models: Record<
+      string,
+      { engines: Array<{ engine_id: string; direct_eligible: boolean; state: string }> }
+    >;
+  };
+  const engines = snapshot.models[model]?.engines ?? [];
+  expect(engines.length).toBeGreaterThan(0);
+  for (const e of engines) {
+    expect(e.direct_eligible, `${e.engine_id} in discovery`).toBe(false);
+    expect(['draining', 'sleeping']).toContain(e.state);
+  }
+
+  // Put the demo back as it was.
+  await section.getByTestId('activate-model').click();
+  await page.getByTestId('confirm-ok').click();
+  await expect(page.getByTestId('action-result').first()).toContainText(/activat/i);
+});
+
+test('screenshots of every page', async ({ page }) => {
+  for (const route of ['cluster', 'phases', 'replicas', 'batches', 'events']) {
+    await open(page, route);
+    await expect(page.getByTestId('connection')).toHaveAttribute('data-connection', 'live');
+    await shot(page, `page-${route}`);
+  }
+  await open(page, 'plan');
+  await page.getByTestId('plan-example').selectOption({ index: 1 });
+  await expect(page.getByTestId('plan-ok')).toBeVisible();
+  await shot(page, 'page-plan');
+});
