@@ -4,6 +4,7 @@ import {
   FinishReasonSchema,
   GenerateReqInputSchema,
   GenerateResponseSchema,
+  GetLoadResponseSchema,
   MemoryOccupationRequestSchema,
   UpdateWeightsFromDistributedRequestSchema,
 } from './protocol.ts';
@@ -70,6 +71,14 @@ describe('responses', () => {
     [{ type: 'other' }, false],
   ])('finish reason %j -> %s', (value, ok) => {
     expect(FinishReasonSchema.safeParse(value).success).toBe(ok);
+  });
+});
+
+describe('load', () => {
+  it('accepts dp_rank null (builds without DP attention) and rejects negative counts', () => {
+    const row = { dp_rank: null, num_reqs: 1, num_waiting_reqs: 0, num_tokens: 12, rid: null };
+    expect(GetLoadResponseSchema.safeParse([row]).success).toBe(true);
+    expect(GetLoadResponseSchema.safeParse([{ ...row, num_reqs: -1 }]).success).toBe(false);
   });
 });
 

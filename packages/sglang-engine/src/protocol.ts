@@ -367,9 +367,9 @@ export type ServerInfo = z.infer<typeof ServerInfoSchema>;
 export const WeightVersionSchema = z.looseObject({ weight_version: z.string().nullable() });
 export type WeightVersion = z.infer<typeof WeightVersionSchema>;
 
-/** GET /get_load: one entry per DP rank. */
+/** GET /get_load: one entry per DP rank (some builds report `dp_rank: null` without DP attention). */
 export const LoadEntrySchema = z.looseObject({
-  dp_rank: z.number().int().nonnegative(),
+  dp_rank: z.number().int().nonnegative().nullable(),
   num_reqs: z.number().int().nonnegative(),
   num_waiting_reqs: z.number().int().nonnegative(),
   num_tokens: z.number().int().nonnegative(),
