@@ -189,6 +189,14 @@ export class SGLangEngine {
     this.logger?.info({ engineId: this.engineId, tags: tags ?? 'all' }, 'memory resumed');
   }
 
+  /** continue_generation after a drain that paused (retract / in_place / abort) without a sleep in between,
+   * e.g. after an in-place weight update. No-op when nothing is paused. */
+  async resumeGeneration(): Promise<void> {
+    if (this.paused === null) return;
+    await this.client.continueGeneration();
+    this.paused = null;
+  }
+
   /** Lets the engine's work finish or stops it by policy, then flushes its cache (except `in_place`):
    * - `wait`: wait until the caller's in-flight count and the engine's load are 0; at the deadline abort the
    *   rest (reported as timedOut).

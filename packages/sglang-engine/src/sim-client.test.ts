@@ -132,6 +132,23 @@ describe('SGLangClient against sglang-sim', () => {
     expect(await Promise.all(two)).toEqual(['abort', 'abort']);
   });
 
+  it('breaking out of a stream closes it and the engine drops the request', async () => {
+    let seen = 0;
+    for await (const c of client.generateStream({
+      text: 'cancel me',
+      sampling_params: { max_new_tokens: 100_000, ignore_eos: true },
+    })) {
+      if (c.meta_info.id) seen++;
+      if (seen === 2) break;
+    }
+    expect(seen).toBe(2);
+    const until = Date.now() + 20_000;
+    while ((await client.load()).some((r) => r.num_reqs + r.num_waiting_reqs > 0)) {
+      if (Date.now() > until) throw new Error('engine kept the cancelled request');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  });
+
   it('pause and continue generation', async () => {
     expect((await client.pauseGeneration('retract')).status).toBe('ok');
     expect((await client.continueGeneration()).status).toBe('ok');

@@ -142,7 +142,10 @@ describe('SGLangEngine lifecycle on sglang-sim', () => {
     await waitUntil(async () => (await engineLoad(e)) > 0);
     const report = await e.drain({ policy: 'in_place', deadlineMs: 30_000 });
     expect(report).toMatchObject({ paused: 'in_place', aborted: false, flushed: false });
-    await e.client.continueGeneration();
+    const paused = await engineLoad(e);
+    expect(paused).toBe(1);
+    await e.updateWeights({ source: 'version', weightVersion: 'in-place-1' });
+    await e.resumeGeneration();
     expect(await frozen).toBe('length');
   }, 90_000);
 });
