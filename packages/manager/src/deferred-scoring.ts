@@ -36,5 +36,10 @@ export function wireDeferredScoring(opts: {
       }),
     );
   }
-  return { runner, unregister: () => offs.forEach((f) => f()) };
+  return {
+    runner,
+    unregister: () => {
+      for (const off of offs) off();
+    },
+  };
 }

@@ -450,7 +450,7 @@ export class InferenceManager implements PhaseParticipant {
     try {
       for (const poolName of new Set(this.placements.map((p) => p.pool))) {
         const pool = this.pools[poolName];
-        if (!pool || pool.owner !== 'manager' || !this.pgs) continue;
+        if (pool?.owner !== 'manager' || !this.pgs) continue;
         if (await this.pgs.exists(pool.pg_name)) continue;
         await this.pgs.create(pool);
         pgsCreatedNow.push(pool.pg_name);

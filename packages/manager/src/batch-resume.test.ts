@@ -1,0 +1,130 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { SGLangClient } from '@uis/sglang-engine';
+import { type SimServer, startSimServer } from '@uis/sglang-sim';
+import { isUisError } from '@uis/spec';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BatchRunner } from './batch-runner.ts';
+import { BatchStore, type GenrmOutput } from './batch-store.ts';
+import { judgementScore } from './score-parsers.ts';
+import { openStore } from './store.ts';
+
+const REPO = fileURLToPath(new URL('../../../', import.meta.url));
+const CHILD = fileURLToPath(new URL('./batch-child.fixture.ts', import.meta.url));
+
+const samples = Array.from({ length: 16 }, (_, i) => ({
+  sample_id: `s${i}`,
+  input: {
+    messages: [{ role: 'user' as const, content: `Judge answer ${i}: the quick dog runs north` }],
+    sampling_params: { max_new_tokens: 48, ignore_eos: true },
+  },
+}));
+
+let slow: SimServer;
+let reference: SimServer;
+let dir: string;
+let child: ChildProcess | undefined;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'uis-batch-'));
+  // ~5 ms per decoded token: one sample takes a few hundred ms, so the kill lands mid-batch.
+  slow = await startSimServer({
+    host: '127.0.0.1',
+    port: 0,
+    modelPath: '/models/judge',
+    servedModelName: 'judge',
+    simDecodeUsPerToken: 5000,
+  });
+  reference = await startSimServer({
+    host: '127.0.0.1',
+    port: 0,
+    modelPath: '/models/judge',
+    servedModelName: 'judge',
+  });
+});
+
+afterAll(async () => {
+  if (child?.pid && child.exitCode === null) child.kill('SIGKILL');
+  await slow?.close();
+  await reference?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('durable deferred batch: kill the runner process mid-batch, resume from SQLite', () => {
+  it('resumes with the staged results, scores only the rest, commits exactly once', async () => {
+    const dbPath = join(dir, 'manager.db');
+    const store = new BatchStore(openStore(dbPath));
+    const b = store.create({ kind: 'genrm_score', model: 'judge', id: 'batch-1' });
+    store.addSamples(b.id, { samples });
+    store.seal(b.id);
+
+    child = spawn(process.execPath, ['--import', 'tsx', CHILD, dbPath, slow.url, b.id], {
+      cwd: REPO,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr?.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
+    const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+      child?.on('exit', (_c, sig) => resolve(sig)),
+    );
+    const t0 = Date.now();
+    while (store.get(b.id).results < 4) {
+      if (child.exitCode !== null) throw new Error(`child exited early: ${stderr}`);
+      if (Date.now() - t0 > 60_000) throw new Error(`no progress: ${stderr}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    child.kill('SIGKILL');
+    expect(await exited).toBe('SIGKILL');
+
+    const staged = store.get(b.id);
+    expect(staged.state).toBe('running');
+    expect(staged.results).toBeGreaterThanOrEqual(4);
+    expect(staged.results).toBeLessThan(samples.length);
+    expect(store.samples(b.id).every((s) => s.output === null)).toBe(true);
+
+    // "Restart": a fresh connection to the same file, explicit recovery, then the run resumes.
+    const restarted = new BatchStore(openStore(dbPath));
+    expect(restarted.recover('resume')).toEqual([{ id: b.id, action: 'resumed' }]);
+    const client = new SGLangClient(reference.url);
+    const runner = new BatchRunner({
+      store: restarted,
+      targets: () => [{ engineId: 'judge/0', servedModelName: 'judge', client }],
+      concurrency: 4,
+      scoreParser: judgementScore,
+    });
+    const report = await runner.run(b.id);
+    expect(report.reused).toBe(staged.results);
+    expect(report.scored).toBe(samples.length - staged.results);
+    expect(report.batch.state).toBe('committed');
+    expect(report.batch.attempts).toBe(2);
+
+    const want: GenrmOutput[] = [];
+    for (const s of samples) {
+      const r = await client.chatCompletions({
+        model: 'judge',
+        messages: s.input.messages,
+        max_tokens: 48,
+        temperature: 0.2,
+        top_p: 1,
+        top_k: -1,
+        ignore_eos: true,
+      });
+      const text = (r.choices[0]?.message.content ?? '').trim();
+      want.push({ response: text, score: judgementScore(text) as number });
+    }
+    await client.close();
+    expect(restarted.samples(b.id).map((s) => s.output)).toEqual(want);
+    // Never committed twice.
+    try {
+      restarted.commit(b.id);
+      expect.unreachable();
+    } catch (e) {
+      expect(isUisError(e) && e.code).toBe('batch_already_committed');
+    }
+  });
+});
