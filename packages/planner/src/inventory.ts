@@ -17,6 +17,8 @@ export class Inventory {
   readonly byName = new Map<string, number>();
   /** GPUs per node when every node has the same count, else null. */
   readonly uniform: number | null;
+  /** Node index of every cluster-global GPU. */
+  private readonly nodeOf: Int32Array;
 
   constructor(cluster: Cluster) {
     this.names = cluster.nodes.map((n) => n.name);
@@ -30,6 +32,9 @@ export class Inventory {
       if (!this.byName.has(n.name)) this.byName.set(n.name, i);
     }
     this.total = total;
+    this.nodeOf = new Int32Array(total);
+    for (const [i, n] of cluster.nodes.entries())
+      this.nodeOf.fill(i, this.offsets[i], (this.offsets[i] ?? 0) + n.gpus);
     const first = this.gpus[0] ?? 0;
     this.uniform = this.gpus.every((g) => g === first) ? first : null;
   }
@@ -38,14 +43,9 @@ export class Inventory {
     return (this.offsets[site.node] ?? 0) + site.gpu;
   }
 
-  /** Sites of `count` consecutive global GPUs from `start` (the synthetic layout when no binding is given). */
-  sequential(start: number, count: number): BundleSite[] {
-    const out: BundleSite[] = [];
-    let node = 0;
-    for (let g = start; g < start + count && g < this.total; g++) {
-      while ((this.offsets[node] ?? 0) + (this.gpus[node] ?? 0) <= g) node++;
-      out.push({ node, gpu: g - (this.offsets[node] ?? 0) });
-    }
-    return out;
+  /** Where cluster-global GPU `g` is (the synthetic layout when no binding is given). */
+  site(g: number): BundleSite {
+    const node = this.nodeOf[g] ?? 0;
+    return { node, gpu: g - (this.offsets[node] ?? 0) };
   }
 }

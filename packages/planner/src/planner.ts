@@ -39,7 +39,8 @@ interface PoolState {
   sites: Array<BundleSite | undefined>;
   /** Summed Ray reservations per bundle and who holds them. */
   reserved: Float64Array;
-  holders: Map<number, Array<{ who: string; fraction: number; path: string }>>;
+  /** Claims over bundle ranges [from, to); read back only to explain a violation. */
+  claims: Array<{ from: number; to: number; who: string; fraction: number; path: string }>;
 }
 
 interface PlannedGroup {
@@ -250,7 +251,7 @@ export function planPlacement(config: UisConfig): PlanResult {
       },
       sites: [],
       reserved: new Float64Array(size),
-      holders: new Map(),
+      claims: [],
     };
     pools.set(name, state);
     return state;
@@ -325,7 +326,10 @@ export function planPlacement(config: UisConfig): PlanResult {
     }
     list[b.bundle_index] = { site: { node, gpu: b.gpu_id }, at: i };
   }
-  const owners = new Map<number, string>();
+  // Which bundle holds each cluster GPU (typed arrays: this runs once per GPU of the cluster).
+  const ownerPool = new Int32Array(inv.total).fill(-1);
+  const ownerBundle = new Int32Array(inv.total);
+  const poolNames = [...pools.keys()];
   let cursor = 0;
   // Bound pools first: their GPUs are facts, synthetic pools fill around them.
   const ordered = [...pools.values()].sort(
@@ -348,25 +352,28 @@ export function planPlacement(config: UisConfig): PlanResult {
         pool.sites.push(b?.site);
         if (b) {
           const g = inv.global(b.site);
-          const other = owners.get(g);
-          if (other !== undefined)
+          const other = ownerPool[g] ?? -1;
+          if (other >= 0)
             fail(
               'gpu_bound_twice',
               `cluster.bindings[${b.at}]`,
-              `${pool.plan.name}[${i}] resolves to GPU ${inv.names[b.site.node]}:${b.site.gpu}, already used by ${other}`,
+              `${pool.plan.name}[${i}] resolves to GPU ${inv.names[b.site.node]}:${b.site.gpu}, already used by ${poolNames[other]}[${ownerBundle[g]}]`,
             );
-          else owners.set(g, `${pool.plan.name}[${i}]`);
+          else {
+            ownerPool[g] = poolNames.indexOf(pool.plan.name);
+            ownerBundle[g] = i;
+          }
         }
       }
     } else {
       // Skip GPUs a bound pool already took, so synthetic and bound pools never collide.
       const sites: BundleSite[] = [];
       while (sites.length < pool.plan.size && cursor < inv.total) {
-        const [site] = inv.sequential(cursor, 1);
-        cursor++;
-        if (site && !owners.has(inv.global(site))) {
-          owners.set(inv.global(site), `${pool.plan.name}[${sites.length}]`);
-          sites.push(site);
+        const g = cursor++;
+        if ((ownerPool[g] ?? -1) < 0) {
+          ownerPool[g] = poolNames.indexOf(pool.plan.name);
+          ownerBundle[g] = sites.length;
+          sites.push(inv.site(g));
         }
       }
       pool.sites = sites;
@@ -387,25 +394,27 @@ export function planPlacement(config: UisConfig): PlanResult {
   }
 
   // Training reservations on the actor pool.
-  const reserve = (pool: PoolState, index: number, who: string, fraction: number, path: string) => {
-    if (index >= pool.reserved.length) return;
-    pool.reserved[index] = (pool.reserved[index] ?? 0) + fraction;
-    const h = pool.holders.get(index);
-    if (h) h.push({ who, fraction, path });
-    else pool.holders.set(index, [{ who, fraction, path }]);
+  const reserve = (
+    pool: PoolState,
+    from: number,
+    to: number,
+    who: string,
+    fraction: number,
+    path: string,
+  ) => {
+    const stop = Math.min(to, pool.reserved.length);
+    for (let i = from; i < stop; i++) pool.reserved[i] = (pool.reserved[i] ?? 0) + fraction;
+    pool.claims.push({ from, to: stop, who, fraction, path });
   };
   const actorPool = pools.get(ACTOR_POOL);
   if (actorPool) {
-    for (let i = 0; i < training.actor_gpus; i++)
-      reserve(actorPool, i, 'actor', RAY_GPU_FRACTION.train, 'training.actor_gpus');
-    if (criticShares && training.critic_gpus > 0)
-      for (let i = 0; i < training.critic_gpus; i++)
-        reserve(actorPool, i, 'critic', RAY_GPU_FRACTION.train, 'training.critic_gpus');
+    reserve(actorPool, 0, training.actor_gpus, 'actor', RAY_GPU_FRACTION.train, 'training.actor_gpus');
+    if (criticShares)
+      reserve(actorPool, 0, training.critic_gpus, 'critic', RAY_GPU_FRACTION.train, 'training.critic_gpus');
   }
   const criticPool = pools.get('critic');
   if (criticPool)
-    for (let i = 0; i < training.critic_gpus; i++)
-      reserve(criticPool, i, 'critic', RAY_GPU_FRACTION.train, 'training.critic_gpus');
+    reserve(criticPool, 0, training.critic_gpus, 'critic', RAY_GPU_FRACTION.train, 'training.critic_gpus');
 
   // Groups.
   const planned: PlannedGroup[] = [];
@@ -545,13 +554,20 @@ export function planPlacement(config: UisConfig): PlanResult {
     p.ray_num_gpus = fraction;
     for (const r of p.replicas)
       for (const n of r.nodes)
-        reserve(pool, n.bundle_indices[0] ?? 0, `${pg.role}/${p.model}`, fraction, `${pg.path}.ray_num_gpus`);
+        reserve(
+          pool,
+          n.bundle_indices[0] ?? 0,
+          (n.bundle_indices[0] ?? 0) + 1,
+          `${pg.role}/${p.model}`,
+          fraction,
+          `${pg.path}.ray_num_gpus`,
+        );
   }
   for (const pool of pools.values()) {
     for (let i = 0; i < pool.reserved.length; i++) {
       const total = pool.reserved[i] ?? 0;
       if (total > 1 + EPS) {
-        const holders = pool.holders.get(i) ?? [];
+        const holders = pool.claims.filter((c) => c.from <= i && i < c.to);
         // Name the claim that tipped the bundle over: that is the knob to turn.
         fail(
           'ray_gpu_oversubscribed',

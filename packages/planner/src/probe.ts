@@ -70,22 +70,24 @@ export function validateBundleProbe(
     }
     return { node: n, gpu: entry.gpu_id };
   };
-  const sites = new Map<number, BundleSite>();
-  for (const [index, entry] of byIndex) sites.set(index, site(entry));
-  for (const s of sites.values()) nodeGpus[s.node] = (nodeGpus[s.node] ?? 0) + 1;
+  const sites: BundleSite[] = new Array(poolPlan.size);
+  for (const [index, entry] of byIndex) {
+    const at = site(entry);
+    sites[index] = at;
+    nodeGpus[at.node] = (nodeGpus[at.node] ?? 0) + 1;
+  }
   plan.placements.forEach((g, gi) => {
     if (g.pool !== pool) return;
+    // Hoisted per group: one node-size table serves all of the group's engines.
+    const perNode = g.gpus_per_engine / g.nodes_per_engine;
+    const nodeSizes =
+      g.nodes_per_engine > 1
+        ? nodeGpus.map(() => perNode)
+        : nodeGpus.map((n) => Math.max(n, g.gpus_per_engine));
+    const engineSites: BundleSite[] = new Array(g.gpus_per_engine);
     for (let e = 0; e * g.gpus_per_engine < g.num_gpus; e++) {
       const first = g.bundle_start + e * g.gpus_per_engine;
-      const engineSites = Array.from(
-        { length: g.gpus_per_engine },
-        (_, k) => sites.get(first + k) as BundleSite,
-      );
-      const perNode = g.gpus_per_engine / g.nodes_per_engine;
-      const nodeSizes =
-        g.nodes_per_engine > 1
-          ? nodeGpus.map(() => perNode)
-          : nodeGpus.map((n) => Math.max(n, g.gpus_per_engine));
+      for (let k = 0; k < g.gpus_per_engine; k++) engineSites[k] = sites[first + k] as BundleSite;
       const checked = checkEngineSites(engineSites, nodeSizes);
       if (!checked.ok) {
         errors.push({
