@@ -15,6 +15,7 @@ describe('GenerateReqInputSchema', () => {
     ['batch text', { text: ['a', 'b'], sampling_params: [{ temperature: 0 }, { temperature: 1 }] }],
     ['single ids', { input_ids: [1, 2, 3], return_logprob: true, logprob_start_len: 0 }],
     ['batch ids', { input_ids: [[1], [2, 3]], rid: ['x', 'y'] }],
+    ['embeddings', { input_embeds: [[0.1, 0.2]] }],
     [
       'PD fields',
       { text: 'x', bootstrap_host: 'h', bootstrap_port: 8998, bootstrap_room: 7, routed_dp_rank: 1 },
@@ -31,6 +32,7 @@ describe('GenerateReqInputSchema', () => {
   it.each([
     ['neither text nor ids', {}],
     ['both text and ids', { text: 'x', input_ids: [1] }],
+    ['ids and embeddings', { input_ids: [1], input_embeds: [[0.1]] }],
     ['negative max_new_tokens', { text: 'x', sampling_params: { max_new_tokens: -1 } }],
     ['token id not an int', { input_ids: [1.5] }],
   ])('rejects %s', (_, body) => {

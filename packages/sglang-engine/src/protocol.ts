@@ -42,6 +42,8 @@ export const GenerateReqInputSchema = z
   .looseObject({
     text: oneOrMany(z.string()).nullish(),
     input_ids: z.union([TokenIds, z.array(TokenIds)]).nullish(),
+    /** Pre-computed embeddings instead of tokens (multimodal / soft prompts). */
+    input_embeds: z.array(z.unknown()).nullish(),
     sampling_params: oneOrMany(SamplingParamsSchema).nullish(),
     rid: oneOrMany(z.string()).nullish(),
     return_logprob: oneOrMany(z.boolean()).nullish(),
@@ -62,8 +64,8 @@ export const GenerateReqInputSchema = z
     data_parallel_rank: z.number().int().nullish(),
     routed_dp_rank: z.number().int().nullish(),
   })
-  .refine((r) => (r.text == null) !== (r.input_ids == null), {
-    message: 'exactly one of text or input_ids must be given',
+  .refine((r) => [r.text, r.input_ids, r.input_embeds].filter((x) => x != null).length === 1, {
+    message: 'exactly one of text, input_ids or input_embeds must be given',
     path: ['text'],
   });
 export type GenerateReqInput = z.infer<typeof GenerateReqInputSchema>;

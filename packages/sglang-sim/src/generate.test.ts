@@ -229,6 +229,7 @@ describe('/generate', () => {
     [{ text: 'x', input_ids: [1] }, 422],
     [{ text: 'x', sampling_params: { max_new_tokens: -1 } }, 422],
     [{ input_ids: [999999] }, 400],
+    [{ input_embeds: [[0.5]] }, 400],
   ])('rejects bad input %j with %i', async (body, status) => {
     const r = await post(a.url, '/generate', body);
     expect(r.status).toBe(status);

@@ -56,6 +56,8 @@ export function specsFromGenerate(
 ): { batch: boolean; specs: SequenceSpec[] } {
   let inputs: number[][];
   let batch: boolean;
+  if (req.input_embeds != null)
+    throw new SimFailure('The simulator does not support input_embeds; send text or input_ids.');
   if (req.text != null) {
     batch = Array.isArray(req.text);
     inputs = (Array.isArray(req.text) ? req.text : [req.text]).map(encode);
