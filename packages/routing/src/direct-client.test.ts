@@ -392,6 +392,31 @@ describe('DirectClient against sglang-sim processes', () => {
     }
   });
 
+  it('keeps routing on the last good snapshot while discovery is down', async () => {
+    const d = new DiscoveryServer(sims.slice(0, 2).map((s, i) => eng(i, s.url)));
+    const url = `${await d.listen()}/engines`;
+    const c = client({ discoveryUrl: url, pollIntervalMs: 20, longPollTimeoutS: 1 });
+    await c.start();
+    await d.close();
+    for (let i = 0; i < 50 && c.lastWatchError === undefined; i++)
+      await new Promise((r) => setTimeout(r, 20));
+    expect(c.lastWatchError).toBeDefined();
+    const out = await c.generate<GenerateOut>(body);
+    expect(out.text.length).toBeGreaterThan(0);
+    await c.close();
+  });
+
+  it('a static engine list needs no discovery', async () => {
+    const c = client({ engineUrls: sims.slice(0, 2).map((s) => `${s.url}/`), model: 'tiny' });
+    expect((await c.start()).registry_epoch).toBe('static');
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      await c.chatCompletions({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 });
+      ids.push(c.lastAttempts[0]!.engineId!);
+    }
+    expect(ids).toEqual(['tiny/0', 'tiny/1', 'tiny/0', 'tiny/1']);
+  });
+
   // Last in this block: it kills a process.
   it('a replica killed mid-test is skipped after one failed request', async () => {
     const victims = await Promise.all([spawnSim(), spawnSim()]);

@@ -1,4 +1,11 @@
 export { type Candidate, candidatesOf, isEligible } from './candidates.ts';
+export {
+  type Attempt,
+  type CallOptions,
+  DirectClient,
+  type DirectClientOptions,
+  type FetchLike,
+} from './direct-client.ts';
 export { fnv1a64, type Hash64, rendezvousWeight } from './hash.ts';
 export { ApproxRadixTree, type PrefixMatch, type RadixTreeOptions, type TenantStats } from './radix-tree.ts';
 export {
@@ -23,4 +30,5 @@ export {
   policyFor,
   type RoutingRules,
 } from './routing-rules.ts';
+export { sseData } from './sse.ts';
 export { compareWeightVersions, meetsMinWeightVersion } from './weight-version.ts';
