@@ -1,13 +1,15 @@
-import { type ReactNode, useState, useSyncExternalStore } from 'react';
+import { lazy, type ReactNode, Suspense, useState, useSyncExternalStore } from 'react';
 import { AdminActionsProvider, TokenControl } from './components/admin-actions.tsx';
 import { formatClock } from './lib/format.ts';
 import { BatchesPage } from './pages/batches-page.tsx';
 import { ClusterPage } from './pages/cluster-page.tsx';
 import { EventsPage } from './pages/events-page.tsx';
 import { PhasesPage } from './pages/phases-page.tsx';
-import { PlanPage } from './pages/plan-page.tsx';
 import { ReplicasPage } from './pages/replicas-page.tsx';
 import { type ConsoleStateResult, useConsoleState } from './state/use-console-state.ts';
+
+// The planner and the YAML parser load only when the Plan page is opened.
+const PlanPage = lazy(() => import('./pages/plan-page.tsx').then((m) => ({ default: m.PlanPage })));
 
 export const ROUTES = [
   { id: 'cluster', label: 'Cluster' },
@@ -58,7 +60,7 @@ function ConnectionBanner({ live }: { live: ConsoleStateResult }) {
       >
         <strong>Gateway unreachable, retrying…</strong>
         {live.state ? ` Showing the last state received at ${formatClock(live.state.generated_at)} UTC.` : ''}
-        {live.error ? <span className="muted"> ({live.error})</span> : null}
+        {live.error && live.error !== 'Unknown error' ? <span className="muted"> ({live.error})</span> : null}
       </div>
     );
   }
@@ -139,7 +141,16 @@ export function App() {
           </header>
           <ConnectionBanner live={live} />
           {route === 'plan' ? (
-            <PlanPage key="plan" initialText={planText} onChange={setPlanText} />
+            <Suspense
+              fallback={
+                <div className="placeholder" data-testid="loading">
+                  <div className="spinner" aria-hidden="true" />
+                  Loading the planner…
+                </div>
+              }
+            >
+              <PlanPage initialText={planText} onChange={setPlanText} />
+            </Suspense>
           ) : (
             <NeedsState live={live}>
               {(state) => {

@@ -1,0 +1,84 @@
+import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
+import { fireEvent, render, screen, within } from '@testing-library/react';
+import type { ReactNode } from 'react';
+import { describe, expect, it } from 'vitest';
+import { createConsoleClient, TRPCProvider } from '../api/trpc.ts';
+import { AdminActionsProvider } from '../components/admin-actions.tsx';
+import { demoState } from '../testing/demo-state.ts';
+import { ReplicasPage } from './replicas-page.tsx';
+
+function Providers({ children }: { children: ReactNode }) {
+  const queryClient = new QueryClient();
+  // Never called by these tests: nothing is confirmed.
+  const client = createConsoleClient('http://127.0.0.1:9/trpc', () => null);
+  return (
+    <QueryClientProvider client={queryClient}>
+      <TRPCProvider trpcClient={client} queryClient={queryClient}>
+        <AdminActionsProvider>{children}</AdminActionsProvider>
+      </TRPCProvider>
+    </QueryClientProvider>
+  );
+}
+
+const engines = () => screen.getAllByTestId('replica-row').map((r) => r.dataset.engineId);
+
+describe('Replicas page', () => {
+  it('groups replicas by role and model with the topology revision of each role', () => {
+    render(<ReplicasPage state={demoState({ phase: 1 })} />, { wrapper: Providers });
+    const roles = screen.getAllByTestId('role-section');
+    expect(roles.map((r) => r.dataset.role)).toEqual(['rollout', 'genrm', 'teacher']);
+    expect(within(roles[0]!).getByTestId('topology-revision').textContent).toBe('11');
+    expect(engines()).toEqual([
+      'policy/0',
+      'policy/1',
+      'policy/2',
+      'policy/3',
+      'judge/0',
+      'judge/1',
+      'math-teacher/0',
+    ]);
+    const judge = screen.getAllByTestId('replica-row').find((r) => r.dataset.engineId === 'judge/0')!;
+    expect(judge.dataset.state).toBe('ready');
+    expect(judge.dataset.directEligible).toBe('true');
+    expect(within(judge).getByTestId('health-sparkline')).toBeTruthy();
+  });
+
+  it('filters by text and by state', () => {
+    render(<ReplicasPage state={demoState({ phase: 1 })} />, { wrapper: Providers });
+    fireEvent.change(screen.getByTestId('replica-filter'), { target: { value: 'judge' } });
+    expect(engines()).toEqual(['judge/0', 'judge/1']);
+    fireEvent.change(screen.getByTestId('replica-filter'), { target: { value: '' } });
+    fireEvent.change(screen.getByTestId('replica-state-filter'), { target: { value: 'sleeping' } });
+    expect(engines()).toEqual(['policy/0', 'policy/1', 'policy/2', 'policy/3', 'math-teacher/0']);
+    expect(screen.getAllByText('No replica matches the filter.')).toHaveLength(1);
+  });
+
+  it('sorts by in-flight load, then the other way round', () => {
+    render(<ReplicasPage state={demoState({ phase: 0 })} />, { wrapper: Providers });
+    const section = screen.getAllByTestId('model-section').find((s) => s.dataset.model === 'policy')!;
+    const inflight = () =>
+      within(section)
+        .getAllByTestId('replica-row')
+        .map((r) => Number(r.querySelectorAll('td')[5]?.textContent));
+    fireEvent.click(within(section).getByTestId('sort-inflight'));
+    const asc = inflight();
+    expect(asc).toEqual([...asc].sort((a, b) => a - b));
+    expect(new Set(asc).size).toBeGreaterThan(1);
+    fireEvent.click(within(section).getByTestId('sort-inflight'));
+    expect(inflight()).toEqual([...asc].reverse());
+  });
+
+  it('asks for confirmation and the admin token before draining', () => {
+    render(<ReplicasPage state={demoState()} />, { wrapper: Providers });
+    const section = screen.getAllByTestId('model-section').find((s) => s.dataset.model === 'policy')!;
+    fireEvent.click(within(section).getByTestId('drain-model'));
+    const dialog = screen.getByTestId('confirm-dialog');
+    expect(dialog.textContent).toContain('Drain rollout/policy');
+    const ok = screen.getByTestId('confirm-ok') as HTMLButtonElement;
+    expect(ok.disabled).toBe(true);
+    fireEvent.change(screen.getByTestId('confirm-token'), { target: { value: 'x' } });
+    expect(ok.disabled).toBe(false);
+    fireEvent.click(screen.getByTestId('confirm-cancel'));
+    expect(screen.queryByTestId('confirm-dialog')).toBeNull();
+  });
+});
