@@ -50,6 +50,12 @@ export function ClusterPage({ state }: { state: ConsoleState }) {
           <span className="stat-value">{mismatched}</span> not where planned
         </div>
       </div>
+      {state.plan.placements.length === 0 && (
+        <p className="empty" data-testid="cluster-empty">
+          Nothing is placed on this cluster: no role has GPUs here (external engines only, or no role
+          configured).
+        </p>
+      )}
       <GpuGrid grid={grid} />
     </div>
   );
