@@ -53,6 +53,7 @@ export interface Attempt {
 
 const OPENAI_PATHS = new Set(['/v1/chat/completions', '/v1/completions']);
 const FETCH_SNAPSHOT_SLACK_MS = 5_000;
+const REFRESH_BEFORE_RETRY_MS = 2_000;
 
 function isAbort(e: unknown): boolean {
   return e instanceof Error && (e.name === 'AbortError' || e.name === 'TimeoutError');
@@ -89,7 +90,7 @@ async function errorBody(res: Response): Promise<unknown> {
  */
 export class DirectClient {
   readonly selector: ReplicaSelector;
-  /** Every engine attempt of the last request (cleared per request). */
+  /** Every engine attempt of the most recently started request (diagnostics; concurrent requests replace it). */
   lastAttempts: Attempt[] = [];
   /** How the watch loop runs: long-poll until the gateway shows it ignores `wait_revision`. */
   watchMode: 'long_poll' | 'poll' = 'long_poll';
@@ -213,7 +214,17 @@ export class DirectClient {
   async json<T>(path: string, body: Record<string, unknown>, options: CallOptions = {}): Promise<T> {
     const { res, release } = await this.send(path, { ...body, stream: false }, options);
     try {
-      return (await res.json()) as T;
+      const text = await res.text();
+      try {
+        return JSON.parse(text) as T;
+      } catch {
+        throw new UisError({
+          code: 'engine_bad_response',
+          status: 502,
+          path: res.url,
+          message: `engine answered ${res.status} with a body that is not JSON: ${text.slice(0, 200)}`,
+        });
+      }
     } finally {
       release();
     }
@@ -369,7 +380,12 @@ export class DirectClient {
     const failed = new Set<string>();
     let lastError: UisError | undefined;
     for (let attempt = 0; attempt < 2; attempt++) {
-      if (attempt === 1) await this.refresh(options.signal).catch(() => undefined);
+      if (attempt === 1) {
+        // Bounded: a slow discovery must not hold the retry for long; the last snapshot is still usable.
+        const timeout = AbortSignal.timeout(REFRESH_BEFORE_RETRY_MS);
+        const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+        await this.refresh(signal).catch(() => undefined);
+      }
       const routed = this.routeOnce(keys, failed);
       if (routed instanceof UisError) {
         if (routed.status !== 503) throw routed;

@@ -68,6 +68,20 @@ describe('ReplicaSelector: candidates', () => {
     });
   });
 
+  it('router mode checks the min weight version against the ready workers it lists', () => {
+    const entry = modelEntry('m', 0, {
+      router_url: 'http://router:30000',
+      engines: [engine('m', 0, { direct_eligible: false, weight_version: '4' })],
+    });
+    expect(sel(new ReplicaSelector().select(resolved(entry), { minWeightVersion: '4' })).viaRouter).toBe(
+      true,
+    );
+    expect(new ReplicaSelector().select(resolved(entry), { minWeightVersion: '5' })).toMatchObject({
+      code: 'no_replica_at_version',
+      status: 503,
+    });
+  });
+
   it('excluded replicas are not picked', () => {
     const selector = new ReplicaSelector();
     const model = resolved(modelEntry('m', 3));

@@ -109,6 +109,21 @@ export class ReplicaSelector {
   select(model: ResolvedModel, request: SelectRequest = {}): Selection | UisError {
     const entry = model.entry;
     if (entry.router_url !== null) {
+      const min = request.minWeightVersion;
+      // The router picks the worker; what can be checked here is that some ready worker serves the version.
+      if (min !== undefined && min !== null && min !== '') {
+        const ready = entry.engines.filter((e) => e.state === 'ready');
+        if (!ready.some((e) => meetsMinWeightVersion(e.weight_version, min))) {
+          const versions = [...new Set(ready.map((e) => e.weight_version ?? '(none)'))];
+          return new UisError({
+            code: 'no_replica_at_version',
+            status: 503,
+            path: 'headers.x-min-weight-version',
+            message: `model "${model.name}" (router mode) has no ready worker at weight version >= ${min}; versions served: ${versions.join(', ') || '(no ready worker)'}`,
+            details: { model: model.name, minWeightVersion: min, versions, retryAfterSeconds: 1 },
+          });
+        }
+      }
       return {
         model: model.name,
         url: entry.router_url,

@@ -34,6 +34,7 @@ export interface ResolvedModel {
 const parsedSnapshots = new WeakMap<object, DiscoverySnapshot | UisError>();
 
 /** Validates a discovery snapshot once per object (cached by identity, so the hot path pays a WeakMap lookup).
+ * Snapshots are immutable: publish a new object for a new revision, never mutate one in place.
  * A malformed snapshot is a 503: the caller did nothing wrong, the service cannot route right now. */
 export function checkSnapshot(snapshot: unknown): DiscoverySnapshot | UisError {
   if (typeof snapshot !== 'object' || snapshot === null) {
