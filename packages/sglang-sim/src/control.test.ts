@@ -214,14 +214,24 @@ describe('timing model', () => {
     expect(tooLong.status).toBe(400);
   });
 
-  it('takes modelled time: decode steps cost decode time, prefill tokens cost prefill time', async () => {
+  it('takes modelled time: prefill tokens delay the first token, each decode step costs decode time', async () => {
     const s = await start({ simDecodeUsPerToken: 10_000, simPrefillUsPerToken: 1000 });
     const t0 = performance.now();
-    await post(s.url, '/generate', {
-      input_ids: Array(50).fill(70),
-      sampling_params: { max_new_tokens: 10, ignore_eos: true },
+    const res = await fetch(`${s.url}/generate`, {
+      method: 'POST',
+      body: JSON.stringify({
+        input_ids: Array(100).fill(70),
+        stream: true,
+        sampling_params: { max_new_tokens: 10, ignore_eos: true },
+      }),
     });
-    // 10 decode steps x 10 ms + 50 prefill tokens x 1 ms, minus the first step that is not waited for.
+    const reader = res.body?.getReader();
+    await reader?.read();
+    // First step: 100 prefill tokens x 1 ms + one decode step of 10 ms.
     expect(performance.now() - t0).toBeGreaterThanOrEqual(100);
+    while (!(await reader?.read())?.done) {}
+    // Then 9 more decode steps of 10 ms.
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(190);
+    expect(s.stats()).toMatchObject({ steps: 10, completionTokens: 10 });
   });
 });

@@ -34,6 +34,8 @@ export class Scheduler {
   private timer: NodeJS.Timeout | null = null;
   private immediate: NodeJS.Immediate | null = null;
   private nextStepAt = 0;
+  /** A planned step whose cost is being waited out; its tokens come out when it ends. */
+  private inFlight = false;
 
   constructor(
     private readonly config: SchedulerConfig,
@@ -72,7 +74,6 @@ export class Scheduler {
       for (const s of this.running.splice(0).reverse()) {
         this.release(s);
         s.state = 'waiting';
-        s.prefilled = false;
         this.waiting.unshift(s);
       }
     }
@@ -134,7 +135,8 @@ export class Scheduler {
   }
 
   private kick(): void {
-    if (this.scheduled || this.frozen || this.pausedMode !== null || !this.busy) return;
+    if (this.scheduled || this.frozen || this.pausedMode !== null) return;
+    if (!this.inFlight && !this.busy) return;
     this.scheduled = true;
     const wait = this.nextStepAt - this.config.now();
     if (wait >= 1) this.timer = setTimeout(this.tick, wait);
@@ -146,14 +148,22 @@ export class Scheduler {
     this.timer = null;
     this.immediate = null;
     if (this.frozen || this.pausedMode !== null) return;
-    const costUs = this.step();
-    const now = this.config.now();
-    this.nextStepAt = Math.max(now, this.nextStepAt) + costUs / 1000;
+    if (this.inFlight) {
+      this.inFlight = false;
+      this.execute();
+    }
+    if (this.busy) {
+      const now = this.config.now();
+      this.nextStepAt = Math.max(now, this.nextStepAt) + this.admit() / 1000;
+      // Sub-millisecond steps run at once: their cost stays in nextStepAt, so the average rate is still right.
+      if (this.nextStepAt - now < 1) this.execute();
+      else this.inFlight = true;
+    }
     this.kick();
   };
 
-  /** One scheduler step; returns its modelled cost in microseconds. */
-  private step(): number {
+  /** Admits waiting sequences while slots and KV allow; returns the modelled cost of the step in microseconds. */
+  private admit(): number {
     const { maxRunningRequests, kvCapacityTokens, prefillUsPerToken, decodeUsPerToken } = this.config;
     let prefillTokens = 0;
     while (this.waiting.length > 0 && this.running.length < maxRunningRequests) {
@@ -164,18 +174,23 @@ export class Scheduler {
       s.reserved = need;
       this.kvUsed += need;
       s.state = 'running';
-      if (!s.prefilled) {
-        prefillTokens += s.contextTokens - s.cachedTokens;
-        s.prefilled = true;
-      } else prefillTokens += s.contextTokens;
+      // A retracted sequence lost its KV: it prefills its whole context again.
+      prefillTokens += s.prefilled ? s.contextTokens : s.contextTokens - s.cachedTokens;
+      s.prefilled = true;
       this.running.push(s);
     }
-    let decoded = 0;
+    let decoding = 0;
+    for (const s of this.running) if (s.spec.maxNewTokens > 0) decoding++;
+    this.counters.prefillTokens += prefillTokens;
+    this.counters.decodeTokens += decoding;
+    return prefillTokens * prefillUsPerToken + (decoding > 0 ? decodeUsPerToken : 0);
+  }
+
+  /** Ends a step: every running sequence produces its token. */
+  private execute(): void {
     for (let i = 0; i < this.running.length; ) {
       const s = this.running[i] as SimSequence;
-      const done = s.step();
-      if (s.spec.maxNewTokens > 0) decoded++;
-      if (done) {
+      if (s.step()) {
         this.running.splice(i, 1);
         this.release(s);
         this.finish(s);
@@ -185,8 +200,5 @@ export class Scheduler {
       }
     }
     this.counters.steps++;
-    this.counters.prefillTokens += prefillTokens;
-    this.counters.decodeTokens += decoded;
-    return prefillTokens * prefillUsPerToken + (decoded > 0 ? decodeUsPerToken : 0);
   }
 }
