@@ -11,6 +11,7 @@ import { getRequestListener } from '@hono/node-server';
 import { UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import {
+  type CompletionEvent,
   createCombinedListener,
   createServingHandler,
   FastRoutes,
@@ -19,6 +20,7 @@ import {
   servingPaths,
   UpstreamPools,
 } from '../src/proxy/index.ts';
+import { Samples, summarize } from './load-stats.ts';
 
 const { values } = parseArgs({
   options: {
@@ -44,13 +46,20 @@ const pick = (excluding?: ReadonlySet<string>): ProxyTarget | UisError => {
 };
 
 let completed = 0;
+const outcomes: Record<string, number> = {};
+let lastError: string | undefined;
+// Time from a request's arrival to the engine's response headers, as the gateway sees it.
+let ttfb = new Samples();
 const inFlight = new InFlightCounter();
 const options = {
   pools: new UpstreamPools(),
   inFlight,
   hooks: {
-    onComplete: () => {
+    onComplete: (e: CompletionEvent) => {
       completed++;
+      outcomes[e.outcome] = (outcomes[e.outcome] ?? 0) + 1;
+      if (e.error !== undefined) lastError = `${e.error.code}: ${e.error.message}`;
+      if (e.ttfbMs !== undefined) ttfb.add(e.ttfbMs);
     },
   },
 };
@@ -71,7 +80,18 @@ for (const p of paths.chat) routes.add('POST', p, chat);
 const app = new Hono();
 app.get('/_bench/stats', (c) => {
   const cpu = process.cpuUsage();
-  return c.json({ cpuUserUs: cpu.user, cpuSystemUs: cpu.system, completed, inFlight: inFlight.total });
+  const body = {
+    cpuUserUs: cpu.user,
+    cpuSystemUs: cpu.system,
+    completed,
+    inFlight: inFlight.total,
+    engineTtfbMs: summarize(ttfb),
+    outcomes,
+    lastError,
+    pools: options.pools.stats(),
+  };
+  if (c.req.query('reset') !== undefined) ttfb = new Samples();
+  return c.json(body);
 });
 
 const server = createServer(
@@ -81,6 +101,10 @@ const server = createServer(
 server.listen(Number(values.port), '127.0.0.1', () => {
   process.stdout.write(`${JSON.stringify({ port: (server.address() as AddressInfo).port })}\n`);
 });
-const stop = () => server.close(() => process.exit(0));
+const stop = () => {
+  // A bench process: no graceful drain, just leave (the bench stops it between runs).
+  server.closeAllConnections();
+  process.exit(0);
+};
 process.on('SIGTERM', stop);
 process.on('SIGINT', stop);

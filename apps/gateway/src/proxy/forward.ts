@@ -51,6 +51,8 @@ export interface CompletionEvent {
   /** Bytes of the forwarded request body and of the response body relayed to the client. */
   bytesUp: number;
   bytesDown: number;
+  /** Client body fully read (and the request handed to an engine), relative to the request's arrival. */
+  bodyMs: number | undefined;
   /** Engine response headers received, relative to the request's arrival. */
   ttfbMs: number | undefined;
   totalMs: number;
@@ -134,6 +136,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   #chunks: Buffer[] = [];
   #bytesDown = 0;
   #ttfb: number | undefined;
+  #bodyAt: number | undefined;
   #upstreamDone = false;
   #clientGone = false;
   #finished = false;
@@ -155,6 +158,7 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   /** Starts forwarding `body` along `route`. */
   begin(req: IncomingMessage, body: ParsedBody, route: ForwardRoute): void {
+    this.#bodyAt = this.#now() - this.#start;
     if (this.#clientGone) {
       this.#finish('client_abort', 0, undefined);
       return;
@@ -352,6 +356,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       attempts: this.#attempts,
       bytesUp: this.#body.length,
       bytesDown: this.#bytesDown,
+      bodyMs: this.#bodyAt,
       ttfbMs: this.#ttfb,
       totalMs: this.#now() - this.#start,
     });

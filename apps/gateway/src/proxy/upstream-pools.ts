@@ -49,6 +49,28 @@ export class UpstreamPools {
     return pool;
   }
 
+  /** Connection and queue figures per origin (undici PoolStats): how many sockets, how many requests wait. */
+  stats(): Record<
+    string,
+    { connected: number; free: number; pending: number; queued: number; running: number }
+  > {
+    const out: Record<
+      string,
+      { connected: number; free: number; pending: number; queued: number; running: number }
+    > = {};
+    for (const [origin, pool] of this.#pools) {
+      const s = pool.stats;
+      out[origin] = {
+        connected: s.connected,
+        free: s.free,
+        pending: s.pending,
+        queued: s.queued,
+        running: s.running,
+      };
+    }
+    return out;
+  }
+
   /** Drops an engine's pool (e.g. after it was unregistered); its in-flight requests fail. */
   async remove(origin: string): Promise<void> {
     const pool = this.#pools.get(origin);
