@@ -8,6 +8,9 @@ import {
   type ChatCompletionRequest,
   type ChatCompletionResponse,
   ChatCompletionResponseSchema,
+  type CompletionRequest,
+  type CompletionResponse,
+  CompletionResponseSchema,
   type DestroyWeightsUpdateGroupRequest,
   type GenerateBatchResponse,
   GenerateBatchResponseSchema,
@@ -166,6 +169,11 @@ export class SGLangClient {
   /** POST /v1/chat/completions with `stream: true`. */
   chatCompletionsStream(req: ChatCompletionRequest, opts?: CallOptions): AsyncGenerator<ChatCompletionChunk> {
     return this.stream('/v1/chat/completions', ChatCompletionChunkSchema, { ...req, stream: true }, opts);
+  }
+
+  /** POST /v1/completions (OpenAI text completions). */
+  completions(req: CompletionRequest, opts?: CallOptions): Promise<CompletionResponse> {
+    return this.json('POST', '/v1/completions', CompletionResponseSchema, { ...req, stream: false }, opts);
   }
 
   // ---- info ---------------------------------------------------------------------------------------------------

@@ -109,6 +109,18 @@ describe('SGLangClient against sglang-sim', () => {
     expect(finish).toBe('length');
   });
 
+  it('text completions', async () => {
+    const out = await client.completions({
+      model: 'sim-model',
+      prompt: 'Once upon',
+      max_tokens: 4,
+      temperature: 0,
+    });
+    expect(out.object).toBe('text_completion');
+    expect(out.choices[0]!.finish_reason).toBe('length');
+    expect(out.usage?.completion_tokens).toBe(4);
+  });
+
   it('abort one rid and abort all end running streams', async () => {
     const long = (rid: string) =>
       (async () => {
