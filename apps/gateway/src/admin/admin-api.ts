@@ -1,0 +1,424 @@
+import { type BatchKind, BatchKindSchema, OperationLedger, WeightUpdateRequestSchema } from '@uis/manager';
+import { type Role, RoleSchema, UisError, zodIssues } from '@uis/spec';
+import { type Context, Hono } from 'hono';
+import { z } from 'zod';
+import { authorized, unauthorized } from '../gateway/auth.ts';
+import { asUisError } from '../proxy/index.ts';
+import type { UisService } from '../service/uis-service.ts';
+import type { BarrierBoard } from './barrier-board.ts';
+
+export interface AdminApiOptions {
+  service: UisService;
+  adminToken: string;
+  barriers: BarrierBoard;
+}
+
+const DrainBodySchema = z.strictObject({
+  deadline_ms: z.number().int().nonnegative().optional(),
+  policy: z.enum(['wait', 'abort', 'retract', 'in_place']).optional(),
+});
+const ActivateBodySchema = z.strictObject({
+  tags: z
+    .array(z.enum(['weights', 'kv_cache', 'cuda_graph']))
+    .min(1)
+    .optional(),
+});
+const EmptySchema = z.strictObject({});
+const EngineBodySchema = z.strictObject({ engine_id: z.string().min(1) });
+const RegisterBodySchema = z.strictObject({ url: z.string().min(1) });
+const AdvanceBodySchema = z.strictObject({
+  group: z.string().min(1).optional(),
+  to: z.string().min(1).optional(),
+});
+const ResolveBodySchema = z.strictObject({
+  group: z.string().min(1).optional(),
+  phase: z.string().min(1),
+  note: z.string().optional(),
+});
+const BarrierWaitSchema = z.strictObject({
+  phase: z.string().min(1),
+  group: z.string().min(1).optional(),
+  timeout_s: z.number().positive().max(3600).default(600),
+});
+const BarrierReleaseSchema = z.strictObject({
+  phase: z.string().min(1),
+  group: z.string().min(1).optional(),
+});
+const BatchSubmitSchema = z.strictObject({
+  kind: BatchKindSchema,
+  model: z.string().min(1).nullish(),
+  /** Samples as the batch store takes them: `{sample_id, input}` (GenRM messages or teacher token ids). */
+  samples: z.array(z.unknown()).min(1),
+});
+const BatchListSchema = z.object({
+  state: z.enum(['open', 'sealed', 'running', 'committed', 'failed']).optional(),
+  role: z.string().min(1).optional(),
+});
+const EventsQuerySchema = z.object({
+  after: z.coerce.number().int().nonnegative().optional(),
+  limit: z.coerce.number().int().positive().max(1000).default(200),
+  kind: z.string().min(1).optional(),
+  subject: z.string().min(1).optional(),
+});
+
+function invalid(error: z.ZodError, root: string): UisError {
+  const issues = zodIssues(error, root);
+  return new UisError({
+    code: 'invalid_input',
+    status: 400,
+    path: issues[0]?.path ?? root,
+    message: issues.map((i) => `${i.path}: ${i.message}`).join('; '),
+    details: issues,
+  });
+}
+
+function fail(c: Context, e: unknown) {
+  const err = asUisError(e);
+  return c.json(err.toJSON(), err.status as 400);
+}
+
+/** Reads a JSON object body; an empty body is `{}`. */
+async function jsonBody(c: Context): Promise<Record<string, unknown>> {
+  const text = await c.req.text();
+  if (text.trim() === '') return {};
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new UisError({
+      code: 'invalid_json',
+      status: 400,
+      path: 'body',
+      message: `request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`,
+    });
+  }
+  if (typeof json !== 'object' || json === null || Array.isArray(json))
+    throw new UisError({
+      code: 'invalid_body',
+      status: 400,
+      path: 'body',
+      message: 'body must be a JSON object',
+    });
+  return json as Record<string, unknown>;
+}
+
+/**
+ * The admin API under `/admin`: lifecycle of roles and models, external engines, weight updates, phases,
+ * trainer barriers and deferred batches. Bearer token only (401 and nothing changes without it). Every mutation
+ * takes an operation id (`Idempotency-Key` header or body `operation_id`): a repeat returns the first result, the
+ * same id with another request is 409. Every mutation, refused or not, is written to the event log.
+ */
+export function createAdminApi(opts: AdminApiOptions): Hono {
+  const { service, barriers } = opts;
+  const ledger = new OperationLedger(service.db);
+  const app = new Hono();
+
+  app.use('*', async (c, next) => {
+    if (!authorized(c.req.header('authorization'), [opts.adminToken])) {
+      const err = unauthorized('the admin API');
+      return c.json(err.toJSON(), 401);
+    }
+    await next();
+  });
+
+  const manager = (role: string) => {
+    const r = RoleSchema.safeParse(role);
+    const m = r.success ? service.managers.get(r.data as Role) : undefined;
+    if (!m)
+      throw new UisError({
+        code: 'unknown_role',
+        status: 404,
+        path: 'role',
+        message: `role ${JSON.stringify(role)} is not configured; roles: ${[...service.managers.keys()].join(', ')}`,
+      });
+    return m;
+  };
+
+  /** One idempotent, audited mutation. */
+  function mutation<S extends z.ZodType, R>(
+    action: string,
+    schema: S,
+    run: (body: z.infer<S>, c: Context) => Promise<R>,
+    subjectOf: (c: Context, body: z.infer<S>) => string,
+  ) {
+    return async (c: Context) => {
+      const actor = c.req.header('x-uis-actor') ?? 'admin';
+      let operationId: string | null = null;
+      let subject = c.req.path;
+      try {
+        const raw = await jsonBody(c);
+        const { operation_id, ...rest } = raw;
+        const headerId = c.req.header('idempotency-key');
+        if (operation_id !== undefined && typeof operation_id !== 'string')
+          throw new UisError({
+            code: 'invalid_input',
+            status: 400,
+            path: 'body.operation_id',
+            message: 'operation_id must be a string',
+          });
+        operationId = headerId ?? (operation_id as string | undefined) ?? null;
+        const parsed = schema.safeParse(rest);
+        if (!parsed.success) throw invalid(parsed.error, 'body');
+        subject = subjectOf(c, parsed.data);
+        const request = { action, params: c.req.param(), body: rest };
+        const once = async () => {
+          const result = await run(parsed.data, c);
+          service.events.append({
+            kind: `admin.${action}`,
+            subject,
+            actor,
+            operation_id: operationId,
+            data: { ok: true, request: rest },
+          });
+          return result;
+        };
+        const result = operationId === null ? await once() : await ledger.run(operationId, request, once);
+        return c.json({ ok: true, operation_id: operationId, result: result ?? null });
+      } catch (e) {
+        const err = asUisError(e);
+        service.events.append({
+          kind: `admin.${action}`,
+          subject,
+          actor,
+          operation_id: operationId,
+          data: { ok: false, error: { code: err.code, message: err.message } },
+        });
+        return fail(c, err);
+      }
+    };
+  }
+
+  const roleSubject = (c: Context) => c.req.param('role') ?? '';
+  const modelSubject = (c: Context) => `${c.req.param('role')}/${c.req.param('model')}`;
+
+  // ---- roles and models ------------------------------------------------------------------------------------
+  app.post(
+    '/roles/:role/activate',
+    mutation(
+      'activate',
+      ActivateBodySchema,
+      (b, c) => manager(c.req.param('role') ?? '').activate(b.tags),
+      roleSubject,
+    ),
+  );
+  app.post(
+    '/roles/:role/drain',
+    mutation(
+      'drain',
+      DrainBodySchema,
+      (b, c) =>
+        manager(c.req.param('role') ?? '').drain({
+          ...(b.deadline_ms === undefined ? {} : { deadlineMs: b.deadline_ms }),
+          ...(b.policy === undefined ? {} : { policy: b.policy }),
+        }),
+      roleSubject,
+    ),
+  );
+  app.post(
+    '/roles/:role/deactivate',
+    mutation(
+      'deactivate',
+      EmptySchema,
+      (_b, c) => manager(c.req.param('role') ?? '').deactivate(),
+      roleSubject,
+    ),
+  );
+  app.post(
+    '/roles/:role/models/:model/activate',
+    mutation(
+      'activate_model',
+      ActivateBodySchema,
+      (b, c) => manager(c.req.param('role') ?? '').activateModel(c.req.param('model') ?? '', b.tags),
+      modelSubject,
+    ),
+  );
+  app.post(
+    '/roles/:role/models/:model/drain',
+    mutation(
+      'drain_model',
+      DrainBodySchema,
+      (b, c) =>
+        manager(c.req.param('role') ?? '').drainModel(c.req.param('model') ?? '', {
+          ...(b.deadline_ms === undefined ? {} : { deadlineMs: b.deadline_ms }),
+          ...(b.policy === undefined ? {} : { policy: b.policy }),
+        }),
+      modelSubject,
+    ),
+  );
+  app.post(
+    '/roles/:role/models/:model/weights',
+    mutation(
+      'update_weights',
+      WeightUpdateRequestSchema,
+      (b, c) => manager(c.req.param('role') ?? '').updateWeights(c.req.param('model') ?? '', b),
+      modelSubject,
+    ),
+  );
+  app.post(
+    '/roles/:role/models/:model/engines',
+    mutation(
+      'register_external',
+      RegisterBodySchema,
+      (b, c) => manager(c.req.param('role') ?? '').registerExternal(c.req.param('model') ?? '', b.url),
+      modelSubject,
+    ),
+  );
+  app.post(
+    '/roles/:role/engines/unregister',
+    mutation(
+      'unregister_external',
+      EngineBodySchema,
+      async (b, c) => {
+        await manager(c.req.param('role') ?? '').unregisterExternal(b.engine_id);
+        return { engine_id: b.engine_id, unregistered: true };
+      },
+      (_c, b) => b.engine_id,
+    ),
+  );
+  app.post(
+    '/roles/:role/engines/restart',
+    mutation(
+      'restart_replica',
+      EngineBodySchema,
+      async (b, c) => {
+        await manager(c.req.param('role') ?? '').restartReplica(b.engine_id);
+        return { engine_id: b.engine_id, restarted: true };
+      },
+      (_c, b) => b.engine_id,
+    ),
+  );
+  app.get('/roles', (c) =>
+    c.json({
+      roles: Object.fromEntries([...service.managers].map(([role, m]) => [role, m.snapshot()])),
+    }),
+  );
+
+  // ---- phases and barriers ---------------------------------------------------------------------------------
+  app.get('/phases', (c) => c.json({ leases: service.coordinator.leases() }));
+  app.post(
+    '/phases/advance',
+    mutation(
+      'advance_phase',
+      AdvanceBodySchema,
+      (b, c) =>
+        service.coordinator.transition({
+          ...(b.group === undefined ? {} : { group: b.group }),
+          ...(b.to === undefined ? {} : { to: b.to }),
+          actor: c.req.header('x-uis-actor') ?? 'admin',
+        }),
+      (_c, b) => b.group ?? 'default',
+    ),
+  );
+  app.post(
+    '/phases/resolve',
+    mutation(
+      'resolve_lease',
+      ResolveBodySchema,
+      async (b, c) =>
+        service.coordinator.resolve({
+          phase: b.phase,
+          actor: c.req.header('x-uis-actor') ?? 'admin',
+          ...(b.group === undefined ? {} : { group: b.group }),
+          ...(b.note === undefined ? {} : { note: b.note }),
+        }),
+      (_c, b) => b.group ?? 'default',
+    ),
+  );
+  // Waiting changes nothing, so it needs no operation id; it is not audited either (a trainer polls it).
+  app.post('/barriers/wait', async (c) => {
+    try {
+      const parsed = BarrierWaitSchema.safeParse(await jsonBody(c));
+      if (!parsed.success) throw invalid(parsed.error, 'body');
+      const b = parsed.data;
+      const lease = await barriers.wait(b.group ?? null, b.phase, () =>
+        service.coordinator.waitForPhase(b.phase, b.timeout_s * 1000, b.group),
+      );
+      return c.json({ ok: true, lease });
+    } catch (e) {
+      return fail(c, e);
+    }
+  });
+  app.post(
+    '/barriers/release',
+    mutation(
+      'release_barrier',
+      BarrierReleaseSchema,
+      (b, c) =>
+        service.coordinator.releasePhase(b.phase, {
+          ...(b.group === undefined ? {} : { group: b.group }),
+          actor: c.req.header('x-uis-actor') ?? 'admin',
+        }),
+      (_c, b) => `${b.group ?? 'default'}/${b.phase}`,
+    ),
+  );
+
+  // ---- deferred batches ------------------------------------------------------------------------------------
+  app.post(
+    '/batches',
+    mutation(
+      'submit_batch',
+      BatchSubmitSchema,
+      async (b) => submitBatch(service, b.kind, b.model ?? null, b.samples),
+      (_c, b) => b.kind,
+    ),
+  );
+  app.get('/batches', (c) => {
+    const q = BatchListSchema.safeParse(c.req.query());
+    if (!q.success) return fail(c, invalid(q.error, 'query'));
+    return c.json({ batches: service.store.list(q.data) });
+  });
+  app.get('/batches/:id', (c) => {
+    try {
+      const id = c.req.param('id');
+      const batch = service.store.get(id);
+      const samples =
+        batch.state === 'committed'
+          ? service.store.samples(id).map((s) => ({ sample_id: s.sample_id, output: s.output }))
+          : undefined;
+      return c.json({ batch, ...(samples ? { samples } : {}) });
+    } catch (e) {
+      return fail(c, e);
+    }
+  });
+
+  // ---- audit log -------------------------------------------------------------------------------------------
+  app.get('/events', (c) => {
+    const q = EventsQuerySchema.safeParse(c.req.query());
+    if (!q.success) return fail(c, invalid(q.error, 'query'));
+    const { after, limit, kind, subject } = q.data;
+    return c.json({
+      events: service.events.list({
+        limit,
+        ...(after === undefined ? {} : { afterSeq: after }),
+        ...(kind === undefined ? {} : { kind }),
+        ...(subject === undefined ? {} : { subject }),
+      }),
+    });
+  });
+
+  app.notFound((c) =>
+    c.json(
+      new UisError({
+        code: 'not_found',
+        status: 404,
+        message: `no admin endpoint ${c.req.method} ${c.req.path}`,
+      }).toJSON(),
+      404,
+    ),
+  );
+  return app;
+}
+
+/** Creates, fills and seals a batch in one call; a role without a defer schedule scores it at once. */
+export function submitBatch(service: UisService, kind: BatchKind, model: string | null, samples: unknown[]) {
+  const created = service.store.create({ kind, model });
+  try {
+    service.store.addSamples(created.id, { samples });
+    const sealed = service.store.seal(created.id);
+    service.runWhenSealed(created.id);
+    return sealed;
+  } catch (e) {
+    service.store.fail(created.id, e instanceof Error ? e.message : String(e));
+    throw e;
+  }
+}

@@ -1,0 +1,567 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { Readable } from 'node:stream';
+import type { InferenceManager, InflightTracker } from '@uis/manager';
+import {
+  candidatesOf,
+  ReplicaSelector,
+  type RequestKeys,
+  type ResolvedModel,
+  requestKeys,
+  resolveModel,
+} from '@uis/routing';
+import { type GroupPlacement, type InferenceRoleSpec, retryGuidance, UisError, zodIssues } from '@uis/spec';
+import { Hono } from 'hono';
+import { z } from 'zod';
+import type { GatewayMetrics } from '../metrics/gateway-metrics.ts';
+import {
+  asUisError,
+  type CompletionEvent,
+  createServingHandler,
+  DEFAULT_MAX_BODY_BYTES,
+  type FastHandler,
+  type FastRoutes,
+  type ForwardRoute,
+  InFlightCounter,
+  type ParsedBody,
+  ProxyErrorCode,
+  type ProxyTarget,
+  parseServingBody,
+  readBody,
+  sendError,
+  servingPaths,
+  UpstreamPools,
+} from '../proxy/index.ts';
+import { authorized, unauthorized } from './auth.ts';
+import { genrmChatBody, genrmResponse, parseGenrmRequest } from './genrm-adapter.ts';
+import { legacyEngines } from './legacy-engines.ts';
+
+/** What the gateway logs through (pino loggers satisfy it). */
+export interface GatewayLogger {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+}
+
+const silent: GatewayLogger = { debug() {}, info() {}, warn() {} };
+
+/** One served request as the console's health history and the metrics see it. */
+export interface ServedRequest {
+  role: string;
+  model: string;
+  engineId: string | undefined;
+  status: number;
+  outcome: CompletionEvent['outcome'];
+  totalMs: number;
+  ttfbMs: number | undefined;
+  error: string | undefined;
+  at: number;
+}
+
+export interface InferenceGatewayOptions {
+  manager: InferenceManager;
+  /** The role's spec (routing rules: aliases, route keys, policies, affinity header, cache-aware knobs). */
+  spec: InferenceRoleSpec;
+  /** The role's placements (for Rollout's legacy `/engines` shape). */
+  placements?: readonly GroupPlacement[];
+  /** Shared engine connection pools; one per process is enough. */
+  pools?: UpstreamPools;
+  metrics?: GatewayMetrics;
+  logger?: GatewayLogger;
+  /** When set, discovery and serving need one of these bearer tokens (RFC open question 3). */
+  servingTokens?: readonly string[];
+  maxBodyBytes?: number;
+  /** Longest long-poll a client may ask for. Default 300 s. */
+  maxWaitSeconds?: number;
+  onServed?: (r: ServedRequest) => void;
+  now?: () => number;
+}
+
+const EngineQuerySchema = z.object({
+  wait_revision: z.coerce.number().int().nonnegative().optional(),
+  timeout_s: z.coerce.number().nonnegative().optional(),
+  schema: z.enum(['1', '2']).optional(),
+  model_name: z.string().min(1).optional(),
+});
+
+const ROUTER_PREFIX = 'router:';
+
+/** The proxy's in-flight counter, mirrored into the manager's tracker so drain waits for what the gateway forwards.
+ * Admission (the tracker's acquire, which refuses draining replicas) happens when a replica is picked. */
+class TrackedInFlight extends InFlightCounter {
+  constructor(private readonly tracker: InflightTracker) {
+    super();
+  }
+  override release(targetId: string): void {
+    super.release(targetId);
+    if (!targetId.startsWith(ROUTER_PREFIX)) this.tracker.release(targetId);
+  }
+}
+
+function queryError(error: z.ZodError): UisError {
+  const issues = zodIssues(error, 'query');
+  return new UisError({
+    code: 'invalid_query',
+    status: 400,
+    path: issues[0]?.path ?? 'query',
+    message: issues.map((i) => `${i.path}: ${i.message}`).join('; '),
+    details: issues,
+  });
+}
+
+/** Seconds a client should wait before retrying a refusal (503s carry them in `details`). */
+function retryAfterOf(err: UisError): number | undefined {
+  if (err.status !== 503) return undefined;
+  const d = err.details as { retryAfterSeconds?: unknown } | undefined;
+  return typeof d?.retryAfterSeconds === 'number' ? d.retryAfterSeconds : 5;
+}
+
+/** Replays a body already read, for the forwarder that reads its own (GenRM `/generate` without messages). */
+function replay(req: IncomingMessage, raw: Buffer): IncomingMessage {
+  const copy = Readable.from(raw.length === 0 ? [] : [raw]) as unknown as IncomingMessage;
+  Object.assign(copy, {
+    headers: { ...req.headers, 'content-length': String(raw.length) },
+    rawHeaders: req.rawHeaders,
+    method: req.method,
+    url: req.url,
+  });
+  return copy;
+}
+
+/**
+ * One role's gateway: discovery (long-poll, legacy shape), health, model list on Hono, and the serving routes
+ * (`/generate`, both chat completions spellings, the GenRM messages adapter) on the proxy's fast path. Routing
+ * is the routing package's (`resolveModel` + `ReplicaSelector`), fed by the manager's registry; in-flight counts
+ * feed both the least_outstanding policy and the manager's drain. A model that is not ready is refused with 503 +
+ * `Retry-After`: the gateway never wakes a model because a request came.
+ */
+export class InferenceGateway {
+  readonly role: string;
+  readonly app = new Hono();
+  readonly inFlight: InFlightCounter;
+  readonly pools: UpstreamPools;
+  private readonly manager: InferenceManager;
+  private readonly spec: InferenceRoleSpec;
+  private readonly placements: readonly GroupPlacement[];
+  private readonly selector: ReplicaSelector;
+  private readonly metrics: GatewayMetrics | undefined;
+  private readonly logger: GatewayLogger;
+  private readonly servingTokens: readonly string[];
+  private readonly maxBodyBytes: number;
+  private readonly maxWaitSeconds: number;
+  private readonly onServed: ((r: ServedRequest) => void) | undefined;
+  private readonly now: () => number;
+  /** The response of each request being resolved, to add `Retry-After` to a refusal. */
+  private readonly responses = new WeakMap<IncomingMessage, ServerResponse>();
+  /** Model of each forwarded request id, for the completion metrics. */
+  private readonly modelOf = new Map<string, string>();
+  private readonly ownsPools: boolean;
+
+  constructor(opts: InferenceGatewayOptions) {
+    this.manager = opts.manager;
+    this.role = opts.manager.role;
+    this.spec = opts.spec;
+    this.placements = opts.placements ?? [];
+    this.ownsPools = opts.pools === undefined;
+    this.pools = opts.pools ?? new UpstreamPools();
+    this.inFlight = new TrackedInFlight(opts.manager.inflight);
+    this.selector = new ReplicaSelector({
+      inFlight: (id) => this.inFlight.get(id),
+      cacheAware: opts.spec.routing.cache_aware,
+    });
+    this.metrics = opts.metrics;
+    this.logger = opts.logger ?? silent;
+    this.servingTokens = opts.servingTokens ?? [];
+    this.maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    this.maxWaitSeconds = opts.maxWaitSeconds ?? 300;
+    this.onServed = opts.onServed;
+    this.now = opts.now ?? (() => performance.now());
+    this.mountReadRoutes();
+  }
+
+  // ---- discovery, health, models (Hono) ----------------------------------------------------------------------
+
+  private mountReadRoutes(): void {
+    const base = `/${this.role}`;
+    const app = this.app;
+    if (this.servingTokens.length > 0) {
+      const tokens = this.servingTokens;
+      app.use(`${base}/*`, async (c, next) => {
+        if (!authorized(c.req.header('authorization'), tokens)) {
+          return c.json(unauthorized(`${this.role} discovery`).toJSON(), 401);
+        }
+        await next();
+      });
+    }
+    app.get(`${base}/engines`, async (c) => {
+      const q = EngineQuerySchema.safeParse(c.req.query());
+      if (!q.success) return c.json(queryError(q.error).toJSON(), 400);
+      const { wait_revision, timeout_s, schema, model_name } = q.data;
+      const registry = this.manager.registry;
+      let snapshot = registry.snapshot();
+      if (wait_revision !== undefined && snapshot.topology_revision <= wait_revision) {
+        const seconds = Math.min(timeout_s ?? 30, this.maxWaitSeconds);
+        // Woken by the registry's publication (subscribe), not by polling; a client that leaves ends the wait.
+        snapshot = await registry.waitForRevision(wait_revision + 1, seconds * 1000, c.req.raw.signal);
+      }
+      if (schema === '1') {
+        const pids = (id: string) => this.pidsOf(id);
+        return c.json(legacyEngines(snapshot, this.placements, pids, model_name));
+      }
+      if (model_name !== undefined) {
+        const entry = snapshot.models[model_name];
+        return c.json({ ...snapshot, models: entry === undefined ? {} : { [model_name]: entry } });
+      }
+      return c.json(snapshot);
+    });
+    app.get(`${base}/health`, (c) => {
+      const snapshot = this.manager.registry.snapshot();
+      const models: Record<string, unknown> = {};
+      let anyServing = false;
+      for (const [name, m] of Object.entries(snapshot.models)) {
+        const eligible = candidatesOf(m).length;
+        const canServe = m.router_url !== null ? m.state === 'ready' : m.state === 'ready' && eligible > 0;
+        anyServing ||= canServe;
+        const guidance = retryGuidance(m.state);
+        models[name] = {
+          state: m.state,
+          can_serve: canServe,
+          replicas: m.engines.length,
+          eligible_replicas: eligible,
+          weight_version: m.weight_version ?? null,
+          ...(canServe ? {} : { reason: guidance.reason, retry_after_s: guidance.retryAfterSeconds }),
+        };
+      }
+      if (c.req.query('schema') === '1') {
+        // Relax's GenRM service answered this shape; healthy means it can score now.
+        return c.json({ status: anyServing ? 'healthy' : 'unhealthy', service: this.role });
+      }
+      return c.json({
+        status: 'ok',
+        role: this.role,
+        phase: snapshot.phase,
+        topology_revision: snapshot.topology_revision,
+        registry_epoch: snapshot.registry_epoch ?? null,
+        can_serve: anyServing,
+        models,
+      });
+    });
+    app.get(`${base}/v1/models`, (c) => {
+      const snapshot = this.manager.registry.snapshot();
+      const created = Math.floor(Date.now() / 1000);
+      const data: Array<Record<string, unknown>> = Object.entries(snapshot.models).map(([name, m]) => ({
+        id: name,
+        object: 'model',
+        created,
+        owned_by: 'uis',
+        root: m.served_model_name ?? name,
+        state: m.state,
+      }));
+      for (const [alias, target] of Object.entries(this.spec.routing.aliases)) {
+        if (Object.hasOwn(snapshot.models, alias)) continue;
+        data.push({ id: alias, object: 'model', created, owned_by: 'uis', root: target, alias_of: target });
+      }
+      return c.json({ object: 'list', data });
+    });
+  }
+
+  private pidsOf(engineId: string): number[] {
+    for (const m of Object.values(this.manager.snapshot().models)) {
+      const r = m.replicas.find((x) => x.engine_id === engineId);
+      if (r) return r.pids;
+    }
+    return [];
+  }
+
+  // ---- serving (fast path) -----------------------------------------------------------------------------------
+
+  /** Adds this role's serving routes to the process's fast route table. */
+  registerServing(routes: FastRoutes): void {
+    const paths = servingPaths(this.role);
+    const options = {
+      pools: this.pools,
+      inFlight: this.inFlight,
+      maxBodyBytes: this.maxBodyBytes,
+      hooks: {
+        onClientAbort: (rid: string | string[], target: ProxyTarget, requestId: string) =>
+          this.abortAtEngine(rid, target, requestId),
+        onComplete: (e: CompletionEvent) => this.completed(e),
+      },
+    };
+    const generate = createServingHandler(options, (body, req, requestId) =>
+      this.resolve(body, req, requestId, '/generate', { remove: ['model', 'route_key'] }),
+    );
+    const chat = createServingHandler(options, (body, req, requestId) =>
+      this.resolve(body, req, requestId, '/v1/chat/completions', undefined),
+    );
+    routes.add(
+      'POST',
+      paths.generate,
+      this.guard(this.role === 'genrm' ? this.genrmGenerate(generate) : generate),
+    );
+    for (const p of paths.chat) routes.add('POST', p, this.guard(chat));
+  }
+
+  /** Serving token check (when configured) and the response handle for `Retry-After`. */
+  private guard(handler: FastHandler): FastHandler {
+    return (req, res) => {
+      if (this.servingTokens.length > 0 && !authorized(req.headers.authorization, this.servingTokens)) {
+        req.resume();
+        sendError(res, unauthorized(`${this.role} serving`), undefined);
+        return;
+      }
+      this.responses.set(req, res);
+      handler(req, res);
+    };
+  }
+
+  private refuse(err: UisError, req: IncomingMessage): UisError {
+    const after = retryAfterOf(err);
+    const res = this.responses.get(req);
+    if (after !== undefined && res !== undefined && !res.headersSent)
+      res.setHeader('retry-after', String(after));
+    return err;
+  }
+
+  private keys(body: ParsedBody, req: IncomingMessage): RequestKeys {
+    return requestKeys(body.json, req.headers, this.spec.routing.affinity_header);
+  }
+
+  private resolveModel(keys: RequestKeys, req: IncomingMessage): ResolvedModel | UisError {
+    const model = resolveModel(this.manager.registry.snapshot(), keys, this.spec.routing);
+    return model instanceof UisError ? this.refuse(model, req) : model;
+  }
+
+  private resolve(
+    body: ParsedBody,
+    req: IncomingMessage,
+    requestId: string,
+    path: string,
+    edit: ForwardRoute['edit'],
+  ): ForwardRoute | UisError {
+    const keys = this.keys(body, req);
+    const model = this.resolveModel(keys, req);
+    if (model instanceof UisError) return model;
+    this.modelOf.set(requestId, model.name);
+    return {
+      path,
+      pick: (excluding) => this.pick(model, keys, req, excluding),
+      // Chat: `model` becomes the engine's served name; `route_key` is the gateway's, never the engine's.
+      edit: edit ?? { set: { model: model.servedName }, remove: ['route_key'] },
+    };
+  }
+
+  /** Picks a replica by the model's policy; a replica the manager no longer admits (drain began after the
+   * snapshot) is skipped. The admission also counts the request for the manager's drain. */
+  private pick(
+    model: ResolvedModel,
+    keys: RequestKeys,
+    req: IncomingMessage,
+    excluding: ReadonlySet<string> | undefined,
+  ): ProxyTarget | UisError {
+    let exclude = excluding;
+    for (;;) {
+      const sel = this.selector.select(model, {
+        affinityKey: keys.affinityKey,
+        minWeightVersion: keys.minWeightVersion,
+        prompt: keys.prompt,
+        exclude,
+      });
+      if (sel instanceof UisError) return this.refuse(sel, req);
+      if (sel.engineId === null)
+        return { id: `${ROUTER_PREFIX}${model.name}`, origin: new URL(sel.url).origin };
+      try {
+        this.manager.inflight.acquire(sel.engineId);
+      } catch {
+        const next = new Set(exclude);
+        next.add(sel.engineId);
+        exclude = next;
+        continue;
+      }
+      return { id: sel.engineId, origin: new URL(sel.url).origin };
+    }
+  }
+
+  private abortAtEngine(rid: string | string[], target: ProxyTarget, requestId: string): void {
+    this.metrics?.clientAborts.inc({ role: this.role });
+    const rids = Array.isArray(rid) ? rid : [rid];
+    for (const one of rids) {
+      this.pools
+        .get(target.origin)
+        .request({
+          path: '/abort_request',
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-request-id': requestId },
+          body: JSON.stringify({ rid: one }),
+          headersTimeout: 10_000,
+          bodyTimeout: 10_000,
+        })
+        .then(
+          (r) => r.body.dump(),
+          (e: unknown) =>
+            this.logger.warn(
+              { requestId, rid: one, engine: target.id, err: String(e) },
+              'abort_request failed',
+            ),
+        );
+    }
+    this.logger.info({ requestId, rid, engine: target.id }, 'client disconnected; aborted at the engine');
+  }
+
+  private completed(e: CompletionEvent): void {
+    const model = this.modelOf.get(e.requestId) ?? '(none)';
+    this.modelOf.delete(e.requestId);
+    this.served({
+      model,
+      engineId: e.target?.id,
+      status: e.status,
+      outcome: e.outcome,
+      totalMs: e.totalMs,
+      ttfbMs: e.ttfbMs,
+      error: e.error?.message,
+      requestId: e.requestId,
+    });
+  }
+
+  private served(r: Omit<ServedRequest, 'role' | 'at'> & { requestId: string }): void {
+    this.metrics?.observeRequest({ role: this.role, ...r });
+    const { requestId, ...rest } = r;
+    const entry: ServedRequest = { role: this.role, at: Date.now(), ...rest };
+    this.onServed?.(entry);
+    if (r.status >= 500 || r.outcome === 'error')
+      this.logger.warn({ requestId, role: this.role, ...rest }, 'request failed');
+    else this.logger.debug({ requestId, role: this.role, ...rest }, 'request served');
+  }
+
+  // ---- GenRM messages adapter --------------------------------------------------------------------------------
+
+  /** `/genrm/generate`: a body with `messages` is Relax's GenRM call (answered `{"response": ...}`); anything else
+   * is a raw SGLang generate and is forwarded unchanged. */
+  private genrmGenerate(forward: FastHandler): FastHandler {
+    return (req, res) => {
+      readBody(req, this.maxBodyBytes).then(
+        (raw) => {
+          const body = parseServingBody(raw);
+          if (!(body instanceof UisError) && body.json.messages !== undefined) {
+            this.genrmMessages(body, req, res).catch((e: unknown) =>
+              sendError(res, asUisError(e), undefined),
+            );
+            return;
+          }
+          forward(replay(req, raw), res);
+        },
+        (e: unknown) => {
+          if (e instanceof UisError && e.status === 413) res.shouldKeepAlive = false;
+          sendError(res, asUisError(e), undefined);
+        },
+      );
+    };
+  }
+
+  private async genrmMessages(body: ParsedBody, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const start = this.now();
+    const given = req.headers['x-request-id'];
+    const requestId = typeof given === 'string' && given.length <= 200 ? given : randomUUID();
+    const finish = (
+      status: number,
+      err: UisError | undefined,
+      model: string,
+      engineId?: string,
+      ttfb?: number,
+    ) => {
+      if (err) sendError(res, err, requestId);
+      this.served({
+        requestId,
+        model,
+        engineId,
+        status,
+        outcome: err ? 'error' : 'ok',
+        totalMs: this.now() - start,
+        ttfbMs: ttfb,
+        error: err?.message,
+      });
+    };
+    const parsed = parseGenrmRequest(body.json);
+    if (parsed instanceof UisError) return finish(400, parsed, '(none)');
+    const keys = this.keys(body, req);
+    const model = this.resolveModel(keys, req);
+    if (model instanceof UisError) return finish(model.status, model, '(none)');
+    const spec = this.spec.models.find((m) => m.name === model.name);
+    const payload = JSON.stringify(
+      genrmChatBody(parsed, spec ?? { sampling_defaults: {}, chat_template_kwargs: {} }, model.servedName),
+    );
+    const controller = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) controller.abort();
+    });
+    const tried = new Set<string>();
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const target = this.pick(model, keys, req, tried);
+      if (target instanceof UisError) return finish(target.status, target, model.name);
+      this.inFlight.acquire(target.id);
+      try {
+        const r = await this.pools.get(target.origin).request({
+          path: '/v1/chat/completions',
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-request-id': requestId },
+          body: payload,
+          signal: controller.signal,
+        });
+        const ttfb = this.now() - start;
+        const text = await r.body.text();
+        if (r.statusCode !== 200) {
+          const err = new UisError({
+            code: 'engine_error',
+            status: r.statusCode >= 400 && r.statusCode < 500 ? r.statusCode : 502,
+            message: `GenRM engine ${target.id} answered ${r.statusCode}: ${text.slice(0, 500)}`,
+          });
+          return finish(err.status, err, model.name, target.id, ttfb);
+        }
+        let answer: unknown;
+        try {
+          answer = JSON.parse(text);
+        } catch {
+          answer = undefined;
+        }
+        const out = genrmResponse(answer);
+        if (out instanceof UisError) return finish(out.status, out, model.name, target.id, ttfb);
+        const json = JSON.stringify(out);
+        res.writeHead(200, {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(json),
+          'x-request-id': requestId,
+        });
+        res.end(json);
+        return finish(200, undefined, model.name, target.id, ttfb);
+      } catch (e) {
+        if (controller.signal.aborted) return finish(0, undefined, model.name, target.id);
+        const code = (e as { code?: unknown }).code;
+        if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
+          const err = new UisError({
+            code: ProxyErrorCode.engineTimeout,
+            status: 504,
+            message: `GenRM engine ${target.id} did not answer in time`,
+          });
+          return finish(504, err, model.name, target.id);
+        }
+        tried.add(target.id);
+        if (attempt === 1) {
+          const err = new UisError({
+            code: ProxyErrorCode.engineUnreachable,
+            status: 502,
+            message: `GenRM engine ${target.id} is unreachable: ${e instanceof Error ? e.message : String(e)}`,
+          });
+          return finish(502, err, model.name, target.id);
+        }
+      } finally {
+        this.inFlight.release(target.id);
+      }
+    }
+  }
+
+  /** Closes the engine connection pools this gateway created. */
+  async close(): Promise<void> {
+    if (this.ownsPools) await this.pools.close();
+  }
+}

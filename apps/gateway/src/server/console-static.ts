@@ -1,0 +1,56 @@
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { extname, join, normalize, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Context } from 'hono';
+
+/** Where the console's Vite build lands in this repo. */
+export const CONSOLE_DIST = fileURLToPath(new URL('../../../console/dist', import.meta.url));
+
+const TYPES: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.mjs': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.json': 'application/json',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.ico': 'image/x-icon',
+  '.woff2': 'font/woff2',
+  '.map': 'application/json',
+  '.txt': 'text/plain; charset=utf-8',
+};
+
+const MISSING = `<!doctype html><html><head><meta charset="utf-8"><title>UIS console not built</title></head>
+<body style="font-family: system-ui, sans-serif; max-width: 40rem; margin: 4rem auto; line-height: 1.5">
+<h1>The console is not built yet</h1>
+<p>The gateway serves the operator console from <code>apps/console/dist</code>, which does not exist.</p>
+<p>Build it with <code>pnpm --filter @uis/console build</code> (or run <code>pnpm start</code>, which builds it and
+starts the demo), then reload this page.</p>
+<p>The APIs work without it: <a href="/rollout/engines">/rollout/engines</a>, <a href="/metrics">/metrics</a>,
+<code>/trpc</code>, <code>/admin</code>.</p></body></html>`;
+
+/** Serves the console build with an SPA fallback (unknown paths get index.html), or a page saying how to build it.
+ * Paths are resolved inside `root` only. */
+export function consoleHandler(root: string = CONSOLE_DIST) {
+  return (c: Context) => {
+    const index = join(root, 'index.html');
+    if (!existsSync(index)) return c.html(MISSING, 200);
+    const rel = normalize(decodeURIComponent(c.req.path)).replace(/^([/\\])+/, '');
+    const file = join(root, rel);
+    if (
+      rel !== '' &&
+      (file === root || file.startsWith(root + sep)) &&
+      existsSync(file) &&
+      statSync(file).isFile()
+    ) {
+      const type = TYPES[extname(file)] ?? 'application/octet-stream';
+      // Vite fingerprints assets: cache them; index.html must always be fresh.
+      const cache = rel.startsWith('assets') ? 'public, max-age=31536000, immutable' : 'no-cache';
+      return c.body(readFileSync(file), 200, { 'content-type': type, 'cache-control': cache });
+    }
+    return c.body(readFileSync(index), 200, {
+      'content-type': 'text/html; charset=utf-8',
+      'cache-control': 'no-cache',
+    });
+  };
+}

@@ -1,0 +1,210 @@
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { getRequestListener } from '@hono/node-server';
+import { trpcServer } from '@hono/trpc-server';
+import { type Role, UisError } from '@uis/spec';
+import { Hono } from 'hono';
+import pino from 'pino';
+import { createAdminApi } from '../admin/admin-api.ts';
+import { BarrierBoard } from '../admin/barrier-board.ts';
+import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
+import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
+import { createCombinedListener, FastRoutes, UpstreamPools } from '../proxy/index.ts';
+import type { UisService } from '../service/uis-service.ts';
+import { buildAppRouter } from '../trpc/app-router.ts';
+import { ChangeFeed } from '../trpc/change-feed.ts';
+import { ConsoleJournal } from '../trpc/console-journal.ts';
+import { consoleState } from '../trpc/console-state.ts';
+import { CONSOLE_DIST, consoleHandler } from './console-static.ts';
+
+export interface UisServerOptions {
+  service: UisService;
+  adminToken: string;
+  /** When set, discovery and serving need it (or the admin token). */
+  servingToken?: string | undefined;
+  logger?: pino.Logger;
+  maxBodyBytes?: number;
+  /** The console build to serve at `/`. */
+  consoleDist?: string;
+  /** Least time between two console pushes. */
+  throttleMs?: number;
+}
+
+/** pino to stderr (stdout stays for what a command prints); silent under vitest unless UIS_LOG_LEVEL says. */
+export function createLogger(level?: string): pino.Logger {
+  const chosen = level ?? process.env.UIS_LOG_LEVEL ?? (process.env.VITEST ? 'silent' : 'info');
+  return pino({ level: chosen, base: { service: 'uis' } }, pino.destination(2));
+}
+
+/**
+ * The HTTP face of a UisService on one port: a role gateway per configured role (serving routes on the proxy's
+ * fast path, everything else on Hono), the admin API at `/admin`, tRPC for the console at `/trpc`, Prometheus at
+ * `/metrics`, and the console build at `/`.
+ */
+export class UisServer {
+  readonly service: UisService;
+  readonly gateways = new Map<Role, InferenceGateway>();
+  readonly app = new Hono();
+  readonly metrics: GatewayMetrics;
+  readonly journal = new ConsoleJournal();
+  readonly barriers = new BarrierBoard();
+  readonly feed = new ChangeFeed();
+  readonly logger: pino.Logger;
+  private readonly pools = new UpstreamPools();
+  private readonly routes = new FastRoutes();
+  private server: Server | null = null;
+  private readonly unsubscribe: Array<() => void> = [];
+
+  constructor(opts: UisServerOptions) {
+    const service = opts.service;
+    this.service = service;
+    this.logger = opts.logger ?? createLogger();
+    this.metrics = new GatewayMetrics({
+      inFlight: () =>
+        [...this.gateways].flatMap(([role, g]) =>
+          Object.entries(g.inFlight.snapshot()).map(([engine_id, count]) => ({ role, engine_id, count })),
+        ),
+      replicaStates: () => {
+        const out: Array<{ role: string; model: string; state: string; count: number }> = [];
+        for (const [role, m] of service.managers)
+          for (const [model, x] of Object.entries(m.snapshot().models)) {
+            const counts = new Map<string, number>();
+            for (const r of x.replicas) counts.set(r.state, (counts.get(r.state) ?? 0) + 1);
+            for (const [state, count] of counts) out.push({ role, model, state, count });
+          }
+        return out;
+      },
+      topologyRevisions: () =>
+        [...service.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
+      batchCounts: () => {
+        const counts = new Map<string, number>();
+        for (const b of service.store.list()) {
+          const key = `${b.kind}\u0000${b.state}`;
+          counts.set(key, (counts.get(key) ?? 0) + 1);
+        }
+        return [...counts].map(([k, count]) => {
+          const [kind, state] = k.split('\u0000') as [string, string];
+          return { kind, state, count };
+        });
+      },
+    });
+    const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
+    const onServed = (r: ServedRequest) => {
+      this.journal.served(r);
+      this.feed.notify();
+    };
+    for (const [role, manager] of service.managers) {
+      const spec = service.roles[role];
+      if (!spec) continue;
+      const gateway = new InferenceGateway({
+        manager,
+        spec,
+        placements: service.placementsOf(role),
+        pools: this.pools,
+        metrics: this.metrics,
+        logger: this.logger.child({ role }),
+        servingTokens,
+        onServed,
+        ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
+      });
+      this.gateways.set(role, gateway);
+      gateway.registerServing(this.routes);
+      this.app.route('/', gateway.app);
+      this.unsubscribe.push(manager.registry.subscribe(this.feed.notify));
+    }
+    this.unsubscribe.push(
+      service.events.subscribe((e) => {
+        this.journal.record(e);
+        if (e.kind === 'transition.completed' || e.kind === 'lease.blocked') {
+          const to = typeof e.data.to === 'string' ? e.data.to : '?';
+          this.metrics.phaseTransitions.observe(
+            { group: e.subject, to, outcome: e.kind === 'lease.blocked' ? 'failed' : 'ok' },
+            (e.duration_ms ?? 0) / 1000,
+          );
+        }
+        this.feed.notify();
+      }),
+      this.barriers.subscribe(this.feed.notify),
+    );
+
+    const state = () =>
+      consoleState({ service, gateways: this.gateways, journal: this.journal, barriers: this.barriers });
+    const router = buildAppRouter({
+      service,
+      adminToken: opts.adminToken,
+      state,
+      feed: this.feed,
+      ...(opts.throttleMs === undefined ? {} : { throttleMs: opts.throttleMs }),
+    });
+    this.app.route(
+      '/admin',
+      createAdminApi({ service, adminToken: opts.adminToken, barriers: this.barriers }),
+    );
+    this.app.use(
+      '/trpc/*',
+      trpcServer({
+        router,
+        endpoint: '/trpc',
+        createContext: (_o, c) => ({ authorization: c.req.header('authorization') ?? null }),
+      }),
+    );
+    this.app.get('/metrics', async (c) =>
+      c.body(await this.metrics.text(), 200, { 'content-type': this.metrics.contentType }),
+    );
+    this.app.get('/healthz', (c) => c.json({ status: 'ok', roles: [...this.gateways.keys()] }));
+    const roles = new Set<string>([...this.gateways.keys(), 'admin', 'trpc', 'metrics']);
+    const console = consoleHandler(opts.consoleDist ?? CONSOLE_DIST);
+    this.app.all('*', (c) => {
+      const first = c.req.path.split('/')[1] ?? '';
+      // API paths answer JSON; only browser paths fall back to the console.
+      if (c.req.method !== 'GET' || roles.has(first) || ['rollout', 'genrm', 'teacher'].includes(first)) {
+        const err = new UisError({
+          code: 'not_found',
+          status: 404,
+          path: c.req.path,
+          message: `no route ${c.req.method} ${c.req.path}`,
+        });
+        return c.json(err.toJSON(), 404);
+      }
+      return console(c);
+    });
+    this.app.onError((e, c) => {
+      const err =
+        e instanceof UisError
+          ? e
+          : new UisError({ code: 'internal_error', status: 500, message: e.message, cause: e });
+      if (err.status >= 500) this.logger.error({ err: e.message, path: c.req.path }, 'request failed');
+      return c.json(err.toJSON(), err.status as 500);
+    });
+  }
+
+  /** Listens (port 0: ephemeral). Resolves with the base URL. */
+  async listen(port = 0, host = '127.0.0.1'): Promise<{ url: string; port: number }> {
+    const server = createServer(
+      { keepAliveTimeout: 120_000 },
+      createCombinedListener({ serving: this.routes, fallback: getRequestListener(this.app.fetch) }),
+    );
+    // Hour-long generations: never cut a request for taking long.
+    server.requestTimeout = 0;
+    server.headersTimeout = 60_000;
+    this.server = server;
+    server.listen(port, host);
+    await once(server, 'listening');
+    const bound = (server.address() as AddressInfo).port;
+    const shown = host.includes(':') ? `[${host}]` : host;
+    return { url: `http://${shown === '0.0.0.0' ? '127.0.0.1' : shown}:${bound}`, port: bound };
+  }
+
+  /** Stops listening (open connections are cut) and closes the engine pools. The service is stopped separately. */
+  async close(): Promise<void> {
+    for (const off of this.unsubscribe.splice(0)) off();
+    const server = this.server;
+    this.server = null;
+    if (server) {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+    await this.pools.close();
+  }
+}

@@ -1,0 +1,76 @@
+import { freePorts, type Launcher, type LaunchRequest } from '@uis/manager';
+import type { LaunchedReplica, LaunchSpec } from '@uis/sglang-engine';
+import { buildServerArgs, SGLangEngine } from '@uis/sglang-engine';
+import { parseSimArgs, type SimOptionsInput, type SimServer, startSimServer } from '@uis/sglang-sim';
+
+/**
+ * `uis demo`'s launcher: sglang-sim engines served from this process on their own 127.0.0.1 ports instead of one
+ * Node process per engine node (the demo's 14 engines would otherwise be 14 processes on a 2-core machine). The
+ * command line is still SGLang's, from `buildServerArgs`, parsed by the simulator's own flag parser, and the
+ * manager drives each engine over HTTP exactly as it drives a process. Nothing outlives the process.
+ */
+export class InProcessSimLauncher implements Launcher {
+  readonly kind = 'sim-inprocess';
+  readonly ownsProcesses = true;
+  private readonly live = new Set<SimServer>();
+
+  constructor(private readonly simOptions: Partial<SimOptionsInput> = {}) {}
+
+  async create(req: LaunchRequest): Promise<SGLangEngine> {
+    const host = '127.0.0.1';
+    const nnodes = req.replica.nnodes;
+    const ports = await freePorts(nnodes + (nnodes > 1 ? 1 : 0), host);
+    const args = buildServerArgs(req.model, req.group, req.replica, {
+      host,
+      port: ports[0] as number,
+      offload: req.offload,
+      command: [],
+      nodePorts: ports.slice(0, nnodes),
+      ...(nnodes > 1 ? { distInitAddr: `${host}:${ports[nnodes]}` } : {}),
+    });
+    const headUrl = args.headUrl.replace(/\/$/, '');
+    const spec: LaunchSpec = { ...args, headUrl, engineId: req.replica.engine_id };
+    return new SGLangEngine({
+      engineId: req.replica.engine_id,
+      baseUrl: headUrl,
+      launcher: { launch: (s) => this.launch(s) },
+      launchSpec: spec,
+      pollMs: 50,
+    });
+  }
+
+  private async launch(spec: LaunchSpec): Promise<LaunchedReplica> {
+    const servers: SimServer[] = [];
+    try {
+      for (const p of spec.processes) {
+        const { options } = parseSimArgs(p.argv, { ...process.env, ...p.env });
+        const server = await startSimServer({ ...options, ...this.simOptions, port: options.port });
+        servers.push(server);
+        this.live.add(server);
+      }
+    } catch (e) {
+      await Promise.allSettled(servers.map((s) => s.close()));
+      throw e;
+    }
+    let stopped = false;
+    return {
+      pids: () => [],
+      // An in-process engine never exits by itself: it stops when the manager stops it.
+      onExit: () => undefined,
+      logTail: () => '',
+      stop: async () => {
+        if (stopped) return;
+        stopped = true;
+        await Promise.allSettled(servers.map((s) => s.close()));
+        for (const s of servers) this.live.delete(s);
+      },
+    };
+  }
+
+  /** Closes every engine still serving (the manager normally stops them on shutdown). */
+  async closeAll(): Promise<void> {
+    const all = [...this.live];
+    this.live.clear();
+    await Promise.allSettled(all.map((s) => s.close()));
+  }
+}

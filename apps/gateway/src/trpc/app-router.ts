@@ -1,0 +1,130 @@
+import { initTRPC, TRPCError } from '@trpc/server';
+import { type ConsoleState, type Role, RoleSchema } from '@uis/spec';
+import { z } from 'zod';
+import { authorized } from '../gateway/auth.ts';
+import type { UisService } from '../service/uis-service.ts';
+import { type ChangeFeed, pause } from './change-feed.ts';
+
+/** Per request: the raw `Authorization` header (`Bearer <token>`), or null. */
+export interface TrpcContext {
+  authorization: string | null;
+}
+
+export interface AppRouterDeps {
+  service: UisService;
+  adminToken: string;
+  state: () => ConsoleState;
+  feed: ChangeFeed;
+  /** Least time between two pushed states. Default 250 ms. */
+  throttleMs?: number;
+}
+
+const RoleModelInput = z.object({ role: RoleSchema, model: z.string().min(1) });
+
+/**
+ * The console's API (the contract in apps/console/README.md): `state`, the `changes` subscription (SSE), the
+ * token check, and four admin actions that need the admin token and are written to the event log with actor
+ * `console`.
+ */
+export function buildAppRouter(deps: AppRouterDeps) {
+  const t = initTRPC.context<TrpcContext>().create();
+  const admin = t.procedure.use(({ ctx, next }) => {
+    if (!authorized(ctx.authorization, [deps.adminToken]))
+      throw new TRPCError({ code: 'UNAUTHORIZED', message: 'admin token refused' });
+    return next();
+  });
+  const { service } = deps;
+  const act = async (
+    kind: string,
+    subject: string,
+    input: object,
+    run: () => Promise<string>,
+  ): Promise<{ ok: true; message: string }> => {
+    try {
+      const message = await run();
+      service.events.append({
+        kind: `admin.${kind}`,
+        subject,
+        actor: 'console',
+        data: { ok: true, ...input },
+      });
+      return { ok: true, message };
+    } catch (e) {
+      const message = e instanceof Error ? e.message : String(e);
+      service.events.append({
+        kind: `admin.${kind}`,
+        subject,
+        actor: 'console',
+        data: { ok: false, error: message, ...input },
+      });
+      throw new TRPCError({ code: 'BAD_REQUEST', message, cause: e });
+    }
+  };
+  const manager = (role: Role) => {
+    const m = service.managers.get(role);
+    if (!m) throw new Error(`role ${role} is not configured`);
+    return m;
+  };
+  return t.router({
+    state: t.procedure.query(() => deps.state()),
+    changes: t.procedure.subscription(async function* (opts) {
+      const signal = opts.signal ?? new AbortController().signal;
+      let seen = deps.feed.current;
+      yield deps.state();
+      while (!signal.aborted) {
+        seen = await deps.feed.after(seen, signal);
+        if (signal.aborted) return;
+        // Throttle: changes that arrive meanwhile are folded into the next push.
+        await pause(deps.throttleMs ?? 250, signal);
+        if (signal.aborted) return;
+        seen = deps.feed.current;
+        yield deps.state();
+      }
+    }),
+    checkToken: t.procedure.input(z.object({ token: z.string() })).mutation(({ input }) => {
+      if (!authorized(`Bearer ${input.token}`, [deps.adminToken]))
+        throw new TRPCError({ code: 'UNAUTHORIZED', message: 'admin token refused' });
+      return { ok: true as const };
+    }),
+    drainModel: admin.input(RoleModelInput).mutation(({ input }) =>
+      act('drain_model', `${input.role}/${input.model}`, input, async () => {
+        const report = await manager(input.role).drainModel(input.model);
+        return `${input.role}/${input.model} drained (${report.engines.length} replicas, memory released: ${report.memoryReleased})`;
+      }),
+    ),
+    activateModel: admin.input(RoleModelInput).mutation(({ input }) =>
+      act('activate_model', `${input.role}/${input.model}`, input, async () => {
+        await manager(input.role).activateModel(input.model);
+        return `${input.role}/${input.model} activated`;
+      }),
+    ),
+    advancePhase: admin
+      .input(z.object({ group: z.string().min(1), to: z.string().min(1).optional() }))
+      .mutation(({ input }) =>
+        act('advance_phase', input.group, input, async () => {
+          const r = await service.coordinator.transition({
+            group: input.group,
+            actor: 'console',
+            ...(input.to === undefined ? {} : { to: input.to }),
+          });
+          return `${r.group}: ${r.from ?? '(none)'} -> ${r.path.join(' -> ')} in ${Math.round(r.duration_ms)} ms`;
+        }),
+      ),
+    restartReplica: admin.input(z.object({ engine_id: z.string().min(1) })).mutation(({ input }) =>
+      act('restart_replica', input.engine_id, input, async () => {
+        for (const m of service.managers.values()) {
+          const owns = Object.values(m.snapshot().models).some((x) =>
+            x.replicas.some((r) => r.engine_id === input.engine_id),
+          );
+          if (owns) {
+            await m.restartReplica(input.engine_id);
+            return `${input.engine_id} restarted`;
+          }
+        }
+        throw new Error(`no replica ${input.engine_id}`);
+      }),
+    ),
+  });
+}
+
+export type AppRouter = ReturnType<typeof buildAppRouter>;

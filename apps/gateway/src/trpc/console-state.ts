@@ -1,0 +1,110 @@
+import type { BatchInfo } from '@uis/manager';
+import type { BatchView, ConsoleState, ReplicaView, Role } from '@uis/spec';
+import type { BarrierBoard } from '../admin/barrier-board.ts';
+import type { InferenceGateway } from '../gateway/inference-gateway.ts';
+import type { UisService } from '../service/uis-service.ts';
+import type { ConsoleJournal } from './console-journal.ts';
+
+export interface ConsoleStateSources {
+  service: UisService;
+  gateways: ReadonlyMap<Role, InferenceGateway>;
+  journal: ConsoleJournal;
+  barriers: BarrierBoard;
+  now?: () => number;
+}
+
+const MAX_BATCHES = 100;
+
+function batchView(b: BatchInfo): BatchView {
+  const state =
+    b.state === 'open' || b.state === 'sealed'
+      ? 'queued'
+      : b.state === 'running'
+        ? 'scoring'
+        : b.state === 'committed'
+          ? 'committed'
+          : 'failed';
+  const ended = b.state === 'committed' ? b.committed_at : b.state === 'failed' ? b.updated_at : null;
+  return {
+    id: b.id,
+    kind: b.kind === 'genrm_score' ? 'genrm' : 'teacher',
+    state,
+    size: b.samples,
+    created_at: b.created_at,
+    // The store records the last state change: for a running batch that is when scoring began.
+    started_at: b.state === 'running' ? b.updated_at : null,
+    ended_at: ended,
+    failure: b.state === 'failed' ? b.reason : null,
+  };
+}
+
+/** The whole service as the console sees it (`ConsoleStateSchema`), assembled from the live components. */
+export function consoleState(src: ConsoleStateSources): ConsoleState {
+  const { service, gateways, journal, barriers } = src;
+  const replicas: ReplicaView[] = [];
+  const roles = [];
+  const planned = new Map<string, Array<{ node: string; gpu_ids: number[] }>>();
+  for (const p of service.plan.placements)
+    for (const r of p.replicas)
+      planned.set(
+        r.engine_id,
+        r.nodes.map((n) => ({ node: n.node, gpu_ids: n.gpu_ids })),
+      );
+  for (const [role, manager] of service.managers) {
+    const snapshot = manager.registry.snapshot();
+    roles.push(snapshot);
+    const gateway = gateways.get(role);
+    const state = manager.snapshot();
+    for (const [model, m] of Object.entries(state.models)) {
+      const published = new Map((snapshot.models[model]?.engines ?? []).map((e) => [e.engine_id, e]));
+      for (const r of m.replicas) {
+        const pub = published.get(r.engine_id);
+        replicas.push({
+          role,
+          model,
+          engine_id: r.engine_id,
+          group: pub?.group ?? 0,
+          worker_type: pub?.worker_type ?? 'regular',
+          base_url: r.base_url,
+          state: r.state,
+          direct_eligible: pub?.direct_eligible ?? false,
+          weight_version: r.weight_version,
+          inflight: gateway?.inFlight.get(r.engine_id) ?? 0,
+          generation: r.generation,
+          planned: planned.get(r.engine_id) ?? [],
+          // Where an engine really runs is not reported by the engines yet; null is "unknown", not "same".
+          actual: null,
+          health: journal.healthOf(r.engine_id),
+        });
+      }
+    }
+  }
+  const groups = service.plan.activation_groups;
+  const activation_groups = groups.map((g) => {
+    const lease = service.coordinator.lease(g.name);
+    return {
+      name: g.name,
+      pool: g.pool,
+      phases: g.phases,
+      current_phase: lease.phase,
+      lease_holder: lease.holder.length === 0 ? null : lease.holder.join(','),
+      blocked: lease.status === 'blocked' ? { reason: lease.reason ?? 'blocked', at: lease.since } : null,
+      barriers: barriers
+        .list()
+        .filter((b) => b.group === g.name || (b.group === null && groups.length === 1))
+        .map((b) => ({ phase: b.phase, waiting: b.waiting, since: b.since })),
+      transitions: journal.transitionsOf(g.name),
+    };
+  });
+  const batches = service.store.list().slice(-MAX_BATCHES).map(batchView);
+  return {
+    generated_at: (src.now ?? Date.now)(),
+    cluster: { nodes: service.config.cluster.nodes.map((n) => ({ name: n.name, gpus: n.gpus })) },
+    plan: service.plan,
+    roles,
+    replicas,
+    activation_groups,
+    batches,
+    events: journal.eventViews(),
+  };
+}
