@@ -318,9 +318,8 @@ export class DirectClient {
   }
 
   private keysFor(body: Record<string, unknown>, options: CallOptions): RequestKeys {
-    const rules = this.options.routing ?? this.current?.routing;
-    const affinityHeader =
-      (rules as { affinity_header?: string } | undefined)?.affinity_header ?? DEFAULT_AFFINITY_HEADER;
+    // The published routing block carries no affinity header name: the default unless the caller overrides.
+    const affinityHeader = this.options.routing?.affinity_header ?? DEFAULT_AFFINITY_HEADER;
     const keys = requestKeys(body, options.headers as HeaderBag | undefined, affinityHeader);
     if (options.model !== undefined) keys.model = options.model;
     if (options.route_key !== undefined) keys.route_key = options.route_key;
