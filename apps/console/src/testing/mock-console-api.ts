@@ -1,6 +1,6 @@
 import type { ActivationGroupView, ConsoleState, EventView } from '@uis/spec';
 import type { ConsoleApiImpl } from '../api/console-api.ts';
-import { DEMO_GROUPS, DEMO_PHASES, demoState } from './demo-state.ts';
+import { DEMO_GROUPS, DEMO_PHASES, type DemoOptions, demoState } from './demo-state.ts';
 
 /** An in-memory stand-in for the gateway behind the console contract: the demo state advances a phase on each
  * `tick()`, operator actions change it, and every change is pushed to subscribers. For component development,
@@ -14,10 +14,12 @@ export class MockConsoleApi implements ConsoleApiImpl {
   private readonly transitions: ActivationGroupView['transitions'] = [];
   private readonly listeners = new Set<() => void>();
   private readonly now: () => number;
+  private readonly moved: DemoOptions['moved'];
 
-  constructor(options: { adminToken: string; now?: () => number }) {
+  constructor(options: { adminToken: string; now?: () => number; moved?: DemoOptions['moved'] }) {
     this.adminToken = options.adminToken;
     this.now = options.now ?? Date.now;
+    this.moved = options.moved;
     this.record('system', 'service.start', 'uis', 'mock gateway started');
   }
 
@@ -30,6 +32,7 @@ export class MockConsoleApi implements ConsoleApiImpl {
       events: this.events.slice(-200),
       transitions: this.transitions.slice(-50),
       weightVersion: 3 + Math.floor(this.phase / DEMO_PHASES.length),
+      moved: this.moved,
     });
   }
 

@@ -29,8 +29,10 @@ export async function startMockGateway(options: {
   distDir?: string;
   /** Advance a phase every `tickMs` (the demo loop); 0 = only on request. */
   tickMs?: number;
+  /** Replicas that run elsewhere than planned (to see the mismatch highlight). */
+  moved?: ConstructorParameters<typeof MockConsoleApi>[0]['moved'];
 }): Promise<MockGateway> {
-  const api = new MockConsoleApi({ adminToken: options.adminToken });
+  const api = new MockConsoleApi({ adminToken: options.adminToken, moved: options.moved });
   const trpc = createHTTPHandler({
     router: buildConsoleApiRouter(api),
     basePath: '/trpc/',
