@@ -1,5 +1,5 @@
 import { initTRPC, TRPCError } from '@trpc/server';
-import type { ConsoleState } from '@uis/spec';
+import { type ConsoleState, RoleSchema } from '@uis/spec';
 import { z } from 'zod';
 
 /** The console's tRPC contract, written as a router so the client gets exact types before the gateway's
@@ -11,7 +11,7 @@ export interface ConsoleApiContext {
   authorization: string | null;
 }
 
-export const RoleModelInputSchema = z.object({ role: z.string().min(1), model: z.string().min(1) });
+export const RoleModelInputSchema = z.object({ role: RoleSchema, model: z.string().min(1) });
 export const AdvancePhaseInputSchema = z.object({
   group: z.string().min(1),
   to: z.string().min(1).optional(),

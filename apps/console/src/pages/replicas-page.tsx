@@ -1,4 +1,4 @@
-import { type ConsoleState, REPLICA_STATES, type ReplicaView } from '@uis/spec';
+import { type ConsoleState, REPLICA_STATES, type ReplicaView, type Role } from '@uis/spec';
 import { useMemo, useState } from 'react';
 import { useTRPCClient } from '../api/trpc.ts';
 import { useAdminAction } from '../components/admin-actions.tsx';
@@ -41,7 +41,7 @@ export function filterReplicas(replicas: ReplicaView[], text: string, state: str
   );
 }
 
-function ModelActions({ role, model }: { role: string; model: string }) {
+function ModelActions({ role, model }: { role: Role; model: string }) {
   const client = useTRPCClient();
   const request = useAdminAction();
   return (
