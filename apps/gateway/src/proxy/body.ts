@@ -37,39 +37,56 @@ function tooLarge(limit: number): UisError {
 /** Reads the whole request body, refusing (413) as soon as it exceeds `limit` bytes. */
 export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    const declared = req.headers['content-length'];
-    if (declared !== undefined && Number(declared) > limit) {
-      reject(tooLarge(limit));
+    collectBody(req, limit, (err, body) => {
+      if (err !== null || body === undefined) reject(err);
+      else resolve(body);
+    });
+  });
+}
+
+/** `readBody` in callback style, for the serving hot path (no promise per request). */
+export function collectBody(
+  req: IncomingMessage,
+  limit: number,
+  done: (err: Error | null, body?: Buffer) => void,
+): void {
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limit) {
+    done(tooLarge(limit));
+    return;
+  }
+  let first: Buffer | undefined;
+  let chunks: Buffer[] | undefined;
+  let size = 0;
+  const onData = (chunk: Buffer) => {
+    size += chunk.length;
+    if (size > limit) {
+      cleanup();
+      done(tooLarge(limit));
       return;
     }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        cleanup();
-        reject(tooLarge(limit));
-        return;
-      }
+    if (first === undefined) first = chunk;
+    else {
+      chunks ??= [first];
       chunks.push(chunk);
-    };
-    const onEnd = () => {
-      cleanup();
-      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
-    };
-    const onError = (err: Error) => {
-      cleanup();
-      reject(err);
-    };
-    const cleanup = () => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onError);
-    };
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onError);
-  });
+    }
+  };
+  const onEnd = () => {
+    cleanup();
+    done(null, chunks !== undefined ? Buffer.concat(chunks, size) : (first ?? Buffer.alloc(0)));
+  };
+  const onError = (err: Error) => {
+    cleanup();
+    done(err);
+  };
+  const cleanup = () => {
+    req.off('data', onData);
+    req.off('end', onEnd);
+    req.off('error', onError);
+  };
+  req.on('data', onData);
+  req.on('end', onEnd);
+  req.on('error', onError);
 }
 
 /** Parses a serving body: must be a JSON object whose routing fields have the right types (400 otherwise). */
@@ -94,7 +111,9 @@ export function parseServingBody(raw: Buffer): ParsedBody | UisError {
     });
   }
   const obj = json as Record<string, unknown>;
-  // Only the routing fields are validated here (a four-key object, cheap); the engine validates the rest.
+  const fields = quickFields(obj);
+  if (fields !== undefined) return { raw, json: obj, fields };
+  // Only the routing fields are validated (the engine validates the rest); zod words the error.
   const result = ServingFieldsSchema.safeParse({
     model: obj.model,
     route_key: obj.route_key,
@@ -112,6 +131,29 @@ export function parseServingBody(raw: Buffer): ParsedBody | UisError {
     });
   }
   return { raw, json: obj, fields: result.data };
+}
+
+const isName = (v: unknown) => v === undefined || (typeof v === 'string' && v.length > 0);
+
+/** The hot path's check of the routing fields: the same rules as ServingFieldsSchema (a property test holds
+ * them equal) without building zod's result objects; `undefined` sends the body through zod for the error. */
+export function quickFields(obj: Record<string, unknown>): ServingFields | undefined {
+  const { model, route_key, stream, rid } = obj;
+  if (!isName(model) || !isName(route_key)) return undefined;
+  if (stream !== undefined && typeof stream !== 'boolean') return undefined;
+  if (rid !== undefined && !(typeof rid === 'string' ? rid.length > 0 : isRidList(rid))) return undefined;
+  const out: ServingFields = {};
+  if (model !== undefined) out.model = model as string;
+  if (route_key !== undefined) out.route_key = route_key as string;
+  if (stream !== undefined) out.stream = stream as boolean;
+  if (rid !== undefined) out.rid = rid as string | string[];
+  return out;
+}
+
+function isRidList(v: unknown): boolean {
+  if (!Array.isArray(v) || v.length === 0) return false;
+  for (const x of v) if (typeof x !== 'string' || x.length === 0) return false;
+  return true;
 }
 
 const OPEN_BRACE = 0x7b;

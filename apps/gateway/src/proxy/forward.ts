@@ -3,7 +3,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import { performance } from 'node:perf_hooks';
 import { UisError } from '@uis/spec';
 import type { Dispatcher } from 'undici';
-import { type BodyEdit, forwardedBody, type ParsedBody, parseServingBody, readBody } from './body.ts';
+import { type BodyEdit, collectBody, forwardedBody, type ParsedBody, parseServingBody } from './body.ts';
 import { asUisError, ProxyErrorCode, sendError } from './errors.ts';
 import type { FastHandler } from './fast-routes.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
@@ -381,23 +381,22 @@ export function createServingHandler(options: ServingProxyOptions, resolve: Reso
     const given = req.headers['x-request-id'];
     const requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : newId();
     const exchange = new Exchange(res, options, now, start, requestId);
-    readBody(req, limit).then(
-      (raw) => {
-        try {
-          const body = parseServingBody(raw);
-          if (body instanceof UisError) return exchange.refuse(body);
-          const route = resolve(body, req, requestId);
-          if (route instanceof UisError) return exchange.refuse(route);
-          exchange.begin(req, body, route);
-        } catch (e) {
-          exchange.refuse(asUisError(e));
-        }
-      },
-      (e: unknown) => {
+    collectBody(req, limit, (err, raw) => {
+      if (err !== null || raw === undefined) {
         // A body over the limit: answer, then close, since the rest of the body is still on the socket.
-        if (e instanceof UisError && e.status === 413) res.shouldKeepAlive = false;
+        if (err instanceof UisError && err.status === 413) res.shouldKeepAlive = false;
+        exchange.refuse(asUisError(err));
+        return;
+      }
+      try {
+        const body = parseServingBody(raw);
+        if (body instanceof UisError) return exchange.refuse(body);
+        const route = resolve(body, req, requestId);
+        if (route instanceof UisError) return exchange.refuse(route);
+        exchange.begin(req, body, route);
+      } catch (e) {
         exchange.refuse(asUisError(e));
-      },
-    );
+      }
+    });
   };
 }
