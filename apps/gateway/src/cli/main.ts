@@ -1,6 +1,8 @@
 // The `uis` CLI: wiring only. Each command lives in its own file and registers itself here.
 import { Command, CommanderError } from 'commander';
+import { registerDemoCommand } from './demo-command.ts';
 import { registerPlanCommand } from './plan-command.ts';
+import { registerServeCommand } from './serve-command.ts';
 
 const program = new Command('uis')
   .description('Unified Inference Service: placement planning and control of SGLang inference roles')
@@ -8,6 +10,8 @@ const program = new Command('uis')
   .exitOverride();
 
 registerPlanCommand(program);
+registerServeCommand(program);
+registerDemoCommand(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -1,0 +1,75 @@
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { SimLauncher } from '@uis/manager';
+import type { Command } from 'commander';
+import { RlLoopDriver } from '../demo/rl-loop-driver.ts';
+import { InProcessSimLauncher } from '../service/in-process-sim-launcher.ts';
+import { runServer } from './run-server.ts';
+import { parsePort, readConfig } from './serve-command.ts';
+
+/** The demo layout shipped with the repo: 2 nodes x 8 GPUs, all three roles, colocated defer. */
+export const DEMO_CONFIG = fileURLToPath(new URL('../../../../examples/demo.yaml', import.meta.url));
+
+/** Modelled engine timings: slow enough that requests and phases are visible, light enough for 2 cores. */
+const SIM_TIMING = {
+  simPrefillUsPerToken: 20,
+  simDecodeUsPerToken: 4000,
+  simStartupMs: 300,
+  simOnloadMs: 400,
+  simOffloadMs: 250,
+};
+
+function simFlags(): string[] {
+  return Object.entries(SIM_TIMING).flatMap(([k, v]) => [
+    `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`,
+    String(v),
+  ]);
+}
+
+/** `uis demo`: the README's main command. */
+export function registerDemoCommand(program: Command): void {
+  program
+    .command('demo')
+    .description(
+      'run a simulated 2-node x 8-GPU RL cluster (rollout, GenRM, teacher in a colocated defer schedule) with a built-in RL loop and the console',
+    )
+    .option('--port <port>', 'listen port', parsePort, 8080)
+    .option('--host <host>', 'listen address', '127.0.0.1')
+    .option('--config <file>', 'another layout to run instead of examples/demo.yaml')
+    .option('--processes', 'one sglang-sim process per engine node instead of engines inside this process')
+    .option('--no-driver', 'do not run the built-in RL loop')
+    .action(
+      async (o: { port: number; host: string; config?: string; processes?: boolean; driver: boolean }) => {
+        const file = o.config ?? DEMO_CONFIG;
+        if (!existsSync(file)) throw new Error(`demo config not found: ${file}`);
+        const config = readConfig(file);
+        const inProcess = o.processes ? null : new InProcessSimLauncher(SIM_TIMING);
+        const policy = config.roles.rollout?.models[0];
+        await runServer({
+          config,
+          title: 'uis demo',
+          launcher: inProcess ?? new SimLauncher({ simArgs: simFlags() }),
+          port: o.port,
+          host: o.host,
+          managerOptions: { healthIntervalMs: 2000, drainDeadlineMs: 30_000 },
+          ...(inProcess ? { cleanup: () => inProcess.closeAll() } : {}),
+          ...(o.driver && policy && config.schedule.activation_groups[0]
+            ? {
+                extra: ({ url, adminToken, logger }) => {
+                  const driver = new RlLoopDriver({
+                    baseUrl: url,
+                    adminToken,
+                    group: config.schedule.activation_groups[0]?.name ?? 'actor',
+                    policyModel: policy.name,
+                    policyPath: policy.model_path,
+                    logger: logger.child({ component: 'driver' }),
+                  });
+                  driver.start();
+                  return driver;
+                },
+              }
+            : {}),
+        });
+      },
+    );
+}

@@ -1,0 +1,112 @@
+import { randomBytes } from 'node:crypto';
+import type { Launcher } from '@uis/manager';
+import type { UisConfig } from '@uis/spec';
+import type pino from 'pino';
+import { createLogger, UisServer } from '../server/uis-server.ts';
+import { type LauncherKind, UisService } from '../service/uis-service.ts';
+
+export interface RunServerOptions {
+  config: UisConfig;
+  launcher: Launcher | LauncherKind;
+  port: number;
+  host: string;
+  dbPath?: string;
+  /** Printed banner title. */
+  title: string;
+  /** Started once the server listens (the demo's driver); stopped first on shutdown. */
+  extra?: (ctx: { url: string; adminToken: string; service: UisService; logger: pino.Logger }) => {
+    stop(): Promise<void>;
+  };
+  managerOptions?: ConstructorParameters<typeof UisService>[0]['managerOptions'];
+  /** Extra cleanup after the service stopped (e.g. in-process engines). */
+  cleanup?: () => Promise<void>;
+  out?: (text: string) => void;
+}
+
+/** The admin token: config, else `UIS_ADMIN_TOKEN`, else a fresh random one (printed once). */
+export function adminTokenFor(config: UisConfig): { token: string; generated: boolean } {
+  const given = config.gateway?.admin_token ?? process.env.UIS_ADMIN_TOKEN;
+  if (given !== undefined && given !== '') return { token: given, generated: false };
+  return { token: randomBytes(18).toString('base64url'), generated: true };
+}
+
+/**
+ * Starts a UisService and its UisServer, prints where everything is, and stops cleanly on SIGINT/SIGTERM (engines
+ * stopped, their process groups gone) before exiting. A second signal exits at once.
+ */
+export async function runServer(opts: RunServerOptions): Promise<void> {
+  const out = opts.out ?? ((t: string) => process.stdout.write(t));
+  const logger = createLogger();
+  const service = new UisService({
+    config: opts.config,
+    launcher: opts.launcher,
+    logger,
+    ...(opts.dbPath === undefined ? {} : { dbPath: opts.dbPath }),
+    ...(opts.managerOptions === undefined ? {} : { managerOptions: opts.managerOptions }),
+  });
+  let stopping: Promise<void> | null = null;
+  let server: UisServer | null = null;
+  let extra: { stop(): Promise<void> } | null = null;
+  const stop = (signal: string) => {
+    if (stopping) {
+      out(`\n${signal} again: exiting now\n`);
+      process.exit(130);
+    }
+    out(`\n${signal}: stopping (engines are shut down first)...\n`);
+    stopping = (async () => {
+      await extra?.stop().catch(() => undefined);
+      await server?.close().catch(() => undefined);
+      await service.stop();
+      await opts.cleanup?.();
+      out('stopped\n');
+    })();
+    stopping.then(
+      () => process.exit(0),
+      (e: unknown) => {
+        process.stderr.write(`uis: shutdown failed: ${e instanceof Error ? e.message : String(e)}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+
+  const { token, generated } = adminTokenFor(opts.config);
+  const servingToken = opts.config.gateway?.serving_token ?? process.env.UIS_SERVING_TOKEN;
+  out(
+    `${opts.title}: starting ${[...service.managers.keys()].join(', ')} (${service.plan.placements.length} engine groups)...\n`,
+  );
+  try {
+    await service.start();
+  } catch (e) {
+    await service.stop();
+    await opts.cleanup?.();
+    throw e;
+  }
+  if (stopping) return;
+  server = new UisServer({
+    service,
+    adminToken: token,
+    logger,
+    ...(servingToken ? { servingToken } : {}),
+    ...(opts.config.gateway?.max_body_bytes === undefined
+      ? {}
+      : { maxBodyBytes: opts.config.gateway.max_body_bytes }),
+  });
+  const { url } = await server.listen(opts.port, opts.host);
+  const lines = [
+    '',
+    `  console     ${url}/`,
+    ...[...service.managers.keys()].map(
+      (r) => `  ${r.padEnd(11)} ${url}/${r}/engines   ${url}/${r}/v1/chat/completions`,
+    ),
+    `  admin API   ${url}/admin   (Authorization: Bearer <token>)`,
+    `  metrics     ${url}/metrics`,
+    `  admin token ${token}${generated ? '   (generated; set UIS_ADMIN_TOKEN to choose one)' : ''}`,
+    '',
+    'Ctrl-C stops everything.',
+    '',
+  ];
+  out(`${lines.join('\n')}\n`);
+  if (opts.extra) extra = opts.extra({ url, adminToken: token, service, logger });
+}

@@ -1,0 +1,72 @@
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { isUisError, loadConfig, type UisConfig } from '@uis/spec';
+import { type Command, InvalidArgumentError } from 'commander';
+import { runServer } from './run-server.ts';
+
+export function parsePort(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('must be a port (0-65535)');
+  return n;
+}
+
+export function parseLauncher(value: string): 'sim' | 'local' | 'external' {
+  if (value === 'sim' || value === 'local' || value === 'external') return value;
+  throw new InvalidArgumentError('must be sim, local or external');
+}
+
+/** Reads and validates a config file; problems are printed with their paths and exit 2. */
+export function readConfig(file: string): UisConfig {
+  const path = resolve(process.cwd(), file);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new Error(`cannot read ${path}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  try {
+    return loadConfig(text, file);
+  } catch (e) {
+    if (isUisError(e)) {
+      const issues = Array.isArray(e.details) ? (e.details as Array<{ path: string; message: string }>) : [];
+      const detail = issues.map((i) => `\n  ${i.path}: ${i.message}`).join('');
+      throw new Error(`${e.message}${detail}`);
+    }
+    throw e;
+  }
+}
+
+/** `uis serve --config FILE`: the managers and role gateways of a config, with the console at `/`. */
+export function registerServeCommand(program: Command): void {
+  program
+    .command('serve')
+    .description('start the managers and role gateways of a config file and serve the console')
+    .requiredOption('--config <file>', 'a UIS config file (YAML or JSON)')
+    .option('--port <port>', 'listen port (default: gateway.port of the config, else 8080)', parsePort)
+    .option('--host <host>', 'listen address (default: gateway.host of the config, else 127.0.0.1)')
+    .option(
+      '--launcher <kind>',
+      'engine launcher: sim | local | external (default: gateway.launcher)',
+      parseLauncher,
+    )
+    .option('--db <path>', 'SQLite file for events, operations and batches (default: gateway.db_path)')
+    .action(
+      async (o: {
+        config: string;
+        port?: number;
+        host?: string;
+        launcher?: 'sim' | 'local' | 'external';
+        db?: string;
+      }) => {
+        const config = readConfig(o.config);
+        await runServer({
+          config,
+          title: 'uis serve',
+          launcher: o.launcher ?? config.gateway?.launcher ?? 'sim',
+          port: o.port ?? config.gateway?.port ?? 8080,
+          host: o.host ?? config.gateway?.host ?? '127.0.0.1',
+          ...(o.db === undefined ? {} : { dbPath: o.db }),
+        });
+      },
+    );
+}

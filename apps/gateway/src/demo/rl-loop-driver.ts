@@ -1,0 +1,231 @@
+import { encode } from '@uis/sglang-sim';
+
+/** What the driver logs through (pino loggers satisfy it). */
+export interface DriverLogger {
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+}
+
+export interface RlLoopDriverOptions {
+  /** The gateway's base URL (`http://127.0.0.1:8080`). */
+  baseUrl: string;
+  adminToken: string;
+  /** Activation group the loop drives. */
+  group: string;
+  /** Rollout model whose weights the simulated trainer updates every step, and its checkpoint path. */
+  policyModel: string;
+  policyPath: string;
+  /** Rollout requests per step, and how many run at once. Defaults 8 / 2: the demo shares 2 cores with a browser. */
+  requestsPerStep?: number;
+  concurrency?: number;
+  /** Simulated training time, and the pause between steps. */
+  trainMs?: number;
+  pauseMs?: number;
+  logger?: DriverLogger;
+  fetch?: typeof fetch;
+}
+
+const PROMPTS = [
+  'Solve 17 * 23 and explain each step.',
+  'Write a function that reverses a linked list.',
+  'What is the derivative of x^3 * sin(x)?',
+  'Prove that the square root of 2 is irrational.',
+  'Sort the numbers 9, 4, 7, 1 and show the passes of bubble sort.',
+  'How many primes are there below 30?',
+];
+
+const JUDGE_SYSTEM =
+  'You are a strict grader. Read the problem and the answer, reason briefly, then end with "Judgement: 1" if the answer is correct and "Judgement: 0" otherwise.';
+
+interface Rollout {
+  prompt: string;
+  text: string;
+  /** Prompt and response token ids (teacher OPD input); absent for chat samples. */
+  promptIds?: number[];
+  outputIds?: number[];
+}
+
+/**
+ * The demo's RL loop, driven over the public HTTP APIs exactly as an RL controller would: rollout requests through
+ * the rollout gateway (chat, streaming chat and raw generate with a route key), GenRM scoring inputs and teacher
+ * OPD inputs submitted as deferred batches, the phase advance that runs the defer transition (rollout -> GenRM
+ * scoring -> teacher OPD -> train), the trainer barrier, a weight update of the policy, and the barrier release
+ * that wakes rollout at the new version. Errors are logged and the loop retries: the demo keeps moving.
+ */
+export class RlLoopDriver {
+  private readonly opts: Required<Omit<RlLoopDriverOptions, 'logger' | 'fetch'>>;
+  private readonly logger: DriverLogger;
+  private readonly fetch: typeof fetch;
+  private readonly controller = new AbortController();
+  private loop: Promise<void> | null = null;
+  step = 0;
+
+  constructor(opts: RlLoopDriverOptions) {
+    this.opts = {
+      requestsPerStep: 8,
+      concurrency: 2,
+      trainMs: 1500,
+      pauseMs: 1000,
+      ...opts,
+    };
+    this.logger = opts.logger ?? { info() {}, warn() {} };
+    this.fetch = opts.fetch ?? fetch;
+  }
+
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  /** Stops after aborting whatever call is in flight. */
+  async stop(): Promise<void> {
+    this.controller.abort();
+    await this.loop;
+  }
+
+  private get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  private async run(): Promise<void> {
+    while (!this.signal.aborted) {
+      try {
+        await this.oneStep();
+      } catch (e) {
+        if (this.signal.aborted) return;
+        this.logger.warn(
+          { step: this.step, err: e instanceof Error ? e.message : String(e) },
+          'driver step failed',
+        );
+        await this.sleep(2000);
+      }
+    }
+  }
+
+  private async oneStep(): Promise<void> {
+    const step = ++this.step;
+    await this.admin('/admin/barriers/wait', { phase: 'rollout', group: this.opts.group, timeout_s: 600 });
+    const rollouts = await this.rollouts(step);
+    const genrm = rollouts.map((r, i) => ({
+      sample_id: `step${step}-genrm-${i}`,
+      input: {
+        messages: [
+          { role: 'system', content: JUDGE_SYSTEM },
+          { role: 'user', content: `Problem: ${r.prompt}\nAnswer: ${r.text}` },
+        ],
+      },
+    }));
+    const teacher = rollouts
+      .filter((r) => r.promptIds !== undefined && r.outputIds !== undefined && r.outputIds.length > 0)
+      .map((r, i) => {
+        const promptIds = r.promptIds as number[];
+        const outputIds = r.outputIds as number[];
+        return {
+          sample_id: `step${step}-opd-${i}`,
+          input: {
+            input_ids: [...promptIds, ...outputIds],
+            logprob_start_len: promptIds.length,
+            response_length: outputIds.length,
+          },
+        };
+      });
+    await this.admin('/admin/batches', { kind: 'genrm_score', samples: genrm });
+    if (teacher.length > 0)
+      await this.admin('/admin/batches', { kind: 'teacher_logprobs', samples: teacher });
+    // rollout -> genrm_score -> teacher_opd -> train: the scorer phases run their batches and advance by themselves.
+    await this.admin('/admin/phases/advance', { group: this.opts.group });
+    await this.admin('/admin/barriers/wait', { phase: 'train', group: this.opts.group, timeout_s: 600 });
+    await this.sleep(this.opts.trainMs);
+    const version = `step-${step}`;
+    await this.admin(`/admin/roles/rollout/models/${encodeURIComponent(this.opts.policyModel)}/weights`, {
+      source: 'disk',
+      model_path: this.opts.policyPath,
+      weight_version: version,
+    });
+    await this.admin('/admin/barriers/release', { phase: 'train', group: this.opts.group });
+    this.logger.info({ step, weight_version: version, samples: rollouts.length }, 'RL step done');
+    await this.sleep(this.opts.pauseMs);
+  }
+
+  private async rollouts(step: number): Promise<Rollout[]> {
+    const out: Rollout[] = [];
+    let next = 0;
+    const worker = async () => {
+      while (!this.signal.aborted) {
+        const i = next++;
+        if (i >= this.opts.requestsPerStep) return;
+        const prompt = PROMPTS[(step + i) % PROMPTS.length] as string;
+        const kind = i % 3;
+        if (kind === 0) out.push(await this.generate(prompt));
+        else out.push(await this.chat(prompt, kind === 2));
+      }
+    };
+    await Promise.all(Array.from({ length: this.opts.concurrency }, worker));
+    return out;
+  }
+
+  /** Raw SGLang generate, routed by route_key (the code model): its token ids feed teacher OPD. */
+  private async generate(prompt: string): Promise<Rollout> {
+    const promptIds = encode(prompt);
+    const r = await this.post('/rollout/generate', {
+      input_ids: promptIds,
+      route_key: 'code',
+      sampling_params: { max_new_tokens: 24, temperature: 0.8 },
+    });
+    const body = (await r.json()) as { text?: string; output_ids?: number[] };
+    return { prompt, text: body.text ?? '', promptIds, outputIds: body.output_ids ?? [] };
+  }
+
+  /** OpenAI chat through the alias `actor`, plain or streaming. */
+  private async chat(prompt: string, stream: boolean): Promise<Rollout> {
+    const r = await this.post('/rollout/v1/chat/completions', {
+      model: 'actor',
+      messages: [{ role: 'user', content: prompt }],
+      max_tokens: 24,
+      stream,
+    });
+    if (!stream) {
+      const body = (await r.json()) as { choices?: Array<{ message?: { content?: string } }> };
+      return { prompt, text: body.choices?.[0]?.message?.content ?? '' };
+    }
+    let text = '';
+    for (const line of (await r.text()).split('\n')) {
+      if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
+      const chunk = JSON.parse(line.slice(6)) as { choices?: Array<{ delta?: { content?: string } }> };
+      text += chunk.choices?.[0]?.delta?.content ?? '';
+    }
+    return { prompt, text };
+  }
+
+  private async post(path: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+    const r = await this.fetch(`${this.opts.baseUrl}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify(body),
+      signal: this.signal,
+    });
+    if (!r.ok) throw new Error(`${path}: ${r.status} ${(await r.text()).slice(0, 300)}`);
+    return r;
+  }
+
+  private admin(path: string, body: unknown): Promise<Response> {
+    return this.post(path, body, {
+      authorization: `Bearer ${this.opts.adminToken}`,
+      'x-uis-actor': 'driver',
+    }).then(async (r) => {
+      await r.arrayBuffer();
+      return r;
+    });
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.signal.aborted) return resolve();
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.signal.addEventListener('abort', done, { once: true });
+    });
+  }
+}
