@@ -616,6 +616,13 @@ export class InferenceManager implements PhaseParticipant {
     const engine = this.engineOf(s);
     const m = this.model(s.model);
     try {
+      // With nothing to sync (static model, or already at the target) there is no second copy of the weights to
+      // make room for: everything resumes in one call. Otherwise weights first, sync, then the KV cache.
+      if (want.length === ALL_TAGS.length && s.resumed.size === 0 && !this.needsSync(s, m)) {
+        await engine.wake();
+        for (const t of ALL_TAGS) s.resumed.add(t);
+        s.memoryReleased = false;
+      }
       if (want.includes('weights') && !s.resumed.has('weights')) {
         await engine.wake(['weights']);
         s.resumed.add('weights');
@@ -632,6 +639,13 @@ export class InferenceManager implements PhaseParticipant {
       this.logger.error({ engineId: s.engineId, err: errorMessage(e) }, 'onload failed');
       throw e;
     }
+  }
+
+  /** Whether onload must sync weights: a non-static model whose replica is below the target. The version is the
+   * one the replica reported before it slept: a sleeping engine's weights do not change. */
+  private needsSync(s: Slot, m: ModelRuntime): boolean {
+    if (!capabilities(m.spec).needs_weight_update || m.target === null) return false;
+    return s.weightVersion !== m.target;
   }
 
   /** Brings a replica to the model's target version when the last update can be replayed. */
@@ -691,7 +705,9 @@ export class InferenceManager implements PhaseParticipant {
         inflight: () => this.inflight.count(s.engineId),
       });
       if (this.offloadEnabled(s)) {
-        await engine.sleep();
+        // drain() already flushed the cache (except in_place); a second flush would only cost a round trip.
+        if (report.flushed) await engine.client.releaseMemoryOccupation();
+        else await engine.sleep();
         s.memoryReleased = true;
         s.resumed.clear();
       }
