@@ -1,6 +1,10 @@
+import { fileURLToPath } from 'node:url';
 import { UisError } from '@uis/spec';
+import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type LaunchedReplica, LocalProcessLauncher, LogRing, type ProcessExit } from './launcher.ts';
+
+const REPO = fileURLToPath(new URL('../../..', import.meta.url));
 
 function alive(pid: number): boolean {
   try {
@@ -112,6 +116,16 @@ describe('LocalProcessLauncher', () => {
     expect((err as UisError).code).toBe('launch_failed');
     expect((err as UisError).message).toContain('/nonexistent/sglang-binary');
   });
+});
+
+describe('process exit', () => {
+  it('kills the launched groups when the launching process exits without stopping them', async () => {
+    const fixture = fileURLToPath(new URL('./launcher-exit.fixture.ts', import.meta.url));
+    const { stdout } = await execa(process.execPath, ['--import', 'tsx', fixture], { cwd: REPO });
+    const pid = Number(/pid=(\d+)/.exec(stdout)?.[1]);
+    expect(pid).toBeGreaterThan(0);
+    await waitFor(() => !alive(pid), 10_000);
+  }, 60_000);
 });
 
 describe('LogRing', () => {

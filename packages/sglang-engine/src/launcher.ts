@@ -69,6 +69,26 @@ function signalGroup(pgid: number, signal: NodeJS.Signals): void {
   }
 }
 
+/** Process groups still running. Detached groups outlive their parent, so when this process exits (a crash
+ * included) they are killed synchronously: an engine must never hold GPUs for a control plane that is gone. */
+const liveGroups = new Set<number>();
+let exitHookInstalled = false;
+
+function track(pgid: number): void {
+  liveGroups.add(pgid);
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.once('exit', () => {
+    for (const g of liveGroups) {
+      try {
+        process.kill(-g, 'SIGKILL');
+      } catch {
+        // Already gone (or not ours any more): nothing to clean.
+      }
+    }
+  });
+}
+
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Waits until the process group has no member left, polling; false when `ms` passed first. */
@@ -133,6 +153,7 @@ class LocalReplica implements LaunchedReplica {
     });
     await Promise.all(this.children.map((c) => waitGroupGone(c.pid, 10_000)));
     await Promise.all(this.children.map((c) => c.exited));
+    for (const c of this.children) liveGroups.delete(c.pid);
   }
 }
 
@@ -202,6 +223,7 @@ export class LocalProcessLauncher implements EngineLauncher {
           message: `${spec.engineId}: cannot start "${file}" on node rank ${p.nodeRank}\n${ring.tail(20)}`,
         });
       }
+      track(child.pid);
       children.push({ nodeRank: p.nodeRank, pid: child.pid, child, exited });
     }
     replica = new LocalReplica(children, ring);
