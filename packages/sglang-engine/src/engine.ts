@@ -166,7 +166,11 @@ export class SGLangEngine {
       await this.clock.sleep(this.pollMs);
     }
     const left = Math.max(1000, deadlineMs - (this.clock.now() - t0));
-    await this.client.flushCache({ deadlineMs: Math.min(left, this.flushDeadlineMs) });
+    try {
+      await this.client.flushCache({ deadlineMs: Math.min(left, this.flushDeadlineMs) });
+    } catch (e) {
+      await this.failStart(`healthy but flush_cache failed: ${e instanceof Error ? e.message : String(e)}`);
+    }
     this.logger?.info({ engineId: this.engineId, ms: this.clock.now() - t0 }, 'engine healthy');
   }
 
