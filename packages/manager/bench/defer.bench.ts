@@ -13,6 +13,7 @@
 
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -115,10 +116,14 @@ async function scenario(name: string, n: number, latency: Latency | null) {
   });
   await coordinator.initialize();
   const times: number[] = [];
+  const cpu: number[] = [];
   for (let round = 0; round < ROUNDS; round++) {
     const t0 = performance.now();
+    const c0 = process.cpuUsage();
     const r = await coordinator.transition({ to: 'genrm_score' });
     times.push(performance.now() - t0);
+    const c = process.cpuUsage(c0);
+    cpu.push((c.user + c.system) / 1000);
     if (process.env.BENCH_DEBUG)
       console.log(name, r.steps.map((x) => `${x.step}=${x.duration_ms}`).join(' '), performance.now() - t0);
     await coordinator.transition({ to: 'train' });
@@ -127,6 +132,8 @@ async function scenario(name: string, n: number, latency: Latency | null) {
   // The first rounds warm connection pools and the JIT; report the median and the best of the rest.
   const steady = times.slice(WARMUP).sort((a, b) => a - b);
   const median = steady[Math.floor(steady.length / 2)] ?? Number.NaN;
+  const cpuSteady = cpu.slice(WARMUP).sort((a, b) => a - b);
+  const cpuMedian = cpuSteady[Math.floor(cpuSteady.length / 2)] ?? Number.NaN;
   let criticalPath = 0;
   let sequential = 0;
   if (latency) {
@@ -139,7 +146,7 @@ async function scenario(name: string, n: number, latency: Latency | null) {
   await Promise.all(managers.map((m) => m.shutdown()));
   await host.stop();
   db.close();
-  return { name, n, median, best: steady[0] ?? Number.NaN, criticalPath, sequential };
+  return { name, n, median, best: steady[0] ?? Number.NaN, cpuMedian, criticalPath, sequential };
 }
 
 /** The simulators run in a child process (all of them in one Node process) so that their request handling does
@@ -171,12 +178,17 @@ const rows = [
 
 const fmt = (x: number) => (Number.isFinite(x) && x > 0 ? x.toFixed(1) : '-');
 console.log(
-  `\ndefer transition rollout -> genrm_score, ${ENGINES} rollout engines offloaded + ${ENGINES} GenRM engines onloaded`,
+  `\nload average ${loadavg()
+    .map((x) => x.toFixed(1))
+    .join(' ')} on ${cpus().length} CPUs`,
 );
 console.log(
-  '| scenario | engines/side | transition median ms | best ms | critical path ms | ratio | sequential baseline ms | target |',
+  `defer transition rollout -> genrm_score, ${ENGINES} rollout engines offloaded + ${ENGINES} GenRM engines onloaded`,
 );
-console.log('|---|---|---|---|---|---|---|---|');
+console.log(
+  '| scenario | engines/side | transition median ms | best ms | manager CPU ms (median) | critical path ms | ratio | sequential baseline ms | target |',
+);
+console.log('|---|---|---|---|---|---|---|---|---|');
 for (const r of rows) {
   const ratio = r.criticalPath > 0 ? r.median / r.criticalPath : Number.NaN;
   const target =
@@ -184,6 +196,6 @@ for (const r of rows) {
       ? `ratio <= 1.1: ${ratio <= 1.1 ? 'PASS' : 'FAIL'}`
       : `< 50 ms: ${r.median < 50 ? 'PASS' : 'FAIL'}`;
   console.log(
-    `| ${r.name} | ${r.n} | ${fmt(r.median)} | ${fmt(r.best)} | ${fmt(r.criticalPath)} | ${Number.isFinite(ratio) ? ratio.toFixed(3) : '-'} | ${fmt(r.sequential)} | ${target} |`,
+    `| ${r.name} | ${r.n} | ${fmt(r.median)} | ${fmt(r.best)} | ${fmt(r.cpuMedian)} | ${fmt(r.criticalPath)} | ${Number.isFinite(ratio) ? ratio.toFixed(3) : '-'} | ${fmt(r.sequential)} | ${target} |`,
   );
 }
