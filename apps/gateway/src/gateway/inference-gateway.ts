@@ -117,6 +117,12 @@ function retryAfterOf(err: UisError): number | undefined {
   return typeof d?.retryAfterSeconds === 'number' ? d.retryAfterSeconds : 5;
 }
 
+/** The model a routing refusal concerns, when it names one (`model_not_ready` does). */
+function refusedModel(err: UisError): string | undefined {
+  const d = err.details as { model?: unknown } | undefined;
+  return typeof d?.model === 'string' ? d.model : undefined;
+}
+
 /** Replays a body already read, for the forwarder that reads its own (GenRM `/generate` without messages). */
 function replay(req: IncomingMessage, raw: Buffer): IncomingMessage {
   const copy = Readable.from(raw.length === 0 ? [] : [raw]) as unknown as IncomingMessage;
@@ -342,7 +348,12 @@ export class InferenceGateway {
   ): ForwardRoute | UisError {
     const keys = this.keys(body, req);
     const model = this.resolveModel(keys, req);
-    if (model instanceof UisError) return model;
+    if (model instanceof UisError) {
+      // A refused known model (sleeping, draining) still counts under its name in the metrics.
+      const known = refusedModel(model);
+      if (known !== undefined) this.modelOf.set(requestId, known);
+      return model;
+    }
     this.modelOf.set(requestId, model.name);
     return {
       path,
@@ -486,7 +497,7 @@ export class InferenceGateway {
     if (parsed instanceof UisError) return finish(400, parsed, '(none)');
     const keys = this.keys(body, req);
     const model = this.resolveModel(keys, req);
-    if (model instanceof UisError) return finish(model.status, model, '(none)');
+    if (model instanceof UisError) return finish(model.status, model, refusedModel(model) ?? '(none)');
     const spec = this.spec.models.find((m) => m.name === model.name);
     const payload = JSON.stringify(
       genrmChatBody(parsed, spec ?? { sampling_defaults: {}, chat_template_kwargs: {} }, model.servedName),

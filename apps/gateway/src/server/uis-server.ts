@@ -10,7 +10,12 @@ import { createAdminApi } from '../admin/admin-api.ts';
 import { BarrierBoard } from '../admin/barrier-board.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
-import { createCombinedListener, FastRoutes, UpstreamPools } from '../proxy/index.ts';
+import {
+  createCombinedListener,
+  FastRoutes,
+  type UpstreamPoolOptions,
+  UpstreamPools,
+} from '../proxy/index.ts';
 import type { UisService } from '../service/uis-service.ts';
 import { buildAppRouter } from '../trpc/app-router.ts';
 import { ChangeFeed } from '../trpc/change-feed.ts';
@@ -29,6 +34,8 @@ export interface UisServerOptions {
   consoleDist?: string;
   /** Least time between two console pushes. */
   throttleMs?: number;
+  /** Engine connection settings (timeouts). */
+  upstream?: UpstreamPoolOptions;
 }
 
 /** pino to stderr (stdout stays for what a command prints); silent under vitest unless UIS_LOG_LEVEL says. */
@@ -51,7 +58,7 @@ export class UisServer {
   readonly barriers = new BarrierBoard();
   readonly feed = new ChangeFeed();
   readonly logger: pino.Logger;
-  private readonly pools = new UpstreamPools();
+  private readonly pools: UpstreamPools;
   private readonly routes = new FastRoutes();
   private server: Server | null = null;
   private readonly unsubscribe: Array<() => void> = [];
@@ -59,6 +66,7 @@ export class UisServer {
   constructor(opts: UisServerOptions) {
     const service = opts.service;
     this.service = service;
+    this.pools = new UpstreamPools(opts.upstream);
     this.logger = opts.logger ?? createLogger();
     this.metrics = new GatewayMetrics({
       inFlight: () =>

@@ -13,6 +13,7 @@ export class InProcessSimLauncher implements Launcher {
   readonly kind = 'sim-inprocess';
   readonly ownsProcesses = true;
   private readonly live = new Set<SimServer>();
+  private readonly byEngine = new Map<string, SimServer[]>();
 
   constructor(private readonly simOptions: Partial<SimOptionsInput> = {}) {}
 
@@ -52,6 +53,7 @@ export class InProcessSimLauncher implements Launcher {
       await Promise.allSettled(servers.map((s) => s.close()));
       throw e;
     }
+    this.byEngine.set(spec.engineId, servers);
     let stopped = false;
     return {
       pids: () => [],
@@ -63,8 +65,14 @@ export class InProcessSimLauncher implements Launcher {
         stopped = true;
         await Promise.allSettled(servers.map((s) => s.close()));
         for (const s of servers) this.live.delete(s);
+        if (this.byEngine.get(spec.engineId) === servers) this.byEngine.delete(spec.engineId);
       },
     };
+  }
+
+  /** The simulator servers of a replica (head first), for inspection and fault injection. */
+  serversOf(engineId: string): readonly SimServer[] {
+    return this.byEngine.get(engineId) ?? [];
   }
 
   /** Closes every engine still serving (the manager normally stops them on shutdown). */
