@@ -212,6 +212,10 @@ describe('timing model', () => {
       sampling_params: { max_new_tokens: 1 },
     });
     expect(tooLong.status).toBe(400);
+    // One bad item fails a streamed batch before anything runs.
+    const batch = await post(s.url, '/generate', { text: ['ok', 'x'.repeat(200)], stream: true });
+    expect(batch.status).toBe(400);
+    expect(s.stats()).toMatchObject({ running: 0, waiting: 0 });
   });
 
   it('takes modelled time: prefill tokens delay the first token, each decode step costs decode time', async () => {

@@ -133,12 +133,8 @@ export class SimEngine {
     }
   }
 
-  /** Creates and queues a sequence. The callbacks run on every produced token and once at the end. */
-  start(
-    spec: SequenceSpec,
-    onProgress: (s: SimSequence) => void,
-    onDone: (s: SimSequence) => void,
-  ): SimSequence {
+  /** Throws the 400 SGLang gives for a sequence that can never run here. */
+  check(spec: SequenceSpec): void {
     if (spec.inputIds.length >= this.options.contextLength) {
       throw new SimFailure(
         `The input (${spec.inputIds.length} tokens) is longer than the model's context length (${this.options.contextLength} tokens).`,
@@ -149,6 +145,15 @@ export class SimEngine {
         `The input (${spec.inputIds.length} tokens) does not fit the KV cache (${this.options.simKvCapacityTokens} tokens).`,
       );
     }
+  }
+
+  /** Creates and queues a sequence. The callbacks run on every produced token and once at the end. */
+  start(
+    spec: SequenceSpec,
+    onProgress: (s: SimSequence) => void,
+    onDone: (s: SimSequence) => void,
+  ): SimSequence {
+    this.check(spec);
     const arrival = this.accepted;
     const crashes = this.crashAt !== undefined && arrival >= this.crashAt;
     const seq = new SimSequence(spec, initialContext(this.weightsFingerprint), this.now(), (s) => {

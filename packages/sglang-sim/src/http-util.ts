@@ -22,6 +22,7 @@ export function readJson(req: IncomingMessage): Promise<unknown> {
 export class BadJson extends Error {}
 
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  if (res.headersSent || res.destroyed) return;
   const data = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) });
   res.end(data);
@@ -66,6 +67,7 @@ const corked = new WeakSet<ServerResponse>();
 
 /** Writes one event. Events of one scheduler step are corked into one socket write per stream. */
 export function sseData(res: ServerResponse, body: unknown): void {
+  if (res.writableEnded || res.destroyed) return;
   if (!corked.has(res)) {
     corked.add(res);
     res.cork();
@@ -78,5 +80,6 @@ export function sseData(res: ServerResponse, body: unknown): void {
 }
 
 export function sseDone(res: ServerResponse): void {
+  if (res.writableEnded || res.destroyed) return;
   res.end('data: [DONE]\n\n');
 }

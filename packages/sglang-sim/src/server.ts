@@ -293,6 +293,7 @@ function headHandler(engine: SimEngine, options: SimOptions): Handler {
       const parsed = specsFromGenerate(input, defaults);
       batch = parsed.batch;
       remaining = parsed.specs.length;
+      for (const spec of parsed.specs) engine.check(spec);
       if (stream) startSse(res);
       seqs = [];
       parsed.specs.forEach((spec, i) => {
@@ -307,11 +308,6 @@ function headHandler(engine: SimEngine, options: SimOptions): Handler {
         seqs.push(engine.start(spec, onProgress, onDone));
       });
     } catch (e) {
-      if (res.headersSent && e instanceof SimFailure) {
-        sseData(res, { error: { message: e.message } });
-        sseDone(res);
-        return;
-      }
       return failure(res, e, false);
     }
     res.on('close', () => {
