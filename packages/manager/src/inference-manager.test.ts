@@ -1,4 +1,3 @@
-import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { SGLangClient } from '@uis/sglang-engine';
 import { startSimServer } from '@uis/sglang-sim';
 import { type DiscoverySnapshot, type InferenceRoleSpec, isUisError, type PlacementPlan } from '@uis/spec';
@@ -148,6 +147,34 @@ describe('InferenceManager against sglang-sim processes', () => {
       for (const e of engines(s, 'policy')) if (e.direct_eligible) expect(e.weight_version).toBe('v1');
     expect(alive(pid)).toBe(false);
     expect(m.snapshot().models.policy?.replicas[0]?.pids[0]).not.toBe(pid);
+  });
+
+  it('a hung replica fails its health checks, is published dead and restarted', async () => {
+    const { plan, roles } = planConfig(splitConfig({ faultTolerance: true }));
+    const m = manager(roles.rollout as InferenceRoleSpec, plan, {
+      launcher: new SimLauncher({
+        // Only the first incarnation of policy/0 hangs (after a few requests).
+        extraArgs: (req) =>
+          req.replica.replica === 0 && req.generation === 0 ? ['--sim-hang-after', '2'] : [],
+      }),
+      options: { ...FAST, healthTimeoutMs: 300 },
+    });
+    await m.start();
+    const url = engines(m.registry.snapshot(), 'policy')[0]?.base_url as string;
+    const client = new SGLangClient(url);
+    for (let i = 0; i < 4; i++)
+      await client
+        .generate({ text: `x${i}`, sampling_params: { max_new_tokens: 2 } }, { timeoutMs: 300 })
+        .catch(() => undefined);
+    await client.close();
+    const seen: string[] = [];
+    m.registry.subscribe((snap) => seen.push(engines(snap, 'policy')[0]?.state ?? '?'));
+    const back = await until('restart after hang', () => {
+      const e = engines(m.registry.snapshot(), 'policy')[0];
+      return e?.state === 'ready' && e.generation === 1 ? e : undefined;
+    });
+    expect(back.direct_eligible).toBe(true);
+    expect(seen[0]).toBe('dead');
   });
 
   it('a recovered replica whose weights cannot be replayed (distributed) stays ineligible until the next update', async () => {
@@ -410,6 +437,88 @@ describe('ownership, rollback, router and elastic scale', () => {
     expect(await code(fixed.scale('policy', 3))).toBe('not_elastic');
   });
 
+  it('a router failure during start removes the registrations already made and stops the engines', async () => {
+    const { plan, roles } = planConfig(decoupled({ router: true }));
+    const router = new FakeRouter();
+    router.failOnAdd = 2;
+    const m = manager(roles.rollout as InferenceRoleSpec, plan, { routers: { policy: router } });
+    const err = await m.start().catch((e: unknown) => e);
+    expect(isUisError(err) && err.code).toBe('start_failed');
+    expect(router.workers.size).toBe(0);
+    const rolled =
+      (isUisError(err) && (err.details as { rolled_back: { engines: string[] } }).rolled_back) || null;
+    expect(rolled?.engines).toEqual(['policy/0', 'policy/1']);
+    expect(m.snapshot().models.policy?.replicas).toEqual([]);
+  });
+
+  it('PD workers are listed with their worker type, registered with the router, never direct_eligible', async () => {
+    const { plan, roles } = planConfig({
+      cluster: { nodes: [{ name: 'node-0', gpus: 8 }] },
+      training: { actor_gpus: 0 },
+      roles: {
+        rollout: {
+          deployment: { mode: 'decoupled' },
+          models: [
+            {
+              name: 'policy',
+              model_path: '/models/policy',
+              weight_source: 'disk',
+              route_mode: 'sglang_router',
+              engine_groups: [
+                { worker_type: 'prefill', num_gpus: 2, gpus_per_engine: 2 },
+                { worker_type: 'decode', num_gpus: 2, gpus_per_engine: 2 },
+              ],
+            },
+          ],
+        },
+      },
+    });
+    const router = new FakeRouter();
+    const m = manager(roles.rollout as InferenceRoleSpec, plan, { routers: { policy: router } });
+    await m.start();
+    const es = engines(m.registry.snapshot(), 'policy');
+    expect(es.map((e) => [e.engine_id, e.worker_type, e.state, e.direct_eligible])).toEqual([
+      ['policy/0', 'prefill', 'ready', false],
+      ['policy/1', 'decode', 'ready', false],
+    ]);
+    expect(es.map((e) => router.types.get(e.base_url as string))).toEqual(['prefill', 'decode']);
+    expect(m.eligibleEngines('policy')).toEqual([]);
+  });
+
+  it('a multi-node TP engine is one replica: two processes, the head URL only', async () => {
+    const { plan, roles } = planConfig({
+      cluster: {
+        nodes: [
+          { name: 'node-0', gpus: 2 },
+          { name: 'node-1', gpus: 2 },
+        ],
+      },
+      training: { actor_gpus: 0 },
+      roles: {
+        teacher: {
+          deployment: { mode: 'decoupled' },
+          models: [
+            {
+              name: 'teacher',
+              model_path: '/models/teacher',
+              weight_source: 'static',
+              engine_groups: [{ num_gpus: 4, gpus_per_engine: 4 }],
+            },
+          ],
+        },
+      },
+    });
+    const m = manager(roles.teacher as InferenceRoleSpec, plan);
+    await m.start();
+    const es = engines(m.registry.snapshot(), 'teacher');
+    expect(es).toHaveLength(1);
+    expect(es[0]?.direct_eligible).toBe(true);
+    const pids = pidsOf(m);
+    expect(pids).toHaveLength(2);
+    await m.shutdown();
+    expect(pids.filter(alive)).toEqual([]);
+  });
+
   it('external engines are attached by URL, health-checked, published, and never killed', async () => {
     const sim = await startSimServer({
       host: '127.0.0.1',
@@ -442,15 +551,17 @@ describe('ownership, rollback, router and elastic scale', () => {
 /** A router that speaks the `/workers` API enough for the manager, in memory. */
 class FakeRouter implements RouterRegistrar {
   readonly workers = new Set<string>();
-  async addWorker(req: { url: string }): Promise<unknown> {
+  readonly types = new Map<string, string>();
+  /** Fail the n-th addWorker call (1-based). */
+  failOnAdd = 0;
+  private adds = 0;
+  async addWorker(req: { url: string; worker_type?: string }): Promise<unknown> {
+    if (++this.adds === this.failOnAdd) throw new Error('router answered 500');
     this.workers.add(req.url);
+    this.types.set(req.url, req.worker_type ?? 'regular');
     return { api: 'workers' };
   }
   async removeWorker(url: string): Promise<void> {
     this.workers.delete(url);
   }
 }
-
-export type { IncomingMessage, Server };
-
-void createServer;
