@@ -121,6 +121,8 @@ export class UisServer {
       this.app.route('/', gateway.app);
       this.unsubscribe.push(manager.registry.subscribe(this.feed.notify));
     }
+    const newest = service.db.prepare('SELECT COALESCE(MAX(seq), 0) AS n FROM events').get() as { n: number };
+    this.journal.backfill(service.events.list({ afterSeq: Math.max(0, newest.n - 500), limit: 500 }));
     this.unsubscribe.push(
       service.events.subscribe((e) => {
         this.journal.record(e);

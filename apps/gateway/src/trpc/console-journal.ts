@@ -31,6 +31,11 @@ export class ConsoleJournal {
   private readonly transitions = new Map<string, PhaseTransitionView[]>();
   private readonly health = new Map<string, HealthSample[]>();
 
+  /** Replays the newest stored events (what happened before this journal subscribed, e.g. the first phase). */
+  backfill(events: readonly AuditEvent[]): void {
+    for (const e of events) this.record(e);
+  }
+
   /** Takes one audit event (subscribe this to the event log). */
   record = (e: AuditEvent): void => {
     this.events.push({

@@ -1,0 +1,162 @@
+import { ConsoleStateSchema } from '@uis/spec';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { UisServer } from '../server/uis-server.ts';
+import { InProcessSimLauncher } from '../service/in-process-sim-launcher.ts';
+import { UisService } from '../service/uis-service.ts';
+import { deferTestConfig } from '../testing/fixtures.ts';
+
+const TOKEN = 'console-admin-token';
+const launcher = new InProcessSimLauncher({ simOnloadMs: 10, simOffloadMs: 10 });
+let service: UisService;
+let server: UisServer;
+let url = '';
+
+beforeAll(async () => {
+  service = new UisService({ config: deferTestConfig(), launcher });
+  await service.start();
+  server = new UisServer({ service, adminToken: TOKEN, throttleMs: 50 });
+  url = (await server.listen(0)).url;
+}, 60_000);
+
+afterAll(async () => {
+  await server?.close();
+  await service?.stop();
+  await launcher.closeAll();
+});
+
+/** A tRPC v11 call over plain HTTP (no transformer): queries are GET, mutations POST the raw input. */
+async function mutate(name: string, input: unknown, token?: string) {
+  const r = await fetch(`${url}/trpc/${name}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: JSON.stringify(input),
+  });
+  return {
+    status: r.status,
+    json: (await r.json()) as {
+      result?: { data: { ok: boolean; message?: string } };
+      error?: { message: string; data: { code: string } };
+    },
+  };
+}
+
+/** Reads SSE `data:` payloads of the `changes` subscription until `want` of them arrived. */
+async function readEvents(stream: ReadableStream<Uint8Array>, want: number, onFirst?: () => void) {
+  const reader = stream.getReader();
+  const decoder = new TextDecoder();
+  const out: unknown[] = [];
+  let buffer = '';
+  while (out.length < want) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let cut = buffer.indexOf('\n\n');
+    while (cut !== -1) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      // tRPC's own `connected` / `ping` events carry no state.
+      if (/^event:/m.test(block)) {
+        cut = buffer.indexOf('\n\n');
+        continue;
+      }
+      const data = block
+        .split('\n')
+        .filter((l) => l.startsWith('data:'))
+        .map((l) => l.slice(5).trim())
+        .join('\n');
+      if (data !== '' && data.startsWith('{')) {
+        out.push(JSON.parse(data));
+        if (out.length === 1) onFirst?.();
+      }
+      cut = buffer.indexOf('\n\n');
+    }
+  }
+  await reader.cancel();
+  return out;
+}
+
+describe('tRPC router for the console', { timeout: 60_000 }, () => {
+  it('answers the state query with a valid ConsoleState', async () => {
+    const r = await fetch(`${url}/trpc/state`);
+    expect(r.status).toBe(200);
+    const body = (await r.json()) as { result: { data: unknown } };
+    const state = ConsoleStateSchema.parse(body.result.data);
+    expect(state.roles.map((x) => x.role)).toEqual(['rollout', 'genrm', 'teacher']);
+    expect(state.replicas.map((x) => x.engine_id).sort()).toEqual(
+      ['judge/0', 'judge/1', 'policy/0', 'policy/1', 'teacher/0'].sort(),
+    );
+    expect(state.replicas.find((x) => x.engine_id === 'policy/0')?.planned).toEqual([
+      { node: 'node-0', gpu_ids: [0, 1, 2, 3] },
+    ]);
+    expect(state.activation_groups[0]).toMatchObject({
+      name: 'actor',
+      current_phase: 'rollout',
+      blocked: null,
+    });
+    expect(state.activation_groups[0]?.transitions.at(-1)).toMatchObject({ to: 'rollout', status: 'ok' });
+    expect(state.cluster.nodes).toEqual([{ name: 'node-0', gpus: 8 }]);
+  });
+
+  it('checks tokens and refuses admin mutations without the right one (UNAUTHORIZED, nothing changes)', async () => {
+    expect((await mutate('checkToken', { token: TOKEN })).json.result?.data).toEqual({ ok: true });
+    const wrong = await mutate('checkToken', { token: 'nope' });
+    expect(wrong.status).toBe(401);
+    expect(wrong.json.error?.data.code).toBe('UNAUTHORIZED');
+    for (const token of [undefined, 'wrong']) {
+      const r = await mutate('drainModel', { role: 'rollout', model: 'policy' }, token);
+      expect(r.status).toBe(401);
+      expect(r.json.error?.data.code).toBe('UNAUTHORIZED');
+    }
+    expect(
+      service.managers
+        .get('rollout')!
+        .snapshot()
+        .models.policy?.replicas.map((x) => x.state),
+    ).toEqual(['ready', 'ready']);
+  });
+
+  it('runs the admin mutations with the token and reports refusals as errors with a message', async () => {
+    const drained = await mutate('drainModel', { role: 'rollout', model: 'policy' }, TOKEN);
+    expect(drained.json.result?.data).toMatchObject({ ok: true });
+    expect(drained.json.result?.data.message).toContain('rollout/policy drained');
+    const activated = await mutate('activateModel', { role: 'rollout', model: 'policy' }, TOKEN);
+    expect(activated.json.result?.data.ok).toBe(true);
+    const restart = await mutate('restartReplica', { engine_id: 'policy/1' }, TOKEN);
+    expect(restart.json.result?.data.ok).toBe(true);
+    const unknown = await mutate('restartReplica', { engine_id: 'nope/9' }, TOKEN);
+    expect(unknown.status).toBe(400);
+    expect(unknown.json.error?.message).toContain('nope/9');
+    const events = service.events.list({ kind: 'admin.drain_model', limit: 10 });
+    expect(events.at(-1)).toMatchObject({ actor: 'console', subject: 'rollout/policy' });
+  });
+
+  it('pushes the state on the changes subscription (SSE) and again when something changes', async () => {
+    const controller = new AbortController();
+    const r = await fetch(`${url}/trpc/changes`, { signal: controller.signal });
+    expect(r.headers.get('content-type')).toContain('text/event-stream');
+    let advanced: Promise<unknown> = Promise.resolve();
+    const events = await readEvents(r.body!, 2, () => {
+      advanced = mutate('advancePhase', { group: 'actor' }, TOKEN);
+    });
+    controller.abort();
+    await advanced;
+    const states = events.map((e) => ConsoleStateSchema.parse(e));
+    expect(states).toHaveLength(2);
+    expect(states[1]!.generated_at).toBeGreaterThanOrEqual(states[0]!.generated_at);
+    expect(states[1]!.events.length).toBeGreaterThan(states[0]!.events.length);
+  });
+
+  it('serves the console at / with an SPA fallback, and JSON 404s on API paths', async () => {
+    const root = await fetch(`${url}/`);
+    expect(root.status).toBe(200);
+    expect(root.headers.get('content-type')).toContain('text/html');
+    const deep = await fetch(`${url}/replicas/some/deep/link`);
+    expect(deep.status).toBe(200);
+    expect(await deep.text()).toBe(await (await fetch(`${url}/`)).text());
+    const api = await fetch(`${url}/admin/nothing`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(api.status).toBe(404);
+    expect(await api.json()).toMatchObject({ error: { code: 'not_found' } });
+    const traversal = await fetch(`${url}/..%2F..%2Fpackage.json`);
+    expect(await traversal.text()).not.toContain('"name": "@uis/gateway"');
+  });
+});
