@@ -31,6 +31,8 @@ export interface SimState {
   modelPath: string;
   /** Changes with every weight update; outputs are a function of it. */
   weightsFingerprint: number;
+  /** false after weights were released without --enable-weights-cpu-backup and resumed: garbage until updated. */
+  weightsValid: boolean;
   weightUpdateGroups: string[];
   connectedNodes: number;
 }
@@ -61,6 +63,9 @@ export class SimEngine {
   weightVersion: string;
   modelPath: string;
   weightsFingerprint: number;
+  weightsValid = true;
+  /** Released weights without a CPU backup come back as uninitialised memory. */
+  private weightsLost = false;
   readonly groups = new Set<string>();
   connectedNodes = 1;
   private readonly prefixCache = new Set<number>();
@@ -217,6 +222,7 @@ export class SimEngine {
     }
     const list = this.tagsOf(tags).filter((t) => this.memory[t] === 'resident');
     for (const t of list) this.memory[t] = 'releasing';
+    if (list.includes('weights') && !this.options.enableWeightsCpuBackup) this.weightsLost = true;
     if (list.length === 0) return;
     const done = () => {
       for (const t of list) if (this.memory[t] === 'releasing') this.memory[t] = 'released';
@@ -243,6 +249,12 @@ export class SimEngine {
     if (todo.length === 0) return;
     await sleep(this.options.simOnloadMs);
     for (const t of todo) this.memory[t] = 'resident';
+    if (todo.includes('weights') && this.weightsLost) {
+      // The engine serves again, with whatever the memory held: outputs are wrong until weights are synced.
+      this.weightsLost = false;
+      this.weightsValid = false;
+      this.weightsFingerprint = mix(this.weightsFingerprint, 0xdeadbeef);
+    }
   }
 
   private requireWeights(): void {
@@ -262,6 +274,7 @@ export class SimEngine {
       ? hashString(`${source}\u0000${version}`)
       : mix(hashString(source, this.weightsFingerprint), 0x5eed);
     if (version) this.weightVersion = version;
+    this.weightsValid = true;
     this.prefixCache.clear();
   }
 
@@ -373,6 +386,7 @@ export class SimEngine {
       weightVersion: this.weightVersion,
       modelPath: this.modelPath,
       weightsFingerprint: this.weightsFingerprint,
+      weightsValid: this.weightsValid,
       weightUpdateGroups: [...this.groups],
       connectedNodes: this.connectedNodes,
     };

@@ -509,6 +509,7 @@ function headHandler(engine: SimEngine, options: SimOptions): Handler {
           status: st.status,
           paused: st.paused,
           memory: st.memory,
+          weights_valid: st.weightsValid,
           weight_update_groups: st.weightUpdateGroups,
           connected_nodes: st.connectedNodes,
           ...engine.stats(),

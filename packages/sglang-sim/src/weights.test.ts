@@ -125,7 +125,12 @@ describe('memory release / resume', () => {
   });
 
   it('releases by tag; generation fails while weights or KV are released; resume restores it', async () => {
-    const s = await start({ enableMemorySaver: true, simOffloadMs: 20, simOnloadMs: 20 });
+    const s = await start({
+      enableMemorySaver: true,
+      enableWeightsCpuBackup: true,
+      simOffloadMs: 20,
+      simOnloadMs: 20,
+    });
     const before = await answer(s);
     const rel = await post(s.url, '/release_memory_occupation', { tags: ['kv_cache'] });
     expect(rel.status).toBe(200);
@@ -152,6 +157,20 @@ describe('memory release / resume', () => {
     expect((await post(s.url, '/generate', probe)).status).toBe(400);
     await post(s.url, '/resume_memory_occupation', { tags: null });
     expect((await answer(s)).text).toBe(before.text);
+  });
+
+  it('weights released without --enable-weights-cpu-backup come back wrong until the next weight update', async () => {
+    const fresh = await start({ weightVersion: 'v1' });
+    const s = await start({ enableMemorySaver: true, weightVersion: 'v1' });
+    const before = await answer(s);
+    await post(s.url, '/release_memory_occupation', { tags: ['weights'] });
+    await post(s.url, '/resume_memory_occupation', { tags: ['weights'] });
+    expect(s.state().weightsValid).toBe(false);
+    expect((await answer(s)).text).not.toBe(before.text);
+    for (const e of [s, fresh])
+      await post(e.url, '/update_weights_from_disk', { model_path: '/ckpt/2', weight_version: 'v2' });
+    expect(s.state().weightsValid).toBe(true);
+    expect((await answer(s)).text).toBe((await answer(fresh)).text);
   });
 
   it('refuses to release while requests run', async () => {
