@@ -124,3 +124,23 @@ export function deferTestConfig(): UisConfig {
     },
   });
 }
+
+/** The smallest layout: one rollout model with one engine. */
+export function singleRolloutConfig(): UisConfig {
+  return parseConfig({
+    cluster: { nodes: [{ name: 'node-0', gpus: 1 }] },
+    roles: {
+      rollout: {
+        deployment: { mode: 'decoupled' },
+        models: [
+          {
+            name: 'policy',
+            model_path: '/models/policy',
+            weight_source: 'disk',
+            engine_groups: [group(1, 1)],
+          },
+        ],
+      },
+    },
+  });
+}

@@ -19,7 +19,8 @@ export interface AppRouterDeps {
   throttleMs?: number;
 }
 
-const RoleModelInput = z.object({ role: RoleSchema, model: z.string().min(1) });
+// Role as a plain string, as the console sends it; an unknown role is refused with a message.
+const RoleModelInput = z.object({ role: z.string().min(1), model: z.string().min(1) });
 
 /**
  * The console's API (the contract in apps/console/README.md): `state`, the `changes` subscription (SSE), the
@@ -60,9 +61,11 @@ export function buildAppRouter(deps: AppRouterDeps) {
       throw new TRPCError({ code: 'BAD_REQUEST', message, cause: e });
     }
   };
-  const manager = (role: Role) => {
-    const m = service.managers.get(role);
-    if (!m) throw new Error(`role ${role} is not configured`);
+  const manager = (role: string) => {
+    const parsed = RoleSchema.safeParse(role);
+    const m = parsed.success ? service.managers.get(parsed.data) : undefined;
+    if (!m)
+      throw new Error(`role ${role} is not configured (roles: ${[...service.managers.keys()].join(', ')})`);
     return m;
   };
   return t.router({
