@@ -14,7 +14,15 @@ export function wireDeferredScoring(opts: {
   managers: Partial<Record<string, InferenceManager>>;
   phases: Array<{ name: string; residents: string[] }>;
   runner?: Omit<BatchRunnerOptions, 'store' | 'targets'>;
-}): { runner: BatchRunner; unregister: () => void } {
+  /** What to do with batches a previous process left `running`: resume them (staged results kept) at the next
+   * scorer phase, or fail them. Default resume. Done once, here, and returned. */
+  recover?: 'resume' | 'fail';
+}): {
+  runner: BatchRunner;
+  recovered: Array<{ id: string; action: 'resumed' | 'failed' }>;
+  unregister: () => void;
+} {
+  const recovered = opts.store.recover(opts.recover ?? 'resume');
   const targets = (batch: BatchInfo): ScoringTarget[] => {
     const manager = opts.managers[batch.role];
     if (!manager) return [];
@@ -38,6 +46,7 @@ export function wireDeferredScoring(opts: {
   }
   return {
     runner,
+    recovered,
     unregister: () => {
       for (const off of offs) off();
     },

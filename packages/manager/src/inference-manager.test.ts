@@ -149,6 +149,21 @@ describe('InferenceManager against sglang-sim processes', () => {
     expect(m.snapshot().models.policy?.replicas[0]?.pids[0]).not.toBe(pid);
   });
 
+  it('without fault tolerance a killed replica stays dead; its memory counts as released (its processes are gone)', async () => {
+    const { plan, roles } = planConfig(splitConfig());
+    const m = manager(roles.rollout as InferenceRoleSpec, plan);
+    await m.start();
+    process.kill(m.snapshot().models.policy?.replicas[1]?.pids[0] as number, 'SIGKILL');
+    await until('dead published', () => engines(m.registry.snapshot(), 'policy')[1]?.state === 'dead');
+    const report = await m.drain();
+    expect(report.engines).toEqual([
+      { engine_id: 'policy/0', memory_released: true, state: 'sleeping' },
+      { engine_id: 'policy/1', memory_released: true, state: 'dead' },
+    ]);
+    expect(report.memoryReleased).toBe(true);
+    expect(m.registry.snapshot().models.policy?.state).toBe('sleeping');
+  });
+
   it('a hung replica fails its health checks, is published dead and restarted', async () => {
     const { plan, roles } = planConfig(splitConfig({ faultTolerance: true }));
     const m = manager(roles.rollout as InferenceRoleSpec, plan, {

@@ -1080,6 +1080,16 @@ export class InferenceManager implements PhaseParticipant {
     this.audit('replica.dead', s.engineId, { reason, generation: s.generation });
     await this.syncRouters().catch(() => undefined);
     this.publish();
+    // A dead replica this manager launched is stopped at once: its processes are gone, so is its GPU memory, and
+    // the coordinator may count it as released. An external engine's memory stays unproven.
+    if (!s.external && this.launcher.ownsProcesses && s.engine) {
+      try {
+        await s.engine.shutdown(2_000);
+        s.memoryReleased = true;
+      } catch (e) {
+        this.logger.error({ engineId: s.engineId, err: errorMessage(e) }, 'could not stop dead replica');
+      }
+    }
     if (recover && s.spec.fault_tolerance_enabled) {
       const p = this.restart(s, true).catch((e) => {
         this.logger.error({ engineId: s.engineId, err: errorMessage(e) }, 'recovery gave up');
