@@ -1,5 +1,5 @@
 import { initTRPC, TRPCError } from '@trpc/server';
-import { type ConsoleState, type Role, RoleSchema } from '@uis/spec';
+import { type ConsoleState, RoleSchema } from '@uis/spec';
 import { z } from 'zod';
 import { authorized } from '../gateway/auth.ts';
 import type { UisService } from '../service/uis-service.ts';
