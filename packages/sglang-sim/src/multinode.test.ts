@@ -71,7 +71,8 @@ describe('sglang-sim CLI', () => {
     });
     const url = `http://127.0.0.1:${port}`;
     await waitFor(async () => (await status(url)) === 200, 30_000);
-    expect(p.log()).toContain('The server is fired up and ready to roll!');
+    // The log pipe may lag behind the HTTP answer.
+    await waitFor(() => p.log().includes('The server is fired up and ready to roll!'), 30_000);
     expect(p.log()).toContain('ignoring unknown flag --unknown-flag');
     const info = ServerInfoSchema.parse((await get(url, '/get_server_info')).json);
     expect(info).toMatchObject({ model_path: 'org/m', tp_size: 2, cuda_visible_devices: '4,5' });
@@ -111,7 +112,7 @@ describe('sglang-sim CLI', () => {
     worker.child.kill('SIGKILL');
     await worker.exited;
     await waitFor(async () => (await status(headUrl)) === 503, 30_000);
-    expect(head.log()).toContain('node rank 1 left');
+    await waitFor(() => head.log().includes('node rank 1 left'), 30_000);
     head.child.kill('SIGTERM');
     expect(await head.exited).toBe(0);
   }, 90_000);
