@@ -28,6 +28,7 @@ const { values } = parseArgs({
     engines: { type: 'string' },
     model: { type: 'string', default: 'sim-model' },
     role: { type: 'string', default: 'bench' },
+    'no-rid': { type: 'boolean', default: false },
   },
 });
 const targets: ProxyTarget[] = (values.engines ?? '')
@@ -52,6 +53,7 @@ let lastError: string | undefined;
 let ttfb = new Samples();
 const inFlight = new InFlightCounter();
 const options = {
+  injectRid: !values['no-rid'],
   pools: new UpstreamPools(),
   inFlight,
   hooks: {

@@ -6,10 +6,11 @@
  * Every process (engines, nginx, gateway, load generator) is separate, so none shares the gateway's event loop.
  */
 import { existsSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import type { LoadResult } from './load-stats.ts';
+import type { LatencySummary, LoadResult } from './load-stats.ts';
 import { findNginx, startNginx } from './nginx.ts';
 import {
   firstJsonLine,
@@ -35,7 +36,7 @@ const { values: args } = parseArgs({
     engines: { type: 'string', default: '2' },
     'ceiling-engines': { type: 'string', default: '1' },
     duration: { type: 'string', default: '10' },
-    warmup: { type: 'string', default: '2' },
+    warmup: { type: 'string', default: '4' },
     'stream-concurrency': { type: 'string', default: '512' },
     'stream-tokens': { type: 'string', default: '64' },
     'decode-us': { type: 'string', default: '30000' },
@@ -43,6 +44,7 @@ const { values: args } = parseArgs({
     'ceiling-concurrency': { type: 'string', default: '64' },
     'nginx-workers': { type: 'string', default: '1' },
     only: { type: 'string' },
+    rounds: { type: 'string', default: '2' },
   },
 });
 const ROLE = 'bench';
@@ -197,6 +199,51 @@ async function wrkLoad(
   return cpu0 === undefined || cpu1 === undefined ? { load } : { load, cpuMs: cpu1 - cpu0 };
 }
 
+/** Runs every column `rounds` times, in a rotated order each round, so load drift on a shared machine does not
+ * favour whichever column happens to run first; then merges each column's rounds. */
+async function inRounds<T>(
+  columns: Array<{ name: string; run: () => Promise<T> }>,
+  merge: (runs: T[]) => T,
+): Promise<Record<string, T>> {
+  const runs: Record<string, T[]> = {};
+  const n = Math.max(1, Number(args.rounds));
+  for (let r = 0; r < n; r++) {
+    const order = r % 2 === 0 ? columns : [...columns].reverse();
+    for (const c of order) {
+      const result = await c.run();
+      runs[c.name] = [...(runs[c.name] ?? []), result];
+    }
+  }
+  return Object.fromEntries(Object.entries(runs).map(([k, v]) => [k, merge(v)]));
+}
+
+function mergeSummary(list: LatencySummary[]): LatencySummary {
+  const count = list.reduce((a, s) => a + s.count, 0);
+  const avg = (k: 'p50' | 'p90' | 'p99') => list.reduce((a, s) => a + s[k] * s.count, 0) / Math.max(1, count);
+  return { p50: avg('p50'), p90: avg('p90'), p99: avg('p99'), count };
+}
+
+type StreamRun = { load: LoadResult; cpuMs?: number };
+
+function mergeStream(runs: StreamRun[]): StreamRun {
+  const sum = (k: 'durationS' | 'requests' | 'errors' | 'events' | 'chunks') =>
+    runs.reduce((a, r) => a + r.load[k], 0);
+  const cpu = runs.every((r) => r.cpuMs !== undefined) ? runs.reduce((a, r) => a + r.cpuMs!, 0) : undefined;
+  return {
+    load: {
+      durationS: sum('durationS'),
+      requests: sum('requests'),
+      errors: sum('errors'),
+      events: sum('events'),
+      chunks: sum('chunks'),
+      ttfbMs: mergeSummary(runs.map((r) => r.load.ttfbMs)),
+      totalMs: mergeSummary(runs.map((r) => r.load.totalMs)),
+      gapMs: mergeSummary(runs.map((r) => r.load.gapMs)),
+    },
+    ...(cpu === undefined ? {} : { cpuMs: cpu }),
+  };
+}
+
 type Column = { name: string; cells: Record<string, string> } | { name: string; skipped: string };
 
 const f = (v: number | undefined, digits = 1) =>
@@ -237,24 +284,32 @@ async function realistic(nginx: { bin: string } | { missing: string }): Promise<
       max_tokens: tokens,
     });
   try {
-    const results: Record<string, { load: LoadResult; cpuMs?: number }> = {};
-    results.direct = await streamLoad(
-      engines.urls.map((u) => `${u}/v1/chat/completions`),
-      body(SERVED),
-      undefined,
-    );
-    if (proxyNginx)
-      results.nginx = await streamLoad(
-        [`${proxyNginx.url}/${ROLE}/v1/chat/completions`],
-        body(SERVED),
-        proxyNginx,
-      );
-    // The gateway gets an alias so it really rewrites `model` (one parse + one serialize per request).
-    results.gateway = await streamLoad(
-      [`${gateway.url}/${ROLE}/v1/chat/completions`],
-      body('bench-alias'),
-      gateway,
-    );
+    const columns = [
+      {
+        name: 'direct',
+        run: () =>
+          streamLoad(
+            engines.urls.map((u) => `${u}/v1/chat/completions`),
+            body(SERVED),
+            undefined,
+          ),
+      },
+      ...(proxyNginx
+        ? [
+            {
+              name: 'nginx',
+              run: () =>
+                streamLoad([`${proxyNginx.url}/${ROLE}/v1/chat/completions`], body(SERVED), proxyNginx),
+            },
+          ]
+        : []),
+      // The gateway gets an alias so it really rewrites `model` (one parse + one serialize per request).
+      {
+        name: 'gateway',
+        run: () => streamLoad([`${gateway.url}/${ROLE}/v1/chat/completions`], body('bench-alias'), gateway),
+      },
+    ];
+    const results = await inRounds(columns, mergeStream);
     const d = results.direct!.load;
     const rps = (l: LoadResult) => l.requests / l.durationS;
     const cols: Column[] = ['direct', 'nginx', 'gateway'].map((name) => {
@@ -290,7 +345,10 @@ async function realistic(nginx: { bin: string } | { missing: string }): Promise<
       `(a) realistic: ${args['stream-concurrency']} concurrent streaming chat, ${tokens} tokens, decode ${Number(args['decode-us']) / 1000} ms/token, ${engines.urls.length} ${engineKind} engines`,
       Object.keys((cols[0] as { cells: Record<string, string> }).cells),
       cols,
-      ['targets: gateway >= 0.98x direct requests/s, added p50 < 1 ms, added p99 < 5 ms'],
+      [
+        `${args.rounds} rounds per column in rotated order; latency rows are request-weighted means of per-round percentiles`,
+        'targets: gateway >= 0.98x direct requests/s, added p50 < 1 ms, added p99 < 5 ms',
+      ],
     );
   } finally {
     await Promise.all(
@@ -306,44 +364,71 @@ async function ceiling(nginx: { bin: string } | { missing: string }): Promise<vo
   const proxyNginx = 'bin' in nginx ? await startNginxProxy(nginx.bin, engines.urls) : undefined;
   const body = JSON.stringify({ text: 'The capital of France is', sampling_params: { max_new_tokens: 8 } });
   try {
-    const results: Record<
-      string,
-      { rps: number; requests: number; errors: number; p50: number; p99: number; cpuMs?: number }
-    > = {};
-    const run = async (name: string, urls: string[], proxy: Proxy | undefined) => {
+    type CeilingRun = {
+      rps: number;
+      durationS: number;
+      requests: number;
+      errors: number;
+      p50: number;
+      p99: number;
+      cpuMs?: number;
+    };
+    const run = async (urls: string[], proxy: Proxy | undefined): Promise<CeilingRun> => {
       if ('bin' in wrk) {
         const r = await wrkLoad(urls, body, proxy);
-        results[name] = {
-          rps: r.load.rps,
-          requests: r.load.requests,
-          errors: r.load.errors,
-          p50: r.load.p50Ms,
-          p99: r.load.p99Ms,
-          cpuMs: r.cpuMs,
-        };
-      } else {
-        const save = args['stream-concurrency'];
-        args['stream-concurrency'] = args['ceiling-concurrency'];
-        const r = await streamLoad(urls, body, proxy);
-        args['stream-concurrency'] = save;
         const l = r.load;
-        results[name] = {
-          rps: l.requests / l.durationS,
-          requests: l.requests,
-          errors: l.errors,
-          p50: l.totalMs.p50,
-          p99: l.totalMs.p99,
-          cpuMs: r.cpuMs,
-        };
+        return { ...l, p50: l.p50Ms, p99: l.p99Ms, ...(r.cpuMs === undefined ? {} : { cpuMs: r.cpuMs }) };
       }
+      const save = args['stream-concurrency'];
+      args['stream-concurrency'] = args['ceiling-concurrency'];
+      const r = await streamLoad(urls, body, proxy);
+      args['stream-concurrency'] = save;
+      const l = r.load;
+      return {
+        rps: l.requests / l.durationS,
+        durationS: l.durationS,
+        requests: l.requests,
+        errors: l.errors,
+        p50: l.totalMs.p50,
+        p99: l.totalMs.p99,
+        ...(r.cpuMs === undefined ? {} : { cpuMs: r.cpuMs }),
+      };
     };
-    await run(
-      'direct',
-      engines.urls.map((u) => `${u}/generate`),
-      undefined,
+    const merge = (runs: CeilingRun[]): CeilingRun => {
+      const requests = runs.reduce((a, r) => a + r.requests, 0);
+      const durationS = runs.reduce((a, r) => a + r.durationS, 0);
+      const weighted = (k: 'p50' | 'p99') =>
+        runs.reduce((a, r) => a + r[k] * r.requests, 0) / Math.max(1, requests);
+      const cpu = runs.every((r) => r.cpuMs !== undefined)
+        ? runs.reduce((a, r) => a + r.cpuMs!, 0)
+        : undefined;
+      return {
+        rps: requests / durationS,
+        durationS,
+        requests,
+        errors: runs.reduce((a, r) => a + r.errors, 0),
+        p50: weighted('p50'),
+        p99: weighted('p99'),
+        ...(cpu === undefined ? {} : { cpuMs: cpu }),
+      };
+    };
+    const results = await inRounds(
+      [
+        {
+          name: 'direct',
+          run: () =>
+            run(
+              engines.urls.map((u) => `${u}/generate`),
+              undefined,
+            ),
+        },
+        ...(proxyNginx
+          ? [{ name: 'nginx', run: () => run([`${proxyNginx.url}/${ROLE}/generate`], proxyNginx) }]
+          : []),
+        { name: 'gateway', run: () => run([`${gateway.url}/${ROLE}/generate`], gateway) },
+      ],
+      merge,
     );
-    if (proxyNginx) await run('nginx', [`${proxyNginx.url}/${ROLE}/generate`], proxyNginx);
-    await run('gateway', [`${gateway.url}/${ROLE}/generate`], gateway);
     const d = results.direct!;
     const cols: Column[] = ['direct', 'nginx', 'gateway'].map((name) => {
       const r = results[name];
@@ -367,6 +452,7 @@ async function ceiling(nginx: { bin: string } | { missing: string }): Promise<vo
       cols,
       [
         'load generator: ' + ('bin' in wrk ? 'wrk -t1 (Lua POST script)' : `node (${wrk.missing})`),
+        `${args.rounds} rounds per column in rotated order`,
         'targets: gateway >= 0.5x nginx requests/s',
       ],
     );
@@ -380,7 +466,10 @@ async function ceiling(nginx: { bin: string } | { missing: string }): Promise<vo
 async function main(): Promise<void> {
   const nginx = findNginx();
   console.log(
-    `gateway bench: engines=${engineKind}, duration ${durationS}s (+${warmupS}s warmup) per column`,
+    `gateway bench: engines=${engineKind}, ${durationS}s (+${warmupS}s warmup) per column and round, ` +
+      `${cpus().length} CPUs, load average ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')} at start (the machine is shared: run twice)`,
   );
   if (args.only !== 'ceiling') await realistic(nginx);
   if (args.only !== 'realistic') await ceiling(nginx);

@@ -16,6 +16,7 @@ const { values } = parseArgs({
     duration: { type: 'string', default: '10' },
     warmup: { type: 'string', default: '2' },
     body: { type: 'string', default: '{}' },
+    ramp: { type: 'string' },
   },
 });
 const urls = (values.urls ?? '').split(',').filter((u) => u !== '');
@@ -24,6 +25,8 @@ const concurrency = Number(values.concurrency);
 const durationMs = Number(values.duration) * 1000;
 const warmupMs = Number(values.warmup) * 1000;
 const body = Buffer.from(values.body);
+// Clients start spread over the ramp so a closed loop of long streams does not move in lockstep waves.
+const rampMs = values.ramp === undefined ? warmupMs : Number(values.ramp) * 1000;
 
 const targets = urls.map((u) => {
   const url = new URL(u);
@@ -105,7 +108,7 @@ function client(index: number): void {
   loop();
 }
 
-for (let i = 0; i < concurrency; i++) client(i);
+for (let i = 0; i < concurrency; i++) setTimeout(() => client(i), (i / concurrency) * rampMs);
 setTimeout(() => {
   measuring = true;
   // Phase lines let the bench sample the proxy's CPU exactly around the measured window.
