@@ -88,7 +88,7 @@ describe('fault injection', () => {
   });
 
   it('--sim-early-release answers before the memory is free; resuming too early runs out of memory', async () => {
-    const s = await start({ enableMemorySaver: true, simEarlyRelease: true, simOffloadMs: 400 });
+    const s = await start({ enableMemorySaver: true, simEarlyRelease: true, simOffloadMs: 2000 });
     expect((await post(s.url, '/release_memory_occupation', { tags: ['weights'] })).status).toBe(200);
     expect(s.state().memory.weights).toBe('releasing');
     const early = await post(s.url, '/resume_memory_occupation', { tags: ['weights'] });
