@@ -19,13 +19,14 @@ import {
   servedModelName,
   UisError,
 } from '@uis/spec';
-import type { EventLog } from './event-log.ts';
+import { EventLog } from './event-log.ts';
 import { InflightTracker } from './inflight.ts';
 import type { Launcher, LaunchRequest } from './launchers.ts';
 import type { OffloadReport, PhaseParticipant } from './lifecycle-coordinator.ts';
 import type { PlacementGroups } from './placement-groups.ts';
 import { Registry } from './registry.ts';
 import { type Clock, errorMessage, type Logger, silentLogger, systemClock } from './runtime.ts';
+import type { Db } from './store.ts';
 import {
   type ParsedWeightUpdate,
   type WeightUpdateRequest,
@@ -70,6 +71,8 @@ export interface InferenceManagerInit {
   /** Router client per model (router mode). */
   routers?: Record<string, RouterRegistrar>;
   events?: EventLog;
+  /** The manager's database: when `events` is not given, the audit log is kept here. */
+  store?: Db;
   clock?: Clock;
   logger?: Logger;
   options?: ManagerOptions;
@@ -177,7 +180,7 @@ export class InferenceManager implements PhaseParticipant {
     this.launcher = init.launcher;
     this.clock = init.clock ?? systemClock;
     this.logger = init.logger ?? silentLogger;
-    this.events = init.events;
+    this.events = init.events ?? (init.store ? new EventLog(init.store) : undefined);
     this.pgs = init.placementGroups;
     this.pools = init.pools ?? {};
     this.routers = init.routers ?? {};
@@ -562,19 +565,39 @@ export class InferenceManager implements PhaseParticipant {
 
   /** Creates the engine (launcher), starts it (launch + healthy + flush) and reads its weight version. */
   private async launchSlot(s: Slot): Promise<void> {
-    const engine = s.external && s.engine ? s.engine : await this.launcher.create(this.launchRequest(s));
-    s.engine = engine;
-    s.baseUrl = engine.baseUrl;
-    const epoch = s.epoch;
-    engine.onExit((e) => {
-      if (s.epoch !== epoch || s.engine !== engine) return;
-      void this.markDead(s, `process exited (node ${e.nodeRank}, code ${e.code}, signal ${e.signal})`, true);
-    });
-    await engine.start({ deadlineMs: this.opts.startDeadlineMs });
-    s.weightVersion = await engine.weightVersion();
-    s.failures = 0;
-    s.memoryReleased = false;
-    s.resumed = new Set(ALL_TAGS);
+    // A free port can be taken by another process between the probe and the engine's bind: one more try.
+    for (let attempt = 1; ; attempt++) {
+      const engine = s.external && s.engine ? s.engine : await this.launcher.create(this.launchRequest(s));
+      s.engine = engine;
+      s.baseUrl = engine.baseUrl;
+      const epoch = s.epoch;
+      let up = false;
+      engine.onExit((e) => {
+        // Before it is up, a failed start is reported by start() itself (and rolled back by the caller).
+        if (!up || s.epoch !== epoch || s.engine !== engine) return;
+        void this.markDead(
+          s,
+          `process exited (node ${e.nodeRank}, code ${e.code}, signal ${e.signal})`,
+          true,
+        );
+      });
+      try {
+        await engine.start({ deadlineMs: this.opts.startDeadlineMs });
+      } catch (e) {
+        if (attempt < 2 && !s.external && /EADDRINUSE|address already in use/i.test(errorMessage(e))) {
+          this.logger.warn({ engineId: s.engineId }, 'port taken before the engine bound it; relaunching');
+          await engine.shutdown(2_000).catch(() => undefined);
+          continue;
+        }
+        throw e;
+      }
+      up = true;
+      s.weightVersion = await engine.weightVersion();
+      s.failures = 0;
+      s.memoryReleased = false;
+      s.resumed = new Set(ALL_TAGS);
+      return;
+    }
   }
 
   /** The model's version at start: what its engines loaded (they all loaded model_path). */

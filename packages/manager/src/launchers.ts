@@ -2,6 +2,7 @@ import { fileURLToPath } from 'node:url';
 import {
   buildServerArgs,
   DEFAULT_SGLANG_COMMAND,
+  type EngineLauncher,
   type LocalLauncherOptions,
   LocalProcessLauncher,
   SGLangEngine,
@@ -41,6 +42,8 @@ export interface CommandLauncherOptions {
   host?: string;
   env?: Record<string, string>;
   processes?: LocalLauncherOptions;
+  /** Starts the node processes; default a `LocalProcessLauncher` (tests inject a recorder). */
+  engineLauncher?: EngineLauncher;
   /** Engine poll interval (health wait, drain). */
   pollMs?: number;
 }
@@ -50,10 +53,10 @@ export interface CommandLauncherOptions {
 export class LocalLauncher implements Launcher {
   readonly kind: string = 'local';
   readonly ownsProcesses = true;
-  private readonly processes: LocalProcessLauncher;
+  private readonly processes: EngineLauncher;
 
   constructor(protected readonly opts: CommandLauncherOptions = {}) {
-    this.processes = new LocalProcessLauncher(opts.processes ?? {});
+    this.processes = opts.engineLauncher ?? new LocalProcessLauncher(opts.processes ?? {});
   }
 
   async create(req: LaunchRequest): Promise<SGLangEngine> {
