@@ -12,7 +12,10 @@ export function HealthSparkline({
 }) {
   if (samples.length === 0) return <span className="muted">no probes</span>;
   const max = Math.max(1, ...samples.map((s) => s.latency_ms ?? 0));
-  const step = width / samples.length;
+  // A fixed number of slots, newest on the right, so a young replica's few probes do not look like many.
+  const slots = Math.max(samples.length, 24);
+  const step = width / slots;
+  const offset = slots - samples.length;
   const failed = samples.filter((s) => !s.ok).length;
   const last = samples[samples.length - 1]!;
   return (
@@ -32,7 +35,7 @@ export function HealthSparkline({
         return (
           <rect
             key={s.at}
-            x={i * step + 0.5}
+            x={(offset + i) * step + 0.5}
             y={height - h}
             width={Math.max(1, step - 1)}
             height={h}

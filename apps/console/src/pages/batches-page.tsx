@@ -33,13 +33,20 @@ export function BatchesPage({ state }: { state: ConsoleState }) {
               <th>created</th>
               <th className="num">queued for</th>
               <th className="num">ran for</th>
+              <th className="num">total</th>
               <th>failure</th>
             </tr>
           </thead>
           <tbody>
             {batches.map((b) => {
-              const waited = (b.started_at ?? now) - b.created_at;
+              // The gateway may not know when a finished batch started: then only the total is shown.
+              const ended = b.ended_at !== null;
+              const waited =
+                b.started_at !== null ? b.started_at - b.created_at : ended ? null : now - b.created_at;
               const ran = b.started_at === null ? null : (b.ended_at ?? now) - b.started_at;
+              const total = (b.ended_at ?? now) - b.created_at;
+              const soFar = (value: number | null, running: boolean) =>
+                `${formatDuration(value)}${value !== null && running ? ' so far' : ''}`;
               return (
                 <tr key={b.id} data-testid="batch-row" data-state={b.state}>
                   <td className="mono">{b.id}</td>
@@ -49,13 +56,10 @@ export function BatchesPage({ state }: { state: ConsoleState }) {
                   </td>
                   <td className="num mono">{b.size}</td>
                   <td className="mono">{formatClock(b.created_at)}</td>
-                  <td className="num mono">
-                    {formatDuration(waited)}
-                    {b.started_at === null ? ' so far' : ''}
-                  </td>
-                  <td className="num mono">
-                    {formatDuration(ran)}
-                    {ran !== null && b.ended_at === null ? ' so far' : ''}
+                  <td className="num mono">{soFar(waited, b.started_at === null)}</td>
+                  <td className="num mono">{soFar(ran, !ended)}</td>
+                  <td className="num mono" data-testid="batch-total">
+                    {soFar(total, !ended)}
                   </td>
                   <td className="error-text">{b.failure ?? ''}</td>
                 </tr>
