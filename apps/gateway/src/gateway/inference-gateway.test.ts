@@ -328,6 +328,45 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     expect(metrics).toMatch(/uis_client_aborts_total\{role="teacher"\} [1-9]/);
   });
 
+  it('aborts the GenRM adapter call at the engine when its client disconnects', async () => {
+    const fake = await RecordingEngine.start({ modelPath: '/models/judge', simDecodeUsPerToken: 1000 });
+    extras.push(fake);
+    const reg = await post(
+      '/admin/roles/genrm/models/judge/engines',
+      { url: fake.url },
+      { authorization: `Bearer ${ADMIN}` },
+    );
+    expect(reg.status).toBe(200);
+    for (let i = 0; i < 2 && fake.calls('/v1/chat/completions').length === 0; i++) {
+      const controller = new AbortController();
+      const pending = fetch(`${url}/genrm/generate`, {
+        method: 'POST',
+        body: JSON.stringify({
+          messages: [{ role: 'user', content: 'judge slowly' }],
+          sampling_params: { max_new_tokens: 3000, ignore_eos: true },
+        }),
+        signal: controller.signal,
+      }).catch(() => undefined);
+      await new Promise((r) => setTimeout(r, 150));
+      controller.abort();
+      await pending;
+    }
+    const chat = fake.calls('/v1/chat/completions')[0];
+    expect(chat?.body).toMatchObject({ model: 'judge', max_tokens: 3000, temperature: 0.5, top_k: -1 });
+    expect(chat?.body?.chat_template_kwargs).toEqual({ enable_thinking: false });
+    const rid = chat?.body?.rid;
+    expect(rid).toEqual(expect.any(String));
+    await until('abort_request at the GenRM engine', () =>
+      fake.calls('/abort_request').find((c) => c.body?.rid === rid),
+    );
+    const un = await post(
+      '/admin/roles/genrm/engines/unregister',
+      { engine_id: (reg.json.result as { engine_id: string }).engine_id },
+      { authorization: `Bearer ${ADMIN}` },
+    );
+    expect(un.status).toBe(200);
+  });
+
   it('times out a hung engine with 504 and keeps serving from the other replica', async () => {
     const fake = extras[0]!;
     fake.hang = true;

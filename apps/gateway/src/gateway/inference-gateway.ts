@@ -499,17 +499,24 @@ export class InferenceGateway {
     const model = this.resolveModel(keys, req);
     if (model instanceof UisError) return finish(model.status, model, refusedModel(model) ?? '(none)');
     const spec = this.spec.models.find((m) => m.name === model.name);
-    const payload = JSON.stringify(
-      genrmChatBody(parsed, spec ?? { sampling_defaults: {}, chat_template_kwargs: {} }, model.servedName),
-    );
+    // SGLang takes a rid on chat too: a client that leaves is aborted at the engine by it, as on the fast path.
+    const rid = typeof parsed.rid === 'string' && parsed.rid !== '' ? parsed.rid : randomUUID();
+    const payload = JSON.stringify({
+      ...genrmChatBody(parsed, spec ?? { sampling_defaults: {}, chat_template_kwargs: {} }, model.servedName),
+      rid,
+    });
     const controller = new AbortController();
+    let current: ProxyTarget | undefined;
     res.on('close', () => {
-      if (!res.writableFinished) controller.abort();
+      if (res.writableFinished || controller.signal.aborted) return;
+      controller.abort();
+      if (current !== undefined) this.abortAtEngine(rid, current, requestId);
     });
     const tried = new Set<string>();
     for (let attempt = 0; attempt < 2; attempt++) {
       const target = this.pick(model, keys, req, tried);
       if (target instanceof UisError) return finish(target.status, target, model.name);
+      current = target;
       this.inFlight.acquire(target.id);
       try {
         const r = await this.pools.get(target.origin).request({

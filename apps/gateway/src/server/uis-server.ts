@@ -61,6 +61,8 @@ export class UisServer {
   private readonly pools: UpstreamPools;
   private readonly routes = new FastRoutes();
   private server: Server | null = null;
+  /** Batch scoring changes no registry and logs no event until it commits: the console is nudged meanwhile. */
+  private readonly scoringTicker: NodeJS.Timeout;
   private readonly unsubscribe: Array<() => void> = [];
 
   constructor(opts: UisServerOptions) {
@@ -138,6 +140,11 @@ export class UisServer {
       this.barriers.subscribe(this.feed.notify),
     );
 
+    this.scoringTicker = setInterval(() => {
+      if (service.store.list({ state: 'running' }).length > 0) this.feed.notify();
+    }, 1000);
+    this.scoringTicker.unref();
+
     const state = () =>
       consoleState({ service, gateways: this.gateways, journal: this.journal, barriers: this.barriers });
     const router = buildAppRouter({
@@ -208,6 +215,7 @@ export class UisServer {
 
   /** Stops listening (open connections are cut) and closes the engine pools. The service is stopped separately. */
   async close(): Promise<void> {
+    clearInterval(this.scoringTicker);
     for (const off of this.unsubscribe.splice(0)) off();
     const server = this.server;
     this.server = null;
