@@ -336,6 +336,12 @@ describe('InferenceManager against sglang-sim processes', () => {
     expect(await code(m.updateWeights('nope', { source: 'version', weight_version: 'v2' }))).toBe(
       'unknown_model',
     );
+    const judge = roles.genrm?.models[0];
+    const bad = {
+      ...(roles.genrm as InferenceRoleSpec),
+      models: [{ ...judge, register_dcs: true }],
+    } as InferenceRoleSpec;
+    expect(await code(() => manager(bad, plan))).toBe('static_model');
   });
 });
 

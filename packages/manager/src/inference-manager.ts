@@ -150,7 +150,8 @@ export class InferenceManager implements PhaseParticipant {
   readonly role: string;
   readonly registry: Registry;
   readonly inflight: InflightTracker;
-  private readonly spec: InferenceRoleSpec;
+  /** The role spec this manager serves (models, routing, deployment). */
+  readonly spec: InferenceRoleSpec;
   private readonly launcher: Launcher;
   private readonly clock: Clock;
   private readonly logger: Logger;
@@ -199,12 +200,19 @@ export class InferenceManager implements PhaseParticipant {
     this.registry = init.registry ?? new Registry({ role: init.role.role, routing: init.role.routing });
     this.placements = init.placements.filter((p) => p.role === this.role);
     for (const m of init.role.models) {
+      if (m.register_dcs && m.weight_source === 'static')
+        throw new UisError({
+          code: 'static_model',
+          status: 400,
+          path: `models.${m.name}.register_dcs`,
+          message: `model ${m.name} has weight_source static: it cannot register for DCS; drop register_dcs`,
+        });
       this.models.set(m.name, {
         spec: m,
         target: null,
         replay: null,
         desire: 'active',
-        dcsRegistered: false,
+        dcsRegistered: m.register_dcs,
       });
       if (capabilities(m).needs_router && !this.routers[m.name])
         throw new UisError({
