@@ -280,6 +280,20 @@ describe('forwarding', () => {
     expect(r.json()).toEqual({ error: { message: 'bad sampling params' } });
   });
 
+  it('relays a large sized engine answer intact (streamed, not buffered)', async () => {
+    const big = Buffer.alloc(3 * 1024 * 1024, 'a');
+    const engine = await upstream((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': big.length });
+      res.end(big);
+    });
+    const g = await gateway([{ id: 'big', origin: engine.url }]);
+    const r = await request(`${g.url}/r/generate`, { method: 'POST', body: '{}', dispatcher: client });
+    expect(r.headers['content-length']).toBe(String(big.length));
+    const got = Buffer.from(await r.body.arrayBuffer());
+    expect(got.length).toBe(big.length);
+    expect(got.equals(big)).toBe(true);
+  });
+
   it('reports completion with status, bytes and timings, and releases in-flight', async () => {
     const before = gw.events.length;
     await post(`${gw.url}/r/generate`, '{"text":"abc"}');

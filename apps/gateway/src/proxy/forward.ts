@@ -78,6 +78,9 @@ export interface ServingProxyOptions {
 
 export const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
 
+/** Sized engine answers up to this many bytes are relayed in one write; larger ones chunk by chunk. */
+const MAX_BUFFERED_RESPONSE_BYTES = 1024 * 1024;
+
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 
 /** Errors that mean the request never produced a response from this engine: worth one try elsewhere. */
@@ -212,13 +215,17 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.#ttfb = this.#now() - this.#start;
     this.#status = statusCode;
     const type = headers['content-type'];
-    // Event streams and bodies of unknown length are relayed as they come; a sized body is sent in one write.
+    const length = headers['content-length'];
+    // Event streams, bodies of unknown length and large bodies are relayed as they come; a small sized body is
+    // collected and sent in one write.
     this.#streaming =
-      headers['content-length'] === undefined ||
+      length === undefined ||
+      Number(length) > MAX_BUFFERED_RESPONSE_BYTES ||
       (typeof type === 'string' && type.startsWith('text/event-stream'));
     if (this.#streaming) {
       const res = this.#res;
-      res.writeHead(statusCode, clientResponseHeaders(headers, this.#requestId, false));
+      // A known length is kept (the bytes are relayed unchanged); otherwise node frames the stream itself.
+      res.writeHead(statusCode, clientResponseHeaders(headers, this.#requestId, length !== undefined));
       res.flushHeaders();
       if (!this.#clientGone) return;
       controller.abort(new ClientGoneError());

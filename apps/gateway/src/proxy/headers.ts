@@ -61,8 +61,8 @@ export function upstreamRequestHeaders(rawHeaders: readonly string[], requestId:
 
 /**
  * Builds the client response headers from the engine's parsed headers as node's `writeHead` flat list,
- * minus hop-by-hop ones; `content-length` is kept for buffered bodies and dropped for streamed ones (node then
- * frames the stream itself, chunk for chunk as the engine sent it).
+ * minus hop-by-hop ones; `content-length` is kept when the engine sent one (the bytes are relayed unchanged) and
+ * otherwise node frames the stream itself, chunk for chunk as the engine sent it.
  */
 export function clientResponseHeaders(
   headers: IncomingHttpHeaders,
