@@ -90,6 +90,20 @@ describe('/generate', () => {
     expect(ids.map((x) => x.text)).toEqual(list.map((x) => x.text));
   });
 
+  it('sampling_params.n gives n answers per prompt, the first equal to n = 1', async () => {
+    const sp = { max_new_tokens: 8, ignore_eos: true };
+    const r = await post(a.url, '/generate', { text: 'many', rid: 'm', sampling_params: { ...sp, n: 3 } });
+    const list = GenerateBatchResponseSchema.parse(r.json);
+    expect(list.map((x) => x.meta_info.id)).toEqual(['m-0', 'm-1', 'm-2']);
+    expect(new Set(list.map((x) => x.text)).size).toBe(3);
+    expect(list[0]?.text).toBe((await gen(a, { text: 'many', sampling_params: sp })).text);
+    const greedy = GenerateBatchResponseSchema.parse(
+      (await post(a.url, '/generate', { text: 'many', sampling_params: { ...sp, n: 2, temperature: 0 } }))
+        .json,
+    );
+    expect(greedy[0]?.text).toBe(greedy[1]?.text);
+  });
+
   it('returns logprobs as [logprob, id, text|null] honouring logprob_start_len', async () => {
     const prompt = encode('abcdef');
     const r = await gen(a, {

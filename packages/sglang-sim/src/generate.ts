@@ -16,10 +16,11 @@ export interface Defaults {
 const pick = <T>(v: T | T[] | null | undefined, i: number): T | undefined =>
   Array.isArray(v) ? v[i] : (v ?? undefined);
 
-export function seedKeyOf(params: SamplingParams | undefined, seed: number): number {
+/** Sample `sample` of a parallel-sampling request (n > 1); sample 0 is what n = 1 gives. */
+export function seedKeyOf(params: SamplingParams | undefined, seed: number, sample = 0): number {
   if ((params?.temperature ?? 1) === 0) return 0;
   const s = params?.sampling_seed ?? seed;
-  return hashString(`seed:${s}`) || 1;
+  return hashString(sample === 0 ? `seed:${s}` : `seed:${s}:${sample}`) || 1;
 }
 
 export function specFromSampling(
@@ -85,7 +86,19 @@ export function specsFromGenerate(
       defaults,
     );
   });
-  return { batch, specs };
+  // Parallel sampling: n answers per prompt, grouped by prompt, as a list (like a batch).
+  const expanded: SequenceSpec[] = [];
+  for (const [i, spec] of specs.entries()) {
+    const params = pick(req.sampling_params, i);
+    const n = params?.n ?? 1;
+    if (n === 1) expanded.push(spec);
+    else {
+      for (let k = 0; k < n; k++) {
+        expanded.push({ ...spec, rid: `${spec.rid}-${k}`, seedKey: seedKeyOf(params, defaults.seed, k) });
+      }
+    }
+  }
+  return { batch: batch || expanded.length > specs.length, specs: expanded };
 }
 
 /** The /generate answer (or stream chunk) for a sequence in its current state. */
