@@ -147,6 +147,7 @@ describe('flush, abort, pause', () => {
     await waitFor(() => s.stats().running === 1);
     const p = await post(s.url, '/pause_generation', { mode: 'in_place' });
     expect(StatusMessageSchema.parse(p.json).status).toBe('ok');
+    expect((await post(s.url, '/flush_cache')).status).toBe(400);
     const steps = s.stats().steps;
     await new Promise((res) => setTimeout(res, 150));
     expect(s.stats().steps).toBe(steps);
@@ -171,6 +172,8 @@ describe('flush, abort, pause', () => {
     await waitFor(() => s.stats().running === 1);
     await post(s.url, '/pause_generation', { mode: 'retract' });
     expect(s.stats()).toMatchObject({ running: 0, waiting: 1, kvTokensUsed: 0 });
+    // The RL weight-sync sequence: retract, flush, update, continue.
+    expect((await post(s.url, '/flush_cache')).status).toBe(200);
     await post(s.url, '/continue_generation');
     const done = GenerateResponseSchema.parse((await r).json);
     expect(done.meta_info.completion_tokens).toBe(5);

@@ -196,9 +196,11 @@ export class SimEngine {
     this.scheduler.resume();
   }
 
-  /** false while requests are queued or running (SGLang answers 400 then). */
+  /** false while requests are queued or running (SGLang answers 400 then), except retracted ones. */
   flushCache(): boolean {
-    if (this.scheduler.busy) return false;
+    const { running, waiting, paused } = this.scheduler;
+    // Retracted requests hold no KV (they prefill again on continue), so SGLang lets a retract pause flush.
+    if (running.length > 0 || (waiting.length > 0 && paused !== 'retract')) return false;
     this.prefixCache.clear();
     return true;
   }
