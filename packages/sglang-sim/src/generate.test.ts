@@ -227,6 +227,23 @@ describe('/generate', () => {
     expect(chunks[4]?.meta_info.output_token_logprobs).toEqual(plain.meta_info.output_token_logprobs);
   });
 
+  it('--stream-interval sends one chunk every N tokens and always the last', async () => {
+    const s = await sim({ streamInterval: 4 });
+    try {
+      const { events } = await sse(s.url, '/generate', {
+        text: 'x',
+        stream: true,
+        sampling_params: { max_new_tokens: 10, ignore_eos: true },
+      });
+      const counts = events
+        .slice(0, -1)
+        .map((e) => GenerateStreamChunkSchema.parse(e).meta_info.completion_tokens);
+      expect(counts).toEqual([4, 8, 10]);
+    } finally {
+      await s.close();
+    }
+  });
+
   it('streams a batch with an index per chunk', async () => {
     const { events } = await sse(a.url, '/generate', {
       text: ['p', 'q'],

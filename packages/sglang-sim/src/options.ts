@@ -25,6 +25,7 @@ export const SimOptionsSchema = z.object({
   memFractionStatic: z.coerce.number().positive().max(1).optional(),
   contextLength: z.coerce.number().int().positive().default(32768),
   weightVersion: z.string().default('default'),
+  streamInterval: z.coerce.number().int().positive().default(1),
   /** Modelled cost of one prompt token in a prefill step (microseconds). */
   simPrefillUsPerToken: z.coerce.number().nonnegative().default(0),
   /** Modelled cost of one decode step (one token for every running request, as a GPU batch does). */

@@ -64,6 +64,8 @@ export function headHandler(engine: SimEngine, options: SimOptions): Handler {
   /** A hung engine never answers: the response is left open until the client gives up or the server closes. */
   const hang = (_res: ServerResponse): void => undefined;
   const created = () => Math.floor(Date.now() / 1000);
+  /** SGLang's --stream-interval: one chunk every N tokens (and always the last one). */
+  const interval = options.streamInterval;
 
   async function body<T extends z.ZodType>(
     req: IncomingMessage,
@@ -143,7 +145,11 @@ export function headHandler(engine: SimEngine, options: SimOptions): Handler {
       parsed.specs.forEach((spec, i) => {
         const index = batch ? i : undefined;
         const onProgress = stream
-          ? (s: SimSequence) => sseData(res, generateResponse(s, engine.weightVersion, engine.now(), index))
+          ? (s: SimSequence) => {
+              if (s.outputIds.length % interval === 0) {
+                sseData(res, generateResponse(s, engine.weightVersion, engine.now(), index));
+              }
+            }
           : () => {};
         const onDone = (s: SimSequence) => {
           if (stream) sseData(res, generateResponse(s, engine.weightVersion, engine.now(), index));
@@ -207,7 +213,7 @@ export function headHandler(engine: SimEngine, options: SimOptions): Handler {
         let sentChars = 0;
         let sentTokens = 0;
         const push = (s: SimSequence) => {
-          if (s.text.length <= sentChars) return;
+          if (s.text.length <= sentChars || s.outputIds.length % interval !== 0) return;
           sseData(
             res,
             chatChunk(s, model, ts, { content: s.text.slice(sentChars) }, sentTokens, wantLogprobs, top),
