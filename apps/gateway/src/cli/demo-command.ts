@@ -5,7 +5,7 @@ import type { Command } from 'commander';
 import { RlLoopDriver } from '../demo/rl-loop-driver.ts';
 import { InProcessSimLauncher } from '../service/in-process-sim-launcher.ts';
 import { runServer } from './run-server.ts';
-import { parsePort, readConfig } from './serve-command.ts';
+import { parsePort, readConfig, withLayoutExit } from './serve-command.ts';
 
 /** The demo layout shipped with the repo: 2 nodes x 8 GPUs, all three roles, colocated defer. */
 export const DEMO_CONFIG = fileURLToPath(new URL('../../../../examples/demo.yaml', import.meta.url));
@@ -45,31 +45,33 @@ export function registerDemoCommand(program: Command): void {
         const config = readConfig(file);
         const inProcess = o.processes ? null : new InProcessSimLauncher(SIM_TIMING);
         const policy = config.roles.rollout?.models[0];
-        await runServer({
-          config,
-          title: 'uis demo',
-          launcher: inProcess ?? new SimLauncher({ simArgs: simFlags() }),
-          port: o.port,
-          host: o.host,
-          managerOptions: { healthIntervalMs: 2000, drainDeadlineMs: 30_000 },
-          ...(inProcess ? { cleanup: () => inProcess.closeAll() } : {}),
-          ...(o.driver && policy && config.schedule.activation_groups[0]
-            ? {
-                extra: ({ url, adminToken, logger }) => {
-                  const driver = new RlLoopDriver({
-                    baseUrl: url,
-                    adminToken,
-                    group: config.schedule.activation_groups[0]?.name ?? 'actor',
-                    policyModel: policy.name,
-                    policyPath: policy.model_path,
-                    logger: logger.child({ component: 'driver' }),
-                  });
-                  driver.start();
-                  return driver;
-                },
-              }
-            : {}),
-        });
+        await withLayoutExit(() =>
+          runServer({
+            config,
+            title: 'uis demo',
+            launcher: inProcess ?? new SimLauncher({ simArgs: simFlags() }),
+            port: o.port,
+            host: o.host,
+            managerOptions: { healthIntervalMs: 2000, drainDeadlineMs: 30_000 },
+            ...(inProcess ? { cleanup: () => inProcess.closeAll() } : {}),
+            ...(o.driver && policy && config.schedule.activation_groups[0]
+              ? {
+                  extra: ({ url, adminToken, logger }) => {
+                    const driver = new RlLoopDriver({
+                      baseUrl: url,
+                      adminToken,
+                      group: config.schedule.activation_groups[0]?.name ?? 'actor',
+                      policyModel: policy.name,
+                      policyPath: policy.model_path,
+                      logger: logger.child({ component: 'driver' }),
+                    });
+                    driver.start();
+                    return driver;
+                  },
+                }
+              : {}),
+          }),
+        );
       },
     );
 }

@@ -24,15 +24,22 @@ export function readConfig(file: string): UisConfig {
   } catch (e) {
     throw new Error(`cannot read ${path}: ${e instanceof Error ? e.message : String(e)}`);
   }
+  return loadConfig(text, file);
+}
+
+/** Runs a server command; an invalid layout exits 1 with one violation per line, as `uis plan` does. */
+export async function withLayoutExit(run: () => Promise<void>): Promise<void> {
   try {
-    return loadConfig(text, file);
+    await run();
   } catch (e) {
-    if (isUisError(e)) {
-      const issues = Array.isArray(e.details) ? (e.details as Array<{ path: string; message: string }>) : [];
-      const detail = issues.map((i) => `\n  ${i.path}: ${i.message}`).join('');
-      throw new Error(`${e.message}${detail}`);
-    }
-    throw e;
+    if (!isUisError(e) || e.code !== 'invalid_layout') throw e;
+    const violations = Array.isArray(e.details)
+      ? (e.details as Array<{ code: string; path: string; message: string }>)
+      : [];
+    process.stderr.write(
+      `uis: invalid layout, nothing was started:\n${violations.map((v) => `  ${v.path}: ${v.message} [${v.code}]`).join('\n')}\n`,
+    );
+    process.exitCode = 1;
   }
 }
 
@@ -59,14 +66,16 @@ export function registerServeCommand(program: Command): void {
         db?: string;
       }) => {
         const config = readConfig(o.config);
-        await runServer({
-          config,
-          title: 'uis serve',
-          launcher: o.launcher ?? config.gateway?.launcher ?? 'sim',
-          port: o.port ?? config.gateway?.port ?? 8080,
-          host: o.host ?? config.gateway?.host ?? '127.0.0.1',
-          ...(o.db === undefined ? {} : { dbPath: o.db }),
-        });
+        await withLayoutExit(() =>
+          runServer({
+            config,
+            title: 'uis serve',
+            launcher: o.launcher ?? config.gateway?.launcher ?? 'sim',
+            port: o.port ?? config.gateway?.port ?? 8080,
+            host: o.host ?? config.gateway?.host ?? '127.0.0.1',
+            ...(o.db === undefined ? {} : { dbPath: o.db }),
+          }),
+        );
       },
     );
 }

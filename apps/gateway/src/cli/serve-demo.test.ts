@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -74,6 +74,34 @@ async function stop(child: ChildProcess): Promise<number | null> {
 }
 
 describe('uis serve and uis demo', { timeout: 120_000 }, () => {
+  it('uis serve refuses an invalid layout (exit 1, every violation) and an unusable config (exit 2)', () => {
+    const run = (text: string) => {
+      const file = join(tmp, `c${Math.random().toString(36).slice(2)}.yaml`);
+      writeFileSync(file, text);
+      return spawnSync(process.execPath, [bin, 'serve', '--config', file, '--port', '0'], {
+        cwd: root,
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+    };
+    const tooBig = run(
+      [
+        'cluster: { nodes: [{ name: n, gpus: 1 }] }',
+        'roles:',
+        '  rollout:',
+        '    deployment: { mode: decoupled }',
+        '    models: [{ name: p, model_path: /m, weight_source: disk, engine_groups: [{ num_gpus: 4, gpus_per_engine: 1 }] }]',
+      ].join('\n'),
+    );
+    expect(tooBig.status).toBe(1);
+    expect(tooBig.stderr).toContain('invalid layout, nothing was started');
+    expect(tooBig.stderr).toContain('[capacity_exceeded]');
+    const unknown = run('cluster: { nodes: [{ name: n, gpus: 1 }] }\nroles: { rollout: { bogus: 1 } }\n');
+    expect(unknown.status).toBe(2);
+    expect(unknown.stderr).toContain('roles.rollout.bogus');
+    expect(unknown.stderr).not.toContain('    at ');
+  });
+
   it('uis serve starts sglang-sim processes from a config and leaves none behind on SIGINT', async () => {
     const config = join(tmp, 'one.yaml');
     writeFileSync(
