@@ -261,6 +261,11 @@ describe('/generate', () => {
     [{ text: 'x', sampling_params: { max_new_tokens: -1 } }, 422],
     [{ input_ids: [999999] }, 400],
     [{ input_embeds: [[0.5]] }, 400],
+    [{ text: [] }, 400],
+    [{ input_ids: [] }, 400],
+    [{ text: '' }, 400],
+    [null, 422],
+    [[1, 2], 422],
   ])('rejects bad input %j with %i', async (body, status) => {
     const r = await post(a.url, '/generate', body);
     expect(r.status).toBe(status);

@@ -67,7 +67,9 @@ export function specsFromGenerate(
     batch = ids.length > 0 && Array.isArray(ids[0]);
     inputs = batch ? (ids as number[][]) : [ids as number[]];
   }
+  if (inputs.length === 0) throw new SimFailure('The batch is empty.');
   const specs = inputs.map((inputIds, i) => {
+    if (inputIds.length === 0) throw new SimFailure(`The input of item ${i} is empty.`);
     const bad = inputIds.findIndex((id) => !isValidTokenId(id));
     if (bad !== -1) throw new SimFailure(`input_ids[${bad}] = ${inputIds[bad]} is outside the vocabulary.`);
     const ridIn = pick(req.rid, i);

@@ -1,11 +1,24 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { z } from 'zod';
 
+/** Bodies above this are refused (a token-id batch of an RL step stays far below). */
+export const MAX_BODY_BYTES = 256 * 1024 * 1024;
+
 /** Reads and JSON-parses a body; an empty body is `{}` (SGLang accepts body-less control POSTs). */
 export function readJson(req: IncomingMessage): Promise<unknown> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY_BYTES) {
+        req.removeAllListeners('data');
+        req.resume();
+        reject(new BadJson(`the body is larger than ${MAX_BODY_BYTES} bytes`));
+        return;
+      }
+      chunks.push(c);
+    });
     req.on('error', reject);
     req.on('end', () => {
       const raw = chunks.length === 1 ? (chunks[0] as Buffer).toString() : Buffer.concat(chunks).toString();
