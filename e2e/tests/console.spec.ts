@@ -27,6 +27,13 @@ test('the cluster grid shows 16 GPUs on 2 nodes with the demo roles', async ({ p
   }
   await expect(page.getByTestId('replica-block').first()).toBeVisible();
   await shot(page, 'cluster');
+  // A replica on the grid leads to its row on the Replicas page.
+  const block = page.getByTestId('replica-block').first();
+  const engine = (await block.getAttribute('data-engine-id')) ?? '';
+  await block.click();
+  await expect(page.getByTestId('page-replicas')).toBeVisible();
+  await expect(page.getByTestId('replica-filter')).toHaveValue(engine);
+  await expect(page.locator(`[data-testid=replica-row][data-engine-id="${engine}"]`)).toBeVisible();
 });
 
 test('the phase changes on screen as the demo loop runs', async ({ page }) => {

@@ -2,7 +2,7 @@ import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
 import { act, render, screen, waitFor } from '@testing-library/react';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createConsoleClient, TRPCProvider } from './api/trpc.ts';
-import { App } from './app.tsx';
+import { App, parseRoute } from './app.tsx';
 import { demoState } from './testing/demo-state.ts';
 
 /** Stands in for the browser's EventSource so the test drives the `changes` stream: connect, push states, drop. */
@@ -111,5 +111,17 @@ describe('App: live data from the changes stream', () => {
     expect(banner.dataset.kind).toBe('invalid');
     expect(banner.textContent).toMatch(/replicas\[0\]/);
     expect(screen.queryByTestId('page-cluster')).toBeNull();
+  });
+});
+
+describe('routes', () => {
+  it('reads the page and the filter from the hash', () => {
+    expect(parseRoute('#/replicas?q=math-teacher%2F0')).toEqual({
+      route: 'replicas',
+      query: 'math-teacher/0',
+    });
+    expect(parseRoute('#/phases')).toEqual({ route: 'phases', query: '' });
+    expect(parseRoute('')).toEqual({ route: 'cluster', query: '' });
+    expect(parseRoute('#/nope')).toEqual({ route: 'cluster', query: '' });
   });
 });

@@ -21,9 +21,17 @@ export const ROUTES = [
 ] as const;
 export type RouteId = (typeof ROUTES)[number]['id'];
 
-function currentRoute(): RouteId {
-  const id = globalThis.location?.hash.replace(/^#\/?/, '') ?? '';
-  return ROUTES.find((r) => r.id === id)?.id ?? 'cluster';
+/** `#/<page>?q=<filter>`: the page, and the filter a link asked for (e.g. a grid block -> its replica row). */
+function currentHash(): string {
+  return globalThis.location?.hash ?? '';
+}
+
+export function parseRoute(hash: string): { route: RouteId; query: string } {
+  const [path = '', search = ''] = hash.replace(/^#\/?/, '').split('?');
+  return {
+    route: ROUTES.find((r) => r.id === path)?.id ?? 'cluster',
+    query: new URLSearchParams(search).get('q') ?? '',
+  };
 }
 
 function subscribeHash(listener: () => void): () => void {
@@ -31,8 +39,8 @@ function subscribeHash(listener: () => void): () => void {
   return () => globalThis.removeEventListener('hashchange', listener);
 }
 
-export function useRoute(): RouteId {
-  return useSyncExternalStore(subscribeHash, currentRoute, () => 'cluster');
+export function useRoute(): { route: RouteId; query: string } {
+  return parseRoute(useSyncExternalStore(subscribeHash, currentHash, () => ''));
 }
 
 const CONNECTION_TEXT: Record<ConsoleStateResult['connection'], string> = {
@@ -95,7 +103,7 @@ function NeedsState({
 }
 
 export function App() {
-  const route = useRoute();
+  const { route, query } = useRoute();
   const live = useConsoleState();
   const [planText, setPlanText] = useState('');
   const title = ROUTES.find((r) => r.id === route)?.label ?? '';
@@ -158,7 +166,7 @@ export function App() {
                   case 'phases':
                     return <PhasesPage state={state} />;
                   case 'replicas':
-                    return <ReplicasPage state={state} />;
+                    return <ReplicasPage key={query} state={state} initialFilter={query} />;
                   case 'batches':
                     return <BatchesPage state={state} />;
                   case 'events':

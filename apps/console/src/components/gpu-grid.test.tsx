@@ -105,4 +105,16 @@ describe('GpuGrid', () => {
     expect(new Set(policy.map((b) => b.dataset.state))).toEqual(new Set(['sleeping']));
     expect(DEMO_NODES).toHaveLength(2);
   });
+
+  it('links live replica blocks to their row on the Replicas page when asked to', () => {
+    const state = demoState();
+    const grid = buildGridModel({ nodes: state.cluster.nodes, plan: state.plan, replicas: state.replicas });
+    render(<GpuGrid grid={grid} replicaHref={(id) => `#/replicas?q=${encodeURIComponent(id)}`} />);
+    const teacher = screen
+      .getAllByTestId('replica-block')
+      .find((b) => b.dataset.engineId === 'math-teacher/0')!;
+    expect(teacher.tagName).toBe('A');
+    expect(teacher.getAttribute('href')).toBe('#/replicas?q=math-teacher%2F0');
+    expect(screen.getAllByTestId('train-block').every((b) => b.tagName === 'DIV')).toBe(true);
+  });
 });

@@ -77,7 +77,13 @@ export function GpuMatrix({ grid }: { grid: GridModel }) {
 /** Placement view: a lane per phase, node rows x GPU columns, one block per replica (multi-node engines span
  * their node rows as one block); a replica that runs elsewhere than planned is outlined, with its planned
  * place drawn as a dashed ghost. */
-export function PlacementLanes({ grid }: { grid: GridModel }) {
+export function PlacementLanes({
+  grid,
+  replicaHref,
+}: {
+  grid: GridModel;
+  replicaHref?: (engineId: string) => string;
+}) {
   const n = grid.nodes.length;
   const rowsPerLane = n + 1;
   const laneHeaderRow = (lane: number) => 2 + lane * rowsPerLane;
@@ -121,9 +127,12 @@ export function PlacementLanes({ grid }: { grid: GridModel }) {
             : { backgroundColor: roleColor(b.role, b.modelIndex, current || b.mismatch ? 1 : 0.3) }),
           ...(b.kind === 'planned' ? { borderColor: roleColor(b.role, b.modelIndex) } : {}),
         };
+        // Live replicas link to their row on the Replicas page.
+        const Tag = replicaHref && b.kind === 'replica' && b.engineId ? 'a' : 'div';
         return (
-          <div
+          <Tag
             key={b.key}
+            {...(Tag === 'a' && b.engineId ? { href: replicaHref?.(b.engineId) } : {})}
             className={classes}
             style={blockStyle}
             title={blockTitle(b, grid.nodes)}
@@ -150,7 +159,7 @@ export function PlacementLanes({ grid }: { grid: GridModel }) {
               </span>
             )}
             {b.kind === 'planned' && <span className="block-meta">planned here</span>}
-          </div>
+          </Tag>
         );
       })}
     </div>
@@ -217,7 +226,13 @@ export function RoleLegend({
   );
 }
 
-export function GpuGrid({ grid }: { grid: GridModel }) {
+export function GpuGrid({
+  grid,
+  replicaHref,
+}: {
+  grid: GridModel;
+  replicaHref?: (engineId: string) => string;
+}) {
   const seen = new Map<string, { role: string; model: string | null; modelIndex: number }>();
   for (const b of grid.blocks) {
     if (b.kind === 'planned') continue;
@@ -227,7 +242,7 @@ export function GpuGrid({ grid }: { grid: GridModel }) {
     <div className="gpu-grid" data-testid="gpu-grid">
       <RoleLegend roles={[...seen.values()]} />
       <GpuMatrix grid={grid} />
-      <PlacementLanes grid={grid} />
+      <PlacementLanes grid={grid} {...(replicaHref ? { replicaHref } : {})} />
       {grid.unplaced.length > 0 && (
         <p className="muted" data-testid="unplaced">
           Not on the grid (no planned GPUs): {grid.unplaced.join(', ')}

@@ -56,7 +56,7 @@ export function ClusterPage({ state }: { state: ConsoleState }) {
           configured).
         </p>
       )}
-      <GpuGrid grid={grid} />
+      <GpuGrid grid={grid} replicaHref={(id) => `#/replicas?q=${encodeURIComponent(id)}`} />
     </div>
   );
 }

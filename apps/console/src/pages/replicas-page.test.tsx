@@ -81,4 +81,10 @@ describe('Replicas page', () => {
     fireEvent.click(screen.getByTestId('confirm-cancel'));
     expect(screen.queryByTestId('confirm-dialog')).toBeNull();
   });
+
+  it('starts filtered when a link asked for one replica', () => {
+    render(<ReplicasPage state={demoState()} initialFilter="judge/1" />, { wrapper: Providers });
+    expect(engines()).toEqual(['judge/1']);
+    expect((screen.getByTestId('replica-filter') as HTMLInputElement).value).toBe('judge/1');
+  });
 });

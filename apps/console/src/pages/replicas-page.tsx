@@ -99,8 +99,8 @@ function RestartButton({ engineId }: { engineId: string }) {
   );
 }
 
-export function ReplicasPage({ state }: { state: ConsoleState }) {
-  const [text, setText] = useState('');
+export function ReplicasPage({ state, initialFilter = '' }: { state: ConsoleState; initialFilter?: string }) {
+  const [text, setText] = useState(initialFilter);
   const [stateFilter, setStateFilter] = useState('');
   const [sort, setSort] = useState<{ key: SortKey; desc: boolean }>({ key: 'engine_id', desc: false });
   const shown = useMemo(() => {
