@@ -207,4 +207,24 @@ describe('admin API', { timeout: 60_000 }, () => {
     expect(advances.filter((e) => e.operation_id === 'advance-1' && e.data.ok)).toHaveLength(1);
     expect(advances.some((e) => e.operation_id === 'advance-1' && !e.data.ok)).toBe(true);
   });
+  it('deactivates and activates a whole role, lists batches, and refuses to resolve a lease that is not blocked', async () => {
+    const off = await post('/admin/roles/rollout/deactivate', {});
+    expect(off.status).toBe(200);
+    expect(states('rollout')).toEqual(['sleeping', 'sleeping']);
+    const on = await post('/admin/roles/rollout/activate', { tags: ['weights', 'kv_cache', 'cuda_graph'] });
+    expect(on.status).toBe(200);
+    expect(states('rollout')).toEqual(['ready', 'ready']);
+    const list = await call('GET', '/admin/batches?state=committed', undefined, AUTH);
+    expect((list.json.batches as Array<{ state: string }>).map((b) => b.state)).toEqual([
+      'committed',
+      'committed',
+    ]);
+    const badQuery = await call('GET', '/admin/batches?state=done', undefined, AUTH);
+    expect(badQuery.status).toBe(400);
+    const resolve = await post('/admin/phases/resolve', { group: 'actor', phase: 'rollout' });
+    expect(resolve.status).toBe(409);
+    expect(errorCode(resolve.json)).toBe('lease_not_blocked');
+    const missing = await call('GET', '/admin/batches/no-such-batch', undefined, AUTH);
+    expect(missing.status).toBe(404);
+  });
 });

@@ -264,6 +264,65 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     expect(first).toBeLessThan(total / 2);
   });
 
+  it('feeds its in-flight counts to least_outstanding and to the manager, whose drain waits for them', async () => {
+    const manager = service.managers.get('rollout')!;
+    const engines = ['policy/0', 'policy/1'];
+    const controller = new AbortController();
+    const r = await fetch(`${url}/rollout/v1/chat/completions`, {
+      method: 'POST',
+      body: JSON.stringify({
+        model: 'policy',
+        messages: [{ role: 'user', content: 'a long one' }],
+        max_tokens: 1200,
+        ignore_eos: true,
+        stream: true,
+      }),
+      signal: controller.signal,
+    });
+    const reader = r.body!.getReader();
+    await reader.read();
+    const busy = engines.find((id) => manager.inflight.count(id) === 1);
+    expect(busy).toBeDefined();
+    expect(server.gateways.get('rollout')!.inFlight.get(busy!)).toBe(1);
+    const idle = engines.find((id) => id !== busy)!;
+    const before = simRequests([idle]);
+    for (let i = 0; i < 3; i++) {
+      const g = await post('/rollout/generate', {
+        model: 'policy',
+        text: 'short',
+        sampling_params: { max_new_tokens: 1 },
+      });
+      expect(g.status).toBe(200);
+    }
+    // least_outstanding: every short request went to the replica without the stream.
+    expect(simRequests([idle]) - before).toBe(3);
+
+    let streamEnded = 0;
+    const rest = (async () => {
+      while (!(await reader.read()).done);
+      streamEnded = performance.now();
+    })();
+    const drained = await post(
+      '/admin/roles/rollout/models/policy/drain',
+      { policy: 'wait', deadline_ms: 60_000 },
+      { authorization: `Bearer ${ADMIN}` },
+    );
+    const drainedAt = performance.now();
+    await rest;
+    expect(drained.status).toBe(200);
+    expect(streamEnded).toBeGreaterThan(0);
+    expect(drainedAt).toBeGreaterThanOrEqual(streamEnded);
+    expect(manager.inflight.count(busy!)).toBe(0);
+    const refused = await post('/rollout/generate', { model: 'policy', text: 'x' });
+    expect(refused.status).toBe(503);
+    const back = await post(
+      '/admin/roles/rollout/models/policy/activate',
+      {},
+      { authorization: `Bearer ${ADMIN}` },
+    );
+    expect(back.status).toBe(200);
+  });
+
   it('answers the GenRM messages adapter with {"response"} stripped, and forwards raw GenRM generate', async () => {
     const r = await post('/genrm/generate', {
       messages: [{ role: 'user', content: 'Is 2 + 2 = 4? Answer with a judgement.' }],

@@ -19,7 +19,7 @@ export function splitTestConfig(): UisConfig {
           default_model: 'policy',
           aliases: { actor: 'policy' },
           route_keys: { code: 'policy-code' },
-          policy: 'round_robin',
+          policy: 'least_outstanding',
         },
         models: [
           {
