@@ -423,7 +423,8 @@ def main() -> int:
         emit({"event": "fatal", "code": "ray_connect_failed", "message": f"{type(e).__name__}: {e}"})
         return 1
     bridge = Bridge(args.namespace)
-    threading.Thread(target=bridge.watch, daemon=True).start()
+    watcher = threading.Thread(target=bridge.watch, daemon=True)
+    watcher.start()
     emit({"event": "ready", "ray_version": ray.__version__, "namespace": args.namespace,
           "nodes": sum(1 for n in ray.nodes() if n.get("Alive"))})
     pool = ThreadPoolExecutor(max_workers=32)
@@ -444,6 +445,7 @@ def main() -> int:
     # stdin closed or shutdown asked: stop what we started, remove what we created, then leave.
     pool.shutdown(wait=False, cancel_futures=True)
     bridge.close()
+    watcher.join(timeout=5)
     emit({"event": "closed"})
     ray.shutdown()
     return 0

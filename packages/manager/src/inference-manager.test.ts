@@ -556,6 +556,8 @@ describe('ownership, rollback, router and elastic scale', () => {
     const e = engines(m.registry.snapshot(), 'policy').find((x) => x.engine_id === engine_id);
     expect(e?.direct_eligible).toBe(true);
     expect(await code(m.unregisterExternal('policy/0'))).toBe('not_external');
+    expect(await code(m.registerExternal('policy', 'ftp://10.0.0.1:21'))).toBe('invalid_url');
+    expect(await code(m.registerExternal('policy', 'http://user:pw@10.0.0.1:1'))).toBe('invalid_url');
     await m.unregisterExternal(engine_id);
     expect(engines(m.registry.snapshot(), 'policy').map((x) => x.engine_id)).toEqual([
       'policy/0',

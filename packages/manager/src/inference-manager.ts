@@ -7,6 +7,7 @@ import {
   type DiscoveryModel,
   deriveModelState,
   type EngineGroupSpec,
+  EngineUrlSchema,
   type GroupPlacement,
   type InferenceModelSpec,
   type InferenceRoleSpec,
@@ -21,7 +22,7 @@ import {
 } from '@uis/spec';
 import { EventLog } from './event-log.ts';
 import { InflightTracker } from './inflight.ts';
-import type { Launcher, LaunchRequest } from './launchers.ts';
+import { ExternalLauncher, type Launcher, type LaunchRequest } from './launchers.ts';
 import type { OffloadReport, PhaseParticipant } from './lifecycle-coordinator.ts';
 import type { PlacementGroups } from './placement-groups.ts';
 import { Registry } from './registry.ts';
@@ -327,17 +328,9 @@ export class InferenceManager implements PhaseParticipant {
   /** Attaches an engine started elsewhere; it is health-checked and published but never killed. */
   async registerExternal(model: string, url: string): Promise<{ engine_id: string }> {
     const m = this.model(model);
-    let base: string;
-    try {
-      base = new URL(url).origin;
-    } catch {
-      throw new UisError({
-        code: 'invalid_url',
-        status: 400,
-        path: 'url',
-        message: `not a URL: ${JSON.stringify(url)}`,
-      });
-    }
+    // The same rule as the discovery schema (http(s), host, no credentials/query/fragment), checked before the
+    // URL can reach a publication.
+    const base = new URL(parseOrThrow(EngineUrlSchema, url, 'url', 'invalid_url')).origin;
     return this.op(`external:${model}:${base}`, () => this.doRegisterExternal(m, base));
   }
 
@@ -1002,7 +995,6 @@ export class InferenceManager implements PhaseParticipant {
 
   private async doRegisterExternal(m: ModelRuntime, url: string): Promise<{ engine_id: string }> {
     for (const s of this.slots.values()) if (s.baseUrl === url) return { engine_id: s.engineId };
-    const { ExternalLauncher } = await import('./launchers.ts');
     const index = Math.max(-1, ...this.slotsOf(m.spec.name).map((s) => s.index)) + 1;
     const groupIndex = Math.max(
       0,

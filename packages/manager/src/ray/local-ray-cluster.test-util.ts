@@ -1,0 +1,156 @@
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePorts } from '../ports.ts';
+
+/** Why Ray tests cannot run here, or undefined when `ray` is importable and its CLI exists. */
+export function rayUnavailable(): string | undefined {
+  try {
+    execFileSync('python3', ['-c', 'import ray, sys; sys.stdout.write(ray.__version__)'], { stdio: 'pipe' });
+  } catch {
+    return 'python3 cannot import ray (install requirements-ci.txt)';
+  }
+  try {
+    execFileSync('ray', ['--version'], { stdio: 'pipe' });
+  } catch {
+    return 'the ray CLI is not on PATH';
+  }
+  return undefined;
+}
+
+/** A Ray cluster of `nodes` logical nodes on this machine (`ray start --block`, each in its own process group so
+ * stopping it kills exactly what it started and nothing of any other Ray on the host). */
+export class LocalRayCluster {
+  private readonly procs: ChildProcess[] = [];
+  readonly tempDir: string;
+  address = '';
+
+  constructor(
+    private readonly nodes: number,
+    private readonly gpusPerNode: number,
+    private readonly cpusPerNode = 4,
+  ) {
+    // Ray's socket paths must stay short: a short directory under /tmp.
+    this.tempDir = mkdtempSync(join(tmpdir(), 'uray-'));
+  }
+
+  async start(timeoutMs = 120_000): Promise<void> {
+    const [gcs, client, ...nodePorts] = await freePorts(2 + this.nodes * 2);
+    this.address = `127.0.0.1:${gcs}`;
+    const common = [
+      '--block',
+      '--disable-usage-stats',
+      `--num-gpus=${this.gpusPerNode}`,
+      `--num-cpus=${this.cpusPerNode}`,
+    ];
+    this.spawn([
+      'start',
+      '--head',
+      `--port=${gcs}`,
+      `--ray-client-server-port=${client}`,
+      '--node-ip-address=127.0.0.1',
+      '--include-dashboard=false',
+      `--temp-dir=${this.tempDir}`,
+      `--node-manager-port=${nodePorts[0]}`,
+      `--object-manager-port=${nodePorts[1]}`,
+      ...common,
+    ]);
+    await this.waitNodes(1, timeoutMs);
+    for (let i = 1; i < this.nodes; i++) {
+      this.spawn([
+        'start',
+        `--address=${this.address}`,
+        '--node-ip-address=127.0.0.1',
+        `--node-manager-port=${nodePorts[2 * i]}`,
+        `--object-manager-port=${nodePorts[2 * i + 1]}`,
+        ...common,
+      ]);
+    }
+    await this.waitNodes(this.nodes, timeoutMs);
+  }
+
+  private spawn(args: string[]): void {
+    const p = spawn('ray', args, {
+      detached: true,
+      stdio: 'ignore',
+      env: { ...process.env, RAY_USAGE_STATS_ENABLED: '0' },
+    });
+    this.procs.push(p);
+  }
+
+  /** Polls the GCS until `n` nodes are alive. */
+  private async waitNodes(n: number, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    const script = `import ray,sys\nray.init(address="${this.address}",logging_level="ERROR",log_to_driver=False)\nsys.stdout.write(str(sum(1 for x in ray.nodes() if x["Alive"])))`;
+    let last = '';
+    while (Date.now() < deadline) {
+      try {
+        last = execFileSync('python3', ['-c', script], {
+          stdio: ['ignore', 'pipe', 'pipe'],
+          timeout: 60_000,
+        }).toString();
+        if (Number(last) >= n) return;
+      } catch (e) {
+        last = String(e);
+      }
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    throw new Error(`Ray cluster did not reach ${n} nodes in ${timeoutMs} ms (last: ${last.slice(-300)})`);
+  }
+
+  /** Runs a Python snippet as a separate Ray driver in the cluster's namespace (a "controller" or an outside
+   * observer), returning its stdout. */
+  python(code: string, namespace = 'uis'): string {
+    const script = `import ray, json, sys\nray.init(address="${this.address}", namespace="${namespace}", logging_level="ERROR", log_to_driver=False)\n${code}`;
+    return execFileSync('python3', ['-c', script], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: 120_000,
+    }).toString();
+  }
+
+  /** PGs and actors as Ray's GCS reports them (an observer independent of the bridge under test). */
+  state(namespace = 'uis'): {
+    pgs: Array<{ name: string; state: string }>;
+    actors: Array<{ name: string; state: string }>;
+  } {
+    const out = this.python(
+      `from ray.util.placement_group import placement_group_table\n` +
+        `pgs=[{"name":v.get("name",""),"state":v.get("state","")} for v in placement_group_table().values()]\n` +
+        `acts=[{"name":a.get("Name",""),"state":a.get("State","")} for a in ray._private.state.actors().values()]\n` +
+        `sys.stdout.write(json.dumps({"pgs":pgs,"actors":acts}))`,
+      namespace,
+    );
+    return JSON.parse(out.slice(out.indexOf('{')));
+  }
+
+  async stop(): Promise<void> {
+    // Workers first, then the head; SIGTERM makes `ray start --block` take its processes down with it.
+    for (const p of [...this.procs].reverse()) {
+      if (p.pid === undefined) continue;
+      try {
+        process.kill(-p.pid, 'SIGTERM');
+      } catch {
+        /* already gone */
+      }
+    }
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline && this.procs.some((p) => p.exitCode === null && p.signalCode === null))
+      await new Promise((r) => setTimeout(r, 200));
+    for (const p of this.procs) {
+      if (p.pid === undefined) continue;
+      try {
+        process.kill(-p.pid, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }
+    // Anything Ray daemonised under our temp dir (raylet, GCS, workers) is found by its session path.
+    try {
+      execFileSync('pkill', ['-KILL', '-f', this.tempDir], { stdio: 'ignore' });
+    } catch {
+      /* nothing left */
+    }
+    rmSync(this.tempDir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,217 @@
+import {
+  buildServerArgs,
+  DEFAULT_SGLANG_COMMAND,
+  type EngineLauncher,
+  type LaunchedReplica,
+  type LaunchSpec,
+  type ProcessExit,
+  SGLangEngine,
+} from '@uis/sglang-engine';
+import type { NodePlacement, ReplicaPlacement } from '@uis/spec';
+import { UisError } from '@uis/spec';
+import type { Launcher, LaunchRequest } from '../launchers.ts';
+import type { ActorExitEvent } from './bridge-protocol.ts';
+import type { RayBridge } from './ray-bridge.ts';
+import type { ProbedPool, RayPlacementGroups } from './ray-placement-groups.ts';
+
+export interface RayLauncherOptions {
+  bridge: RayBridge;
+  /** Resolves (and validates) the pools; the same instance the manager uses as its `PlacementGroups`. */
+  placementGroups: RayPlacementGroups;
+  /** Command prefix before SGLang's launch flags (default `python -m sglang.launch_server`). */
+  command?: readonly string[];
+  /** Extra flags per replica (e.g. sim timing flags). */
+  extraArgs?: (req: LaunchRequest) => string[];
+  /** Address engines bind. Default `0.0.0.0`, advertised as the node IP Ray reports; tests on one machine pass
+   * `127.0.0.1`. */
+  host?: string;
+  env?: Record<string, string>;
+  pollMs?: number;
+}
+
+/** `ray`: each replica's node processes run as Ray actors pinned to their bundles of the plan's PG (fractional GPU
+ * reservation as planned, one actor per node, head = node-rank 0). GPUs and hosts come from the validated bundle
+ * probe, not from the plan's guess, so CUDA_VISIBLE_DEVICES names the GPUs Ray really gave the bundles. */
+export class RayLauncher implements Launcher {
+  readonly kind = 'ray';
+  readonly ownsProcesses = true;
+
+  constructor(private readonly opts: RayLauncherOptions) {}
+
+  async create(req: LaunchRequest): Promise<SGLangEngine> {
+    // Validation of the pool happens here, before any process of any replica starts.
+    const probed = await this.opts.placementGroups.resolve(req.placement.pool);
+    const replica = placeOnProbe(req.replica, probed);
+    const host = this.opts.host ?? '0.0.0.0';
+    const head = replica.nodes[0] as NodePlacement & { node_id: string };
+    const nnodes = replica.nnodes;
+    // Ports are found on the node that will bind them: the head's HTTP port and rendezvous port, one per other node.
+    const headPorts = await this.opts.bridge.freePorts(head.node_id, nnodes > 1 ? 2 : 1, host);
+    const nodePorts: number[] = [headPorts[0] as number];
+    for (const n of replica.nodes.slice(1)) {
+      const [p] = await this.opts.bridge.freePorts(
+        (n as NodePlacement & { node_id: string }).node_id,
+        1,
+        host,
+      );
+      nodePorts.push(p as number);
+    }
+    const args = buildServerArgs(req.model, req.group, replica, {
+      host,
+      port: nodePorts[0] as number,
+      offload: req.offload,
+      command: [...(this.opts.command ?? DEFAULT_SGLANG_COMMAND)],
+      nodePorts,
+      ...(head.node_ip ? { advertiseHost: head.node_ip } : {}),
+      ...(nnodes > 1 ? { distInitAddr: `${hostFor(host, head)}:${headPorts[1]}` } : {}),
+    });
+    const extra = this.opts.extraArgs?.(req) ?? [];
+    const processes = args.processes.map((p) => ({
+      ...p,
+      argv: [...p.argv, ...extra],
+      env: { ...this.opts.env, ...p.env },
+    }));
+    const headUrl = args.headUrl.replace(/\/$/, '');
+    const launcher = new RayEngineLauncher(this.opts.bridge, {
+      pg: probed.pool.pg_name,
+      bundleOf: (rank) => replica.nodes.find((n) => n.node_rank === rank)?.bundle_indices[0] ?? -1,
+      numGpus: req.placement.ray_num_gpus,
+    });
+    return new SGLangEngine({
+      engineId: req.replica.engine_id,
+      baseUrl: headUrl,
+      launcher,
+      launchSpec: { processes, headUrl, engineId: req.replica.engine_id },
+      ...(this.opts.pollMs === undefined ? {} : { pollMs: this.opts.pollMs }),
+    });
+  }
+}
+
+function hostFor(host: string, node: NodePlacement): string {
+  return host === '0.0.0.0' || host === '::' ? (node.node_ip ?? '127.0.0.1') : host;
+}
+
+/** The replica's node parts with the probe's truth: node id, node IP and the GPUs Ray gave its bundles. */
+function placeOnProbe(
+  replica: ReplicaPlacement,
+  probed: ProbedPool,
+): ReplicaPlacement & { nodes: Array<NodePlacement & { node_id: string }> } {
+  const nodes = replica.nodes.map((n) => {
+    const entries = n.bundle_indices.map((b) => {
+      const e = probed.bundles.get(b);
+      if (!e)
+        throw new UisError({
+          code: 'bundle_missing',
+          status: 409,
+          path: `${replica.engine_id}.nodes[${n.node_rank}]`,
+          message: `bundle ${b} of ${probed.pool.pg_name} was not probed`,
+        });
+      return e;
+    });
+    const nodeId = entries[0]?.node_id ?? '';
+    if (entries.some((e) => e.node_id !== nodeId))
+      throw new UisError({
+        code: 'engine_not_on_one_node',
+        status: 409,
+        path: `${replica.engine_id}.nodes[${n.node_rank}]`,
+        message: `node rank ${n.node_rank} of ${replica.engine_id} spans several Ray nodes`,
+      });
+    const gpuIds = entries.map((e) => e.gpu_id).sort((a, b) => a - b);
+    const ip = entries[0]?.node_ip;
+    return {
+      ...n,
+      node: nodeId,
+      node_id: nodeId,
+      ...(ip ? { node_ip: ip } : {}),
+      gpu_ids: gpuIds,
+      base_gpu_id: gpuIds[0] ?? 0,
+    };
+  });
+  return { ...replica, nodes };
+}
+
+interface RayReplicaTarget {
+  pg: string;
+  bundleOf: (nodeRank: number) => number;
+  numGpus: number;
+}
+
+/** Starts one replica's node processes as Ray actors (sglang-engine's `EngineLauncher`). */
+export class RayEngineLauncher implements EngineLauncher {
+  constructor(
+    private readonly bridge: RayBridge,
+    private readonly target: RayReplicaTarget,
+  ) {}
+
+  async launch(spec: LaunchSpec): Promise<LaunchedReplica> {
+    const replica = new RayLaunchedReplica(this.bridge);
+    const results = await Promise.allSettled(
+      spec.processes.map(async (p) => {
+        const started = await this.bridge.startProcess({
+          pg: this.target.pg,
+          bundle_index: this.target.bundleOf(p.nodeRank),
+          num_gpus: this.target.numGpus,
+          argv: p.argv,
+          env: p.env,
+          ...(p.cwd === undefined ? {} : { cwd: p.cwd }),
+          label: `${spec.engineId}/node${p.nodeRank}`,
+        });
+        replica.add(p.nodeRank, started.handle, started.pid);
+      }),
+    );
+    const failed = results.find((r) => r.status === 'rejected');
+    if (failed && failed.status === 'rejected') {
+      // One node part could not start: the others of this replica go too, nothing else is touched.
+      await replica.stop(2_000);
+      throw failed.reason;
+    }
+    return replica;
+  }
+}
+
+class RayLaunchedReplica implements LaunchedReplica {
+  private readonly parts = new Map<string, { nodeRank: number; pid: number }>();
+  private readonly listeners: Array<(e: ProcessExit) => void> = [];
+  private readonly early: ProcessExit[] = [];
+  private stopping: Promise<void> | undefined;
+  private readonly unsubscribe: () => void;
+
+  constructor(private readonly bridge: RayBridge) {
+    this.unsubscribe = bridge.onActorExit((e) => this.handleActorExit(e));
+  }
+
+  add(nodeRank: number, handle: string, pid: number): void {
+    this.parts.set(handle, { nodeRank, pid });
+  }
+
+  pids(): number[] {
+    return [...this.parts.values()].sort((a, b) => a.nodeRank - b.nodeRank).map((p) => p.pid);
+  }
+
+  onExit(cb: (e: ProcessExit) => void): void {
+    this.listeners.push(cb);
+    for (const e of this.early.splice(0)) cb(e);
+  }
+
+  private handleActorExit(arg: ActorExitEvent): void {
+    const part = this.parts.get(arg.handle);
+    if (!part || this.stopping) return;
+    const exit: ProcessExit = { nodeRank: part.nodeRank, code: arg.code, signal: arg.signal };
+    if (this.listeners.length === 0) this.early.push(exit);
+    for (const cb of this.listeners) cb(exit);
+  }
+
+  logTail(_lines = 100): string {
+    // Logs live in the actors; the synchronous interface cannot fetch them (use the bridge's `tail`).
+    return [...this.parts.keys()].map((h) => `[${h}] logs: RayBridge.tail("${h}")`).join('\n');
+  }
+
+  stop(graceMs = 10_000): Promise<void> {
+    if (!this.stopping)
+      this.stopping = (async () => {
+        await Promise.allSettled([...this.parts.keys()].map((h) => this.bridge.stopProcess(h, graceMs)));
+        this.unsubscribe();
+      })();
+    return this.stopping;
+  }
+}
