@@ -126,3 +126,14 @@ describe('fault injection', () => {
     expect(s.stats().kvTokensUsed).toBe(0);
   });
 });
+
+describe('launch errors', () => {
+  it.each([
+    [{ nnodes: 2 }, /dist-init-addr is required/],
+    [{ nnodes: 2, distInitAddr: 'nohost' }, /host:port/],
+    [{ nnodes: 2, nodeRank: 2, distInitAddr: '127.0.0.1:1' }, /node-rank/],
+  ])('refuses %j before listening', async (o, msg) => {
+    const { startSimServer } = await import('./server.ts');
+    await expect(startSimServer(o)).rejects.toThrow(msg);
+  });
+});

@@ -3,7 +3,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { SimEngine, type SimState, type SimStats } from './engine.ts';
 import { sendSGLangError } from './http-util.ts';
 import { type SimOptions, type SimOptionsInput, SimOptionsSchema } from './options.ts';
-import { type HeadRendezvous, joinHead, listenHead, type WorkerRendezvous } from './rendezvous.ts';
+import { type HeadRendezvous, joinHead, listenHead, parseAddr, type WorkerRendezvous } from './rendezvous.ts';
 import { headHandler, workerHandler } from './routes.ts';
 
 export { SIM_VERSION } from './routes.ts';
@@ -46,6 +46,12 @@ export async function startSimServer(
     ...input,
     cudaVisibleDevices: input.cudaVisibleDevices ?? process.env.CUDA_VISIBLE_DEVICES,
   });
+  if (options.nnodes > 1) {
+    // Checked before anything listens, so a bad address leaves nothing behind.
+    if (!options.distInitAddr) throw new Error('--dist-init-addr is required when --nnodes > 1');
+    parseAddr(options.distInitAddr);
+  }
+  if (options.nodeRank >= options.nnodes) throw new Error('--node-rank must be below --nnodes');
   const log = hooks.log ?? ((line: string) => options.log && process.stderr.write(`${line}\n`));
   const info = (msg: string) => log(`[${stamp()}] ${msg}`);
   const sockets = new Set<Socket>();
@@ -103,26 +109,28 @@ export async function startSimServer(
     maybeReady();
   }, options.simStartupMs);
 
-  if (options.nnodes > 1) {
-    if (!options.distInitAddr) {
-      clearTimeout(startup);
-      server.close();
-      throw new Error('--dist-init-addr is required when --nnodes > 1');
-    }
+  if (options.nnodes > 1 && options.distInitAddr) {
     if (options.nodeRank === 0) {
-      head = await listenHead(options.distInitAddr, options.nnodes, {
-        onComplete: () => {
-          engine.connectedNodes = options.nnodes;
-          peersIn = true;
-          info(`INFO:     all ${options.nnodes} nodes joined at ${options.distInitAddr}`);
-          maybeReady();
-        },
-        onLost: (rank) => {
-          engine.connectedNodes = head?.connected() ?? 1;
-          info(`ERROR: node rank ${rank} left the process group`);
-          if (engine.status === 'ready' || engine.status === 'starting') engine.status = 'unhealthy';
-        },
-      });
+      try {
+        head = await listenHead(options.distInitAddr, options.nnodes, {
+          onComplete: () => {
+            engine.connectedNodes = options.nnodes;
+            peersIn = true;
+            info(`INFO:     all ${options.nnodes} nodes joined at ${options.distInitAddr}`);
+            maybeReady();
+          },
+          onLost: (rank) => {
+            engine.connectedNodes = head?.connected() ?? 1;
+            info(`ERROR: node rank ${rank} left the process group`);
+            if (engine.status === 'ready' || engine.status === 'starting') engine.status = 'unhealthy';
+          },
+        });
+      } catch (e) {
+        clearTimeout(startup);
+        engine.close();
+        server.close();
+        throw new Error(`cannot listen on --dist-init-addr ${options.distInitAddr}: ${(e as Error).message}`);
+      }
     } else {
       worker = joinHead(options.distInitAddr, options.nodeRank, {
         onJoined: () => {
