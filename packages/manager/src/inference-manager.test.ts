@@ -1,4 +1,5 @@
-import { SGLangClient } from '@uis/sglang-engine';
+import { createServer } from 'node:http';
+import { SGLangClient, SGLangRouterClient } from '@uis/sglang-engine';
 import { startSimServer } from '@uis/sglang-sim';
 import { type DiscoverySnapshot, type InferenceRoleSpec, isUisError, type PlacementPlan } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -456,6 +457,58 @@ describe('ownership, rollback, router and elastic scale', () => {
     const { plan: p2, roles: r2 } = planConfig(decoupled());
     const fixed = manager(r2.rollout as InferenceRoleSpec, p2);
     expect(await code(fixed.scale('policy', 3))).toBe('not_elastic');
+  });
+
+  it('router mode with the real SGLangRouterClient against an HTTP router speaking /workers', async () => {
+    const workers = new Map<string, { id: string; url: string; worker_type: string }>();
+    let n = 0;
+    const server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => {
+        body += c.toString();
+      });
+      req.on('end', () => {
+        const send = (status: number, value: unknown) => {
+          res.writeHead(status, { 'content-type': 'application/json' });
+          res.end(JSON.stringify(value));
+        };
+        if (req.method === 'POST' && req.url === '/workers') {
+          const w = JSON.parse(body) as { url: string; worker_type?: string };
+          const id = `w-${++n}`;
+          workers.set(id, { id, url: w.url, worker_type: w.worker_type ?? 'regular' });
+          return send(202, { status: 'accepted', worker_id: id, url: w.url });
+        }
+        if (req.method === 'GET' && req.url === '/workers')
+          return send(200, { workers: [...workers.values()] });
+        if (req.method === 'DELETE' && req.url?.startsWith('/workers/')) {
+          const id = decodeURIComponent(req.url.slice('/workers/'.length));
+          return workers.delete(id)
+            ? send(202, { status: 'accepted' })
+            : send(404, { error: 'no such worker' });
+        }
+        send(404, { error: 'not found' });
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    cleanups.push(() => new Promise<void>((r) => server.close(() => r())));
+    const address = server.address();
+    const routerUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+    const client = new SGLangRouterClient(routerUrl);
+    cleanups.push(() => client.close());
+    const { plan, roles } = planConfig(decoupled({ router: true }));
+    const m = manager(roles.rollout as InferenceRoleSpec, plan, {
+      routers: { policy: client },
+      options: { ...FAST, routerUrls: { policy: routerUrl } },
+    });
+    await m.start();
+    const urls = engines(m.registry.snapshot(), 'policy').map((e) => e.base_url);
+    expect([...workers.values()].map((w) => w.url).sort()).toEqual([...urls].sort());
+    await m.drainModel('policy');
+    expect(workers.size).toBe(0);
+    await m.activateModel('policy');
+    expect(workers.size).toBe(2);
+    await m.shutdown();
+    expect(workers.size).toBe(0);
   });
 
   it('a router failure during start removes the registrations already made and stops the engines', async () => {

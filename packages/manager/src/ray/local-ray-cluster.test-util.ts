@@ -49,7 +49,6 @@ export class LocalRayCluster {
       '--head',
       `--port=${gcs}`,
       `--ray-client-server-port=${client}`,
-      '--node-ip-address=127.0.0.1',
       '--include-dashboard=false',
       `--temp-dir=${this.tempDir}`,
       `--node-manager-port=${nodePorts[0]}`,
@@ -61,7 +60,6 @@ export class LocalRayCluster {
       this.spawn([
         'start',
         `--address=${this.address}`,
-        '--node-ip-address=127.0.0.1',
         `--node-manager-port=${nodePorts[2 * i]}`,
         `--object-manager-port=${nodePorts[2 * i + 1]}`,
         ...common,
