@@ -155,6 +155,31 @@ describe('/generate', () => {
     );
   });
 
+  it('token_ids_logprob reports the logprobs of chosen ids at every position, consistent with the sampled ones', async () => {
+    const prompt = encode('pick');
+    const g = await gen(a, {
+      input_ids: prompt,
+      return_logprob: true,
+      sampling_params: { max_new_tokens: 4, ignore_eos: true },
+    });
+    const first = g.output_ids?.[0] as number;
+    const r = await gen(a, {
+      input_ids: prompt,
+      return_logprob: true,
+      logprob_start_len: 0,
+      token_ids_logprob: [first, 300],
+      sampling_params: { max_new_tokens: 4, ignore_eos: true },
+    });
+    const out = r.meta_info.output_token_ids_logprobs ?? [];
+    expect(out).toHaveLength(4);
+    expect(out[0]?.map((t) => t[1])).toEqual([first, 300]);
+    expect(out[0]?.[0]?.[0]).toBe(g.meta_info.output_token_logprobs?.[0]?.[0]);
+    const inp = r.meta_info.input_token_ids_logprobs ?? [];
+    expect(inp).toHaveLength(prompt.length);
+    expect(inp[0]).toBeNull();
+    expect(inp[1]?.map((t) => t[1])).toEqual([first, 300]);
+  });
+
   it('top_logprobs_num gives k candidates per output token, the chosen one first', async () => {
     const r = await gen(a, {
       text: 'q',

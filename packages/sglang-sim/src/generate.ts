@@ -44,10 +44,19 @@ export function specFromSampling(
     returnLogprob: false,
     logprobStartLen: -1,
     topLogprobsNum: 0,
+    tokenIdsLogprob: [],
     returnTextInLogprobs: false,
     dpRank: 0,
     ...extra,
   };
+}
+
+/** token_ids_logprob is one list for a single request, or one list per item of a batch. */
+function tokenIdsFor(v: number[] | number[][] | null | undefined, i: number, batch: boolean): number[] {
+  if (v == null || v.length === 0) return [];
+  const nested = Array.isArray(v[0]);
+  const ids = nested ? ((v as number[][])[batch ? i : 0] ?? []) : (v as number[]);
+  return ids.filter(isValidTokenId);
 }
 
 /** Splits a /generate body into one spec per sequence; `batch` says whether the answer is a list. */
@@ -82,6 +91,7 @@ export function specsFromGenerate(
         returnLogprob: pick(req.return_logprob, i) ?? false,
         logprobStartLen: pick(req.logprob_start_len, i) ?? -1,
         topLogprobsNum: pick(req.top_logprobs_num, i) ?? 0,
+        tokenIdsLogprob: tokenIdsFor(req.token_ids_logprob, i, batch),
         returnTextInLogprobs: req.return_text_in_logprobs ?? false,
         dpRank: dp ?? hashString(ridIn ?? String(i)) % defaults.dpSize,
       },
@@ -122,6 +132,10 @@ export function generateResponse(
   if (s.spec.returnLogprob) {
     meta.input_token_logprobs = s.inputTokenLogprobs();
     meta.output_token_logprobs = s.outputTokenLogprobs();
+    if (s.spec.tokenIdsLogprob.length > 0) {
+      meta.input_token_ids_logprobs = s.inputTokenIdsLogprobs();
+      meta.output_token_ids_logprobs = s.outputTokenIdsLogprobs();
+    }
     if (s.spec.topLogprobsNum > 0) {
       meta.input_top_logprobs = meta.input_token_logprobs.map((t): TokenLogprob[] | null =>
         t[0] === null ? null : [t],

@@ -18,6 +18,8 @@ export interface SequenceSpec {
   /** -1 = output logprobs only. */
   logprobStartLen: number;
   topLogprobsNum: number;
+  /** Token ids whose logprobs are reported at every position (SGLang's token_ids_logprob). */
+  tokenIdsLogprob: number[];
   returnTextInLogprobs: boolean;
   dpRank: number;
 }
@@ -138,6 +140,33 @@ export class SimSequence {
         alternatives(c, id, this.outputLogprobs[i] as number, k).map((s) => this.triple(s.logprob, s.token)),
       );
       c = extend(c, id);
+    }
+    return out;
+  }
+
+  /** Logprobs of the requested token ids after each prompt position from logprob_start_len (null at position 0). */
+  inputTokenIdsLogprobs(): (TokenLogprob[] | null)[] {
+    const { inputIds, logprobStartLen, tokenIdsLogprob } = this.spec;
+    if (logprobStartLen < 0) return [];
+    const out: (TokenLogprob[] | null)[] = [];
+    for (let i = logprobStartLen; i < inputIds.length; i++) {
+      const prev = i === 0 ? undefined : this.promptCtx[i - 1];
+      out.push(
+        prev === undefined ? null : tokenIdsLogprob.map((id) => this.triple(tokenLogprob(prev, id), id)),
+      );
+    }
+    return out;
+  }
+
+  /** Logprobs of the requested token ids at each output position (the context before that token). */
+  outputTokenIdsLogprobs(): TokenLogprob[][] {
+    const ids = this.spec.tokenIdsLogprob;
+    const out: TokenLogprob[][] = [];
+    let c = this.promptCtx[this.promptCtx.length - 1] ?? this.startCtx;
+    for (const tok of this.outputIds) {
+      const ctx = c;
+      out.push(ids.map((id) => this.triple(tokenLogprob(ctx, id), id)));
+      c = extend(c, tok);
     }
     return out;
   }
