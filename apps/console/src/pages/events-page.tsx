@@ -46,7 +46,12 @@ export function EventsPage({ state }: { state: ConsoleState }) {
           </thead>
           <tbody>
             {events.map((e) => (
-              <tr key={e.id} data-testid="event-row" data-kind={e.kind}>
+              <tr
+                key={e.id}
+                data-testid="event-row"
+                data-kind={e.kind}
+                className={e.kind.startsWith('admin.') ? 'row-admin' : undefined}
+              >
                 <td className="mono">{formatClock(e.at)}</td>
                 <td className="mono">{e.kind}</td>
                 <td>{e.actor}</td>
