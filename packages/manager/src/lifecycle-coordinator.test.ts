@@ -167,5 +167,8 @@ describe('LifecycleCoordinator', () => {
     expect(await code(coordinator.waitForPhase('train', 30))).toBe('barrier_timeout');
     expect(await code(coordinator.waitForPhase('nope', 30))).toBe('unknown_phase');
     expect(await code(coordinator.releasePhase('train'))).toBe('phase_not_resident');
+    expect(coordinator.describe().map((d) => [d.group, d.phases.map((p) => p.name), d.lease.phase])).toEqual([
+      ['actor', ['rollout', 'genrm_score', 'train'], 'rollout'],
+    ]);
   });
 });

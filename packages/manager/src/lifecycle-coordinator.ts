@@ -205,6 +205,15 @@ export class LifecycleCoordinator {
     return [...this.groups.values()].map((g) => structuredClone(g.lease));
   }
 
+  /** Every activation group with its phase order and lease (for the admin API and the console). */
+  describe(): Array<{ group: string; phases: Array<{ name: string; residents: string[] }>; lease: Lease }> {
+    return [...this.groups.values()].map((g) => ({
+      group: g.plan.name,
+      phases: structuredClone(g.plan.phases),
+      lease: structuredClone(g.lease),
+    }));
+  }
+
   /** Runs when a phase becomes resident (e.g. a deferred batch run for a scorer phase). */
   registerPhaseTask(phase: string, task: PhaseTask): () => void {
     const list = this.tasks.get(phase) ?? [];
