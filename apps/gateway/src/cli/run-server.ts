@@ -93,7 +93,16 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
       ? {}
       : { maxBodyBytes: opts.config.gateway.max_body_bytes }),
   });
-  const { url } = await server.listen(opts.port, opts.host);
+  let url: string;
+  try {
+    ({ url } = await server.listen(opts.port, opts.host));
+  } catch (e) {
+    // e.g. the port is taken: nothing may stay running behind the error.
+    await server.close().catch(() => undefined);
+    await service.stop();
+    await opts.cleanup?.();
+    throw e;
+  }
   const lines = [
     '',
     `  console     ${url}/`,
