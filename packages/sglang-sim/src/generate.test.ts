@@ -187,6 +187,17 @@ describe('/generate', () => {
       top_logprobs_num: 3,
       sampling_params: { max_new_tokens: 3, ignore_eos: true },
     });
+    expect(r.meta_info.input_top_logprobs).toEqual([]);
+    const scored = await gen(a, {
+      text: 'qr',
+      return_logprob: true,
+      logprob_start_len: 0,
+      top_logprobs_num: 2,
+      sampling_params: { max_new_tokens: 0 },
+    });
+    expect(scored.meta_info.input_top_logprobs?.[0]).toBeNull();
+    expect(scored.meta_info.input_top_logprobs?.[1]?.map((t) => t[1])[0]).toBe(encode('qr')[1]);
+    expect(scored.meta_info.input_top_logprobs?.[1]).toHaveLength(2);
     const tops = r.meta_info.output_top_logprobs ?? [];
     expect(tops).toHaveLength(3);
     tops.forEach((t, i) => {

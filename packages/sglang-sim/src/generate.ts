@@ -1,4 +1,4 @@
-import type { GenerateReqInput, GenerateResponse, SamplingParams, TokenLogprob } from '@uis/sglang-engine';
+import type { GenerateReqInput, GenerateResponse, SamplingParams } from '@uis/sglang-engine';
 import { SimFailure } from './engine.ts';
 import { hashString } from './hash.ts';
 import type { SequenceSpec, SimSequence } from './request.ts';
@@ -137,9 +137,7 @@ export function generateResponse(
       meta.output_token_ids_logprobs = s.outputTokenIdsLogprobs();
     }
     if (s.spec.topLogprobsNum > 0) {
-      meta.input_top_logprobs = meta.input_token_logprobs.map((t): TokenLogprob[] | null =>
-        t[0] === null ? null : [t],
-      );
+      meta.input_top_logprobs = s.inputTopLogprobs();
       meta.output_top_logprobs = s.outputTopLogprobs();
     }
   }

@@ -144,6 +144,25 @@ export class SimSequence {
     return out;
   }
 
+  /** k candidates at each prompt position from logprob_start_len (the actual token first; null at position 0). */
+  inputTopLogprobs(): (TokenLogprob[] | null)[] {
+    const { inputIds, logprobStartLen, topLogprobsNum } = this.spec;
+    if (logprobStartLen < 0) return [];
+    const out: (TokenLogprob[] | null)[] = [];
+    for (let i = logprobStartLen; i < inputIds.length; i++) {
+      const prev = i === 0 ? undefined : this.promptCtx[i - 1];
+      const id = inputIds[i] as number;
+      out.push(
+        prev === undefined
+          ? null
+          : alternatives(prev, id, tokenLogprob(prev, id), topLogprobsNum).map((a) =>
+              this.triple(a.logprob, a.token),
+            ),
+      );
+    }
+    return out;
+  }
+
   /** Logprobs of the requested token ids after each prompt position from logprob_start_len (null at position 0). */
   inputTokenIdsLogprobs(): (TokenLogprob[] | null)[] {
     const { inputIds, logprobStartLen, tokenIdsLogprob } = this.spec;
