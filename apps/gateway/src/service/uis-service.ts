@@ -157,13 +157,28 @@ export class UisService {
     }
     for (const g of this.plan.activation_groups) {
       const lease = this.coordinator.lease(g.name);
-      if (lease.phase === null && lease.status === 'held')
-        await this.coordinator.initialize({ group: g.name, actor: 'system' });
+      // Every engine starts resident: bring the group to its recorded phase (a restart) or its first one. A
+      // blocked lease stays blocked: an operator must say which phase really holds the GPUs.
+      if (lease.status === 'held')
+        await this.coordinator.initialize({
+          group: g.name,
+          actor: 'system',
+          ...(lease.phase === null ? {} : { phase: lease.phase }),
+        });
+      else
+        this.logger.warn({ group: g.name, reason: lease.reason }, 'activation lease is blocked; resolve it');
     }
     this.started = true;
+    // Batches sealed before a restart, of roles without a defer schedule, run now.
+    for (const role of this.managers.keys())
+      if (!this.deferred(role))
+        this.runner.runPending(role).catch((e: unknown) => {
+          this.logger.error({ role, err: String(e) }, 'pending batches failed');
+        });
   }
 
-  /** Seals a submitted batch; a role without a defer schedule scores it right away. */
+  /** Schedules a sealed batch: a role with a defer schedule scores it when its phase is resident, any other role
+   * right away. */
   runWhenSealed(batchId: string): void {
     const info = this.store.get(batchId);
     if (this.deferred(info.role)) return;

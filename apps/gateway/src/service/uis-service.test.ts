@@ -1,0 +1,74 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { submitBatch } from '../admin/admin-api.ts';
+import { UisServer } from '../server/uis-server.ts';
+import { deferTestConfig } from '../testing/fixtures.ts';
+import { InProcessSimLauncher } from './in-process-sim-launcher.ts';
+import { UisService } from './uis-service.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'uis-service-'));
+const launchers: InProcessSimLauncher[] = [];
+afterAll(async () => {
+  await Promise.allSettled(launchers.map((l) => l.closeAll()));
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function service(dbPath: string) {
+  const launcher = new InProcessSimLauncher({ simOnloadMs: 5, simOffloadMs: 5 });
+  launchers.push(launcher);
+  return new UisService({ config: deferTestConfig(), launcher, dbPath });
+}
+
+const states = (s: UisService, role: 'rollout' | 'genrm' | 'teacher') =>
+  Object.values(s.managers.get(role)!.snapshot().models).flatMap((m) => m.replicas.map((r) => r.state));
+
+describe('UisService across a restart (SQLite file)', { timeout: 60_000 }, () => {
+  it('keeps the phase, the batches and the operation results; engines come back in the recorded phase', async () => {
+    const db = join(dir, 'uis.db');
+    const first = service(db);
+    await first.start();
+    const batch = submitBatch(first, 'genrm_score', null, [
+      { sample_id: 's0', input: { messages: [{ role: 'user', content: 'Judgement:' }] } },
+    ]);
+    const server = new UisServer({ service: first, adminToken: 'restart-token' });
+    const { url } = await server.listen(0);
+    const advance = () =>
+      fetch(`${url}/admin/phases/advance`, {
+        method: 'POST',
+        headers: { authorization: 'Bearer restart-token', 'idempotency-key': 'adv-restart' },
+        body: JSON.stringify({ group: 'actor' }),
+      }).then(async (r) => ({ status: r.status, body: await r.text() }));
+    const before = await advance();
+    expect(before.status).toBe(200);
+    expect(first.coordinator.lease('actor').phase).toBe('train');
+    await server.close();
+    await first.stop();
+
+    const second = service(db);
+    await second.start();
+    try {
+      expect(second.coordinator.lease('actor')).toMatchObject({ phase: 'train', status: 'held' });
+      // Every engine started resident; the recorded phase (train) holds none of them.
+      expect(states(second, 'rollout')).toEqual(['sleeping', 'sleeping']);
+      expect(states(second, 'genrm')).toEqual(['sleeping', 'sleeping']);
+      expect(states(second, 'teacher')).toEqual(['sleeping']);
+      expect(second.store.get(batch.id).state).toBe('committed');
+      expect(second.store.samples(batch.id)[0]?.output).toMatchObject({ score: expect.any(Number) });
+      const again = new UisServer({ service: second, adminToken: 'restart-token' });
+      const { url: url2 } = await again.listen(0);
+      const replay = await fetch(`${url2}/admin/phases/advance`, {
+        method: 'POST',
+        headers: { authorization: 'Bearer restart-token', 'idempotency-key': 'adv-restart' },
+        body: JSON.stringify({ group: 'actor' }),
+      }).then(async (r) => ({ status: r.status, body: await r.text() }));
+      await again.close();
+      // The retry after the restart gets the first answer; the phase did not move again.
+      expect(replay).toEqual(before);
+      expect(second.coordinator.lease('actor').phase).toBe('train');
+    } finally {
+      await second.stop();
+    }
+  });
+});
