@@ -8,7 +8,8 @@
  *    critical path of one transition is the slowest release followed by the slowest onload (one resume call:
  *    the static GenRM has no weights to sync), because no scorer may onload before every rollout engine released.
  *    Ratio = transition time / that critical path. Target <= 1.1 (engines in parallel, not one after another).
- *    A sequential baseline (the same engine calls one engine after another) is printed beside it.
+ *    A sequential baseline (the same engine calls one engine after another) is printed beside it: measured in
+ *    the zero-latency run, computed (sum of modelled latencies) in the modelled one.
  */
 
 import { spawn } from 'node:child_process';
@@ -142,6 +143,22 @@ async function scenario(name: string, n: number, latency: Latency | null) {
     // GenRM is static: nothing to sync, so its engines resume every tag in one call.
     criticalPath = Math.max(...off) + Math.max(...on);
     sequential = off.reduce((a, b) => a + b, 0) + on.reduce((a, b) => a + b, 0);
+  } else {
+    // Measured baseline: the same engine calls (drain + release each rollout engine, resume each GenRM engine)
+    // issued one engine after another, without the manager, the lease or publication. The lease is at
+    // `rollout` here: rollout engines are resident, GenRM engines asleep.
+    const [rolloutManager, genrmManager] = managers as [InferenceManager, InferenceManager];
+    const outgoing = rolloutManager.eligibleEngines('policy').map((e) => e.engine);
+    const incoming = (genrmManager.snapshot().models.judge?.replicas ?? []).map((r) =>
+      genrmManager.engine(r.engine_id),
+    );
+    const t0 = performance.now();
+    for (const e of outgoing) {
+      await e.drain({ policy: 'wait', deadlineMs: 10_000 });
+      await e.client.releaseMemoryOccupation();
+    }
+    for (const e of incoming) await e?.wake();
+    sequential = performance.now() - t0;
   }
   await Promise.all(managers.map((m) => m.shutdown()));
   await host.stop();
@@ -171,7 +188,7 @@ async function startSimHost(specs: Array<Record<string, unknown>>) {
 
 const jitter = (base: number, span: number) => (k: number) => base + ((k * 37) % 11) * (span / 10);
 
-const rows = [
+const rows: Array<Awaited<ReturnType<typeof scenario>>> = [
   await scenario('zero modelled latency', ENGINES, null),
   await scenario('modelled latency', ENGINES, { offloadMs: jitter(100, 100), onloadMs: jitter(100, 50) }),
 ];

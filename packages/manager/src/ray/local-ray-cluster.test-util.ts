@@ -1,6 +1,7 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { freePorts } from '../ports.ts';
 
@@ -80,6 +81,12 @@ export class LocalRayCluster {
   /** Polls the GCS until `n` nodes are alive. */
   private async waitNodes(n: number, timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
+    // A driver started before the GCS listens can hang for a minute: wait for the port first.
+    const [host, port] = this.address.split(':') as [string, string];
+    while (!(await canConnect(host, Number(port)))) {
+      if (Date.now() > deadline) throw new Error(`Ray GCS ${this.address} never listened`);
+      await new Promise((r) => setTimeout(r, 500));
+    }
     const script = `import ray,sys\nray.init(address="${this.address}",logging_level="ERROR",log_to_driver=False)\nsys.stdout.write(str(sum(1 for x in ray.nodes() if x["Alive"])))`;
     let last = '';
     while (Date.now() < deadline) {
@@ -132,7 +139,7 @@ export class LocalRayCluster {
         /* already gone */
       }
     }
-    const deadline = Date.now() + 30_000;
+    const deadline = Date.now() + 10_000;
     while (Date.now() < deadline && this.procs.some((p) => p.exitCode === null && p.signalCode === null))
       await new Promise((r) => setTimeout(r, 200));
     for (const p of this.procs) {
@@ -151,4 +158,15 @@ export class LocalRayCluster {
     }
     rmSync(this.tempDir, { recursive: true, force: true });
   }
+}
+
+function canConnect(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect({ host, port });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
 }
