@@ -22,6 +22,7 @@ import { ChangeFeed } from '../trpc/change-feed.ts';
 import { ConsoleJournal } from '../trpc/console-journal.ts';
 import { consoleState } from '../trpc/console-state.ts';
 import { CONSOLE_DIST, consoleHandler } from './console-static.ts';
+import { HealthProbe } from './health-probe.ts';
 
 export interface UisServerOptions {
   service: UisService;
@@ -36,6 +37,8 @@ export interface UisServerOptions {
   throttleMs?: number;
   /** Engine connection settings (timeouts). */
   upstream?: UpstreamPoolOptions;
+  /** Period of the console's replica health probes; 0 turns them off. Default 5 s. */
+  healthProbeMs?: number;
 }
 
 /** pino to stderr (stdout stays for what a command prints); silent under vitest unless UIS_LOG_LEVEL says. */
@@ -63,6 +66,7 @@ export class UisServer {
   private server: Server | null = null;
   /** Batch scoring changes no registry and logs no event until it commits: the console is nudged meanwhile. */
   private readonly scoringTicker: NodeJS.Timeout;
+  private readonly probe: HealthProbe | null;
   private readonly unsubscribe: Array<() => void> = [];
 
   constructor(opts: UisServerOptions) {
@@ -144,6 +148,28 @@ export class UisServer {
       if (service.store.list({ state: 'running' }).length > 0) this.feed.notify();
     }, 1000);
     this.scoringTicker.unref();
+    const probeMs = opts.healthProbeMs ?? 5000;
+    this.probe =
+      probeMs <= 0
+        ? null
+        : new HealthProbe({
+            intervalMs: probeMs,
+            targets: () =>
+              [...service.managers.values()].flatMap((m) =>
+                Object.values(m.snapshot().models).flatMap((x) =>
+                  x.replicas.flatMap((r) =>
+                    r.base_url === null || r.state === 'dead'
+                      ? []
+                      : [{ engineId: r.engine_id, baseUrl: r.base_url }],
+                  ),
+                ),
+              ),
+            record: (id, sample) => {
+              this.journal.probed(id, sample);
+              this.feed.notify();
+            },
+          });
+    this.probe?.start();
 
     const state = () =>
       consoleState({ service, gateways: this.gateways, journal: this.journal, barriers: this.barriers });
@@ -216,6 +242,7 @@ export class UisServer {
   /** Stops listening (open connections are cut) and closes the engine pools. The service is stopped separately. */
   async close(): Promise<void> {
     clearInterval(this.scoringTicker);
+    this.probe?.stop();
     for (const off of this.unsubscribe.splice(0)) off();
     const server = this.server;
     this.server = null;

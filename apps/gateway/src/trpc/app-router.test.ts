@@ -14,7 +14,7 @@ let url = '';
 beforeAll(async () => {
   service = new UisService({ config: deferTestConfig(), launcher });
   await service.start();
-  server = new UisServer({ service, adminToken: TOKEN, throttleMs: 50 });
+  server = new UisServer({ service, adminToken: TOKEN, throttleMs: 50, healthProbeMs: 100 });
   url = (await server.listen(0)).url;
 }, 60_000);
 
@@ -95,6 +95,20 @@ describe('tRPC router for the console', { timeout: 60_000 }, () => {
     });
     expect(state.activation_groups[0]?.transitions.at(-1)).toMatchObject({ to: 'rollout', status: 'ok' });
     expect(state.cluster.nodes).toEqual([{ name: 'node-0', gpus: 8 }]);
+  });
+
+  it('keeps a health history for every replica, also those no client calls (probes)', async () => {
+    const t0 = Date.now();
+    for (;;) {
+      const body = (await (await fetch(`${url}/trpc/state`)).json()) as { result: { data: unknown } };
+      const state = ConsoleStateSchema.parse(body.result.data);
+      if (state.replicas.every((r) => r.health.length >= 2)) {
+        for (const r of state.replicas) expect(r.health.at(-1)).toMatchObject({ ok: true, error: null });
+        break;
+      }
+      if (Date.now() - t0 > 15_000) throw new Error('no health history within 15 s');
+      await new Promise((r) => setTimeout(r, 100));
+    }
   });
 
   it('checks tokens and refuses admin mutations without the right one (UNAUTHORIZED, nothing changes)', async () => {

@@ -93,6 +93,14 @@ export class ConsoleJournal {
     this.health.set(r.engineId, list);
   };
 
+  /** Takes one health probe result. */
+  probed = (engineId: string, sample: HealthSample): void => {
+    const list = this.health.get(engineId) ?? [];
+    list.push(sample);
+    if (list.length > MAX_SAMPLES) list.splice(0, list.length - MAX_SAMPLES);
+    this.health.set(engineId, list);
+  };
+
   eventViews(): EventView[] {
     return [...this.events];
   }
