@@ -127,28 +127,57 @@ function runFetch(url: string, sc: Scenario): { rps: number; errors: number } {
   return JSON.parse(out) as { rps: number; errors: number };
 }
 
-async function main(): Promise<void> {
+async function launch(extra: string[]): Promise<{ url: string; child: ChildProcess }> {
   const port = await freePort();
-  const child: ChildProcess = spawn(
-    process.execPath,
-    [BIN, '--port', String(port), '--model-path', 'bench/model'],
-    {
-      stdio: ['ignore', 'ignore', 'pipe'],
-      detached: true,
-    },
-  );
+  const args = [BIN, '--port', String(port), '--model-path', 'bench/model', ...extra];
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
   const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const ok = await fetch(`${url}/health`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ok) return { url, child };
+    if (Date.now() > deadline) throw new Error('simulator did not become healthy');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function stop(child: ChildProcess): void {
   try {
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      const ok = await fetch(`${url}/health`).then(
-        (r) => r.ok,
-        () => false,
-      );
-      if (ok) break;
-      if (Date.now() > deadline) throw new Error('simulator did not become healthy');
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    if (child.pid) process.kill(-child.pid, 'SIGTERM');
+  } catch {
+    // already stopped
+  }
+}
+
+/** With a modelled decode step of 2 ms, CONNECTIONS concurrent requests should give CONNECTIONS / 2 ms tokens/s. */
+async function timingModelCheck(wrk: boolean, dir: string): Promise<void> {
+  const decodeUs = 2000;
+  const { url, child } = await launch(['--sim-decode-us-per-token', String(decodeUs)]);
+  try {
+    const sc: Scenario = {
+      name: 'timing',
+      method: 'POST',
+      path: '/generate',
+      body: gen(64, false),
+      tokens: 64,
+    };
+    const { rps } = wrk ? runWrk(url, sc, dir) : runFetch(url, sc);
+    const measured = rps * 64;
+    const modelled = CONNECTIONS / (decodeUs / 1e6);
+    console.log(
+      `\ntiming model: decode step ${decodeUs} us, ${CONNECTIONS} concurrent x 64 tokens: ${measured.toFixed(0)} tokens/s measured, ${modelled.toFixed(0)} modelled (${((measured * 100) / modelled).toFixed(0)}%)`,
+    );
+  } finally {
+    stop(child);
+  }
+}
+
+async function main(): Promise<void> {
+  const { url, child } = await launch([]);
+  try {
     const wrk = hasWrk();
     const dir = mkdtempSync(join(tmpdir(), 'sim-bench-'));
     console.log(
@@ -174,8 +203,10 @@ async function main(): Promise<void> {
       );
       if (i === 0) console.log(widths.map((w) => '-'.repeat(w)).join('  '));
     }
+    stop(child);
+    await timingModelCheck(wrk, dir);
   } finally {
-    if (child.pid) process.kill(-child.pid, 'SIGTERM');
+    stop(child);
   }
 }
 

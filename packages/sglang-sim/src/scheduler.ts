@@ -1,6 +1,8 @@
 import type { PauseMode } from '@uis/sglang-engine';
 import type { SimSequence } from './request.ts';
 
+const MAX_CATCH_UP_MS = 50;
+
 export interface SchedulerConfig {
   maxRunningRequests: number;
   kvCapacityTokens: number;
@@ -36,6 +38,8 @@ export class Scheduler {
   private nextStepAt = 0;
   /** A planned step whose cost is being waited out; its tokens come out when it ends. */
   private inFlight = false;
+  /** True while steps run back to back; an idle or paused engine restarts its clock from now. */
+  private continuous = false;
 
   constructor(
     private readonly config: SchedulerConfig,
@@ -135,8 +139,11 @@ export class Scheduler {
   }
 
   private kick(): void {
-    if (this.scheduled || this.frozen || this.pausedMode !== null) return;
-    if (!this.inFlight && !this.busy) return;
+    if (this.scheduled || this.frozen) return;
+    if (this.pausedMode !== null || (!this.inFlight && !this.busy)) {
+      this.continuous = false;
+      return;
+    }
     this.scheduled = true;
     const wait = this.nextStepAt - this.config.now();
     if (wait >= 1) this.timer = setTimeout(this.tick, wait);
@@ -154,7 +161,11 @@ export class Scheduler {
     }
     if (this.busy) {
       const now = this.config.now();
-      this.nextStepAt = Math.max(now, this.nextStepAt) + this.admit() / 1000;
+      // While busy without a break, steps follow each other on the modelled clock: a late timer is caught up
+      // (up to MAX_CATCH_UP_MS) instead of stretching every later step.
+      const base = this.continuous ? Math.max(this.nextStepAt, now - MAX_CATCH_UP_MS) : now;
+      this.continuous = true;
+      this.nextStepAt = base + this.admit() / 1000;
       // Sub-millisecond steps run at once: their cost stays in nextStepAt, so the average rate is still right.
       if (this.nextStepAt - now < 1) this.execute();
       else this.inFlight = true;
