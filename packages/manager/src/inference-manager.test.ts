@@ -165,6 +165,31 @@ describe('InferenceManager against sglang-sim processes', () => {
     expect(m.registry.snapshot().models.policy?.state).toBe('sleeping');
   });
 
+  it('a replica that dies while its model sleeps is restarted by the next onload, not next to the resident phase', async () => {
+    const { plan, roles } = planConfig(splitConfig({ faultTolerance: true }));
+    const m = manager(roles.rollout as InferenceRoleSpec, plan);
+    await m.start();
+    await m.drain();
+    const pid = m.snapshot().models.policy?.replicas[0]?.pids[0] as number;
+    process.kill(pid, 'SIGKILL');
+    await until('dead published', () => engines(m.registry.snapshot(), 'policy')[0]?.state === 'dead');
+    // Several health intervals later it is still dead: nothing was launched while the model sleeps.
+    await new Promise((r) => setTimeout(r, 600));
+    expect(m.snapshot().models.policy?.replicas[0]).toMatchObject({
+      state: 'dead',
+      generation: 0,
+      pids: [pid],
+    });
+    expect(alive(pid)).toBe(false);
+    await m.activate();
+    expect(
+      engines(m.registry.snapshot(), 'policy').map((e) => [e.state, e.generation, e.direct_eligible]),
+    ).toEqual([
+      ['ready', 1, true],
+      ['ready', 0, true],
+    ]);
+  });
+
   it('a hung replica fails its health checks, is published dead and restarted', async () => {
     const { plan, roles } = planConfig(splitConfig({ faultTolerance: true }));
     const m = manager(roles.rollout as InferenceRoleSpec, plan, {

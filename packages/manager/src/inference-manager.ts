@@ -103,6 +103,8 @@ interface Slot {
   elastic: boolean;
   routerUrl: string | null;
   restarting: boolean;
+  /** Died while its model slept: restarted by the next onload instead of at once. */
+  restartPending: boolean;
   /** Bumped on restart/removal so stale async work (health checks, restarts) notices it lost the slot. */
   epoch: number;
 }
@@ -548,6 +550,7 @@ export class InferenceManager implements PhaseParticipant {
       elastic,
       routerUrl: null,
       restarting: false,
+      restartPending: false,
       epoch: 0,
     };
   }
@@ -616,14 +619,20 @@ export class InferenceManager implements PhaseParticipant {
     this.requireStarted();
     const want = tags && tags.length > 0 ? ALL_TAGS.filter((t) => tags.includes(t)) : [...ALL_TAGS];
     for (const name of models) this.model(name).desire = 'active';
-    const slots = models
-      .flatMap((m) => this.slotsOf(m))
-      .filter((s) => s.state === 'sleeping' || s.state === 'onloading');
+    const all = models.flatMap((m) => this.slotsOf(m));
+    const slots = all.filter((s) => s.state === 'sleeping' || s.state === 'onloading');
+    const pending = all.filter((s) => s.state === 'dead' && s.restartPending);
     for (const s of slots) if (s.state === 'sleeping') this.setState(s, 'onloading');
     this.publish();
-    const results = await Promise.allSettled(slots.map((s) => this.onload(s, want)));
+    const results = await Promise.allSettled([
+      ...slots.map((s) => this.onload(s, want)),
+      ...pending.map((s) => {
+        s.restartPending = false;
+        return this.restart(s, false);
+      }),
+    ]);
     const failed = results.flatMap((r, i) =>
-      r.status === 'rejected' ? [`${slots[i]?.engineId}: ${errorMessage(r.reason)}`] : [],
+      r.status === 'rejected' ? [`${[...slots, ...pending][i]?.engineId}: ${errorMessage(r.reason)}`] : [],
     );
     await this.syncRouters();
     this.publish();
@@ -1114,6 +1123,13 @@ export class InferenceManager implements PhaseParticipant {
       }
     }
     if (recover && s.spec.fault_tolerance_enabled) {
+      // A sleeping model's GPUs may belong to another phase: relaunching now would load weights next to the
+      // resident phase. The restart waits for the model's next onload.
+      if (this.model(s.model).desire === 'sleeping' && this.offloadEnabled(s)) {
+        s.restartPending = true;
+        this.audit('replica.restart_deferred', s.engineId, { reason: 'model is sleeping' });
+        return;
+      }
       const p = this.restart(s, true).catch((e) => {
         this.logger.error({ engineId: s.engineId, err: errorMessage(e) }, 'recovery gave up');
       });
