@@ -131,9 +131,16 @@ export class RlLoopDriver {
     await this.admin('/admin/batches', { kind: 'genrm_score', samples: genrm });
     if (teacher.length > 0)
       await this.admin('/admin/batches', { kind: 'teacher_logprobs', samples: teacher });
-    // rollout -> genrm_score -> teacher_opd -> train: the scorer phases run their batches and advance by themselves.
+    // The trainer blocks at its barrier while rollout -> genrm_score -> teacher_opd -> train runs (the scorer
+    // phases score their batches and advance by themselves); it opens once the outputs are written back.
+    const barrier = this.admin('/admin/barriers/wait', {
+      phase: 'train',
+      group: this.opts.group,
+      timeout_s: 600,
+    });
+    barrier.catch(() => undefined);
     await this.admin('/admin/phases/advance', { group: this.opts.group });
-    await this.admin('/admin/barriers/wait', { phase: 'train', group: this.opts.group, timeout_s: 600 });
+    await barrier;
     await this.sleep(this.opts.trainMs);
     const version = `step-${step}`;
     await this.admin(`/admin/roles/rollout/models/${encodeURIComponent(this.opts.policyModel)}/weights`, {
