@@ -21,6 +21,7 @@ function blockTitle(b: GridBlock, nodes: GridModel['nodes']): string {
       ? `${nodes[b.nodeStart]?.name} GPUs ${b.gpuStart}-${b.gpuEnd}`
       : `${nodes[b.nodeStart]?.name}..${nodes[b.nodeEnd]?.name} GPUs ${b.gpuStart}-${b.gpuEnd} on each`;
   const parts = [blockLabel(b), `${b.role}${b.model ? ` / ${b.model}` : ''}`, where];
+  if (b.parallel) parts.push(b.parallel);
   if (b.state) parts.push(`state ${b.state}`);
   if (b.weightVersion) parts.push(`weights ${b.weightVersion}`);
   if (b.kind === 'planned') parts.push('planned location (the replica runs elsewhere)');
@@ -60,7 +61,7 @@ export function GpuMatrix({ grid }: { grid: GridModel }) {
                   {owners.map((o) => (
                     <div
                       key={`${o.lane}-${o.role}-${o.model}`}
-                      className={`gpu-band${o.current ? ' gpu-band-current' : ''}`}
+                      className={`gpu-band${o.current || !grid.live ? ' gpu-band-current' : ''}`}
                       style={{ background: roleColor(o.role, o.modelIndex) }}
                     />
                   ))}
@@ -108,7 +109,8 @@ export function PlacementLanes({
       ))}
       {grid.blocks.map((b) => {
         const row = laneHeaderRow(b.lane) + 1 + b.nodeStart;
-        const current = grid.lanes[b.lane]?.current ?? false;
+        // A plan alone has no current phase: every block is drawn at full strength.
+        const current = (grid.lanes[b.lane]?.current ?? false) || !grid.live;
         const classes = [
           'block',
           `block-${b.kind}`,
@@ -148,8 +150,8 @@ export function PlacementLanes({
             <span className="block-name">{blockLabel(b)}</span>
             {b.kind === 'replica' && (
               <span className="block-meta">
-                {b.state ?? 'unknown'}
-                {b.weightVersion ? ` · ${b.weightVersion}` : ''}
+                {grid.live ? (b.state ?? 'unknown') : b.parallel}
+                {grid.live && b.weightVersion ? ` · ${b.weightVersion}` : ''}
                 {b.nodeEnd > b.nodeStart ? ` · ${b.nodeEnd - b.nodeStart + 1} nodes` : ''}
               </span>
             )}

@@ -50,6 +50,8 @@ export interface GridBlock extends Rect {
   mismatch: boolean;
   /** 1-based part number when a replica's GPUs are not one rectangle (never for planner-valid layouts). */
   part: number | null;
+  /** Parallelism of the engine, e.g. `TP8` or `TP4 · PP2` (null for the trainer). */
+  parallel: string | null;
 }
 
 export interface GpuOwner {
@@ -61,6 +63,8 @@ export interface GpuOwner {
 }
 
 export interface GridModel {
+  /** Drawn from live replicas (states, current phase), or from a plan alone (the Plan page). */
+  live: boolean;
   nodes: GridNode[];
   maxGpus: number;
   lanes: GridLane[];
@@ -174,12 +178,21 @@ export function buildGridModel(input: GridInput): GridModel {
   for (const group of plan.placements) {
     const lane = laneOf(group.activation_group, group.phase);
     const modelIndex = indexOf(group.role, group.model);
+    const parallel = [
+      `TP${group.tp}`,
+      group.pp > 1 ? `PP${group.pp}` : '',
+      group.dp > 1 ? `DP${group.dp}` : '',
+      group.ep > 1 ? `EP${group.ep}` : '',
+    ]
+      .filter(Boolean)
+      .join(' · ');
     const base = {
       lane,
       role: group.role,
       model: group.model,
       modelIndex,
       workerType: group.worker_type,
+      parallel,
     };
     if (group.replicas.length === 0) {
       const pool = plan.pools[group.pool];
@@ -248,6 +261,7 @@ export function buildGridModel(input: GridInput): GridModel {
           modelIndex: 0,
           engineId: null,
           workerType: null,
+          parallel: null,
           state: null,
           directEligible: null,
           weightVersion: null,
@@ -283,5 +297,5 @@ export function buildGridModel(input: GridInput): GridModel {
   }
   for (const list of owners.values()) list.sort((a, b) => a.lane - b.lane);
 
-  return { nodes, maxGpus, lanes, blocks, owners, unplaced };
+  return { live: input.replicas !== undefined, nodes, maxGpus, lanes, blocks, owners, unplaced };
 }

@@ -25,6 +25,12 @@ describe('Plan page', () => {
     render(<PlanPage initialText={example('demo.yaml')} />);
     expect(screen.getByTestId('plan-ok').textContent).toContain('colocated defer');
     expect(screen.getAllByTestId('gpu')).toHaveLength(16);
+    // No live state here: blocks say how each engine is parallelised instead of a state.
+    const teacher = screen
+      .getAllByTestId('replica-block')
+      .find((b) => b.dataset.engineId === 'math-teacher/1')!;
+    expect(teacher.textContent).toContain('TP8');
+    expect(teacher.className).toContain('block-current');
     fireEvent.change(screen.getByTestId('plan-input'), {
       target: {
         value: example('demo.yaml').replace('gpus_per_engine: 8, tp: 8', 'gpus_per_engine: 8, tp: 3'),
