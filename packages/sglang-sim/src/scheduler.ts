@@ -1,6 +1,7 @@
 import type { PauseMode } from '@uis/sglang-engine';
 import type { SimSequence } from './request.ts';
 
+/** How far a busy engine may run ahead to make up for late timers (a long GC pause is not replayed). */
 const MAX_CATCH_UP_MS = 50;
 
 export interface SchedulerConfig {
@@ -21,9 +22,9 @@ export interface SchedulerCounters {
 /**
  * Continuous batching with a step clock. Each step admits waiting sequences while there is room (running slots and
  * KV tokens), prefills them (cost: prompt tokens x prefill time) and advances every running sequence by one token
- * (cost: one decode step for the whole batch, as on a GPU). The step's cost delays the NEXT step, so a step's
- * tokens come out at once and the clock never drifts; with zero cost the loop yields with setImmediate only, so
- * there is no timer per token or per request.
+ * (cost: one decode step for the whole batch, as on a GPU). A step's tokens come out when its cost has elapsed,
+ * so prefill shows in the time to first token. With zero cost the loop yields with setImmediate only: there is no
+ * timer per token or per request.
  */
 export class Scheduler {
   readonly waiting: SimSequence[] = [];
