@@ -96,7 +96,7 @@ afterEach(async () => {
   await Promise.allSettled(managers.splice(0).map((m) => m.shutdown()));
 });
 
-async function deferStack(scoreParser = verdictScore) {
+async function deferStack(scoreParser = verdictScore, startPhases = false) {
   const { plan, roles } = planConfig(deferConfig());
   const db = openStore();
   const events = new EventLog(db);
@@ -112,7 +112,7 @@ async function deferStack(scoreParser = verdictScore) {
     });
     managers.push(ms[r]);
   }
-  await Promise.all(Object.values(ms).map((m) => m.start()));
+  if (!startPhases) await Promise.all(Object.values(ms).map((m) => m.start()));
   const group = plan.activation_groups[0];
   if (!group) throw new Error('defer plan has no activation group');
   const coordinator = new LifecycleCoordinator({
@@ -131,7 +131,8 @@ async function deferStack(scoreParser = verdictScore) {
     phases: group.phases,
     runner: { concurrency: 3, scoreParser },
   });
-  await coordinator.initialize();
+  if (startPhases) await coordinator.startPhases();
+  else await coordinator.initialize();
   return { ms, coordinator, store, events };
 }
 
@@ -209,5 +210,25 @@ describe('defer layout: the full defer cycle against sglang-sim processes', () =
     const lease = coordinator.lease();
     expect(lease.status).toBe('blocked');
     expect(lease.reason).toMatch(/no finite score/);
+  });
+
+  it('startPhases: later phases start and release their memory one at a time, the first phase starts resident', async () => {
+    const { ms, coordinator, events } = await deferStack(verdictScore, true);
+    expect(coordinator.lease()).toMatchObject({ phase: 'rollout', status: 'held', holder: ['rollout'] });
+    expect(ms.rollout.registry.snapshot().models.policy?.state).toBe('ready');
+    expect(ms.genrm.registry.snapshot().models.judge?.state).toBe('sleeping');
+    expect(ms.teacher.registry.snapshot().models.teacher?.state).toBe('sleeping');
+    // From the audit log: each role's engines are asleep before the next role's engines come up.
+    const order = events
+      .list({ kind: 'replica.state' })
+      .map((e) => `${e.subject.split('/')[0]}:${e.data.to as string}`)
+      .filter((x) => x.endsWith(':ready') || x.endsWith(':sleeping'));
+    const firstReady = (model: string) => order.indexOf(`${model}:ready`);
+    const lastSleeping = (model: string) => order.lastIndexOf(`${model}:sleeping`);
+    expect(lastSleeping('judge')).toBeLessThan(firstReady('teacher'));
+    expect(lastSleeping('teacher')).toBeLessThan(firstReady('policy'));
+    expect(order.filter((x) => x.startsWith('policy:'))).toEqual(['policy:ready', 'policy:ready']);
+    // No batches queued: the scorer phases pass straight through to the trainer.
+    expect((await coordinator.transition()).path).toEqual(['genrm_score', 'teacher_score', 'train']);
   });
 });

@@ -243,8 +243,13 @@ export class InferenceManager implements PhaseParticipant {
 
   /** Creates owned PGs, launches every replica of the plan in parallel, waits healthy, reads weight versions,
    * registers with routers and publishes. On any failure rolls back exactly what it created. */
-  start(): Promise<void> {
-    return this.op('start', () => this.doStart());
+  start(opts: { sleep?: boolean } = {}): Promise<OffloadReport | null> {
+    return this.op(opts.sleep ? 'start:sleep' : 'start', async () => {
+      await this.doStart(opts.sleep === true);
+      // A role that shares GPUs with the resident phase starts, then releases its memory at once, before the
+      // next role starts: only one phase is ever resident (see LifecycleCoordinator.startPhases).
+      return opts.sleep ? this.doDrain([...this.models.keys()], { policy: 'abort', deadlineMs: 0 }) : null;
+    });
   }
 
   /** Onload every sleeping replica (weights first, sync to the target version, then KV cache) -> ready. With
@@ -448,7 +453,7 @@ export class InferenceManager implements PhaseParticipant {
 
   // ---- start / rollback -----------------------------------------------------------------------------------------
 
-  private async doStart(): Promise<void> {
+  private async doStart(sleep: boolean): Promise<void> {
     if (this.started) return;
     const createdSlots: Slot[] = [];
     const registered: Slot[] = [];
@@ -484,8 +489,11 @@ export class InferenceManager implements PhaseParticipant {
       await Promise.all(createdSlots.map((s) => this.launchSlot(s)));
       for (const m of this.models.values()) this.initTarget(m);
       for (const s of createdSlots) this.setState(s, 'ready');
-      await this.syncRouters(registered);
-      this.publish();
+      // Starting to sleep: never registered or published as eligible, the drain that follows publishes.
+      if (!sleep) {
+        await this.syncRouters(registered);
+        this.publish();
+      }
       this.started = true;
       this.startHealthLoop();
     } catch (e) {

@@ -13,6 +13,8 @@ export interface PhaseParticipant {
   drain(): Promise<OffloadReport>;
   /** Onload (weights first, sync, then KV cache) -> ready. */
   activate(): Promise<unknown>;
+  /** Launch the role's engines; with `sleep`, release their memory right after (report returned). */
+  start?(opts: { sleep?: boolean }): Promise<OffloadReport | null>;
 }
 
 export interface OffloadReport {
@@ -227,6 +229,64 @@ export class LifecycleCoordinator {
 
   subscribe(listener: (e: AuditEvent) => void): () => void {
     return this.opts.events.subscribe(listener);
+  }
+
+  /** Starts a group's roles so that only one phase is ever resident on its GPUs: the roles of every later phase
+   * start and release their memory (one phase at a time, each proven released), then the first phase's roles
+   * start resident and take the lease. Roles outside the group are not touched. */
+  async startPhases(opts: { group?: string; actor?: string } = {}): Promise<Lease> {
+    const g = this.group(opts.group);
+    const [first, ...later] = g.plan.phases as [
+      { name: string; residents: string[] },
+      ...Array<{ name: string; residents: string[] }>,
+    ];
+    const base = { subject: g.plan.name, actor: opts.actor ?? null };
+    const t0 = this.now();
+    const startRoles = async (roles: string[], sleep: boolean) =>
+      Promise.all(
+        roles.map(async (role) => {
+          const p = this.participants.get(role);
+          if (!p?.start) return null;
+          return { role, report: await p.start({ sleep }) };
+        }),
+      );
+    try {
+      for (const phase of later) {
+        const reports = (await startRoles(phase.residents, true)).filter((r) => r !== null);
+        const held = reports.filter((r) => r.report && !r.report.memoryReleased).map((r) => r.role);
+        if (held.length > 0)
+          throw new UisError({
+            code: 'memory_not_released',
+            status: 409,
+            message: `roles of phase ${phase.name} did not report memory released after start: ${held.join(', ')}`,
+          });
+        this.opts.events.append({
+          ...base,
+          kind: 'phase.started_asleep',
+          data: { phase: phase.name, roles: reports.map((r) => r.role) },
+        });
+      }
+      await startRoles(first.residents, false);
+    } catch (e) {
+      g.lease.status = 'blocked';
+      g.lease.reason = `start of ${g.plan.name} failed: ${errorMessage(e)}`;
+      this.persist(g.lease);
+      this.opts.events.append({ ...base, kind: 'lease.blocked', data: { reason: g.lease.reason } });
+      throw e;
+    }
+    for (const reg of this.opts.registries ?? []) reg.publish({ phase: first.name });
+    g.lease.phase = first.name;
+    g.lease.holder = first.residents;
+    g.lease.status = 'held';
+    g.lease.reason = null;
+    this.persist(g.lease);
+    this.opts.events.append({
+      ...base,
+      kind: 'lease.acquired',
+      duration_ms: this.now() - t0,
+      data: { phase: first.name, holder: first.residents },
+    });
+    return structuredClone(g.lease);
   }
 
   /** Brings a group into `phase` (default: its first phase) from an unknown start: every participant not resident
