@@ -2,7 +2,7 @@ import { render, screen, within } from '@testing-library/react';
 import type { ActivationGroupView } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { demoState } from '../testing/demo-state.ts';
-import { ActivationGroupPanel, orderedTransitions } from './phase-timeline.tsx';
+import { ActivationGroupPanel, MAX_TRANSITIONS, orderedTransitions } from './phase-timeline.tsx';
 
 const NOW = 1_764_000_000_000;
 
@@ -108,5 +108,20 @@ describe('phase timeline', () => {
     expect(screen.getByTestId('timeline-empty').textContent).toBe('No phase transition yet.');
     expect(screen.queryByTestId('blocked')).toBeNull();
     expect(screen.getByText('No barrier waiting.')).toBeTruthy();
+  });
+
+  it('keeps the newest transitions when there are many', () => {
+    const many = Array.from({ length: MAX_TRANSITIONS + 5 }, (_, i) => ({
+      ...TRANSITIONS[1]!,
+      id: `t${i}`,
+      to: `p${i}`,
+      started_at: NOW - 1_000_000 + i * 1000,
+    }));
+    render(<ActivationGroupPanel group={group({ transitions: many })} now={NOW} />);
+    const rows = screen.getAllByTestId('transition');
+    expect(rows).toHaveLength(MAX_TRANSITIONS);
+    expect(rows[0]!.dataset.to).toBe('p5');
+    expect(rows.at(-1)!.dataset.to).toBe(`p${MAX_TRANSITIONS + 4}`);
+    expect(screen.getByTestId('transitions-hidden').textContent).toContain('5 older transitions');
   });
 });

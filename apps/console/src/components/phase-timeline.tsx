@@ -3,6 +3,9 @@ import type { ReactNode } from 'react';
 import { roleColor } from '../lib/colors.ts';
 import { formatClock, formatDuration } from '../lib/format.ts';
 
+/** The newest transitions shown; older ones stay in the event log. */
+export const MAX_TRANSITIONS = 30;
+
 /** Transitions oldest first, with the duration shown for finished ones and the time so far for running ones
  * (measured against `now`, the state's generation time, so the view is a pure function of the state). */
 export function orderedTransitions(group: ActivationGroupView, now: number) {
@@ -53,7 +56,9 @@ export function PhaseTimeline({ group, now }: { group: ActivationGroupView; now:
       </p>
     );
   }
-  const longest = Math.max(1, ...rows.map((r) => r.shownMs));
+  const hidden = Math.max(0, rows.length - MAX_TRANSITIONS);
+  const shown = rows.slice(hidden);
+  const longest = Math.max(1, ...shown.map((r) => r.shownMs));
   return (
     <table className="table timeline" data-testid="phase-timeline">
       <thead>
@@ -66,7 +71,7 @@ export function PhaseTimeline({ group, now }: { group: ActivationGroupView; now:
         </tr>
       </thead>
       <tbody>
-        {rows.map((t) => (
+        {shown.map((t) => (
           <tr key={t.id} data-testid="transition" data-status={t.status} data-to={t.to}>
             <td className="mono">{formatClock(t.started_at)}</td>
             <td>
@@ -92,6 +97,15 @@ export function PhaseTimeline({ group, now }: { group: ActivationGroupView; now:
           </tr>
         ))}
       </tbody>
+      {hidden > 0 && (
+        <tfoot>
+          <tr>
+            <td colSpan={5} className="muted" data-testid="transitions-hidden">
+              {hidden} older transition{hidden === 1 ? '' : 's'} not shown (see Events)
+            </td>
+          </tr>
+        </tfoot>
+      )}
     </table>
   );
 }

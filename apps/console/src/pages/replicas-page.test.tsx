@@ -87,4 +87,17 @@ describe('Replicas page', () => {
     expect(engines()).toEqual(['judge/1']);
     expect((screen.getByTestId('replica-filter') as HTMLInputElement).value).toBe('judge/1');
   });
+
+  it('marks replicas whose weights are behind their model target', () => {
+    const state = demoState({ phase: 0 });
+    const rollout = state.roles.find((r) => r.role === 'rollout')!;
+    rollout.models.policy!.weight_version = 'v4';
+    state.replicas.find((r) => r.engine_id === 'policy/2')!.weight_version = 'v4';
+    render(<ReplicasPage state={state} />, { wrapper: Providers });
+    const behindRows = screen
+      .getAllByTestId('replica-weights')
+      .filter((c) => c.dataset.behind === 'true')
+      .map((c) => c.closest('tr')?.dataset.engineId);
+    expect(behindRows).toEqual(['policy/0', 'policy/1', 'policy/3']);
+  });
 });

@@ -29,6 +29,11 @@ function compare(a: ReplicaView, b: ReplicaView, key: SortKey): number {
   }
 }
 
+/** A replica serving other weights than its model's target (it must sync before it is eligible again). */
+export function behind(version: string | null, target: string | null | undefined): boolean {
+  return target !== null && target !== undefined && version !== target;
+}
+
 export function filterReplicas(replicas: ReplicaView[], text: string, state: string): ReplicaView[] {
   const needle = text.trim().toLowerCase();
   return replicas.filter(
@@ -221,7 +226,18 @@ export function ReplicasPage({ state, initialFilter = '' }: { state: ConsoleStat
                           <td>
                             <BoolMark value={r.direct_eligible} />
                           </td>
-                          <td className="mono">{r.weight_version ?? '—'}</td>
+                          <td
+                            className={`mono${behind(r.weight_version, info.weight_version) ? ' stale' : ''}`}
+                            data-testid="replica-weights"
+                            data-behind={behind(r.weight_version, info.weight_version) ? 'true' : 'false'}
+                            title={
+                              behind(r.weight_version, info.weight_version)
+                                ? `behind the model's target ${info.weight_version}: not eligible until synced`
+                                : undefined
+                            }
+                          >
+                            {r.weight_version ?? '—'}
+                          </td>
                           <td className="num mono">{r.inflight}</td>
                           <td className="num mono">{r.generation}</td>
                           <td>
