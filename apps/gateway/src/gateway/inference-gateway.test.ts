@@ -462,6 +462,9 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     expect(r.status).toBe(503);
     expect(errorCode(r.json)).toBe('model_not_ready');
     expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(0);
+    const raw = await post('/genrm/generate', { text: 'raw', sampling_params: { max_new_tokens: 1 } });
+    expect(raw.status).toBe(503);
+    expect(raw.headers.get('retry-after')).toBe('30');
     const chat = await post('/genrm/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }] });
     expect(chat.status).toBe(503);
     expect(chat.headers.get('retry-after')).not.toBeNull();

@@ -460,7 +460,9 @@ export class InferenceGateway {
             );
             return;
           }
-          forward(replay(req, raw), res);
+          const copy = replay(req, raw);
+          this.responses.set(copy, res);
+          forward(copy, res);
         },
         (e: unknown) => {
           if (e instanceof UisError && e.status === 413) res.shouldKeepAlive = false;
