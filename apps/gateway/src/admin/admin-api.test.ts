@@ -226,5 +226,14 @@ describe('admin API', { timeout: 60_000 }, () => {
     expect(errorCode(resolve.json)).toBe('lease_not_blocked');
     const missing = await call('GET', '/admin/batches/no-such-batch', undefined, AUTH);
     expect(missing.status).toBe(404);
+    const metrics = await fetch(`${url}/metrics`).then((r) => r.text());
+    expect(metrics).toMatch(
+      /uis_phase_transition_duration_seconds_count\{group="actor",to="train",outcome="ok"\} 1/,
+    );
+    expect(metrics).toMatch(
+      /uis_phase_transition_duration_seconds_count\{group="actor",to="rollout",outcome="ok"\} 1/,
+    );
+    expect(metrics).toMatch(/uis_deferred_batches\{kind="genrm_score",state="committed"\} 1/);
+    expect(metrics).toMatch(/uis_deferred_batches\{kind="teacher_logprobs",state="committed"\} 1/);
   });
 });
