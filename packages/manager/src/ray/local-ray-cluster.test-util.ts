@@ -1,5 +1,5 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -37,7 +37,7 @@ export class LocalRayCluster {
   }
 
   async start(timeoutMs = 120_000): Promise<void> {
-    const [gcs, client, ...nodePorts] = await freePorts(2 + this.nodes * 2);
+    const [gcs, ...nodePorts] = await freePorts(1 + this.nodes * 2);
     this.address = `127.0.0.1:${gcs}`;
     const common = [
       '--block',
@@ -49,7 +49,6 @@ export class LocalRayCluster {
       'start',
       '--head',
       `--port=${gcs}`,
-      `--ray-client-server-port=${client}`,
       '--include-dashboard=false',
       `--temp-dir=${this.tempDir}`,
       `--node-manager-port=${nodePorts[0]}`,
@@ -70,9 +69,10 @@ export class LocalRayCluster {
   }
 
   private spawn(args: string[]): void {
+    const log = openSync(join(this.tempDir, `ray-start-${this.procs.length}.log`), 'a');
     const p = spawn('ray', args, {
       detached: true,
-      stdio: 'ignore',
+      stdio: ['ignore', log, log],
       env: { ...process.env, RAY_USAGE_STATS_ENABLED: '0' },
     });
     this.procs.push(p);
@@ -84,7 +84,11 @@ export class LocalRayCluster {
     // A driver started before the GCS listens can hang for a minute: wait for the port first.
     const [host, port] = this.address.split(':') as [string, string];
     while (!(await canConnect(host, Number(port)))) {
-      if (Date.now() > deadline) throw new Error(`Ray GCS ${this.address} never listened`);
+      const head = this.procs[0];
+      if (Date.now() > deadline || (head && head.exitCode !== null))
+        throw new Error(
+          `Ray GCS ${this.address} never listened: ${readFileSync(join(this.tempDir, 'ray-start-0.log'), 'utf8').slice(-2000)}`,
+        );
       await new Promise((r) => setTimeout(r, 500));
     }
     const script = `import ray,sys\nray.init(address="${this.address}",logging_level="ERROR",log_to_driver=False)\nsys.stdout.write(str(sum(1 for x in ray.nodes() if x["Alive"])))`;
