@@ -1,4 +1,5 @@
 import type { DiscoveryModel } from '@uis/spec';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Registry } from './registry.ts';
 
@@ -67,5 +68,31 @@ describe('Registry', () => {
     const p = r.waitForRevision(5, 10_000, ac.signal);
     ac.abort();
     expect((await p).topology_revision).toBe(1);
+  });
+});
+
+describe('Registry (property)', () => {
+  it('the revision moves by one exactly when the published content differs from the current one', () => {
+    const drafts = [
+      { models: model('ready', true) },
+      { models: model('draining', false) },
+      { phase: 'rollout' },
+      { phase: 'train' },
+      { models: {} },
+    ];
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: drafts.length - 1 }), { maxLength: 40 }), (picks) => {
+        const r = new Registry({ role: 'rollout' });
+        let last = JSON.stringify({ phase: r.snapshot().phase, models: r.snapshot().models });
+        for (const i of picks) {
+          const before = r.revision;
+          const { changed, snapshot } = r.publish(drafts[i] as (typeof drafts)[number]);
+          const now = JSON.stringify({ phase: snapshot.phase, models: snapshot.models });
+          expect(changed).toBe(now !== last);
+          expect(r.revision).toBe(before + (changed ? 1 : 0));
+          last = now;
+        }
+      }),
+    );
   });
 });
