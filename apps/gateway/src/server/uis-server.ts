@@ -16,6 +16,7 @@ import {
   type UpstreamPoolOptions,
   UpstreamPools,
 } from '../proxy/index.ts';
+import { batchCounts } from '../service/batch-queries.ts';
 import type { UisService } from '../service/uis-service.ts';
 import { buildAppRouter } from '../trpc/app-router.ts';
 import { ChangeFeed } from '../trpc/change-feed.ts';
@@ -91,17 +92,7 @@ export class UisServer {
       },
       topologyRevisions: () =>
         [...service.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
-      batchCounts: () => {
-        const counts = new Map<string, number>();
-        for (const b of service.store.list()) {
-          const key = `${b.kind}\u0000${b.state}`;
-          counts.set(key, (counts.get(key) ?? 0) + 1);
-        }
-        return [...counts].map(([k, count]) => {
-          const [kind, state] = k.split('\u0000') as [string, string];
-          return { kind, state, count };
-        });
-      },
+      batchCounts: () => batchCounts(service.store),
     });
     const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
     const onServed = (r: ServedRequest) => {

@@ -2,6 +2,7 @@ import type { BatchInfo } from '@uis/manager';
 import type { BatchView, ConsoleState, ReplicaView, Role } from '@uis/spec';
 import type { BarrierBoard } from '../admin/barrier-board.ts';
 import type { InferenceGateway } from '../gateway/inference-gateway.ts';
+import { newestBatches } from '../service/batch-queries.ts';
 import type { UisService } from '../service/uis-service.ts';
 import type { ConsoleJournal } from './console-journal.ts';
 
@@ -96,7 +97,7 @@ export function consoleState(src: ConsoleStateSources): ConsoleState {
       transitions: journal.transitionsOf(g.name),
     };
   });
-  const batches = service.store.list().slice(-MAX_BATCHES).map(batchView);
+  const batches = newestBatches(service.store, MAX_BATCHES).map(batchView);
   return {
     generated_at: (src.now ?? Date.now)(),
     cluster: { nodes: service.config.cluster.nodes.map((n) => ({ name: n.name, gpus: n.gpus })) },
