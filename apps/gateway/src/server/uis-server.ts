@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
@@ -213,12 +213,15 @@ export class UisServer {
     });
   }
 
+  /** The node:http request listener of everything (serving fast path first, then Hono), for callers that run
+   * their own server. */
+  requestListener(): (req: IncomingMessage, res: ServerResponse) => void {
+    return createCombinedListener({ serving: this.routes, fallback: getRequestListener(this.app.fetch) });
+  }
+
   /** Listens (port 0: ephemeral). Resolves with the base URL. */
   async listen(port = 0, host = '127.0.0.1'): Promise<{ url: string; port: number }> {
-    const server = createServer(
-      { keepAliveTimeout: 120_000 },
-      createCombinedListener({ serving: this.routes, fallback: getRequestListener(this.app.fetch) }),
-    );
+    const server = createServer({ keepAliveTimeout: 120_000 }, this.requestListener());
     // Hour-long generations: never cut a request for taking long.
     server.requestTimeout = 0;
     server.headersTimeout = 60_000;
