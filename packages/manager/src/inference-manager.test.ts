@@ -4,7 +4,7 @@ import { startSimServer } from '@uis/sglang-sim';
 import { type DiscoverySnapshot, type InferenceRoleSpec, isUisError, type PlacementPlan } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InferenceManager, type InferenceManagerInit, type RouterRegistrar } from './inference-manager.ts';
-import { SimLauncher } from './launchers.ts';
+import { type LaunchRequest, SimLauncher } from './launchers.ts';
 import { InMemoryPlacementGroups } from './placement-groups.ts';
 import { MemoryLogger } from './runtime.ts';
 import { planConfig, splitConfig } from './testing.ts';
@@ -188,6 +188,26 @@ describe('InferenceManager against sglang-sim processes', () => {
       ['ready', 1, true],
       ['ready', 0, true],
     ]);
+  });
+
+  it('an engine that cannot release its memory is declared dead and stopped, so the drain still proves release', async () => {
+    const { plan, roles } = planConfig(splitConfig());
+    const sim = new SimLauncher();
+    // Launched without the memory saver: release_memory_occupation fails on this engine.
+    const noSaver = {
+      kind: 'sim',
+      ownsProcesses: true,
+      create: (req: LaunchRequest) => sim.create({ ...req, offload: false }),
+    };
+    const m = manager(roles.rollout as InferenceRoleSpec, plan, { launcher: noSaver });
+    await m.start();
+    const pids = pidsOf(m);
+    const report = await m.drain();
+    expect(report.engines.map((e) => [e.state, e.memory_released])).toEqual([
+      ['dead', true],
+      ['dead', true],
+    ]);
+    expect(pids.filter(alive)).toEqual([]);
   });
 
   it('a hung replica fails its health checks, is published dead and restarted', async () => {

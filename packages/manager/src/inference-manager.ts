@@ -762,6 +762,9 @@ export class InferenceManager implements PhaseParticipant {
     } catch (e) {
       this.logger.error({ engineId: s.engineId, err: errorMessage(e) }, 'drain/offload failed');
       this.audit('replica.offload_failed', s.engineId, { error: errorMessage(e) }, this.clock.now() - t0);
+      // `draining` has no way back but `sleeping` or `dead`: an engine that cannot release its memory is
+      // declared dead (and, when launched here, stopped, which frees the memory); recovery follows its model.
+      await this.markDead(s, `offload failed: ${errorMessage(e)}`, true);
     }
   }
 
