@@ -1,4 +1,10 @@
-import { type DiscoverySnapshot, type InferenceRoleSpec, isUisError, type PlacementPlan, UisError } from '@uis/spec';
+import {
+  type DiscoverySnapshot,
+  type InferenceRoleSpec,
+  isUisError,
+  type PlacementPlan,
+  UisError,
+} from '@uis/spec';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InferenceManager } from '../inference-manager.ts';
 import { SIM_BIN } from '../launchers.ts';
@@ -31,7 +37,9 @@ const NAMES: Record<Roles, string> = { rollout: 'policy', genrm: 'judge', teache
 
 /** 2 Ray nodes x 4 logical GPUs, as the planner sees them. */
 function config(
-  roles: Partial<Record<Roles, { mode: string; gpus: number; perEngine: number; pg_owner?: string; pg_name?: string }>>,
+  roles: Partial<
+    Record<Roles, { mode: string; gpus: number; perEngine: number; pg_owner?: string; pg_name?: string }>
+  >,
   actorGpus = 0,
 ) {
   const out: Record<string, unknown> = {};
@@ -61,7 +69,11 @@ function config(
 
 const engines = (s: DiscoverySnapshot, m: string) => s.models[m]?.engines ?? [];
 
-async function until<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 90_000): Promise<T> {
+async function until<T>(
+  what: string,
+  fn: () => T | undefined | false | Promise<T | undefined | false>,
+  timeoutMs = 90_000,
+): Promise<T> {
   const t0 = Date.now();
   for (;;) {
     const v = await fn();
@@ -153,12 +165,11 @@ describe.skipIf(skip !== undefined)('Ray launcher and placement groups on a loca
         ['teacher/0', 'ready'],
       ]);
       for (const e of all) expect(await generate(e.base_url as string)).toBe(200);
-      expect(alive().map((a) => a.name.split('#')[0]).sort()).toEqual([
-        'uis:judge/0/node0',
-        'uis:policy/0/node0',
-        'uis:policy/1/node0',
-        'uis:teacher/0/node0',
-      ]);
+      expect(
+        alive()
+          .map((a) => a.name.split('#')[0])
+          .sort(),
+      ).toEqual(['uis:judge/0/node0', 'uis:policy/0/node0', 'uis:policy/1/node0', 'uis:teacher/0/node0']);
 
       // Killed through Ray (not through us): the manager sees an unexpected exit and restarts the replica.
       const victim = alive('uis:policy/1/')[0]?.name as string;
@@ -224,7 +235,11 @@ describe.skipIf(skip !== undefined)('Ray launcher and placement groups on a loca
       const es = engines(m.registry.snapshot(), 'policy');
       expect(es).toHaveLength(1);
       expect(m.snapshot().models.policy?.replicas[0]?.pids).toHaveLength(2);
-      expect(alive().map((a) => a.name.split('#')[0]).sort()).toEqual(['uis:policy/0/node0', 'uis:policy/0/node1']);
+      expect(
+        alive()
+          .map((a) => a.name.split('#')[0])
+          .sort(),
+      ).toEqual(['uis:policy/0/node0', 'uis:policy/0/node1']);
       expect(await generate(es[0]?.base_url as string)).toBe(200);
       const info = (await (await fetch(`${es[0]?.base_url}/server_info`)).json()) as Record<string, unknown>;
       expect([info.nnodes, info.node_rank, info.tp_size]).toEqual([2, 0, 8]);
@@ -244,7 +259,9 @@ describe.skipIf(skip !== undefined)('Ray launcher and placement groups on a loca
     );
     try {
       const { plan, roles } = planConfig(
-        config({ teacher: { mode: 'decoupled', gpus: 2, perEngine: 2, pg_owner: 'external', pg_name: 'ext-spread' } }),
+        config({
+          teacher: { mode: 'decoupled', gpus: 2, perEngine: 2, pg_owner: 'external', pg_name: 'ext-spread' },
+        }),
       );
       const { ms } = managers(plan, roles, ['teacher']);
       const [m] = ms as [InferenceManager];
