@@ -144,6 +144,16 @@ describe('LifecycleCoordinator', () => {
     );
   });
 
+  it('a transition to another phase while one runs is refused (409); the same target joins', async () => {
+    const { coordinator } = setup();
+    await coordinator.initialize();
+    const running = coordinator.transition({ to: 'genrm_score' });
+    expect(await code(coordinator.transition({ to: 'rollout' }))).toBe('transition_in_progress');
+    const joined = coordinator.transition({ to: 'genrm_score' });
+    const [a, b] = await Promise.all([running, joined]);
+    expect(b).toBe(a);
+  });
+
   it('a restart in the middle of a transition leaves the lease blocked, not guessed', async () => {
     const { db, events, coordinator, rollout, genrm } = setup(100);
     await coordinator.initialize();
