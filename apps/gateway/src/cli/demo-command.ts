@@ -57,10 +57,19 @@ export function registerDemoCommand(program: Command): void {
             ...(o.driver && policy && config.schedule.activation_groups[0]
               ? {
                   extra: ({ url, adminToken, logger }) => {
+                    const group = config.schedule.activation_groups[0];
+                    const routing = config.roles.rollout?.routing;
+                    const alias = Object.keys(routing?.aliases ?? {})[0];
+                    const routeKey = Object.keys(routing?.route_keys ?? {})[0];
                     const driver = new RlLoopDriver({
                       baseUrl: url,
                       adminToken,
-                      group: config.schedule.activation_groups[0]?.name ?? 'actor',
+                      group: group?.name ?? 'actor',
+                      rolloutPhase:
+                        group?.phases.find((p) => p.residents.includes('rollout'))?.name ?? 'rollout',
+                      trainPhase: group?.phases.find((p) => p.residents.includes('train'))?.name ?? 'train',
+                      ...(alias === undefined ? {} : { chatModel: alias }),
+                      ...(routeKey === undefined ? {} : { generateRouteKey: routeKey }),
                       policyModel: policy.name,
                       policyPath: policy.model_path,
                       logger: logger.child({ component: 'driver' }),

@@ -15,6 +15,13 @@ export interface RlLoopDriverOptions {
   /** Rollout model whose weights the simulated trainer updates every step, and its checkpoint path. */
   policyModel: string;
   policyPath: string;
+  /** The phase rollout is resident in, and the trainer's phase. Defaults `rollout` / `train`. */
+  rolloutPhase?: string;
+  trainPhase?: string;
+  /** `model` of the chat requests (an alias shows alias routing); absent: the role's default model. */
+  chatModel?: string;
+  /** `route_key` of the raw generate requests; absent: the default model. */
+  generateRouteKey?: string;
   /** Rollout requests per step, and how many run at once. Defaults 8 / 2: the demo shares 2 cores with a browser. */
   requestsPerStep?: number;
   concurrency?: number;
@@ -53,7 +60,10 @@ interface Rollout {
  * that wakes rollout at the new version. Errors are logged and the loop retries: the demo keeps moving.
  */
 export class RlLoopDriver {
-  private readonly opts: Required<Omit<RlLoopDriverOptions, 'logger' | 'fetch'>>;
+  private readonly opts: Required<
+    Omit<RlLoopDriverOptions, 'logger' | 'fetch' | 'chatModel' | 'generateRouteKey'>
+  > &
+    Pick<RlLoopDriverOptions, 'chatModel' | 'generateRouteKey'>;
   private readonly logger: DriverLogger;
   private readonly fetch: typeof fetch;
   private readonly controller = new AbortController();
@@ -62,6 +72,8 @@ export class RlLoopDriver {
 
   constructor(opts: RlLoopDriverOptions) {
     this.opts = {
+      rolloutPhase: 'rollout',
+      trainPhase: 'train',
       requestsPerStep: 8,
       concurrency: 2,
       trainMs: 1500,
@@ -103,7 +115,11 @@ export class RlLoopDriver {
 
   private async oneStep(): Promise<void> {
     const step = ++this.step;
-    await this.admin('/admin/barriers/wait', { phase: 'rollout', group: this.opts.group, timeout_s: 600 });
+    await this.admin('/admin/barriers/wait', {
+      phase: this.opts.rolloutPhase,
+      group: this.opts.group,
+      timeout_s: 600,
+    });
     const rollouts = await this.rollouts(step);
     const genrm = rollouts.map((r, i) => ({
       sample_id: `step${step}-genrm-${i}`,
@@ -134,7 +150,7 @@ export class RlLoopDriver {
     // The trainer blocks at its barrier while rollout -> genrm_score -> teacher_opd -> train runs (the scorer
     // phases score their batches and advance by themselves); it opens once the outputs are written back.
     const barrier = this.admin('/admin/barriers/wait', {
-      phase: 'train',
+      phase: this.opts.trainPhase,
       group: this.opts.group,
       timeout_s: 600,
     });
@@ -148,7 +164,7 @@ export class RlLoopDriver {
       model_path: this.opts.policyPath,
       weight_version: version,
     });
-    await this.admin('/admin/barriers/release', { phase: 'train', group: this.opts.group });
+    await this.admin('/admin/barriers/release', { phase: this.opts.trainPhase, group: this.opts.group });
     this.logger.info({ step, weight_version: version, samples: rollouts.length }, 'RL step done');
     await this.sleep(this.opts.pauseMs);
   }
@@ -170,22 +186,22 @@ export class RlLoopDriver {
     return out;
   }
 
-  /** Raw SGLang generate, routed by route_key (the code model): its token ids feed teacher OPD. */
+  /** Raw SGLang generate (routed by route_key when given): its token ids feed teacher OPD. */
   private async generate(prompt: string): Promise<Rollout> {
     const promptIds = encode(prompt);
     const r = await this.post('/rollout/generate', {
       input_ids: promptIds,
-      route_key: 'code',
+      ...(this.opts.generateRouteKey === undefined ? {} : { route_key: this.opts.generateRouteKey }),
       sampling_params: { max_new_tokens: 24, temperature: 0.8 },
     });
     const body = (await r.json()) as { text?: string; output_ids?: number[] };
     return { prompt, text: body.text ?? '', promptIds, outputIds: body.output_ids ?? [] };
   }
 
-  /** OpenAI chat through the alias `actor`, plain or streaming. */
+  /** OpenAI chat (through an alias when given), plain or streaming. */
   private async chat(prompt: string, stream: boolean): Promise<Rollout> {
     const r = await this.post('/rollout/v1/chat/completions', {
-      model: 'actor',
+      ...(this.opts.chatModel === undefined ? {} : { model: this.opts.chatModel }),
       messages: [{ role: 'user', content: prompt }],
       max_tokens: 24,
       stream,
