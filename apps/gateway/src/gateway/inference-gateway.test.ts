@@ -23,7 +23,7 @@ beforeAll(async () => {
     service,
     adminToken: ADMIN,
     maxBodyBytes: 256 * 1024,
-    upstream: { headersTimeoutMs: 1500 },
+    upstream: { headersTimeoutMs: 3000 },
   });
   url = (await server.listen(0)).url;
 }, 60_000);
