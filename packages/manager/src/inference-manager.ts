@@ -957,7 +957,7 @@ export class InferenceManager implements PhaseParticipant {
     );
     const check = checkEngineSites(
       sites.map((s) => ({ node: nodeNames.indexOf(s.node), gpu: s.gpu })),
-      nodeGpus.map((g) => Math.max(g, sites.length)),
+      nodeGpus,
     );
     if (!check.ok)
       throw new UisError({
