@@ -37,10 +37,7 @@ from ray.util.placement_group import (  # noqa: E402
     placement_group_table,
     remove_placement_group,
 )
-from ray.util.scheduling_strategies import (  # noqa: E402
-    NodeAffinitySchedulingStrategy,
-    PlacementGroupSchedulingStrategy,
-)
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy  # noqa: E402
 
 _write_lock = threading.Lock()
 
@@ -259,8 +256,12 @@ class Bridge:
         return {"bundles": ray.get(refs, timeout=float(p.get("timeout_s", 120)))}
 
     def free_ports(self, p: dict) -> dict:
+        # Inside the bundle: the PG holds its node's CPUs, so a task outside it might never be scheduled.
+        pg = self._pg(p["pg"])
         ref = _free_ports.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=p["node_id"], soft=False)
+            scheduling_strategy=PlacementGroupSchedulingStrategy(
+                placement_group=pg, placement_group_bundle_index=int(p["bundle_index"])
+            )
         ).remote(int(p["count"]), p.get("host", "0.0.0.0"))
         return {"ports": ray.get(ref, timeout=float(p.get("timeout_s", 60)))}
 

@@ -210,8 +210,10 @@ export class RayBridge {
   async probe(name: string): Promise<BundleProbeEntry[]> {
     return (await this.request('probe', { name }, ProbeResultSchema)).bundles;
   }
-  async freePorts(nodeId: string, count: number, host: string): Promise<number[]> {
-    return (await this.request('free_ports', { node_id: nodeId, count, host }, FreePortsSchema)).ports;
+  /** Free ports on the node of a bundle (found by a task in that bundle). */
+  async freePorts(pg: string, bundleIndex: number, count: number, host: string): Promise<number[]> {
+    return (await this.request('free_ports', { pg, bundle_index: bundleIndex, count, host }, FreePortsSchema))
+      .ports;
   }
   startProcess(p: StartProcessParams): Promise<StartedProcess> {
     return this.request('start_process', { ...p }, StartedProcessSchema);

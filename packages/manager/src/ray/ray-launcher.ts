@@ -43,17 +43,14 @@ export class RayLauncher implements Launcher {
     const probed = await this.opts.placementGroups.resolve(req.placement.pool);
     const replica = placeOnProbe(req.replica, probed);
     const host = this.opts.host ?? '0.0.0.0';
-    const head = replica.nodes[0] as NodePlacement & { node_id: string };
+    const head = replica.nodes[0] as NodePlacement;
     const nnodes = replica.nnodes;
     // Ports are found on the node that will bind them: the head's HTTP port and rendezvous port, one per other node.
-    const headPorts = await this.opts.bridge.freePorts(head.node_id, nnodes > 1 ? 2 : 1, host);
+    const pg = probed.pool.pg_name;
+    const headPorts = await this.opts.bridge.freePorts(pg, firstBundle(head), nnodes > 1 ? 2 : 1, host);
     const nodePorts: number[] = [headPorts[0] as number];
     for (const n of replica.nodes.slice(1)) {
-      const [p] = await this.opts.bridge.freePorts(
-        (n as NodePlacement & { node_id: string }).node_id,
-        1,
-        host,
-      );
+      const [p] = await this.opts.bridge.freePorts(pg, firstBundle(n), 1, host);
       nodePorts.push(p as number);
     }
     const args = buildServerArgs(req.model, req.group, replica, {
@@ -74,7 +71,7 @@ export class RayLauncher implements Launcher {
     const headUrl = args.headUrl.replace(/\/$/, '');
     const launcher = new RayEngineLauncher(this.opts.bridge, {
       pg: probed.pool.pg_name,
-      bundleOf: (rank) => replica.nodes.find((n) => n.node_rank === rank)?.bundle_indices[0] ?? -1,
+      bundleOf: (rank) => firstBundle(replica.nodes.find((n) => n.node_rank === rank)),
       numGpus: req.placement.ray_num_gpus,
     });
     return new SGLangEngine({
@@ -86,6 +83,8 @@ export class RayLauncher implements Launcher {
     });
   }
 }
+
+const firstBundle = (n: NodePlacement | undefined): number => n?.bundle_indices[0] ?? 0;
 
 function hostFor(host: string, node: NodePlacement): string {
   return host === '0.0.0.0' || host === '::' ? (node.node_ip ?? '127.0.0.1') : host;

@@ -176,7 +176,7 @@ describe.skipIf(skip !== undefined)('Ray launcher and placement groups on a loca
       cluster.python(`ray.kill(ray.get_actor(${JSON.stringify(victim)}), no_restart=True)`);
       const back = await until('policy/1 restarted', () => {
         const e = engines(rollout.registry.snapshot(), 'policy')[1];
-        return e?.state === 'ready' && e.generation >= 1 ? e : undefined;
+        return e?.state === 'ready' && (e.generation ?? 0) >= 1 ? e : undefined;
       });
       expect(await generate(back.base_url as string)).toBe(200);
       expect(alive('uis:policy/1/').map((a) => a.name)).not.toContain(victim);
