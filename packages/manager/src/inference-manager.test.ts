@@ -285,6 +285,16 @@ describe('InferenceManager against sglang-sim processes', () => {
       ['v8', true],
       ['v8', true],
     ]);
+    const destroyed = await m.updateWeights('policy', { source: 'distributed', action: 'destroy' });
+    expect(destroyed.engines.map((e) => e.ok)).toEqual([true, true]);
+    expect(destroyed.weight_version).toBe('v8');
+    // Without a group, an update fails on every engine and the target does not move.
+    const orphan = await m
+      .updateWeights('policy', { source: 'distributed', action: 'update', weight_version: 'v9', ...tensors })
+      .catch((e: unknown) => e);
+    expect(isUisError(orphan) && orphan.code).toBe('weight_update_failed');
+    expect(m.registry.snapshot().models.policy?.weight_version).toBe('v8');
+    expect(m.eligibleEngines('policy')).toHaveLength(2);
   });
 
   it('drains under load: accepted requests all finish, new ones are refused with 503, memory is released', async () => {

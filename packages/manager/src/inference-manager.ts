@@ -848,6 +848,17 @@ export class InferenceManager implements PhaseParticipant {
       }),
     );
     const versioned = 'weight_version' in req ? req.weight_version : null;
+    if (resident.length > 0 && results.every((r) => !r.ok)) {
+      // Nothing changed anywhere: the target stays, or the model would have no eligible replica at all.
+      this.audit('admin.update_weights', m.spec.name, { source: req.source, target: m.target, results });
+      throw new UisError({
+        code: 'weight_update_failed',
+        status: 502,
+        path: 'body',
+        message: `${req.source} weight update of ${m.spec.name} failed on every replica: ${results.map((r) => `${r.engine_id}: ${r.error}`).join('; ')}`,
+        details: { engines: results },
+      });
+    }
     if (versioned !== null) {
       m.target = versioned;
       m.replay = req.source === 'distributed' ? null : req;
