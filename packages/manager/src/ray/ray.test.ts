@@ -32,6 +32,8 @@ const model = (name: string, groups: Array<ReturnType<typeof group>>, weight_sou
   model_path: `/models/${name}`,
   weight_source,
   engine_groups: groups,
+  // Recovery of a dead replica is opt-in per model.
+  fault_tolerance_enabled: true,
 });
 const NAMES: Record<Roles, string> = { rollout: 'policy', genrm: 'judge', teacher: 'teacher' };
 
