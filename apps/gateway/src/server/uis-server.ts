@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
-import { type Role, UisError } from '@uis/spec';
+import { type ConsoleState, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
 import { createAdminApi } from '../admin/admin-api.ts';
@@ -162,8 +162,21 @@ export class UisServer {
           });
     this.probe?.start();
 
-    const state = () =>
-      consoleState({ service, gateways: this.gateways, journal: this.journal, barriers: this.barriers });
+    // Every console tab subscribes: one state per change (and at most a second old) serves them all.
+    let cached: { version: number; at: number; state: ConsoleState } | null = null;
+    const state = (): ConsoleState => {
+      const now = Date.now();
+      if (cached && cached.version === this.feed.current && now - cached.at < 1000) return cached.state;
+      const version = this.feed.current;
+      const fresh = consoleState({
+        service,
+        gateways: this.gateways,
+        journal: this.journal,
+        barriers: this.barriers,
+      });
+      cached = { version, at: now, state: fresh };
+      return fresh;
+    };
     const router = buildAppRouter({
       service,
       adminToken: opts.adminToken,
