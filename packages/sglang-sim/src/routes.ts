@@ -517,6 +517,8 @@ export function headHandler(engine: SimEngine, options: SimOptions): Handler {
   on('GET', '/server_info', serverInfo);
   on('GET', '/get_weight_version', (_q, res) => sendJson(res, 200, { weight_version: engine.weightVersion }));
   on('GET', '/get_load', (_q, res) => sendJson(res, 200, engine.load()));
+  // Simulator-only: cumulative counters, so tests can prove which engine a router sent work to (or that none came).
+  on('GET', '/sim/stats', (_q, res) => sendJson(res, 200, engine.stats()));
   on('GET,POST', '/flush_cache', flush);
   on('POST', '/abort_request', abort);
   on('POST', '/pause_generation', pause);
