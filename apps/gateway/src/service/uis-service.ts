@@ -123,9 +123,9 @@ export class UisService {
       phases: groups.flatMap((g) => g.phases),
       runner: { logger: this.logger },
     });
+    // (The wiring resumed batches a dead process left running: their staged results are reused on the next run.)
     this.runner = wired.runner;
-    // A restart finds batches a dead process left running: their staged results are reused on the next run.
-    this.store.recover('resume');
+    if (wired.recovered.length > 0) this.logger.info({ batches: wired.recovered }, 'batches recovered');
   }
 
   /** The role's placements from the plan. */
