@@ -210,6 +210,29 @@ describe('InferenceManager against sglang-sim processes', () => {
     expect(pids.filter(alive)).toEqual([]);
   });
 
+  it('a drain during a recovery waits for it: the relaunched replica ends asleep with its memory released', async () => {
+    const { plan, roles } = planConfig(splitConfig({ faultTolerance: true }));
+    const m = manager(roles.rollout as InferenceRoleSpec, plan, {
+      // Relaunched incarnations take a while to come up, so the drain lands in the middle of the recovery.
+      launcher: new SimLauncher({
+        extraArgs: (req) => (req.generation > 0 ? ['--sim-startup-ms', '1500'] : []),
+      }),
+    });
+    await m.start();
+    process.kill(m.snapshot().models.policy?.replicas[0]?.pids[0] as number, 'SIGKILL');
+    await until(
+      'recovery launching',
+      () => engines(m.registry.snapshot(), 'policy')[0]?.state === 'starting',
+    );
+    const report = await m.drain();
+    expect(report.memoryReleased).toBe(true);
+    expect(report.engines).toEqual([
+      { engine_id: 'policy/0', memory_released: true, state: 'sleeping' },
+      { engine_id: 'policy/1', memory_released: true, state: 'sleeping' },
+    ]);
+    expect(engines(m.registry.snapshot(), 'policy')[0]?.generation).toBe(1);
+  });
+
   it('a hung replica fails its health checks, is published dead and restarted', async () => {
     const { plan, roles } = planConfig(splitConfig({ faultTolerance: true }));
     const m = manager(roles.rollout as InferenceRoleSpec, plan, {

@@ -105,6 +105,8 @@ interface Slot {
   restarting: boolean;
   /** Died while its model slept: restarted by the next onload instead of at once. */
   restartPending: boolean;
+  /** A background recovery in progress (a drain waits for it, so the replica ends asleep, not half-started). */
+  recovery: Promise<void> | null;
   /** Bumped on restart/removal so stale async work (health checks, restarts) notices it lost the slot. */
   epoch: number;
 }
@@ -559,6 +561,7 @@ export class InferenceManager implements PhaseParticipant {
       routerUrl: null,
       restarting: false,
       restartPending: false,
+      recovery: null,
       epoch: 0,
     };
   }
@@ -726,7 +729,15 @@ export class InferenceManager implements PhaseParticipant {
     this.publish();
     const deadlineMs = opts.deadlineMs ?? this.opts.drainDeadlineMs;
     const policy = opts.policy ?? this.opts.drainPolicy;
-    await Promise.allSettled(draining.map((s) => this.offload(s, deadlineMs, policy)));
+    const recovering = slots.flatMap((s) => (s.recovery ? [s.recovery] : []));
+    await Promise.allSettled([
+      ...draining.map((s) => this.offload(s, deadlineMs, policy)),
+      // A recovery that is launching sees the model's new desire and puts its replica to sleep (or defers the
+      // restart); the report waits for it within the drain deadline instead of reporting a half-started replica.
+      ...(recovering.length > 0
+        ? [this.waitAtMost(Promise.allSettled(recovering), Math.max(deadlineMs, 1_000))]
+        : []),
+    ]);
     this.publish();
     const engines = slots.map((s) => ({
       engine_id: s.engineId,
@@ -765,6 +776,16 @@ export class InferenceManager implements PhaseParticipant {
       // `draining` has no way back but `sleeping` or `dead`: an engine that cannot release its memory is
       // declared dead (and, when launched here, stopped, which frees the memory); recovery follows its model.
       await this.markDead(s, `offload failed: ${errorMessage(e)}`, true);
+    }
+  }
+
+  /** Waits for `p` or `ms`, whichever comes first, leaving no timer behind. */
+  private async waitAtMost(p: Promise<unknown>, ms: number): Promise<void> {
+    const ac = new AbortController();
+    try {
+      await Promise.race([p, this.clock.sleep(ms, ac.signal).catch(() => undefined)]);
+    } finally {
+      ac.abort();
     }
   }
 
@@ -1156,7 +1177,11 @@ export class InferenceManager implements PhaseParticipant {
         this.logger.error({ engineId: s.engineId, err: errorMessage(e) }, 'recovery gave up');
       });
       this.background.add(p);
-      void p.finally(() => this.background.delete(p));
+      s.recovery = p;
+      void p.finally(() => {
+        this.background.delete(p);
+        if (s.recovery === p) s.recovery = null;
+      });
     }
   }
 
@@ -1170,6 +1195,18 @@ export class InferenceManager implements PhaseParticipant {
     try {
       for (;;) {
         if (this.closed || !this.slots.has(s.engineId)) return;
+        // The model went to sleep while this replica was down: relaunching now would put it next to the phase
+        // that holds the GPUs. The next onload restarts it.
+        if (
+          retry &&
+          s.state === 'dead' &&
+          this.model(s.model).desire === 'sleeping' &&
+          this.offloadEnabled(s)
+        ) {
+          s.restartPending = true;
+          this.audit('replica.restart_deferred', s.engineId, { reason: 'model is sleeping' });
+          return;
+        }
         const old = s.engine;
         // Stop what is left of the old incarnation first (never an external engine's processes).
         if (old && !s.external) {
