@@ -82,12 +82,14 @@ export class ConsoleJournal {
     if (r.engineId === undefined || r.outcome === 'client_abort') return;
     const list = this.health.get(r.engineId) ?? [];
     const last = list.at(-1);
-    if (last && r.at - last.at < SAMPLE_EVERY_MS && (last.ok || r.status >= 500)) return;
+    const failed = r.status >= 500 || r.outcome === 'error';
+    // Within a second of the last sample only a new failure is worth a sample.
+    if (last && r.at - last.at < SAMPLE_EVERY_MS && (!failed || !last.ok)) return;
     list.push({
       at: r.at,
-      ok: r.status > 0 && r.status < 500,
+      ok: !failed,
       latency_ms: Math.round(r.totalMs * 10) / 10,
-      error: r.status >= 500 ? (r.error ?? `status ${r.status}`) : null,
+      error: failed ? (r.error ?? `status ${r.status}`) : null,
     });
     if (list.length > MAX_SAMPLES) list.splice(0, list.length - MAX_SAMPLES);
     this.health.set(r.engineId, list);
