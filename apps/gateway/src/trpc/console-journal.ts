@@ -82,7 +82,8 @@ export class ConsoleJournal {
     if (r.engineId === undefined || r.outcome === 'client_abort') return;
     const list = this.health.get(r.engineId) ?? [];
     const last = list.at(-1);
-    const failed = r.status >= 500 || r.outcome === 'error';
+    // A 4xx is the client's fault, not the replica's; a stream cut after its head (2xx + error) is the replica's.
+    const failed = r.status >= 500 || (r.outcome === 'error' && r.status < 400);
     // Within a second of the last sample only a new failure is worth a sample.
     if (last && r.at - last.at < SAMPLE_EVERY_MS && (!failed || !last.ok)) return;
     list.push({
