@@ -6,20 +6,10 @@ import {
   ServerInfoSchema,
   StatusMessageSchema,
 } from '@uis/sglang-engine';
-import { afterEach, describe, expect, it } from 'vitest';
-import type { SimOptionsInput } from './options.ts';
-import type { SimServer } from './server.ts';
-import { get, post, sim, waitFor } from './test-helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { get, post, simsPerTest, waitFor } from './test-helpers.ts';
 
-const servers: SimServer[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.close()));
-});
-const start = async (o: SimOptionsInput = {}) => {
-  const s = await sim(o);
-  servers.push(s);
-  return s;
-};
+const { start, track } = simsPerTest();
 /** 20 ms per decode step: long generations stay running long enough to act on them. */
 const SLOW = { simDecodeUsPerToken: 20_000 };
 const long = (rid: string) => ({
@@ -71,7 +61,7 @@ describe('info endpoints', () => {
   it('answers 503 on /health until the startup delay is over', async () => {
     const { startSimServer } = await import('./server.ts');
     const s = await startSimServer({ simStartupMs: 300 });
-    servers.push(s);
+    track(s);
     expect((await get(s.url, '/health')).status).toBe(503);
     expect((await post(s.url, '/generate', short)).status).toBe(503);
     await s.ready;

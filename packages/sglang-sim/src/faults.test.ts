@@ -1,18 +1,8 @@
 import { GenerateResponseSchema } from '@uis/sglang-engine';
-import { afterEach, describe, expect, it } from 'vitest';
-import type { SimOptionsInput } from './options.ts';
-import type { SimServer } from './server.ts';
-import { get, post, sim, waitFor } from './test-helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { get, post, simsPerTest, waitFor } from './test-helpers.ts';
 
-const servers: SimServer[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.close()));
-});
-const start = async (o: SimOptionsInput = {}) => {
-  const s = await sim(o);
-  servers.push(s);
-  return s;
-};
+const { start, track } = simsPerTest();
 const short = { text: 'hi', sampling_params: { max_new_tokens: 3, ignore_eos: true } };
 
 describe('fault injection', () => {
@@ -37,7 +27,7 @@ describe('fault injection', () => {
     const { startSimServer } = await import('./server.ts');
     const reasons: string[] = [];
     const s = await startSimServer({ simCrashAfter: 0 }, { onCrash: (r) => reasons.push(r) });
-    servers.push(s);
+    track(s);
     await s.ready;
     void post(s.url, '/generate', short).catch(() => undefined);
     await waitFor(() => reasons.length === 1);

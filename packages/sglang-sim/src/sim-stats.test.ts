@@ -1,16 +1,11 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import type { SimServer } from './server.ts';
-import { get, post, sim } from './test-helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { get, post, simsPerTest } from './test-helpers.ts';
 
-const servers: SimServer[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.close()));
-});
+const { start } = simsPerTest();
 
 describe('GET /sim/stats', () => {
   it('counts the generation requests the engine received', async () => {
-    const s = await sim();
-    servers.push(s);
+    const s = await start();
     expect(((await get(s.url, '/sim/stats')).json as { requests: number }).requests).toBe(0);
     for (let i = 0; i < 3; i++)
       expect(

@@ -1,3 +1,4 @@
+import { afterEach } from 'vitest';
 import type { SimOptionsInput } from './options.ts';
 import { type SimServer, startSimServer } from './server.ts';
 
@@ -8,6 +9,33 @@ export async function sim(options: SimOptionsInput = {}): Promise<SimServer> {
   return s;
 }
 
+/** The simulators of one test file: `start` launches one and waits until it is healthy, `track` adopts one
+ * started another way; every one of them is closed after each test. */
+export function simsPerTest(): {
+  start: (options?: SimOptionsInput) => Promise<SimServer>;
+  track: (s: SimServer) => SimServer;
+} {
+  const servers: SimServer[] = [];
+  afterEach(async () => {
+    await Promise.all(servers.splice(0).map((s) => s.close()));
+  });
+  const track = (s: SimServer) => {
+    servers.push(s);
+    return s;
+  };
+  return { start: async (options = {}) => track(await sim(options)), track };
+}
+
+/** A body as text and, when it is JSON, parsed. */
+async function read(res: Response): Promise<{ text: string; json: unknown }> {
+  const text = await res.text();
+  try {
+    return { text, json: JSON.parse(text) };
+  } catch {
+    return { text, json: undefined };
+  }
+}
+
 export async function post(base: string, path: string, body?: unknown, signal?: AbortSignal) {
   const res = await fetch(`${base}${path}`, {
     method: 'POST',
@@ -15,26 +43,12 @@ export async function post(base: string, path: string, body?: unknown, signal?: 
     body: body === undefined ? undefined : JSON.stringify(body),
     signal,
   });
-  const text = await res.text();
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: res.status, text, json, headers: res.headers };
+  return { status: res.status, ...(await read(res)), headers: res.headers };
 }
 
 export async function get(base: string, path: string, signal?: AbortSignal) {
   const res = await fetch(`${base}${path}`, { signal });
-  const text = await res.text();
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: res.status, text, json };
+  return { status: res.status, ...(await read(res)) };
 }
 
 /** Reads an SSE body into its `data:` payloads (the final `[DONE]` included as a string). */

@@ -3,20 +3,11 @@ import {
   SuccessMessageSchema,
   UpdateWeightsFromDiskResponseSchema,
 } from '@uis/sglang-engine';
-import { afterEach, describe, expect, it } from 'vitest';
-import type { SimOptionsInput } from './options.ts';
+import { describe, expect, it } from 'vitest';
 import type { SimServer } from './server.ts';
-import { get, post, sim, waitFor } from './test-helpers.ts';
+import { get, post, simsPerTest, waitFor } from './test-helpers.ts';
 
-const servers: SimServer[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.close()));
-});
-const start = async (o: SimOptionsInput = {}) => {
-  const s = await sim(o);
-  servers.push(s);
-  return s;
-};
+const { start } = simsPerTest();
 const probe = {
   text: 'probe',
   sampling_params: { max_new_tokens: 10, ignore_eos: true },
