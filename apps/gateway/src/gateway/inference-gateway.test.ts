@@ -367,7 +367,12 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
       const controller = new AbortController();
       const r = await fetch(`${url}/teacher/v1/chat/completions`, {
         method: 'POST',
-        body: JSON.stringify({ messages: [{ role: 'user', content: 'go' }], max_tokens: 3000, stream: true }),
+        body: JSON.stringify({
+          route_key: 'math',
+          messages: [{ role: 'user', content: 'go' }],
+          max_tokens: 3000,
+          stream: true,
+        }),
         signal: controller.signal,
       });
       const reader = r.body!.getReader();
@@ -377,6 +382,9 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     }
     const chat = fake.calls('/v1/chat/completions')[0];
     expect(chat).toBeDefined();
+    // The chat body reaches the engine with the served model name and without the gateway's route_key.
+    expect(chat?.body?.model).toBe('math-teacher');
+    expect(chat?.body).not.toHaveProperty('route_key');
     const rid = chat?.body?.rid;
     expect(rid).toEqual(expect.any(String));
     const abort = await until('abort_request at the engine', () =>
