@@ -135,9 +135,11 @@ class EngineProcess:
         """Returns when the process exits (the bridge watches this call to learn of exits and actor deaths)."""
         assert self.proc is not None
         code = self.proc.wait()
+        time.sleep(0.1)  # let the pump take the last lines
+        tail = list(self.lines)[-50:]
         if code < 0:
-            return {"code": None, "signal": signal.Signals(-code).name}
-        return {"code": code, "signal": None}
+            return {"code": None, "signal": signal.Signals(-code).name, "tail": tail}
+        return {"code": code, "signal": None, "tail": tail}
 
     def stop(self, grace_s: float) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -352,10 +354,10 @@ class Bridge:
                 try:
                     res = ray.get(ref)
                     event = {"event": "actor_exit", "handle": handle, "code": res["code"], "signal": res["signal"],
-                             "reason": "process exited"}
+                             "reason": "process exited", "tail": res.get("tail", [])}
                 except Exception as e:  # noqa: BLE001 - RayActorError: the actor (and so its process) died
                     event = {"event": "actor_exit", "handle": handle, "code": None, "signal": "SIGKILL",
-                             "reason": f"actor died: {type(e).__name__}"}
+                             "reason": f"actor died: {type(e).__name__}", "tail": []}
                 with self.lock:
                     entry = self.actors.get(handle)
                     quiet = entry is None or entry["stopping"]

@@ -30,6 +30,8 @@ export const BridgeEventSchema = z.discriminatedUnion('event', [
     code: z.number().int().nullable(),
     signal: z.string().nullable(),
     reason: z.string(),
+    /** Last output lines of the process (empty when the actor itself died). */
+    tail: z.array(z.string()).default([]),
   }),
   z.object({ event: z.literal('closed') }),
 ]);

@@ -38,6 +38,8 @@ export interface RayBridgeOptions {
   /** Receives the bridge's stderr lines (Ray's own logging). */
   onLog?: (line: string) => void;
   env?: Record<string, string>;
+  /** Replaces `python3 uis_ray_bridge.py` (tests run a scripted fake speaking the same protocol). */
+  command?: readonly string[];
 }
 
 export interface StartProcessParams {
@@ -68,6 +70,8 @@ const bridgeError = (code: string, message: string, path?: string, status = 502)
 export class RayBridge {
   private readonly pending = new Map<number, Pending>();
   private readonly exitListeners = new Set<(e: ActorExitEvent) => void>();
+  /** Recent exits by handle (bounded), for a listener that learns its handle after the exit was reported. */
+  private readonly recentExits = new Map<string, ActorExitEvent>();
   private nextId = 1;
   private exited = false;
   private readonly exitPromise: Promise<void>;
@@ -90,9 +94,10 @@ export class RayBridge {
   /** Spawns the bridge and waits until it is connected to Ray. */
   static async start(opts: RayBridgeOptions): Promise<RayBridge> {
     const python = opts.python ?? 'python3';
+    const [cmd, ...prefix] = opts.command ?? [python, RAY_BRIDGE_SCRIPT];
     const child = spawn(
-      python,
-      [RAY_BRIDGE_SCRIPT, '--address', opts.address, '--namespace', opts.namespace ?? 'uis'],
+      cmd as string,
+      [...prefix, '--address', opts.address, '--namespace', opts.namespace ?? 'uis'],
       { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...opts.env } },
     );
     const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
@@ -150,6 +155,11 @@ export class RayBridge {
   onActorExit(cb: (e: ActorExitEvent) => void): () => void {
     this.exitListeners.add(cb);
     return () => this.exitListeners.delete(cb);
+  }
+
+  /** The exit reported for `handle`, if one was. */
+  exitOf(handle: string): ActorExitEvent | undefined {
+    return this.recentExits.get(handle);
   }
 
   request<S extends z.ZodType>(
@@ -258,7 +268,12 @@ export class RayBridge {
     }
     if (raw && typeof raw === 'object' && 'event' in raw) {
       const ev = parseEvent(line);
-      if (ev?.event === 'actor_exit') for (const cb of this.exitListeners) cb(ev);
+      if (ev?.event === 'actor_exit') {
+        this.recentExits.set(ev.handle, ev);
+        if (this.recentExits.size > 256)
+          this.recentExits.delete(this.recentExits.keys().next().value as string);
+        for (const cb of this.exitListeners) cb(ev);
+      }
       return;
     }
     const res = BridgeResponseSchema.safeParse(raw);

@@ -172,6 +172,7 @@ class RayLaunchedReplica implements LaunchedReplica {
   private readonly parts = new Map<string, { nodeRank: number; pid: number }>();
   private readonly listeners: Array<(e: ProcessExit) => void> = [];
   private readonly early: ProcessExit[] = [];
+  private readonly tail: string[] = [];
   private stopping: Promise<void> | undefined;
   private readonly unsubscribe: () => void;
 
@@ -181,6 +182,9 @@ class RayLaunchedReplica implements LaunchedReplica {
 
   add(nodeRank: number, handle: string, pid: number): void {
     this.parts.set(handle, { nodeRank, pid });
+    // A process that died within milliseconds may be reported before its start was answered.
+    const early = this.bridge.exitOf(handle);
+    if (early) this.handleActorExit(early);
   }
 
   pids(): number[] {
@@ -195,14 +199,15 @@ class RayLaunchedReplica implements LaunchedReplica {
   private handleActorExit(arg: ActorExitEvent): void {
     const part = this.parts.get(arg.handle);
     if (!part || this.stopping) return;
+    for (const line of arg.tail) this.tail.push(`[node ${part.nodeRank}] ${line}`);
     const exit: ProcessExit = { nodeRank: part.nodeRank, code: arg.code, signal: arg.signal };
     if (this.listeners.length === 0) this.early.push(exit);
     for (const cb of this.listeners) cb(exit);
   }
 
-  logTail(_lines = 100): string {
-    // Logs live in the actors; the synchronous interface cannot fetch them (use the bridge's `tail`).
-    return [...this.parts.keys()].map((h) => `[${h}] logs: RayBridge.tail("${h}")`).join('\n');
+  /** The last output of node processes that exited (live logs stay in the actors: `RayBridge.tail`). */
+  logTail(lines = 100): string {
+    return this.tail.slice(-lines).join('\n');
   }
 
   stop(graceMs = 10_000): Promise<void> {
