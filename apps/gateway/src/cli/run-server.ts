@@ -55,7 +55,8 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     out(`\n${signal}: stopping (engines are shut down first)...\n`);
     stopping = (async () => {
       await extra?.stop().catch(() => undefined);
-      await server?.close().catch(() => undefined);
+      // Relayed requests get a few seconds to finish; hour-long streams are cut (clients retry elsewhere).
+      await server?.close({ graceMs: 5000 }).catch(() => undefined);
       await service.stop();
       await opts.cleanup?.();
       out('stopped\n');

@@ -246,16 +246,28 @@ export class UisServer {
     return { url: `http://${shown === '0.0.0.0' ? '127.0.0.1' : shown}:${bound}`, port: bound };
   }
 
-  /** Stops listening (open connections are cut) and closes the engine pools. The service is stopped separately. */
-  async close(): Promise<void> {
+  /** Requests the role gateways are relaying right now. */
+  inFlight(): number {
+    let n = 0;
+    for (const g of this.gateways.values()) n += g.inFlight.total;
+    return n;
+  }
+
+  /** Stops accepting connections, lets relayed requests finish for up to `graceMs` (default 0: cut at once),
+   * then closes every connection and the engine pools. The service is stopped separately. */
+  async close(opts: { graceMs?: number } = {}): Promise<void> {
     clearInterval(this.scoringTicker);
     this.probe?.stop();
     for (const off of this.unsubscribe.splice(0)) off();
     const server = this.server;
     this.server = null;
     if (server) {
+      const closed = new Promise<void>((r) => server.close(() => r()));
+      server.closeIdleConnections();
+      const deadline = Date.now() + (opts.graceMs ?? 0);
+      while (this.inFlight() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
       server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
+      await closed;
     }
     await this.pools.close();
   }
