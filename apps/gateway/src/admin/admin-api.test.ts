@@ -208,6 +208,10 @@ describe('admin API', { timeout: 60_000 }, () => {
     expect(advances.some((e) => e.operation_id === 'advance-1' && !e.data.ok)).toBe(true);
   });
   it('deactivates and activates a whole role, lists batches, and refuses to resolve a lease that is not blocked', async () => {
+    const one = await post('/admin/roles/rollout/models/policy/deactivate', {});
+    expect(one.status).toBe(200);
+    expect(states('rollout')).toEqual(['sleeping', 'sleeping']);
+    expect(await post('/admin/roles/rollout/models/policy/activate', {})).toMatchObject({ status: 200 });
     const off = await post('/admin/roles/rollout/deactivate', {});
     expect(off.status).toBe(200);
     expect(states('rollout')).toEqual(['sleeping', 'sleeping']);

@@ -246,6 +246,20 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
     ),
   );
   app.post(
+    '/roles/:role/models/:model/deactivate',
+    mutation(
+      'deactivate_model',
+      EmptySchema,
+      // As the role's deactivate: sleep now, aborting in-flight work instead of waiting for it.
+      (_b, c) =>
+        manager(c.req.param('role') ?? '').drainModel(c.req.param('model') ?? '', {
+          policy: 'abort',
+          deadlineMs: 0,
+        }),
+      modelSubject,
+    ),
+  );
+  app.post(
     '/roles/:role/models/:model/weights',
     mutation(
       'update_weights',
