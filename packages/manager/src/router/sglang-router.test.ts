@@ -5,6 +5,7 @@ import { InferenceManager, type RouterRegistrar } from '../inference-manager.ts'
 import { SimLauncher } from '../launchers.ts';
 import { InMemoryPlacementGroups } from '../placement-groups.ts';
 import { planConfig } from '../testing.ts';
+import { startModelRouters } from './model-routers.ts';
 import { routerArgv, SGLangRouterProcess } from './sglang-router-process.ts';
 
 function routerUnavailable(): string | undefined {
@@ -176,10 +177,34 @@ describe.skipIf(skip !== undefined)('the real sglang-router in front of sim engi
     expect(after.reduce((n, a, i) => n + a.errors - (before[i]?.errors ?? 0), 0)).toBe(0);
     expect(reached).toBe(answers.filter((c) => c === 200).length);
     expect(answers.every((c) => c === 200 || c === 503)).toBe(true);
+    expect(answers.filter((c) => c === 200).length).toBeGreaterThan(0);
 
     // Waking the model registers the workers again and traffic flows.
     await manager.activateModel('policy');
     expect((await router.client.listWorkers()).map((w) => w.url).sort()).toEqual([...urls].sort());
     expect(await generate(router.url)).toBe(200);
+  });
+});
+
+describe.skipIf(skip !== undefined)('startModelRouters', () => {
+  it('starts one router per sglang_router model of a role, none for direct models, and stops them', async () => {
+    const role = planConfig(routedConfig()).roles.rollout as InferenceRoleSpec;
+    const both: InferenceRoleSpec = {
+      ...role,
+      models: [
+        ...role.models,
+        { ...(role.models[0] as InferenceRoleSpec['models'][number]), name: 'other', route_mode: 'direct' },
+      ],
+    };
+    const r = await startModelRouters(both);
+    try {
+      expect(Object.keys(r.routerUrls)).toEqual(['policy']);
+      const res = await fetch(`${r.routerUrls.policy}/workers`);
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as { workers: unknown[] }).workers).toEqual([]);
+    } finally {
+      await r.stop();
+    }
+    await expect(fetch(`${r.routerUrls.policy}/liveness`)).rejects.toThrow();
   });
 });

@@ -1,0 +1,3 @@
+export * from './confirming-registrar.ts';
+export * from './model-routers.ts';
+export * from './sglang-router-process.ts';
