@@ -87,6 +87,11 @@ export class RayBridge {
     this.exitPromise = exitPromise;
   }
 
+  /** pid of the bridge process (the Ray driver). */
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
   get namespace(): string {
     return this.opts.namespace ?? 'uis';
   }

@@ -286,6 +286,34 @@ describe.skipIf(skip !== undefined)('Ray launcher and placement groups on a loca
     }
   });
 
+  it('a crashed bridge leaves no PG or actor of ours behind (they belong to its Ray job)', async () => {
+    const doomed = await RayBridge.start({ address: cluster.address, namespace: 'uis' });
+    await doomed.createPg('crash-pg', [{ GPU: 1, CPU: 1 }], 'PACK');
+    const p = await doomed.startProcess({
+      pg: 'crash-pg',
+      bundle_index: 0,
+      num_gpus: 0.2,
+      argv: [process.execPath, SIM_BIN, '--host', '127.0.0.1', '--port', '0'],
+      env: {},
+      label: 'crash',
+    });
+    expect(livePgs()).toContain('crash-pg');
+    expect(alive('uis:crash')).toHaveLength(1);
+    process.kill(doomed.pid as number, 'SIGKILL');
+    await until('Ray cleaned up after the dead driver', () =>
+      !livePgs().includes('crash-pg') && alive('uis:crash').length === 0 ? true : undefined,
+    );
+    // The engine process went with its actor.
+    await until('engine process gone', () => {
+      try {
+        process.kill(p.pid, 0);
+        return undefined;
+      } catch {
+        return true;
+      }
+    });
+  });
+
   it('a start that fails midway removes only our PG and actors', async () => {
     // Someone else's PG and actor, alive before and after.
     cluster.python(
