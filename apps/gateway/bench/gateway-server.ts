@@ -6,6 +6,7 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { getRequestListener } from '@hono/node-server';
 import { UisError } from '@uis/spec';
@@ -49,8 +50,29 @@ const pick = (excluding?: ReadonlySet<string>): ProxyTarget | UisError => {
 let completed = 0;
 const outcomes: Record<string, number> = {};
 let lastError: string | undefined;
-// Time from a request's arrival to the engine's response headers, as the gateway sees it.
-let ttfb = new Samples();
+// Where a request's time goes inside the gateway (ms): body read, wait for an engine socket, engine headers,
+// first byte out; all relative to the request's arrival, plus the event loop's delay.
+const newPhases = () => ({
+  body: new Samples(),
+  queued: new Samples(),
+  engine: new Samples(),
+  relay: new Samples(),
+  ttfb: new Samples(),
+});
+let phases = newPhases();
+let accepted = 0;
+let cpuAtReset = process.cpuUsage();
+// Garbage collection pauses over the window: a long one stalls every stream at once.
+let gc = { count: 0, totalMs: 0, maxMs: 0 };
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    gc.count++;
+    gc.totalMs += e.duration;
+    gc.maxMs = Math.max(gc.maxMs, e.duration);
+  }
+}).observe({ entryTypes: ['gc'] });
+const loopDelay = monitorEventLoopDelay({ resolution: 5 });
+loopDelay.enable();
 const inFlight = new InFlightCounter();
 const options = {
   injectRid: !values['no-rid'],
@@ -61,7 +83,13 @@ const options = {
       completed++;
       outcomes[e.outcome] = (outcomes[e.outcome] ?? 0) + 1;
       if (e.error !== undefined) lastError = `${e.error.code}: ${e.error.message}`;
-      if (e.ttfbMs !== undefined) ttfb.add(e.ttfbMs);
+      const { bodyMs, upstreamStartMs, ttfbMs, firstByteOutMs } = e;
+      if (bodyMs === undefined || upstreamStartMs === undefined || ttfbMs === undefined) return;
+      phases.body.add(bodyMs);
+      phases.queued.add(upstreamStartMs - bodyMs);
+      phases.engine.add(ttfbMs - upstreamStartMs);
+      phases.ttfb.add(ttfbMs);
+      if (firstByteOutMs !== undefined) phases.relay.add(firstByteOutMs - ttfbMs);
     },
   },
 };
@@ -87,12 +115,25 @@ app.get('/_bench/stats', (c) => {
     cpuSystemUs: cpu.system,
     completed,
     inFlight: inFlight.total,
-    engineTtfbMs: summarize(ttfb),
+    accepted,
+    gc,
+    windowCpuUs: process.cpuUsage(cpuAtReset),
+    phasesMs: Object.fromEntries(Object.entries(phases).map(([k, v]) => [k, summarize(v)])),
+    loopDelayMs: {
+      p50: loopDelay.percentile(50) / 1e6,
+      p99: loopDelay.percentile(99) / 1e6,
+      max: loopDelay.max / 1e6,
+    },
     outcomes,
     lastError,
     pools: options.pools.stats(),
   };
-  if (c.req.query('reset') !== undefined) ttfb = new Samples();
+  if (c.req.query('reset') !== undefined) {
+    phases = newPhases();
+    gc = { count: 0, totalMs: 0, maxMs: 0 };
+    cpuAtReset = process.cpuUsage();
+    loopDelay.reset();
+  }
   return c.json(body);
 });
 
@@ -100,6 +141,9 @@ const server = createServer(
   { keepAliveTimeout: 120_000 },
   createCombinedListener({ serving: routes, fallback: getRequestListener(app.fetch) }),
 );
+server.on('connection', () => {
+  accepted++;
+});
 server.listen(Number(values.port), '127.0.0.1', () => {
   process.stdout.write(`${JSON.stringify({ port: (server.address() as AddressInfo).port })}\n`);
 });

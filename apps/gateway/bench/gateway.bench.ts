@@ -44,7 +44,13 @@ const { values: args } = parseArgs({
     'ceiling-concurrency': { type: 'string', default: '64' },
     'nginx-workers': { type: 'string', default: '1' },
     only: { type: 'string' },
+    /** Leave out the nginx column (quicker iterations; direct and gateway always run). */
+    'no-nginx': { type: 'boolean', default: false },
     rounds: { type: 'string', default: '2' },
+    /** Directory for a V8 CPU profile of the gateway process (node --cpu-prof), written when it stops. */
+    'cpu-prof': { type: 'string' },
+    /** Extra node flags for the gateway process, comma separated (e.g. --max-semi-space-size=32). */
+    'gateway-node-args': { type: 'string', default: '' },
   },
 });
 const ROLE = 'bench';
@@ -54,9 +60,9 @@ const warmupS = Number(args.warmup);
 const engineKind = args.engine === 'auto' ? (existsSync(simSource) ? 'sim' : 'mini') : args.engine;
 
 /** `node --import tsx <bench file> ...args`, so TypeScript bench entries run without a build. */
-const tsx = (file: string, rest: string[]): [string, string[]] => [
+const tsx = (file: string, rest: string[], nodeArgs: string[] = []): [string, string[]] => [
   process.execPath,
-  ['--import', 'tsx', join(here, file), ...rest],
+  [...nodeArgs, '--import', 'tsx', join(here, file), ...rest],
 ];
 
 async function startEngines(
@@ -98,12 +104,26 @@ interface Proxy {
   url: string;
   proc: Proc;
   cpuMs(): Promise<number>;
+  /** The gateway's own view of the last measured window (phases, event-loop delay, pools); `reset` starts one. */
+  stats?(reset: boolean): Promise<Record<string, unknown>>;
 }
+
+/** Gateway diagnostics of every measured window, printed under the tables. */
+const diagnostics: string[] = [];
 
 async function startGateway(engines: string[]): Promise<Proxy> {
   const proc = start(
     'gateway',
-    ...tsx('gateway-server.ts', ['--engines', engines.join(','), '--model', SERVED, '--role', ROLE]),
+    ...tsx(
+      'gateway-server.ts',
+      ['--engines', engines.join(','), '--model', SERVED, '--role', ROLE],
+      [
+        ...(args['gateway-node-args'] ?? '').split(',').filter((a) => a !== ''),
+        ...(args['cpu-prof'] === undefined
+          ? []
+          : ['--cpu-prof', '--cpu-prof-dir', resolve(args['cpu-prof'])]),
+      ],
+    ),
   );
   const { port } = await firstJsonLine<{ port: number }>(proc);
   const url = `http://127.0.0.1:${port}`;
@@ -117,6 +137,8 @@ async function startGateway(engines: string[]): Promise<Proxy> {
       };
       return (s.cpuUserUs + s.cpuSystemUs) / 1000;
     },
+    stats: async (reset) =>
+      (await (await fetch(`${url}/_bench/stats${reset ? '?reset' : ''}`)).json()) as Record<string, unknown>,
   };
 }
 
@@ -164,9 +186,20 @@ async function streamLoad(
   let cpuEnd: Promise<number> | undefined;
   const exit = await jsonLines(proc, (v) => {
     const line = v as { phase?: string } & LoadResult;
-    if (line.phase === 'start') cpu0 = proxy?.cpuMs();
-    else if (line.phase === 'end') cpuEnd = proxy?.cpuMs();
-    else load = line;
+    if (line.phase === 'start') {
+      cpu0 = proxy?.cpuMs();
+      void proxy?.stats?.(true);
+    } else if (line.phase === 'end') {
+      cpuEnd = proxy?.cpuMs();
+      void proxy?.stats?.(false).then((s) => diagnostics.push(diagnosticLine(s)));
+    } else {
+      load = line;
+      const loop = line.loopDelayMs;
+      if (loop !== undefined)
+        diagnostics.push(
+          `load generator (${proxy === undefined ? 'direct' : proxy.proc.name}): ${line.connects ?? '-'} connects in the window, event-loop delay p50/p99/max ${f(loop.p50, 1)}/${f(loop.p99, 1)}/${f(loop.max, 1)} ms`,
+        );
+    }
   });
   if (load === undefined)
     throw new Error(`load generator failed (${exit}): ${proc.stderr.join('').slice(-2000)}`);
@@ -197,6 +230,16 @@ async function wrkLoad(
     p99Ms: Math.max(...runs.map((r) => r.p99Ms)),
   };
   return cpu0 === undefined || cpu1 === undefined ? { load } : { load, cpuMs: cpu1 - cpu0 };
+}
+
+/** One line of gateway phase percentiles: where the time between request-in and first-byte-out went. */
+function diagnosticLine(s: Record<string, unknown>): string {
+  const phases = s.phasesMs as Record<string, LatencySummary>;
+  const loop = s.loopDelayMs as { p50: number; p99: number; max: number };
+  const gc = s.gc as { count: number; totalMs: number; maxMs: number };
+  const cpu = s.windowCpuUs as { user: number; system: number };
+  const parts = Object.entries(phases).map(([k, v]) => `${k} ${f(v.p50, 2)}/${f(v.p99, 2)}`);
+  return `gateway: CPU user ${f(cpu.user / 1000, 0)} ms + system ${f(cpu.system / 1000, 0)} ms in the window; ${String(s.accepted)} connections accepted so far; phases p50/p99 ms: ${parts.join(', ')}; event-loop delay p50/p99/max ${f(loop.p50, 1)}/${f(loop.p99, 1)}/${f(loop.max, 1)} ms; gc ${gc.count} pauses, ${f(gc.totalMs, 0)} ms total, max ${f(gc.maxMs, 1)} ms`;
 }
 
 /** Runs every column `rounds` times, in a rotated order each round, so load drift on a shared machine does not
@@ -464,7 +507,7 @@ async function ceiling(nginx: { bin: string } | { missing: string }): Promise<vo
 }
 
 async function main(): Promise<void> {
-  const nginx = findNginx();
+  const nginx = args['no-nginx'] ? { missing: '--no-nginx' } : findNginx();
   console.log(
     `gateway bench: engines=${engineKind}, ${durationS}s (+${warmupS}s warmup) per column and round, ` +
       `${cpus().length} CPUs, load average ${loadavg()
@@ -473,6 +516,7 @@ async function main(): Promise<void> {
   );
   if (args.only !== 'ceiling') await realistic(nginx);
   if (args.only !== 'realistic') await ceiling(nginx);
+  if (diagnostics.length > 0) console.log(`\n${diagnostics.map((d) => `- ${d}`).join('\n')}`);
 }
 
 const cleanup = () => {

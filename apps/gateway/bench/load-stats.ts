@@ -48,4 +48,8 @@ export interface LoadResult {
   ttfbMs: LatencySummary;
   totalMs: LatencySummary;
   gapMs: LatencySummary;
+  /** TCP connections the generator opened during the measured window (keep-alive should make this 0). */
+  connects?: number;
+  /** The generator's own event-loop delay over the window: high means it, not the proxy, was the bottleneck. */
+  loopDelayMs?: { p50: number; p99: number; max: number };
 }

@@ -4,7 +4,7 @@
  * Uses undici's dispatch handler directly so the client's own cost stays small. Prints one JSON LoadResult.
  *   tsx stream-load.ts --urls http://a/x,http://b/x --concurrency 512 --duration 10 --warmup 2 --body '{...}'
  */
-import { performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { type Dispatcher, Pool } from 'undici';
 import { type LoadResult, Samples, summarize } from './load-stats.ts';
@@ -40,6 +40,13 @@ const targets = urls.map((u) => {
     }),
   };
 });
+let connects = 0;
+for (const t of targets)
+  t.pool.on('connect', () => {
+    if (measuring) connects++;
+  });
+const loopDelay = monitorEventLoopDelay({ resolution: 5 });
+loopDelay.enable();
 const headers = ['content-type', 'application/json', 'content-length', String(body.length)];
 
 const ttfb = new Samples();
@@ -111,6 +118,7 @@ function client(index: number): void {
 for (let i = 0; i < concurrency; i++) setTimeout(() => client(i), (i / concurrency) * rampMs);
 setTimeout(() => {
   measuring = true;
+  loopDelay.reset();
   // Phase lines let the bench sample the proxy's CPU exactly around the measured window.
   process.stdout.write('{"phase":"start"}\n');
   const t0 = performance.now();
@@ -128,6 +136,12 @@ setTimeout(() => {
       ttfbMs: summarize(ttfb),
       totalMs: summarize(total),
       gapMs: summarize(gaps),
+      connects,
+      loopDelayMs: {
+        p50: loopDelay.percentile(50) / 1e6,
+        p99: loopDelay.percentile(99) / 1e6,
+        max: loopDelay.max / 1e6,
+      },
     };
     process.stdout.write(`${JSON.stringify(result)}\n`);
     await Promise.all(targets.map((t) => t.pool.destroy()));

@@ -345,6 +345,30 @@ describe('streaming', () => {
     expect(gw.inFlight.total).toBe(0);
   });
 
+  it('sends the response headers while the engine has sent headers but no event yet', async () => {
+    const release = deferred();
+    const engine = await upstream(async (req, res) => {
+      await readAll(req);
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.flushHeaders();
+      await release.promise;
+      res.end('data: [DONE]\n\n');
+    });
+    const gw = await gateway([{ id: 'e', origin: engine.url }]);
+    const { response } = openStream(`${gw.url}/r/generate`, '{"stream":true}');
+    const res = await response;
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toBe('text/event-stream');
+    release.resolve();
+    let rest = '';
+    res.on('data', (c: Buffer) => {
+      rest += c.toString();
+    });
+    await once(res, 'end');
+    expect(rest).toBe('data: [DONE]\n\n');
+    await gw.completed(1);
+  });
+
   it('aborts the engine request and calls onClientAbort when the client disconnects', async () => {
     const engineClosed = deferred();
     const engine = await upstream(async (req, res) => {
