@@ -29,7 +29,9 @@ import { Registry } from './registry.ts';
 import { type Clock, errorMessage, type Logger, silentLogger, systemClock } from './runtime.ts';
 import type { Db } from './store.ts';
 import {
+  engineWeightUpdate,
   type ParsedWeightUpdate,
+  type ReplayableWeightUpdate,
   type WeightUpdateRequest,
   WeightUpdateRequestSchema,
   type WeightUpdateResult,
@@ -115,7 +117,7 @@ interface ModelRuntime {
   spec: InferenceModelSpec;
   target: string | null;
   /** The last weight update that can be replayed on a replica that comes back (disk / version). */
-  replay: ParsedWeightUpdate | null;
+  replay: ReplayableWeightUpdate | null;
   desire: ModelDesire;
   dcsRegistered: boolean;
 }
@@ -698,20 +700,7 @@ export class InferenceManager implements PhaseParticipant {
     const engine = this.engineOf(s);
     s.weightVersion = await engine.weightVersion();
     if (s.weightVersion === m.target || !m.replay) return;
-    const r = m.replay;
-    if (r.source === 'disk')
-      s.weightVersion = (
-        await engine.updateWeights({
-          source: 'disk',
-          modelPath: r.model_path,
-          weightVersion: r.weight_version,
-          ...(r.load_format ? { loadFormat: r.load_format } : {}),
-        })
-      ).weightVersion;
-    else if (r.source === 'version')
-      s.weightVersion = (
-        await engine.updateWeights({ source: 'version', weightVersion: r.weight_version })
-      ).weightVersion;
+    s.weightVersion = (await engine.updateWeights(engineWeightUpdate(m.replay))).weightVersion;
     this.audit('replica.weights_synced', s.engineId, { weight_version: s.weightVersion, target: m.target });
   }
 
@@ -830,31 +819,8 @@ export class InferenceManager implements PhaseParticipant {
           } else if (req.source === 'distributed' && req.action === 'destroy') {
             const r = await engine.client.destroyWeightsUpdateGroup({ group_name: req.group_name });
             if (!r.success) throw new Error(r.message);
-          } else if (req.source === 'distributed') {
-            s.weightVersion = (
-              await engine.updateWeights({
-                source: 'distributed',
-                weightVersion: req.weight_version,
-                names: req.names,
-                dtypes: req.dtypes,
-                shapes: req.shapes,
-                groupName: req.group_name,
-                flushCache: req.flush_cache,
-              })
-            ).weightVersion;
-          } else if (req.source === 'disk') {
-            s.weightVersion = (
-              await engine.updateWeights({
-                source: 'disk',
-                modelPath: req.model_path,
-                weightVersion: req.weight_version,
-                ...(req.load_format ? { loadFormat: req.load_format } : {}),
-              })
-            ).weightVersion;
           } else {
-            s.weightVersion = (
-              await engine.updateWeights({ source: 'version', weightVersion: req.weight_version })
-            ).weightVersion;
+            s.weightVersion = (await engine.updateWeights(engineWeightUpdate(req))).weightVersion;
           }
           return { engine_id: s.engineId, ok: true, weight_version: s.weightVersion };
         } catch (e) {

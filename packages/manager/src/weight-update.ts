@@ -1,3 +1,4 @@
+import type { WeightUpdate } from '@uis/sglang-engine';
 import { z } from 'zod';
 
 /** The admin API's weight update body (parsed at the edge). `distributed` is SGLang's NCCL protocol in three
@@ -46,6 +47,35 @@ export const WeightUpdateRequestSchema = z.discriminatedUnion('source', [
 ]);
 export type WeightUpdateRequest = z.input<typeof WeightUpdateRequestSchema>;
 export type ParsedWeightUpdate = z.infer<typeof WeightUpdateRequestSchema>;
+/** The updates that set a version on every replica (not the group's init/destroy). */
+export type VersionedWeightUpdate = Extract<ParsedWeightUpdate, { weight_version: string }>;
+/** The updates a replica that comes back can replay by itself (a distributed one needs the trainer). */
+export type ReplayableWeightUpdate = Extract<ParsedWeightUpdate, { source: 'disk' | 'version' }>;
+
+/** The engine call of a versioned update, for a live update and for a replay alike. */
+export function engineWeightUpdate(req: VersionedWeightUpdate): WeightUpdate {
+  switch (req.source) {
+    case 'disk':
+      return {
+        source: 'disk',
+        modelPath: req.model_path,
+        weightVersion: req.weight_version,
+        ...(req.load_format ? { loadFormat: req.load_format } : {}),
+      };
+    case 'version':
+      return { source: 'version', weightVersion: req.weight_version };
+    case 'distributed':
+      return {
+        source: 'distributed',
+        weightVersion: req.weight_version,
+        names: req.names,
+        dtypes: req.dtypes,
+        shapes: req.shapes,
+        groupName: req.group_name,
+        flushCache: req.flush_cache,
+      };
+  }
+}
 
 export interface WeightUpdateResult {
   model: string;
