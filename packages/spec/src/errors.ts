@@ -93,3 +93,20 @@ export function parseOrThrow<T extends z.ZodType>(
     details: issues,
   });
 }
+
+const isPathIssue = (d: unknown): d is PathIssue =>
+  typeof d === 'object' && d !== null && 'code' in d && 'path' in d && 'message' in d;
+
+/** Every issue a caught error stands for, for callers that list them (`uis plan`, the console's Plan page): the
+ * `{code, path, message}` details of a UisError (parseOrThrow, loadConfig, the legacy adapter), else the error
+ * itself as one issue at its path or `root`. */
+export function errorIssues(error: unknown, root = '(root)'): PathIssue[] {
+  if (isUisError(error)) {
+    const issues = Array.isArray(error.details) ? error.details.filter(isPathIssue) : [];
+    if (issues.length > 0) return issues;
+    return [{ code: error.code, path: error.path ?? root, message: error.message }];
+  }
+  return [
+    { code: 'internal_error', path: root, message: error instanceof Error ? error.message : String(error) },
+  ];
+}

@@ -1,7 +1,7 @@
 import { planPlacement } from '@uis/planner';
 import {
+  errorIssues,
   fromRelaxArgs,
-  isUisError,
   loadConfig,
   type PlacementPlan,
   type PlanViolation,
@@ -83,25 +83,6 @@ export function looksLikeFlags(text: string): boolean {
   return /^[\w./-]+(\s+[\w./-]+)*\s+--[a-z]/.test(first) && !/^[\w-]+\s*:/.test(first);
 }
 
-function violationsOf(error: unknown): PlanViolation[] {
-  if (isUisError(error)) {
-    const details = Array.isArray(error.details) ? error.details : [];
-    const issues = details.filter(
-      (d): d is PlanViolation =>
-        typeof d === 'object' && d !== null && 'path' in d && 'message' in d && 'code' in d,
-    );
-    if (issues.length > 0) return issues;
-    return [{ code: error.code, path: error.path ?? '(root)', message: error.message }];
-  }
-  return [
-    {
-      code: 'internal_error',
-      path: '(root)',
-      message: error instanceof Error ? error.message : String(error),
-    },
-  ];
-}
-
 export function planFromText(text: string): PlanInputResult {
   if (text.trim() === '') return { kind: 'empty' };
   const source: PlanSource = looksLikeFlags(text) ? 'relax-flags' : 'config';
@@ -116,7 +97,7 @@ export function planFromText(text: string): PlanInputResult {
       config = loadConfig(text, 'pasted config');
     }
   } catch (e) {
-    return { kind: 'violations', source, violations: violationsOf(e) };
+    return { kind: 'violations', source, violations: errorIssues(e) };
   }
   const result = planPlacement(config);
   if (!result.ok) return { kind: 'violations', source, violations: result.errors };
