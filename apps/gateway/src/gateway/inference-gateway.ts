@@ -429,7 +429,8 @@ export class InferenceGateway {
       status: e.status,
       outcome: e.outcome,
       totalMs: e.totalMs,
-      ttfbMs: e.ttfbMs,
+      // The first byte handed to the client: for a stream, the first token (headers leave with it).
+      ttfbMs: e.firstByteOutMs ?? e.ttfbMs,
       error: e.error?.message,
       requestId: e.requestId,
     });

@@ -39,7 +39,7 @@ export class GatewayMetrics {
     });
     this.timeToFirstByte = new Histogram({
       name: 'uis_time_to_first_token_seconds',
-      help: 'Arrival to the engine response head; for a stream, the first token follows in the same write.',
+      help: 'Arrival to the first response byte sent to the client; for a stream, the first token.',
       labelNames: ['role', 'model'],
       buckets: LATENCY_BUCKETS,
       registers,
