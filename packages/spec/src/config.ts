@@ -78,6 +78,8 @@ export const ConfigRoleSchema = InferenceRoleSpecSchema.omit({ role: true, workl
   })
   .strict();
 export type ConfigRole = z.infer<typeof ConfigRoleSchema>;
+/** A role as written (schema defaults not yet applied). */
+export type ConfigRoleInput = z.input<typeof ConfigRoleSchema>;
 
 export const TRAIN_PHASE_RESIDENT = 'train';
 export const PhaseResidentSchema = z.enum([...ROLES, TRAIN_PHASE_RESIDENT]);

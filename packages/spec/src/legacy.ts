@@ -1,6 +1,6 @@
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { type ConfigRole, parseConfig, type UisConfig } from './config.ts';
+import { type ConfigRoleInput, parseConfig, type UisConfig } from './config.ts';
 import { formatPath, type PathIssue, UisError } from './errors.ts';
 import type { EngineGroupSpec, Role, ServerArgValue, WorkerType } from './model.ts';
 
@@ -347,7 +347,7 @@ export function fromRelaxArgs(argv: readonly string[], options: RelaxArgsOptions
     offload: colocate ? offloadRollout : false,
   });
 
-  const roles: Partial<Record<Role, ConfigRole>> = {};
+  const roles: Partial<Record<Role, ConfigRoleInput>> = {};
 
   // Rollout.
   if (resource.rollout !== undefined && !debugTrainOnly) {
@@ -379,7 +379,7 @@ export function fromRelaxArgs(argv: readonly string[], options: RelaxArgsOptions
           .map(([k, v]) => [k, scalar(v as string)]),
       ),
     };
-    const models: ConfigRole['models'] = [];
+    const models: ConfigRoleInput['models'] = [];
     const configPath = str(flags, 'sglang-config');
     if (configPath !== undefined) {
       const text = options.files?.[configPath];
@@ -417,7 +417,7 @@ export function fromRelaxArgs(argv: readonly string[], options: RelaxArgsOptions
                   defaults,
                 );
               }),
-            } as ConfigRole['models'][number]);
+            });
           }
           if (sum !== total) {
             issues.add(
@@ -451,25 +451,18 @@ export function fromRelaxArgs(argv: readonly string[], options: RelaxArgsOptions
         route_mode: 'sglang_router',
         router,
         engine_groups: groups,
-      } as ConfigRole['models'][number]);
+      });
     }
     const urls = flags.get('rollout-external-engine-addrs') as string[] | undefined;
     roles.rollout = {
       deployment: rolloutExternal
         ? { mode: 'decoupled', pg_owner: 'external', offload: false }
         : deployment('rollout'),
-      routing: {
-        default_model: models[0]?.name,
-        route_keys: {},
-        aliases: {},
-        policy: 'round_robin',
-        model_policies: {},
-        affinity_header: 'x-smg-routing-key',
-      },
+      routing: { default_model: models[0]?.name },
       models,
       expose_engine_urls: true,
       ...(rolloutExternal ? { external_engine_urls: urls ?? [] } : {}),
-    } as ConfigRole;
+    };
   }
 
   // GenRM.
@@ -543,14 +536,7 @@ export function fromRelaxArgs(argv: readonly string[], options: RelaxArgsOptions
     if (entries.length > 0) {
       roles.genrm = {
         deployment: deployment('genrm'),
-        routing: {
-          default_model: entries[0]?.name,
-          route_keys: {},
-          aliases: {},
-          policy: 'round_robin',
-          model_policies: {},
-          affinity_header: 'x-smg-routing-key',
-        },
+        routing: { default_model: entries[0]?.name },
         models: entries.map((e) => ({
           name: e.name,
           model_path: e.path,
@@ -569,7 +555,7 @@ export function fromRelaxArgs(argv: readonly string[], options: RelaxArgsOptions
           chat_template_kwargs,
         })),
         expose_engine_urls: true,
-      } as ConfigRole;
+      };
     }
   } else if (deferred.has('genrm')) {
     issues.add(
@@ -637,27 +623,16 @@ export function fromRelaxArgs(argv: readonly string[], options: RelaxArgsOptions
             routesRaw === undefined
               ? {}
               : Object.fromEntries(Object.keys(routes).map((k) => [k, modelName(k)])),
-          aliases: {},
-          policy: 'round_robin',
-          model_policies: {},
-          affinity_header: 'x-smg-routing-key',
         },
         models,
         expose_engine_urls: true,
         ...(key ? { route_key_field: key } : {}),
-      } as ConfigRole;
+      };
     }
   } else if (bool(flags, 'use-opd') && opdType === 'sglang' && teacherUrl !== undefined && !debugTrainOnly) {
     // An external teacher: routed by URL, placed elsewhere.
     roles.teacher = {
       deployment: { mode: 'decoupled', pg_owner: 'external', offload: false },
-      routing: {
-        route_keys: {},
-        aliases: {},
-        policy: 'round_robin',
-        model_policies: {},
-        affinity_header: 'x-smg-routing-key',
-      },
       models: [
         {
           name: 'teacher',
@@ -668,7 +643,7 @@ export function fromRelaxArgs(argv: readonly string[], options: RelaxArgsOptions
       ],
       expose_engine_urls: true,
       external_engine_urls: [teacherUrl],
-    } as ConfigRole;
+    };
   }
   if (deferred.has('teacher') && roles.teacher?.deployment.mode !== 'colocated_defer') {
     issues.add(
