@@ -3,13 +3,13 @@ import {
   buildServerArgs,
   DEFAULT_SGLANG_COMMAND,
   type EngineLauncher,
+  freePorts,
   type LocalLauncherOptions,
   LocalProcessLauncher,
   SGLangEngine,
 } from '@uis/sglang-engine';
 import type { EngineGroupSpec, GroupPlacement, InferenceModelSpec, ReplicaPlacement, Role } from '@uis/spec';
 import { UisError } from '@uis/spec';
-import { freePorts } from './ports.ts';
 
 /** Everything a launcher needs to build one replica's engine. */
 export interface LaunchRequest {

@@ -4,7 +4,8 @@ import { spawn } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { Pool } from 'undici';
 import { SGLangClient } from '../src/client.ts';
-import { freePort, SIM_BIN } from '../src/sim-harness.ts';
+import { freePort } from '../src/ports.ts';
+import { SIM_BIN } from '../src/sim-harness.ts';
 
 const DURATION_MS = Number(process.env.BENCH_MS ?? 3000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);

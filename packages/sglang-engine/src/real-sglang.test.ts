@@ -3,8 +3,9 @@ import { EngineGroupSpecSchema, InferenceModelSpecSchema } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { SGLangEngine } from './engine.ts';
 import { LocalProcessLauncher } from './launcher.ts';
+import { freePort } from './ports.ts';
 import { buildServerArgs } from './server-args.ts';
-import { alive, freePort, simReplica } from './sim-harness.ts';
+import { alive, simReplica } from './sim-harness.ts';
 
 /** Smoke test of the local launcher, sleep/wake and a weight update on the real SGLang. Needs a GPU, an importable
  * `sglang` and a small model in UIS_SGLANG_TEST_MODEL; otherwise it is skipped with the reason printed. */

@@ -1,6 +1,5 @@
 /** Test support (not exported): runs sglang-sim processes through the real launch path. The simulator is spawned
  * by path rather than imported, because it depends on this package (protocol.ts). */
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import {
   EngineGroupSpecSchema,
@@ -9,23 +8,12 @@ import {
   type ReplicaPlacement,
 } from '@uis/spec';
 import { SGLangEngine } from './engine.ts';
+import { EngineError } from './engine-error.ts';
 import { LocalProcessLauncher } from './launcher.ts';
+import { freePort } from './ports.ts';
 import { buildServerArgs, type ServerArgsOptions } from './server-args.ts';
 
 export const SIM_BIN = fileURLToPath(new URL('../../sglang-sim/bin/sglang-sim.mjs', import.meta.url));
-
-/** A port that was free a moment ago (the simulator must bind a known port, as SGLang does). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const addr = s.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 export interface SimEngineOptions {
   /** Extra simulator flags (`--sim-crash-after`, `--sim-decode-us-per-token` ...). */
@@ -98,4 +86,21 @@ export async function waitUntil(cond: () => boolean | Promise<boolean>, ms = 30_
     if (Date.now() > until) throw new Error(`condition not met within ${ms} ms`);
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/** The error `p` rejects with, which must be a `type` (an EngineError unless told); resolving fails the test. */
+export function failure(p: Promise<unknown>): Promise<EngineError>;
+export function failure<T extends Error>(p: Promise<unknown>, type: new (...a: never[]) => T): Promise<T>;
+export async function failure(
+  p: Promise<unknown>,
+  type: new (...a: never[]) => Error = EngineError,
+): Promise<Error> {
+  const e = await p.then(
+    () => {
+      throw new Error('expected a failure');
+    },
+    (err: unknown) => err,
+  );
+  if (!(e instanceof type)) throw new Error(`expected a ${type.name}, got ${String(e)}`);
+  return e;
 }
