@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SGLangClient } from './client.ts';
-import { EngineError } from './engine-error.ts';
+import { failure } from './sim-harness.ts';
 import { sseData } from './sse.ts';
 
 /** Wire-level edge cases against a scripted server: things a healthy simulator never does (renamed endpoints,
@@ -64,17 +64,6 @@ const chunk = (text: string, finish: unknown = null) =>
     text,
     meta_info: { id: 'r1', finish_reason: finish, prompt_tokens: 3, completion_tokens: 1, cached_tokens: 0 },
   });
-
-async function failure(p: Promise<unknown>): Promise<EngineError> {
-  const e = await p.then(
-    () => {
-      throw new Error('expected a failure');
-    },
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(EngineError);
-  return e as EngineError;
-}
 
 async function drain<T>(it: AsyncIterable<T>): Promise<T[]> {
   const out: T[] = [];

@@ -3,25 +3,9 @@ import { UisError } from '@uis/spec';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type LaunchedReplica, LocalProcessLauncher, LogRing, type ProcessExit } from './launcher.ts';
+import { alive, waitUntil } from './sim-harness.ts';
 
 const REPO = fileURLToPath(new URL('../../..', import.meta.url));
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function waitFor(cond: () => boolean, ms = 20_000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > until) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 /** A node process that prints its env and argv, starts a grandchild (like SGLang's scheduler subprocesses) and
  * prints the grandchild's pid, then idles. */
@@ -66,7 +50,7 @@ describe('LocalProcessLauncher', () => {
   it('starts one process per node with its env, captures stdout and stderr, kills the whole group on stop', async () => {
     const r = await launch(['run', 'run']);
     expect(r.pids()).toHaveLength(2);
-    await waitFor(() => grandchildren(r).length === 2);
+    await waitUntil(() => grandchildren(r).length === 2);
     const tail = r.logTail(1000);
     expect(tail).toContain('[node 0] cvd=0');
     expect(tail).toContain('[node 1] cvd=1');
@@ -85,7 +69,7 @@ describe('LocalProcessLauncher', () => {
 
   it('escalates to SIGKILL after the grace period', async () => {
     const r = await launch(['ignore-term']);
-    await waitFor(() => grandchildren(r).length === 1 && r.logTail().includes('grandchild='));
+    await waitUntil(() => grandchildren(r).length === 1 && r.logTail().includes('grandchild='));
     const all = [...r.pids(), ...grandchildren(r)];
     await r.stop(300);
     expect(all.filter(alive)).toEqual([]);
@@ -93,7 +77,7 @@ describe('LocalProcessLauncher', () => {
 
   it('reports an unexpected exit with its code, even before a listener is attached', async () => {
     const r = await launch(['crash']);
-    await waitFor(() => r.logTail().includes('exited code=3'));
+    await waitUntil(() => r.logTail().includes('exited code=3'));
     const exits: ProcessExit[] = [];
     r.onExit((e) => exits.push(e));
     expect(exits).toEqual([{ nodeRank: 0, code: 3, signal: null }]);
@@ -124,7 +108,7 @@ describe('process exit', () => {
     const { stdout } = await execa(process.execPath, ['--import', 'tsx', fixture], { cwd: REPO });
     const pid = Number(/pid=(\d+)/.exec(stdout)?.[1]);
     expect(pid).toBeGreaterThan(0);
-    await waitFor(() => !alive(pid), 10_000);
+    await waitUntil(() => !alive(pid), 10_000);
   }, 60_000);
 });
 

@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SGLangClient } from './client.ts';
 import type { SGLangEngine } from './engine.ts';
-import { EngineError } from './engine-error.ts';
-import { alive, simEngine } from './sim-harness.ts';
+import { alive, failure, simEngine } from './sim-harness.ts';
 
 /** Every client endpoint over real HTTP against one sglang-sim process started through buildServerArgs and the
  * local launcher. */
@@ -20,17 +19,6 @@ afterAll(async () => {
   await engine.shutdown(5000);
   expect(pids.filter(alive)).toEqual([]);
 }, 30_000);
-
-async function failure(p: Promise<unknown>): Promise<EngineError> {
-  const e = await p.then(
-    () => {
-      throw new Error('expected a failure');
-    },
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(EngineError);
-  return e as EngineError;
-}
 
 describe('SGLangClient against sglang-sim', () => {
   it('health, models, model and server info, load', async () => {

@@ -4,7 +4,7 @@ import type { SGLangEngine } from './engine.ts';
 import { EngineError } from './engine-error.ts';
 import type { ProcessExit } from './launcher.ts';
 import type { GenerateReqInput } from './protocol.ts';
-import { alive, type SimEngineOptions, simEngine, waitUntil } from './sim-harness.ts';
+import { alive, failure, type SimEngineOptions, simEngine, waitUntil } from './sim-harness.ts';
 
 /** SGLangEngine, the local launcher and the client's fault handling against real sglang-sim processes. */
 const engines: SGLangEngine[] = [];
@@ -22,17 +22,6 @@ async function started(opts: SimEngineOptions = {}): Promise<SGLangEngine> {
   await e.start({ deadlineMs: 60_000 });
   allPids.push(...e.pids());
   return e;
-}
-
-async function failure<T extends Error>(p: Promise<unknown>, type: new (...a: never[]) => T): Promise<T> {
-  const e = await p.then(
-    () => {
-      throw new Error('expected a failure');
-    },
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(type);
-  return e as T;
 }
 
 const LONG = { text: 'long', sampling_params: { max_new_tokens: 100_000, ignore_eos: true } };
