@@ -127,6 +127,7 @@ app.get('/_bench/stats', (c) => {
     outcomes,
     lastError,
     pools: options.pools.stats(),
+    churn: options.pools.churn,
   };
   if (c.req.query('reset') !== undefined) {
     phases = newPhases();

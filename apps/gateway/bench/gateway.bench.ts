@@ -6,7 +6,7 @@
  * Every process (engines, nginx, gateway, load generator) is separate, so none shares the gateway's event loop.
  */
 import { existsSync } from 'node:fs';
-import { cpus, loadavg } from 'node:os';
+import { cpus, getPriority, loadavg, setPriority } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -46,6 +46,12 @@ const { values: args } = parseArgs({
     only: { type: 'string' },
     /** Leave out the nginx column (quicker iterations; direct and gateway always run). */
     'no-nginx': { type: 'boolean', default: false },
+    /** Scheduling priority (nice, -20..19) of the bench and so of every process it starts, all columns alike:
+     * a negative value (root) keeps other work on a shared machine from preempting the measured processes. */
+    nice: { type: 'string' },
+    /** nice of the proxy processes only (gateway and nginx alike), e.g. -5: models a proxy that has its own CPU
+     * instead of competing with its load generator and engines on the bench's 2 cores. */
+    'proxy-nice': { type: 'string' },
     rounds: { type: 'string', default: '2' },
     /** Directory for a V8 CPU profile of the gateway process (node --cpu-prof), written when it stops. */
     'cpu-prof': { type: 'string' },
@@ -111,18 +117,26 @@ interface Proxy {
 /** Gateway diagnostics of every measured window, printed under the tables. */
 const diagnostics: string[] = [];
 
+/** `nice -n N cmd ...` when the proxies run at their own priority (every thread of the process inherits it). */
+function niced([cmd, rest]: [string, string[]]): [string, string[]] {
+  const n = args['proxy-nice'];
+  return n === undefined ? [cmd, rest] : ['nice', ['-n', n, cmd, ...rest]];
+}
+
 async function startGateway(engines: string[]): Promise<Proxy> {
   const proc = start(
     'gateway',
-    ...tsx(
-      'gateway-server.ts',
-      ['--engines', engines.join(','), '--model', SERVED, '--role', ROLE],
-      [
-        ...(args['gateway-node-args'] ?? '').split(',').filter((a) => a !== ''),
-        ...(args['cpu-prof'] === undefined
-          ? []
-          : ['--cpu-prof', '--cpu-prof-dir', resolve(args['cpu-prof'])]),
-      ],
+    ...niced(
+      tsx(
+        'gateway-server.ts',
+        ['--engines', engines.join(','), '--model', SERVED, '--role', ROLE],
+        [
+          ...(args['gateway-node-args'] ?? '').split(',').filter((a) => a !== ''),
+          ...(args['cpu-prof'] === undefined
+            ? []
+            : ['--cpu-prof', '--cpu-prof-dir', resolve(args['cpu-prof'])]),
+        ],
+      ),
     ),
   );
   const { port } = await firstJsonLine<{ port: number }>(proc);
@@ -144,7 +158,13 @@ async function startGateway(engines: string[]): Promise<Proxy> {
 
 async function startNginxProxy(bin: string, engines: string[]): Promise<Proxy> {
   const port = await freePort();
-  const proc = startNginx(bin, { port, engines, role: ROLE, workers: Number(args['nginx-workers']) });
+  const proc = startNginx(bin, {
+    port,
+    engines,
+    role: ROLE,
+    workers: Number(args['nginx-workers']),
+    ...(args['proxy-nice'] === undefined ? {} : { priority: Number(args['proxy-nice']) }),
+  });
   const url = `http://127.0.0.1:${port}`;
   // nginx answers 404 on `/`: it is up once it answers at all.
   const deadline = Date.now() + 10_000;
@@ -238,8 +258,10 @@ function diagnosticLine(s: Record<string, unknown>): string {
   const loop = s.loopDelayMs as { p50: number; p99: number; max: number };
   const gc = s.gc as { count: number; totalMs: number; maxMs: number };
   const cpu = s.windowCpuUs as { user: number; system: number };
+  const churn = s.churn as { connects: number; disconnects: number; lastDisconnect?: string };
+  const pools = Object.values(s.pools as Record<string, { connected: number }>).map((p) => p.connected);
   const parts = Object.entries(phases).map(([k, v]) => `${k} ${f(v.p50, 2)}/${f(v.p99, 2)}`);
-  return `gateway: CPU user ${f(cpu.user / 1000, 0)} ms + system ${f(cpu.system / 1000, 0)} ms in the window; ${String(s.accepted)} connections accepted so far; phases p50/p99 ms: ${parts.join(', ')}; event-loop delay p50/p99/max ${f(loop.p50, 1)}/${f(loop.p99, 1)}/${f(loop.max, 1)} ms; gc ${gc.count} pauses, ${f(gc.totalMs, 0)} ms total, max ${f(gc.maxMs, 1)} ms`;
+  return `gateway: CPU user ${f(cpu.user / 1000, 0)} ms + system ${f(cpu.system / 1000, 0)} ms in the window; ${String(s.accepted)} client connections accepted, upstream ${churn.connects} opened / ${churn.disconnects} closed so far (${pools.join('+')} open; last close: ${churn.lastDisconnect ?? '-'}); phases p50/p99 ms: ${parts.join(', ')}; event-loop delay p50/p99/max ${f(loop.p50, 1)}/${f(loop.p99, 1)}/${f(loop.max, 1)} ms; gc ${gc.count} pauses, ${f(gc.totalMs, 0)} ms total, max ${f(gc.maxMs, 1)} ms`;
 }
 
 /** Runs every column `rounds` times, in a rotated order each round, so load drift on a shared machine does not
@@ -507,10 +529,11 @@ async function ceiling(nginx: { bin: string } | { missing: string }): Promise<vo
 }
 
 async function main(): Promise<void> {
+  if (args.nice !== undefined) setPriority(Number(args.nice));
   const nginx = args['no-nginx'] ? { missing: '--no-nginx' } : findNginx();
   console.log(
     `gateway bench: engines=${engineKind}, ${durationS}s (+${warmupS}s warmup) per column and round, ` +
-      `${cpus().length} CPUs, load average ${loadavg()
+      `${cpus().length} CPUs, nice ${getPriority()}, load average ${loadavg()
         .map((l) => l.toFixed(1))
         .join(' ')} at start (the machine is shared: run twice)`,
   );

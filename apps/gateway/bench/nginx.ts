@@ -19,12 +19,19 @@ export interface NginxConfig {
   engines: string[];
   role: string;
   workers: number;
+  /** nice of the worker processes (nginx's `worker_priority`), when the bench raises the proxies' priority. */
+  priority?: number;
 }
 
 export function nginxConfig(c: NginxConfig, prefix: string): string {
   const servers = c.engines.map((e) => `    server ${new URL(e).host};`).join('\n');
   return `worker_processes ${c.workers};
-daemon off;
+${
+  c.priority === undefined
+    ? ''
+    : `worker_priority ${c.priority};
+`
+}daemon off;
 pid ${prefix}/nginx.pid;
 error_log ${prefix}/error.log warn;
 events { worker_connections 16384; multi_accept on; }

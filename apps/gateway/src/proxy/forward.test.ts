@@ -302,9 +302,25 @@ describe('forwarding', () => {
     expect(e).toMatchObject({ status: 200, outcome: 'ok', attempts: 1, target: { id: 'e1' } });
     expect(e.bytesUp).toBeGreaterThan(10);
     expect(e.bytesDown).toBeGreaterThan(5);
-    expect(e.ttfbMs).toBeGreaterThanOrEqual(0);
-    expect(e.totalMs).toBeGreaterThanOrEqual(e.ttfbMs!);
+    // Phases in order: body read <= socket assigned <= engine headers <= first byte out <= done.
+    expect(e.upstreamStartMs).toBeGreaterThanOrEqual(e.bodyMs!);
+    expect(e.ttfbMs).toBeGreaterThanOrEqual(e.upstreamStartMs!);
+    expect(e.firstByteOutMs).toBeGreaterThanOrEqual(e.ttfbMs!);
+    expect(e.totalMs).toBeGreaterThanOrEqual(e.firstByteOutMs!);
     expect(gw.inFlight.total).toBe(0);
+  });
+
+  it('keeps engine sockets alive across requests (pool churn counters)', async () => {
+    const engine = await upstream(async (req, res) => {
+      await readAll(req);
+      res.end('{}');
+    });
+    const own = new UpstreamPools();
+    const g = await gateway([{ id: 'k', origin: engine.url }], { pools: own });
+    for (let i = 0; i < 3; i++) expect((await post(`${g.url}/r/generate`, '{"text":"x"}')).status).toBe(200);
+    expect(own.churn).toMatchObject({ connects: 1, disconnects: 0 });
+    await own.close();
+    expect(own.churn.disconnects).toBe(1);
   });
 });
 

@@ -26,6 +26,8 @@ export const DEFAULT_UPSTREAM_POOL_OPTIONS: Required<UpstreamPoolOptions> = {
 export class UpstreamPools {
   readonly options: Required<UpstreamPoolOptions>;
   readonly #pools = new Map<string, Pool>();
+  /** Sockets opened and closed since start, over all origins: steady serving should open none. */
+  readonly churn = { connects: 0, disconnects: 0, lastDisconnect: undefined as string | undefined };
 
   constructor(options: UpstreamPoolOptions = {}) {
     this.options = { ...DEFAULT_UPSTREAM_POOL_OPTIONS, ...options };
@@ -43,6 +45,13 @@ export class UpstreamPools {
         connectTimeout: o.connectTimeoutMs,
         keepAliveTimeout: o.keepAliveTimeoutMs,
         keepAliveMaxTimeout: Math.max(o.keepAliveTimeoutMs, 600_000),
+      });
+      pool.on('connect', () => {
+        this.churn.connects++;
+      });
+      pool.on('disconnect', (_origin, _targets, err) => {
+        this.churn.disconnects++;
+        this.churn.lastDisconnect = `${(err as { code?: string }).code ?? ''} ${err.message}`;
       });
       this.#pools.set(origin, pool);
     }
