@@ -17,8 +17,3 @@ export function formatClock(epochMs: number | null | undefined): string {
   if (epochMs === null || epochMs === undefined || !Number.isFinite(epochMs)) return '—';
   return new Date(epochMs).toISOString().slice(11, 23);
 }
-
-export function formatAgo(epochMs: number, now: number): string {
-  const ms = Math.max(0, now - epochMs);
-  return `${formatDuration(ms)} ago`;
-}

@@ -124,6 +124,16 @@ function refsKey(refs: ReadonlyArray<GpuRef>): string {
     .join(',');
 }
 
+/** The live fields of a block no replica stands behind (placeholder slots, the trainer). */
+const NOT_LIVE = {
+  engineId: null,
+  state: null,
+  directEligible: null,
+  weightVersion: null,
+  inflight: null,
+  mismatch: false,
+} as const;
+
 export function buildGridModel(input: GridInput): GridModel {
   const { nodes, plan } = input;
   const nodeIndex = new Map(nodes.map((n, i) => [n.name, i]));
@@ -206,13 +216,8 @@ export function buildGridModel(input: GridInput): GridModel {
         push(
           {
             ...base,
+            ...NOT_LIVE,
             kind: 'placeholder',
-            engineId: null,
-            state: null,
-            directEligible: null,
-            weightVersion: null,
-            inflight: null,
-            mismatch: false,
           },
           cells,
         );
@@ -259,14 +264,9 @@ export function buildGridModel(input: GridInput): GridModel {
           role: 'train',
           model: null,
           modelIndex: 0,
-          engineId: null,
           workerType: null,
           parallel: null,
-          state: null,
-          directEligible: null,
-          weightVersion: null,
-          inflight: null,
-          mismatch: false,
+          ...NOT_LIVE,
         },
         cells,
       );
