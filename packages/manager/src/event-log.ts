@@ -20,31 +20,27 @@ export type AuditEventInput = Omit<AuditEvent, 'seq' | 'at' | 'actor' | 'operati
   at?: number;
 };
 
-interface EventRow {
-  seq: number;
-  at: number;
-  kind: string;
-  subject: string;
-  actor: string | null;
-  operation_id: string | null;
-  duration_ms: number | null;
-  data: string;
-}
+/** A row as stored: `data` is JSON text. */
+type EventRow = Omit<AuditEvent, 'data'> & { data: string };
 
 /** Durable audit log of every transition and admin action, with a live stream for the console. */
 export class EventLog {
   private readonly listeners = new Set<(e: AuditEvent) => void>();
   private readonly insert;
+  private readonly select;
   private readonly now: () => number;
 
-  constructor(
-    private readonly db: Db,
-    now: () => number = Date.now,
-  ) {
+  constructor(db: Db, now: () => number = Date.now) {
     this.now = now;
     this.insert = db.prepare(
       `INSERT INTO events (at, kind, subject, actor, operation_id, duration_ms, data)
        VALUES (@at, @kind, @subject, @actor, @operation_id, @duration_ms, @data)`,
+    );
+    this.select = db.prepare(
+      `SELECT * FROM events WHERE seq > @after
+         AND (@subject IS NULL OR subject = @subject)
+         AND (@kind IS NULL OR kind = @kind)
+       ORDER BY seq LIMIT @limit`,
     );
   }
 
@@ -71,19 +67,12 @@ export class EventLog {
   }
 
   list(opts: { afterSeq?: number; limit?: number; subject?: string; kind?: string } = {}): AuditEvent[] {
-    const rows = this.db
-      .prepare(
-        `SELECT * FROM events WHERE seq > @after
-           AND (@subject IS NULL OR subject = @subject)
-           AND (@kind IS NULL OR kind = @kind)
-         ORDER BY seq LIMIT @limit`,
-      )
-      .all({
-        after: opts.afterSeq ?? 0,
-        subject: opts.subject ?? null,
-        kind: opts.kind ?? null,
-        limit: opts.limit ?? 1000,
-      }) as EventRow[];
+    const rows = this.select.all({
+      after: opts.afterSeq ?? 0,
+      subject: opts.subject ?? null,
+      kind: opts.kind ?? null,
+      limit: opts.limit ?? 1000,
+    }) as EventRow[];
     return rows.map((r) => ({ ...r, data: JSON.parse(r.data) as Record<string, unknown> }));
   }
 
