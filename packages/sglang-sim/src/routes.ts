@@ -428,71 +428,63 @@ export function headHandler(engine: SimEngine, options: SimOptions): Handler {
   };
   const versionNote = (v: string | null | undefined) => (v ? ` Weight version updated to ${v}.` : '');
 
-  const fromDisk: Handler = async (req, res) => {
-    const b = await body(req, res, UpdateWeightsFromDiskRequestSchema);
-    if (!b) return;
-    try {
-      await engine.updateWeightsFromDisk(b.model_path, b.weight_version, b.abort_all_requests);
-      ok(res, `Succeeded to update model weights.${versionNote(b.weight_version)}`, {
-        num_paused_requests: 0,
-      });
-    } catch (e) {
-      notOk(res, e, { num_paused_requests: 0 });
-    }
-  };
+  /** A weights endpoint: parse the body, make the change, answer `{success: true, message}`; a change the engine
+   * refuses is a 400 `{success: false, message}` with the reason, as SGLang answers it. */
+  const weightCall =
+    <T extends z.ZodType>(
+      schema: T,
+      change: (b: z.infer<T>) => unknown,
+      message: (b: z.infer<T>) => string,
+      extra: Record<string, unknown> = {},
+    ): Handler =>
+    async (req, res) => {
+      const b = await body(req, res, schema);
+      if (!b) return;
+      try {
+        await change(b);
+        ok(res, message(b), extra);
+      } catch (e) {
+        notOk(res, e, extra);
+      }
+    };
 
-  const initGroup: Handler = async (req, res) => {
-    const b = await body(req, res, InitWeightsUpdateGroupRequestSchema);
-    if (!b) return;
-    try {
-      engine.initGroup(b.group_name ?? DEFAULT_WEIGHT_UPDATE_GROUP);
-      ok(res, 'Succeeded to initialize custom process group.');
-    } catch (e) {
-      notOk(res, e);
-    }
-  };
-
-  const destroyGroup: Handler = async (req, res) => {
-    const b = await body(req, res, DestroyWeightsUpdateGroupRequestSchema);
-    if (!b) return;
-    try {
-      engine.destroyGroup(b.group_name ?? DEFAULT_WEIGHT_UPDATE_GROUP);
-      ok(res, 'Succeeded to destroy custom process group.');
-    } catch (e) {
-      notOk(res, e);
-    }
-  };
-
-  const fromDistributed: Handler = async (req, res) => {
-    const b = await body(req, res, UpdateWeightsFromDistributedRequestSchema);
-    if (!b) return;
-    try {
+  const fromDisk = weightCall(
+    UpdateWeightsFromDiskRequestSchema,
+    (b) => engine.updateWeightsFromDisk(b.model_path, b.weight_version, b.abort_all_requests),
+    (b) => `Succeeded to update model weights.${versionNote(b.weight_version)}`,
+    { num_paused_requests: 0 },
+  );
+  const initGroup = weightCall(
+    InitWeightsUpdateGroupRequestSchema,
+    (b) => engine.initGroup(b.group_name ?? DEFAULT_WEIGHT_UPDATE_GROUP),
+    () => 'Succeeded to initialize custom process group.',
+  );
+  const destroyGroup = weightCall(
+    DestroyWeightsUpdateGroupRequestSchema,
+    (b) => engine.destroyGroup(b.group_name ?? DEFAULT_WEIGHT_UPDATE_GROUP),
+    () => 'Succeeded to destroy custom process group.',
+  );
+  const fromDistributed = weightCall(
+    UpdateWeightsFromDistributedRequestSchema,
+    (b) =>
       engine.updateWeightsFromDistributed(
         b.group_name ?? DEFAULT_WEIGHT_UPDATE_GROUP,
         b.names,
         b.weight_version,
         b.abort_all_requests,
-      );
-      ok(res, `Succeeded to update parameter online.${versionNote(b.weight_version)}`);
-    } catch (e) {
-      notOk(res, e);
-    }
-  };
-
-  const fromTensor: Handler = async (req, res) => {
-    const b = await body(req, res, UpdateWeightsFromTensorRequestSchema);
-    if (!b) return;
-    try {
+      ),
+    (b) => `Succeeded to update parameter online.${versionNote(b.weight_version)}`,
+  );
+  const fromTensor = weightCall(
+    UpdateWeightsFromTensorRequestSchema,
+    (b) =>
       engine.updateWeightsFromTensor(
         b.serialized_named_tensors.length,
         b.weight_version,
         b.abort_all_requests,
-      );
-      ok(res, `Succeeded to update model weights.${versionNote(b.weight_version)}`);
-    } catch (e) {
-      notOk(res, e);
-    }
-  };
+      ),
+    (b) => `Succeeded to update model weights.${versionNote(b.weight_version)}`,
+  );
 
   const weightVersion: Handler = async (req, res) => {
     const b = await body(req, res, UpdateWeightVersionRequestSchema);
