@@ -7,7 +7,7 @@ import { InferenceManager, type InferenceManagerInit, type RouterRegistrar } fro
 import { type LaunchRequest, SimLauncher } from './launchers.ts';
 import { InMemoryPlacementGroups } from './placement-groups.ts';
 import { MemoryLogger } from './runtime.ts';
-import { planConfig, splitConfig } from './testing.ts';
+import { outcomeCode, planConfig, splitConfig } from './testing.ts';
 
 const managers: InferenceManager[] = [];
 const cleanups: Array<() => Promise<void>> = [];
@@ -62,15 +62,6 @@ async function until<T>(what: string, fn: () => T | undefined | false, timeoutMs
     if (v) return v;
     if (Date.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
-async function code(p: Promise<unknown> | (() => unknown)): Promise<string> {
-  try {
-    await (typeof p === 'function' ? p() : p);
-    return 'ok';
-  } catch (e) {
-    return isUisError(e) ? e.code : String(e);
   }
 }
 
@@ -288,7 +279,7 @@ describe('InferenceManager against sglang-sim processes', () => {
     expect(back.direct_eligible).toBe(false);
     expect(back.weight_version).not.toBe('v7');
     expect(m.eligibleEngines('policy').map((e) => e.engineId)).toEqual(['policy/0']);
-    expect(await code(async () => m.inflight.acquire('policy/1'))).toBe('replica_not_admitting');
+    expect(await outcomeCode(async () => m.inflight.acquire('policy/1'))).toBe('replica_not_admitting');
     await m.updateWeights('policy', {
       source: 'distributed',
       action: 'init',
@@ -344,7 +335,7 @@ describe('InferenceManager against sglang-sim processes', () => {
     await until('draining published', () =>
       engines(m.registry.snapshot(), 'policy').every((e) => e.state === 'draining' && !e.direct_eligible),
     );
-    expect(await code(async () => send(99))).toBe('replica_not_admitting');
+    expect(await outcomeCode(async () => send(99))).toBe('replica_not_admitting');
     const results = await Promise.all(accepted);
     expect(results.map((r) => r.meta_info.completion_tokens)).toEqual(Array(8).fill(20));
     expect(results.every((r) => r.meta_info.finish_reason?.type === 'length')).toBe(true);
@@ -407,12 +398,12 @@ describe('InferenceManager against sglang-sim processes', () => {
     const { plan, roles } = planConfig(splitConfig());
     const m = manager(roles.genrm as InferenceRoleSpec, plan);
     await m.start();
-    const err = await code(
+    const err = await outcomeCode(
       m.updateWeights('judge', { source: 'disk', model_path: '/x', weight_version: 'v2' }),
     );
     expect(err).toBe('static_model');
-    expect(await code(async () => m.registerDcs('judge'))).toBe('static_model');
-    expect(await code(m.updateWeights('nope', { source: 'version', weight_version: 'v2' }))).toBe(
+    expect(await outcomeCode(async () => m.registerDcs('judge'))).toBe('static_model');
+    expect(await outcomeCode(m.updateWeights('nope', { source: 'version', weight_version: 'v2' }))).toBe(
       'unknown_model',
     );
     const judge = roles.genrm?.models[0];
@@ -420,7 +411,7 @@ describe('InferenceManager against sglang-sim processes', () => {
       ...(roles.genrm as InferenceRoleSpec),
       models: [{ ...judge, register_dcs: true }],
     } as InferenceRoleSpec;
-    expect(await code(() => manager(bad, plan))).toBe('static_model');
+    expect(await outcomeCode(() => manager(bad, plan))).toBe('static_model');
   });
 });
 
@@ -521,7 +512,7 @@ describe('ownership, rollback, router and elastic scale', () => {
       ['policy/3', 'ready', true],
     ]);
     expect(seen[0]).toEqual(['policy/0:ready', 'policy/1:ready', 'policy/2:starting', 'policy/3:starting']);
-    expect(await code(m.scale('policy', 5))).toBe('no_reserved_bundles');
+    expect(await outcomeCode(m.scale('policy', 5))).toBe('no_reserved_bundles');
     const pid3 = m.snapshot().models.policy?.replicas[3]?.pids[0] as number;
     seen.length = 0;
     await m.scale('policy', 3);
@@ -534,7 +525,7 @@ describe('ownership, rollback, router and elastic scale', () => {
     expect(alive(pid3)).toBe(false);
     const { plan: p2, roles: r2 } = planConfig(decoupled());
     const fixed = manager(r2.rollout as InferenceRoleSpec, p2);
-    expect(await code(fixed.scale('policy', 3))).toBe('not_elastic');
+    expect(await outcomeCode(fixed.scale('policy', 3))).toBe('not_elastic');
   });
 
   it('router mode with the real SGLangRouterClient against an HTTP router speaking /workers', async () => {
@@ -686,9 +677,9 @@ describe('ownership, rollback, router and elastic scale', () => {
     expect(engine_id).toBe('policy/2');
     const e = engines(m.registry.snapshot(), 'policy').find((x) => x.engine_id === engine_id);
     expect(e?.direct_eligible).toBe(true);
-    expect(await code(m.unregisterExternal('policy/0'))).toBe('not_external');
-    expect(await code(m.registerExternal('policy', 'ftp://10.0.0.1:21'))).toBe('invalid_url');
-    expect(await code(m.registerExternal('policy', 'http://user:pw@10.0.0.1:1'))).toBe('invalid_url');
+    expect(await outcomeCode(m.unregisterExternal('policy/0'))).toBe('not_external');
+    expect(await outcomeCode(m.registerExternal('policy', 'ftp://10.0.0.1:21'))).toBe('invalid_url');
+    expect(await outcomeCode(m.registerExternal('policy', 'http://user:pw@10.0.0.1:1'))).toBe('invalid_url');
     await m.unregisterExternal(engine_id);
     expect(engines(m.registry.snapshot(), 'policy').map((x) => x.engine_id)).toEqual([
       'policy/0',

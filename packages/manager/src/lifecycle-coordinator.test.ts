@@ -1,9 +1,9 @@
-import { isUisError } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { EventLog } from './event-log.ts';
 import { LifecycleCoordinator, type OffloadReport, type PhaseParticipant } from './lifecycle-coordinator.ts';
 import { Registry } from './registry.ts';
 import { openStore } from './store.ts';
+import { outcomeCode } from './testing.ts';
 
 const GROUP = {
   name: 'actor',
@@ -60,15 +60,6 @@ function setup(timeoutMs = 5_000) {
   return { trace, db, events, rollout, genrm, registry, coordinator };
 }
 
-async function code(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-    return 'ok';
-  } catch (e) {
-    return isUisError(e) ? e.code : String(e);
-  }
-}
-
 describe('LifecycleCoordinator', () => {
   it('runs the defer transition in order: offload (with proof) before onload, scorer auto-advances to train', async () => {
     const { trace, coordinator, registry, genrm, events } = setup();
@@ -107,14 +98,14 @@ describe('LifecycleCoordinator', () => {
     await coordinator.initialize();
     rollout.releaseMemory = false;
     trace.length = 0;
-    expect(await code(coordinator.transition())).toBe('transition_failed');
+    expect(await outcomeCode(coordinator.transition())).toBe('transition_failed');
     expect(trace).toEqual(['rollout.drain']);
     expect(genrm.resident).toBe(false);
     const lease = coordinator.lease();
     expect(lease.status).toBe('blocked');
     expect(lease.reason).toMatch(/memory released/);
-    expect(await code(coordinator.transition())).toBe('lease_blocked');
-    expect(await code(coordinator.waitForPhase('train', 1_000))).toBe('lease_blocked');
+    expect(await outcomeCode(coordinator.transition())).toBe('lease_blocked');
+    expect(await outcomeCode(coordinator.waitForPhase('train', 1_000))).toBe('lease_blocked');
     coordinator.resolve({ phase: 'rollout', actor: 'ops', note: 'checked nvidia-smi' });
     expect(coordinator.lease().status).toBe('held');
   });
@@ -123,7 +114,7 @@ describe('LifecycleCoordinator', () => {
     const { coordinator, rollout } = setup(100);
     await coordinator.initialize();
     rollout.hangDrain = true;
-    expect(await code(coordinator.transition())).toBe('transition_timeout');
+    expect(await outcomeCode(coordinator.transition())).toBe('transition_timeout');
     expect(coordinator.lease().status).toBe('blocked');
     expect(coordinator.lease().reason).toMatch(/exceeded 100 ms/);
   });
@@ -139,7 +130,7 @@ describe('LifecycleCoordinator', () => {
     expect(trace.filter((t) => t === 'rollout.drain')).toHaveLength(1);
     // After completion the stored result is returned, nothing runs again.
     expect(await coordinator.transition({ operationId: 'op-1', to: 'genrm_score' })).toEqual(ra);
-    expect(await code(coordinator.transition({ operationId: 'op-1', to: 'rollout' }))).toBe(
+    expect(await outcomeCode(coordinator.transition({ operationId: 'op-1', to: 'rollout' }))).toBe(
       'operation_id_conflict',
     );
   });
@@ -148,7 +139,7 @@ describe('LifecycleCoordinator', () => {
     const { coordinator } = setup();
     await coordinator.initialize();
     const running = coordinator.transition({ to: 'genrm_score' });
-    expect(await code(coordinator.transition({ to: 'rollout' }))).toBe('transition_in_progress');
+    expect(await outcomeCode(coordinator.transition({ to: 'rollout' }))).toBe('transition_in_progress');
     const joined = coordinator.transition({ to: 'genrm_score' });
     const [a, b] = await Promise.all([running, joined]);
     expect(b).toBe(a);
@@ -174,9 +165,9 @@ describe('LifecycleCoordinator', () => {
   it('barrier times out with 504 and unknown phases are 404', async () => {
     const { coordinator } = setup();
     await coordinator.initialize();
-    expect(await code(coordinator.waitForPhase('train', 30))).toBe('barrier_timeout');
-    expect(await code(coordinator.waitForPhase('nope', 30))).toBe('unknown_phase');
-    expect(await code(coordinator.releasePhase('train'))).toBe('phase_not_resident');
+    expect(await outcomeCode(coordinator.waitForPhase('train', 30))).toBe('barrier_timeout');
+    expect(await outcomeCode(coordinator.waitForPhase('nope', 30))).toBe('unknown_phase');
+    expect(await outcomeCode(coordinator.releasePhase('train'))).toBe('phase_not_resident');
     expect(coordinator.describe().map((d) => [d.group, d.phases.map((p) => p.name), d.lease.phase])).toEqual([
       ['actor', ['rollout', 'genrm_score', 'train'], 'rollout'],
     ]);

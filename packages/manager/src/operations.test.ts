@@ -1,16 +1,8 @@
-import { isUisError, UisError } from '@uis/spec';
+import { UisError } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { OperationLedger } from './operations.ts';
 import { openStore } from './store.ts';
-
-async function code(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-    return 'ok';
-  } catch (e) {
-    return isUisError(e) ? e.code : String(e);
-  }
-}
+import { outcomeCode } from './testing.ts';
 
 describe('OperationLedger', () => {
   it('returns the stored result to a retry after a restart, without running again', async () => {
@@ -26,7 +18,7 @@ describe('OperationLedger', () => {
     });
     expect(again).toEqual(first);
     expect(runs).toBe(1);
-    expect(await code(new OperationLedger(db).run('op-1', { to: 'rollout' }, async () => 1))).toBe(
+    expect(await outcomeCode(new OperationLedger(db).run('op-1', { to: 'rollout' }, async () => 1))).toBe(
       'operation_id_conflict',
     );
   });
@@ -37,11 +29,13 @@ describe('OperationLedger', () => {
     const failing = ledger.run('op-2', {}, async () => {
       throw new UisError({ code: 'memory_not_released', status: 409, message: 'rollout/0 holds memory' });
     });
-    expect(await code(failing)).toBe('memory_not_released');
-    expect(await code(new OperationLedger(db).run('op-2', {}, async () => 'ok'))).toBe('memory_not_released');
+    expect(await outcomeCode(failing)).toBe('memory_not_released');
+    expect(await outcomeCode(new OperationLedger(db).run('op-2', {}, async () => 'ok'))).toBe(
+      'memory_not_released',
+    );
     // A process that died mid-operation leaves a running row behind.
     void ledger.run('op-3', {}, () => new Promise(() => {}));
-    expect(await code(new OperationLedger(db).run('op-3', {}, async () => 'ok'))).toBe(
+    expect(await outcomeCode(new OperationLedger(db).run('op-3', {}, async () => 'ok'))).toBe(
       'operation_interrupted',
     );
   });

@@ -2,6 +2,7 @@ import { planPlacement } from '@uis/planner';
 import {
   configuredRoles,
   type InferenceRoleSpec,
+  isUisError,
   type PlacementPlan,
   type Role,
   roleSpec,
@@ -21,6 +22,16 @@ export function planConfig(config: unknown): {
   const roles: Partial<Record<Role, InferenceRoleSpec>> = {};
   for (const { role, spec } of configuredRoles(parsed)) roles[role] = roleSpec(role, spec);
   return { plan: result.plan, roles };
+}
+
+/** What a call or promise ends with: 'ok', or the code it fails with (a non-UisError as its text). */
+export async function outcomeCode(p: Promise<unknown> | (() => unknown)): Promise<string> {
+  try {
+    await (typeof p === 'function' ? p() : p);
+    return 'ok';
+  } catch (e) {
+    return isUisError(e) ? e.code : String(e);
+  }
 }
 
 const group = (num_gpus: number, gpus_per_engine: number) => ({ num_gpus, gpus_per_engine });
