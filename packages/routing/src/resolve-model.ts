@@ -80,6 +80,22 @@ function list(names: string[]): string {
   return names.length === 0 ? '(none)' : names.join(', ');
 }
 
+/** A routing rule names a model discovery does not have: the topology is wrong, not the request (503). */
+function inconsistent(
+  snapshot: DiscoverySnapshot,
+  rules: RoutingRules | undefined,
+  path: string,
+  what: string,
+): UisError {
+  return new UisError({
+    code: 'routing_inconsistent',
+    status: 503,
+    path,
+    message: `${what} is not in discovery (models: ${list(Object.keys(snapshot.models))})`,
+    details: known(snapshot, rules),
+  });
+}
+
 /** Resolves a request to one model: explicit model (id, alias, served name) -> route_key -> default model -> 400.
  * An unknown model or route_key is a 400 that names what exists; nothing falls back silently. A model that is not
  * ready is a 503 with retry guidance. `routing` defaults to the snapshot's own `routing` block.
@@ -106,13 +122,7 @@ export function resolveModel(
       name = rules.aliases[asked]!;
       via = 'alias';
       if (!Object.hasOwn(models, name)) {
-        return new UisError({
-          code: 'routing_inconsistent',
-          status: 503,
-          path: 'body.model',
-          message: `alias "${asked}" maps to model "${name}", which is not in discovery (models: ${list(Object.keys(models))})`,
-          details: known(snapshot, rules),
-        });
+        return inconsistent(snapshot, rules, 'body.model', `model "${name}" (alias "${asked}")`);
       }
     } else {
       const byServed = Object.keys(models).filter((m) => models[m]!.served_model_name === asked);
@@ -146,13 +156,7 @@ export function resolveModel(
       });
     }
     if (!Object.hasOwn(models, target)) {
-      return new UisError({
-        code: 'routing_inconsistent',
-        status: 503,
-        path: 'route_key',
-        message: `route_key "${key}" maps to model "${target}", which is not in discovery (models: ${list(Object.keys(models))})`,
-        details: known(snapshot, rules),
-      });
+      return inconsistent(snapshot, rules, 'route_key', `model "${target}" (route_key "${key}")`);
     }
     name = target;
     via = 'route_key';
@@ -160,13 +164,7 @@ export function resolveModel(
     name = rules.default_model;
     via = 'default';
     if (!Object.hasOwn(models, name)) {
-      return new UisError({
-        code: 'routing_inconsistent',
-        status: 503,
-        path: 'routing.default_model',
-        message: `default model "${name}" is not in discovery (models: ${list(Object.keys(models))})`,
-        details: known(snapshot, rules),
-      });
+      return inconsistent(snapshot, rules, 'routing.default_model', `default model "${name}"`);
     }
   } else {
     const names = Object.keys(models);
