@@ -694,6 +694,15 @@ export class InferenceManager implements PhaseParticipant {
     return s.weightVersion !== m.target;
   }
 
+  /** A replica that came up (scale-up, recovery) is ready, and goes straight back to sleep when its model sleeps. */
+  private async readyOrAsleep(s: Slot, m: ModelRuntime): Promise<void> {
+    this.setState(s, 'ready');
+    if (m.desire === 'sleeping') {
+      this.setState(s, 'draining');
+      await this.offload(s, 0, 'abort');
+    }
+  }
+
   /** Brings a replica to the model's target version when the last update can be replayed. */
   private async syncWeights(s: Slot, m: ModelRuntime): Promise<void> {
     if (!capabilities(m.spec).needs_weight_update || m.target === null) return;
@@ -912,11 +921,7 @@ export class InferenceManager implements PhaseParticipant {
       });
       for (const s of added.filter((x) => this.slots.has(x.engineId))) {
         await this.syncWeights(s, m).catch(() => undefined);
-        this.setState(s, 'ready');
-        if (m.desire === 'sleeping') {
-          this.setState(s, 'draining');
-          await this.offload(s, 0, 'abort');
-        }
+        await this.readyOrAsleep(s, m);
       }
       await this.syncRouters();
       this.publish();
@@ -1188,11 +1193,7 @@ export class InferenceManager implements PhaseParticipant {
           const m = this.model(s.model);
           await this.syncWeights(s, m);
           if (this.closed) return;
-          this.setState(s, 'ready');
-          if (m.desire === 'sleeping') {
-            this.setState(s, 'draining');
-            await this.offload(s, 0, 'abort');
-          }
+          await this.readyOrAsleep(s, m);
           await this.syncRouters();
           this.publish();
           this.audit('replica.recovered', s.engineId, {
