@@ -1,10 +1,9 @@
-import { type DiscoverySnapshot, UisError } from '@uis/spec';
+import { type DiscoverySnapshot, sseData, UisError } from '@uis/spec';
 import { ReplicaSelector, type ReplicaSelectorOptions } from './replica-selector.ts';
 import { type HeaderBag, type RequestKeys, requestKeys } from './request-keys.ts';
 import { checkSnapshot } from './resolve-model.ts';
 import { type Route, route } from './route.ts';
 import { DEFAULT_AFFINITY_HEADER, type RoutingRules } from './routing-rules.ts';
-import { sseData } from './sse.ts';
 
 export type FetchLike = (input: string, init?: RequestInit) => Promise<Response>;
 

@@ -1,3 +1,4 @@
+export { sseData } from '@uis/spec';
 export { type Candidate, candidatesOf, isEligible } from './candidates.ts';
 export {
   type Attempt,
@@ -30,5 +31,4 @@ export {
   policyFor,
   type RoutingRules,
 } from './routing-rules.ts';
-export { sseData } from './sse.ts';
 export { compareWeightVersions, meetsMinWeightVersion } from './weight-version.ts';

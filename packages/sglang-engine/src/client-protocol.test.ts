@@ -1,9 +1,9 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { sseData } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SGLangClient } from './client.ts';
 import { failure } from './sim-harness.ts';
-import { sseData } from './sse.ts';
 
 /** Wire-level edge cases against a scripted server: things a healthy simulator never does (renamed endpoints,
  * schema drift, broken streams), each of which must end in a typed error or the documented fallback. */

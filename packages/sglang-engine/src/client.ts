@@ -1,3 +1,4 @@
+import { sseData } from '@uis/spec';
 import type { Dispatcher } from 'undici';
 import { Pool } from 'undici';
 import type { z } from 'zod';
@@ -46,7 +47,6 @@ import {
   UpdateWeightVersionResponseSchema,
   WeightVersionSchema,
 } from './protocol.ts';
-import { sseData } from './sse.ts';
 
 export interface ClientTimeouts {
   /** TCP connect. Default 10 s. */

@@ -1,3 +1,4 @@
+export { sseData } from '@uis/spec';
 export * from './client.ts';
 export * from './engine.ts';
 export * from './engine-error.ts';
@@ -6,4 +7,3 @@ export * from './ports.ts';
 export * from './protocol.ts';
 export * from './router-client.ts';
 export * from './server-args.ts';
-export * from './sse.ts';

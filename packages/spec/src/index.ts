@@ -6,4 +6,5 @@ export * from './gateway-config.ts';
 export * from './legacy.ts';
 export * from './model.ts';
 export * from './plan.ts';
+export * from './sse.ts';
 export * from './states.ts';

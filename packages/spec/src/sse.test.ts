@@ -51,4 +51,14 @@ describe('sseData', () => {
     for await (const _ of sseData(stream)) break;
     expect(cancelled).toBe(true);
   });
+
+  it('reads any async iterable of chunks: a CRLF split across chunks is one line end, not an event end', async () => {
+    async function* chunks() {
+      yield 'data: x\r';
+      yield new TextEncoder().encode('\ndata: y\r\n\r\ndata: z');
+    }
+    const out: string[] = [];
+    for await (const d of sseData(chunks())) out.push(d);
+    expect(out).toEqual(['x\ny', 'z']);
+  });
 });
