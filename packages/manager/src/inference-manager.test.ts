@@ -7,7 +7,7 @@ import { InferenceManager, type InferenceManagerInit, type RouterRegistrar } fro
 import { type LaunchRequest, SimLauncher } from './launchers.ts';
 import { InMemoryPlacementGroups } from './placement-groups.ts';
 import { MemoryLogger } from './runtime.ts';
-import { outcomeCode, planConfig, splitConfig } from './testing.ts';
+import { outcomeCode, planConfig, splitConfig, twoNodeTeacherConfig } from './testing.ts';
 
 const managers: InferenceManager[] = [];
 const cleanups: Array<() => Promise<void>> = [];
@@ -629,28 +629,7 @@ describe('ownership, rollback, router and elastic scale', () => {
   });
 
   it('a multi-node TP engine is one replica: two processes, the head URL only', async () => {
-    const { plan, roles } = planConfig({
-      cluster: {
-        nodes: [
-          { name: 'node-0', gpus: 2 },
-          { name: 'node-1', gpus: 2 },
-        ],
-      },
-      training: { actor_gpus: 0 },
-      roles: {
-        teacher: {
-          deployment: { mode: 'decoupled' },
-          models: [
-            {
-              name: 'teacher',
-              model_path: '/models/teacher',
-              weight_source: 'static',
-              engine_groups: [{ num_gpus: 4, gpus_per_engine: 4 }],
-            },
-          ],
-        },
-      },
-    });
+    const { plan, roles } = planConfig(twoNodeTeacherConfig());
     const m = manager(roles.teacher as InferenceRoleSpec, plan);
     await m.start();
     const es = engines(m.registry.snapshot(), 'teacher');

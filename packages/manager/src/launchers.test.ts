@@ -2,7 +2,7 @@ import type { EngineLauncher, LaunchSpec } from '@uis/sglang-engine';
 import { type InferenceRoleSpec, isUisError } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { ExternalLauncher, type LaunchRequest, LocalLauncher } from './launchers.ts';
-import { planConfig, splitConfig } from './testing.ts';
+import { planConfig, splitConfig, twoNodeTeacherConfig } from './testing.ts';
 
 /** Records what would be spawned and refuses to spawn it. */
 class RecordingLauncher implements EngineLauncher {
@@ -60,30 +60,8 @@ describe('launchers', () => {
 
   it('local: a two-node replica gets one process per node and a rendezvous address', async () => {
     const rec = new RecordingLauncher();
-    const config = {
-      cluster: {
-        nodes: [
-          { name: 'node-0', gpus: 2 },
-          { name: 'node-1', gpus: 2 },
-        ],
-      },
-      training: { actor_gpus: 0 },
-      roles: {
-        teacher: {
-          deployment: { mode: 'decoupled' },
-          models: [
-            {
-              name: 'teacher',
-              model_path: '/m/t',
-              weight_source: 'static',
-              engine_groups: [{ num_gpus: 4, gpus_per_engine: 4 }],
-            },
-          ],
-        },
-      },
-    };
     const engine = await new LocalLauncher({ engineLauncher: rec, command: ['sglang-sim'] }).create(
-      request('teacher/0', config, 'teacher'),
+      request('teacher/0', twoNodeTeacherConfig(), 'teacher'),
     );
     await expect(engine.start({ deadlineMs: 5_000 })).rejects.toThrow();
     const procs = rec.specs[0]?.processes ?? [];

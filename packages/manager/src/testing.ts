@@ -141,3 +141,29 @@ export function deferConfig() {
     },
   };
 }
+
+/** One teacher engine of TP 4 over two 2-GPU nodes: a multi-node replica (one head, two node processes). */
+export function twoNodeTeacherConfig() {
+  return {
+    cluster: {
+      nodes: [
+        { name: 'node-0', gpus: 2 },
+        { name: 'node-1', gpus: 2 },
+      ],
+    },
+    training: { actor_gpus: 0 },
+    roles: {
+      teacher: {
+        deployment: { mode: 'decoupled' },
+        models: [
+          {
+            name: 'teacher',
+            model_path: '/models/teacher',
+            weight_source: 'static',
+            engine_groups: [group(4, 4)],
+          },
+        ],
+      },
+    },
+  };
+}
