@@ -62,6 +62,7 @@ const newPhases = () => ({
 let phases = newPhases();
 let accepted = 0;
 let cpuAtReset = process.cpuUsage();
+let usageAtReset = process.resourceUsage();
 // Garbage collection pauses over the window: a long one stalls every stream at once.
 let gc = { count: 0, totalMs: 0, maxMs: 0 };
 new PerformanceObserver((list) => {
@@ -118,6 +119,14 @@ app.get('/_bench/stats', (c) => {
     accepted,
     gc,
     windowCpuUs: process.cpuUsage(cpuAtReset),
+    windowUsage: (() => {
+      const u = process.resourceUsage();
+      return {
+        minorFaults: u.minorPageFault - usageAtReset.minorPageFault,
+        voluntarySwitches: u.voluntaryContextSwitches - usageAtReset.voluntaryContextSwitches,
+        involuntarySwitches: u.involuntaryContextSwitches - usageAtReset.involuntaryContextSwitches,
+      };
+    })(),
     phasesMs: Object.fromEntries(Object.entries(phases).map(([k, v]) => [k, summarize(v)])),
     loopDelayMs: {
       p50: loopDelay.percentile(50) / 1e6,
@@ -133,6 +142,7 @@ app.get('/_bench/stats', (c) => {
     phases = newPhases();
     gc = { count: 0, totalMs: 0, maxMs: 0 };
     cpuAtReset = process.cpuUsage();
+    usageAtReset = process.resourceUsage();
     loopDelay.reset();
   }
   return c.json(body);

@@ -258,10 +258,15 @@ function diagnosticLine(s: Record<string, unknown>): string {
   const loop = s.loopDelayMs as { p50: number; p99: number; max: number };
   const gc = s.gc as { count: number; totalMs: number; maxMs: number };
   const cpu = s.windowCpuUs as { user: number; system: number };
+  const usage = s.windowUsage as {
+    minorFaults: number;
+    voluntarySwitches: number;
+    involuntarySwitches: number;
+  };
   const churn = s.churn as { connects: number; disconnects: number; lastDisconnect?: string };
   const pools = Object.values(s.pools as Record<string, { connected: number }>).map((p) => p.connected);
   const parts = Object.entries(phases).map(([k, v]) => `${k} ${f(v.p50, 2)}/${f(v.p99, 2)}`);
-  return `gateway: CPU user ${f(cpu.user / 1000, 0)} ms + system ${f(cpu.system / 1000, 0)} ms in the window; ${String(s.accepted)} client connections accepted, upstream ${churn.connects} opened / ${churn.disconnects} closed so far (${pools.join('+')} open; last close: ${churn.lastDisconnect ?? '-'}); phases p50/p99 ms: ${parts.join(', ')}; event-loop delay p50/p99/max ${f(loop.p50, 1)}/${f(loop.p99, 1)}/${f(loop.max, 1)} ms; gc ${gc.count} pauses, ${f(gc.totalMs, 0)} ms total, max ${f(gc.maxMs, 1)} ms`;
+  return `gateway: CPU user ${f(cpu.user / 1000, 0)} ms + system ${f(cpu.system / 1000, 0)} ms in the window, ${usage.minorFaults} page faults, ${usage.voluntarySwitches} voluntary / ${usage.involuntarySwitches} involuntary context switches; ${String(s.accepted)} client connections accepted, upstream ${churn.connects} opened / ${churn.disconnects} closed so far (${pools.join('+')} open; last close: ${churn.lastDisconnect ?? '-'}); phases p50/p99 ms: ${parts.join(', ')}; event-loop delay p50/p99/max ${f(loop.p50, 1)}/${f(loop.p99, 1)}/${f(loop.max, 1)} ms; gc ${gc.count} pauses, ${f(gc.totalMs, 0)} ms total, max ${f(gc.maxMs, 1)} ms`;
 }
 
 /** Runs every column `rounds` times, in a rotated order each round, so load drift on a shared machine does not

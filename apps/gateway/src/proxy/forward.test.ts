@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { connect } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { type ErrorBody, UisError } from '@uis/spec';
 import { Hono } from 'hono';
@@ -383,6 +384,64 @@ describe('streaming', () => {
     await once(res, 'end');
     expect(rest).toBe('data: [DONE]\n\n');
     await gw.completed(1);
+  });
+
+  it('relays a long stream byte for byte to a client that stops reading for a while (backpressure)', async () => {
+    const events = Array.from(
+      { length: 3000 },
+      (_, i) => `data: {"i":${i},"pad":"${'x'.repeat(i % 700)}"}\n\n`,
+    );
+    let engineWaited = 0;
+    const engine = await upstream(async (req, res) => {
+      await readAll(req);
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      for (const e of events) {
+        if (!res.write(e)) {
+          engineWaited++;
+          await once(res, 'drain');
+        }
+      }
+      res.end();
+    });
+    const gw = await gateway([{ id: 'e', origin: engine.url }]);
+    const { response } = openStream(`${gw.url}/r/generate`, '{"stream":true}');
+    const res = await response;
+    res.pause();
+    // Several MB queue up: the engine must be made to wait, not the gateway to buffer everything.
+    for (let i = 0; i < 200 && engineWaited === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(engineWaited).toBeGreaterThan(0);
+    const parts: Buffer[] = [];
+    res.on('data', (c: Buffer) => parts.push(c));
+    res.resume();
+    await once(res, 'end');
+    expect(Buffer.concat(parts).toString()).toBe(events.join(''));
+    await gw.completed(1);
+    expect(gw.events[0]).toMatchObject({ outcome: 'ok', bytesDown: Buffer.byteLength(events.join('')) });
+  });
+
+  it('relays a stream to an HTTP/1.0 client unframed, ending with the connection', async () => {
+    const engine = await upstream(async (req, res) => {
+      await readAll(req);
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: 1\n\n');
+      await new Promise((r) => setTimeout(r, 20));
+      res.write('data: 2\n\n');
+      res.end('data: [DONE]\n\n');
+    });
+    const gw = await gateway([{ id: 'e', origin: engine.url }]);
+    const { port } = new URL(gw.url);
+    const sock = connect(Number(port), '127.0.0.1');
+    const body = '{"stream":true}';
+    sock.write(
+      `POST /r/generate HTTP/1.0\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+    );
+    const parts: Buffer[] = [];
+    sock.on('data', (c: Buffer) => parts.push(c));
+    await once(sock, 'close');
+    const text = Buffer.concat(parts).toString();
+    expect(text.startsWith('HTTP/1.1 200')).toBe(true);
+    expect(text.toLowerCase()).not.toContain('transfer-encoding');
+    expect(text.slice(text.indexOf('\r\n\r\n') + 4)).toBe('data: 1\n\ndata: 2\n\ndata: [DONE]\n\n');
   });
 
   it('aborts the engine request and calls onClientAbort when the client disconnects', async () => {
