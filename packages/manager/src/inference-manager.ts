@@ -1137,13 +1137,7 @@ export class InferenceManager implements PhaseParticipant {
       }
     }
     if (recover && s.spec.fault_tolerance_enabled) {
-      // A sleeping model's GPUs may belong to another phase: relaunching now would load weights next to the
-      // resident phase. The restart waits for the model's next onload.
-      if (this.model(s.model).desire === 'sleeping' && this.offloadEnabled(s)) {
-        s.restartPending = true;
-        this.audit('replica.restart_deferred', s.engineId, { reason: 'model is sleeping' });
-        return;
-      }
+      // restart() itself defers to the model's next onload when the model sleeps.
       const p = this.restart(s, true).catch((e) => {
         this.logger.error({ engineId: s.engineId, err: errorMessage(e) }, 'recovery gave up');
       });
