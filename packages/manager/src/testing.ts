@@ -9,8 +9,10 @@ import {
   UisConfigSchema,
 } from '@uis/spec';
 
-/** Test and bench helper: a config object -> the planner's real plan + every role's spec. Throws with every
- * violation when the layout is invalid. */
+// Test and bench support, exported as `@uis/manager/testing` so the gateway's tests share these layouts.
+
+/** A config object -> the planner's real plan + every role's spec. Throws with every violation when the layout is
+ * invalid. */
 export function planConfig(config: unknown): {
   plan: PlacementPlan;
   roles: Partial<Record<Role, InferenceRoleSpec>>;
