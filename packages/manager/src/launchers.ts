@@ -73,19 +73,14 @@ export class LocalLauncher implements Launcher {
       nodePorts: ports.slice(0, nnodes),
       advertiseHost: host,
       ...(nnodes > 1 ? { distInitAddr: `${host}:${ports[nnodes]}` } : {}),
+      extraArgs: this.opts.extraArgs?.(req) ?? [],
+      ...(this.opts.env ? { env: this.opts.env } : {}),
     });
-    const extra = this.opts.extraArgs?.(req) ?? [];
-    const processes = args.processes.map((p) => ({
-      ...p,
-      argv: [...p.argv, ...extra],
-      env: { ...this.opts.env, ...p.env },
-    }));
-    const headUrl = args.headUrl.replace(/\/$/, '');
     return new SGLangEngine({
       engineId: req.replica.engine_id,
-      baseUrl: headUrl,
+      baseUrl: args.headUrl,
       launcher: this.processes,
-      launchSpec: { processes, headUrl, engineId: req.replica.engine_id },
+      launchSpec: { ...args, engineId: req.replica.engine_id },
       ...(this.opts.pollMs === undefined ? {} : { pollMs: this.opts.pollMs }),
     });
   }

@@ -91,6 +91,22 @@ describe('buildServerArgs', () => {
     expect(p.node).toBe('n0');
   });
 
+  it('appends the launcher extra flags after the planned ones; the planned env wins over the launcher env', () => {
+    const out = buildServerArgs(
+      model({ env_vars: { NCCL_DEBUG: 'INFO' } }),
+      group(),
+      replica([{ node: 'n0', gpus: [4, 5, 6, 7] }]),
+      {
+        ...base,
+        extraArgs: ['--sim-decode-us-per-token', '5'],
+        env: { CUDA_VISIBLE_DEVICES: '9', HF_HOME: '/h' },
+      },
+    );
+    const p = out.processes[0]!;
+    expect(p.argv.slice(-3)).toEqual(['15001', '--sim-decode-us-per-token', '5']);
+    expect(p.env).toEqual({ HF_HOME: '/h', NCCL_DEBUG: 'INFO', CUDA_VISIBLE_DEVICES: '4,5,6,7' });
+  });
+
   const table: Array<{
     name: string;
     model?: Record<string, unknown>;

@@ -45,6 +45,10 @@ export interface ServerArgsOptions {
   /** Host the head URL uses when `host` is a wildcard and the head node has no `node_ip`. */
   advertiseHost?: string;
   cwd?: string;
+  /** Flags appended to every node's command line after the planned ones (e.g. the simulator's timing flags). */
+  extraArgs?: readonly string[];
+  /** Environment of every node process; the planned variables (CUDA_VISIBLE_DEVICES ...) win over it. */
+  env?: Readonly<Record<string, string>>;
 }
 
 export const DEFAULT_SGLANG_COMMAND: readonly string[] = ['python', '-m', 'sglang.launch_server'];
@@ -242,8 +246,13 @@ function nodeProcess(
     '--port',
     String(port),
     ...overrides,
+    ...(opts.extraArgs ?? []),
   ];
-  const env: Record<string, string> = { ...model.env_vars, CUDA_VISIBLE_DEVICES: node.gpu_ids.join(',') };
+  const env: Record<string, string> = {
+    ...opts.env,
+    ...model.env_vars,
+    CUDA_VISIBLE_DEVICES: node.gpu_ids.join(','),
+  };
   // Relax sets this with the memory saver so CUDA graphs are released and restored with the weights.
   if (opts.offload) env.SGLANG_MEMORY_SAVER_CUDA_GRAPH = 'true';
   const spec: NodeProcessSpec = { nodeRank: node.node_rank, node: node.node, argv, env };
