@@ -111,6 +111,15 @@ for (const p of paths.chat) routes.add('POST', p, chat);
 const app = new Hono();
 app.get('/_bench/stats', (c) => {
   const cpu = process.cpuUsage();
+  if (c.req.query('reset') !== undefined) {
+    // Start of a measured window: no summaries (sorting the last window's samples would be charged to this one).
+    phases = newPhases();
+    loopDelay.reset();
+    gc = { count: 0, totalMs: 0, maxMs: 0 };
+    cpuAtReset = process.cpuUsage();
+    usageAtReset = process.resourceUsage();
+    return c.json({ cpuUserUs: cpu.user, cpuSystemUs: cpu.system });
+  }
   const body = {
     cpuUserUs: cpu.user,
     cpuSystemUs: cpu.system,
@@ -138,13 +147,6 @@ app.get('/_bench/stats', (c) => {
     pools: options.pools.stats(),
     churn: options.pools.churn,
   };
-  if (c.req.query('reset') !== undefined) {
-    phases = newPhases();
-    gc = { count: 0, totalMs: 0, maxMs: 0 };
-    cpuAtReset = process.cpuUsage();
-    usageAtReset = process.resourceUsage();
-    loopDelay.reset();
-  }
   return c.json(body);
 });
 

@@ -55,38 +55,56 @@ export function collectBody(
     done(tooLarge(limit));
     return;
   }
-  let first: Buffer | undefined;
-  let chunks: Buffer[] | undefined;
-  let size = 0;
-  const onData = (chunk: Buffer) => {
-    size += chunk.length;
-    if (size > limit) {
-      cleanup();
-      done(tooLarge(limit));
+  const c = new BodyCollector(limit, done);
+  // Anonymous listeners on purpose: tsx (esbuild keepNames) wraps every *named* closure in a defineProperty call,
+  // which the serving hot path would pay on each request.
+  req.on('data', (chunk: Buffer) => c.data(chunk));
+  req.on('end', () => c.end());
+  req.on('error', (err: Error) => c.error(err));
+}
+
+/** One request body being read; answers `done` exactly once. */
+class BodyCollector {
+  #first: Buffer | undefined;
+  #chunks: Buffer[] | undefined;
+  #size = 0;
+  #settled = false;
+
+  constructor(
+    readonly limit: number,
+    readonly done: (err: Error | null, body?: Buffer) => void,
+  ) {}
+
+  data(chunk: Buffer): void {
+    if (this.#settled) return;
+    this.#size += chunk.length;
+    if (this.#size > this.limit) {
+      this.#settled = true;
+      this.done(tooLarge(this.limit));
       return;
     }
-    if (first === undefined) first = chunk;
+    if (this.#first === undefined) this.#first = chunk;
     else {
-      chunks ??= [first];
-      chunks.push(chunk);
+      this.#chunks ??= [this.#first];
+      this.#chunks.push(chunk);
     }
-  };
-  const onEnd = () => {
-    cleanup();
-    done(null, chunks !== undefined ? Buffer.concat(chunks, size) : (first ?? Buffer.alloc(0)));
-  };
-  const onError = (err: Error) => {
-    cleanup();
-    done(err);
-  };
-  const cleanup = () => {
-    req.off('data', onData);
-    req.off('end', onEnd);
-    req.off('error', onError);
-  };
-  req.on('data', onData);
-  req.on('end', onEnd);
-  req.on('error', onError);
+  }
+
+  end(): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    const chunks = this.#chunks;
+    this.done(
+      null,
+      chunks !== undefined ? Buffer.concat(chunks, this.#size) : (this.#first ?? Buffer.alloc(0)),
+    );
+  }
+
+  error(err: Error): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.done(err);
+  }
 }
 
 /** Parses a serving body: must be a JSON object whose routing fields have the right types (400 otherwise). */

@@ -162,7 +162,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.#now = now;
     this.#start = start;
     this.#requestId = requestId;
-    res.on('close', this.#onClientClose);
+    // Anonymous closures on purpose (see collectBody: tsx names each named closure with a defineProperty).
+    res.on('close', () => this.#clientClosed());
   }
 
   /** Starts forwarding `body` along `route`. */
@@ -235,7 +236,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       res.writeHead(statusCode, clientResponseHeaders(headers, this.#requestId, length !== undefined));
       // The engine's first bytes usually come in the same read as its headers: they then leave in one write with
       // the headers (one syscall and one client wake-up less per request). Headers alone still go out this turn.
-      queueMicrotask(this.#flushHeaders);
+      queueMicrotask(() => this.#flushHeaders());
       if (!this.#clientGone) return;
       controller.abort(new ClientGoneError());
     } else {
@@ -343,20 +344,20 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.#finish('error', err.status, err);
   }
 
-  readonly #flushHeaders = (): void => {
+  #flushHeaders(): void {
     // `headersSent` turns true at writeHead already; what matters is whether a body write carried them out.
     if (this.#firstOutAt === undefined && !this.#upstreamDone && !this.#res.destroyed)
       this.#res.flushHeaders();
-  };
+  }
 
-  readonly #onClientClose = (): void => {
+  #clientClosed(): void {
     if (this.#res.writableFinished || this.#upstreamDone) return;
     this.#clientGone = true;
     const target = this.#target;
     if (target === undefined) return; // still reading the body or resolving: nothing upstream yet
     this.#controller?.abort(new ClientGoneError());
     if (this.#rid !== undefined) this.#opts.hooks?.onClientAbort?.(this.#rid, target, this.#requestId);
-  };
+  }
 
   #release(): void {
     if (!this.#holding) return;
