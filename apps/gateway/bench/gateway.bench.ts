@@ -23,6 +23,7 @@ import {
   treeCpuMs,
   waitHttpOk,
 } from './procs.ts';
+import { findRouter, startRouter } from './sglang-router.ts';
 import { findWrk, runWrk, type WrkResult, wrkScript } from './wrk.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -46,6 +47,7 @@ const { values: args } = parseArgs({
     only: { type: 'string' },
     /** Leave out the nginx column (quicker iterations; direct and gateway always run). */
     'no-nginx': { type: 'boolean', default: false },
+    'no-router': { type: 'boolean', default: false },
     /** Scheduling priority (nice, -20..19) of the bench and so of every process it starts, all columns alike:
      * a negative value (root) keeps other work on a shared machine from preempting the measured processes. */
     nice: { type: 'string' },
@@ -206,12 +208,15 @@ async function streamLoad(
   let cpuEnd: Promise<number> | undefined;
   const exit = await jsonLines(proc, (v) => {
     const line = v as { phase?: string } & LoadResult;
+    // One stats call per window edge: its CPU figure is taken before it does any work of its own.
     if (line.phase === 'start') {
-      cpu0 = proxy?.cpuMs();
-      void proxy?.stats?.(true);
+      cpu0 = proxy?.stats ? proxy.stats(true).then(cpuOf) : proxy?.cpuMs();
     } else if (line.phase === 'end') {
-      cpuEnd = proxy?.cpuMs();
-      void proxy?.stats?.(false).then((s) => diagnostics.push(diagnosticLine(s)));
+      if (proxy?.stats) {
+        const s = proxy.stats(false);
+        cpuEnd = s.then(cpuOf);
+        void s.then((d) => diagnostics.push(diagnosticLine(d)));
+      } else cpuEnd = proxy?.cpuMs();
     } else {
       load = line;
       const loop = line.loopDelayMs;
@@ -251,6 +256,9 @@ async function wrkLoad(
   };
   return cpu0 === undefined || cpu1 === undefined ? { load } : { load, cpuMs: cpu1 - cpu0 };
 }
+
+const cpuOf = (s: Record<string, unknown>): number =>
+  ((s.cpuUserUs as number) + (s.cpuSystemUs as number)) / 1000;
 
 /** One line of gateway phase percentiles: where the time between request-in and first-byte-out went. */
 function diagnosticLine(s: Record<string, unknown>): string {
@@ -337,7 +345,9 @@ function printTable(title: string, rows: string[], columns: Column[], notes: str
   for (const n of notes) console.log(`- ${n}`);
 }
 
-async function realistic(nginx: { bin: string } | { missing: string }): Promise<void> {
+type Found<K extends string> = { [k in K]: string } | { missing: string };
+
+async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<void> {
   const tokens = Number(args['stream-tokens']);
   const engines = await startEngines(
     Number(args.engines),
@@ -346,6 +356,7 @@ async function realistic(nginx: { bin: string } | { missing: string }): Promise<
   );
   const gateway = await startGateway(engines.urls);
   const proxyNginx = 'bin' in nginx ? await startNginxProxy(nginx.bin, engines.urls) : undefined;
+  const proxyRouter = 'python' in router ? await startRouter(router.python, engines.urls, niced) : undefined;
   const body = (model: string) =>
     JSON.stringify({
       model,
@@ -373,6 +384,14 @@ async function realistic(nginx: { bin: string } | { missing: string }): Promise<
             },
           ]
         : []),
+      ...(proxyRouter
+        ? [
+            {
+              name: 'sglang-router',
+              run: () => streamLoad([`${proxyRouter.url}/v1/chat/completions`], body(SERVED), proxyRouter),
+            },
+          ]
+        : []),
       // The gateway gets an alias so it really rewrites `model` (one parse + one serialize per request).
       {
         name: 'gateway',
@@ -382,9 +401,9 @@ async function realistic(nginx: { bin: string } | { missing: string }): Promise<
     const results = await inRounds(columns, mergeStream);
     const d = results.direct!.load;
     const rps = (l: LoadResult) => l.requests / l.durationS;
-    const cols: Column[] = ['direct', 'nginx', 'gateway'].map((name) => {
+    const cols: Column[] = ['direct', 'nginx', 'sglang-router', 'gateway'].map((name) => {
       const r = results[name];
-      if (r === undefined) return { name, skipped: 'missing' in nginx ? nginx.missing : 'not run' };
+      if (r === undefined) return { name, skipped: missingReason(name, nginx, router) };
       const l = r.load;
       return {
         name,
@@ -408,6 +427,9 @@ async function realistic(nginx: { bin: string } | { missing: string }): Promise<
           'proxy CPU ms/event': r.cpuMs === undefined ? '-' : f(r.cpuMs / Math.max(1, l.events), 4),
           'vs direct (req/s)': ratio(rps(l), rps(d)),
           'vs nginx (req/s)': results.nginx ? ratio(rps(l), rps(results.nginx.load)) : '-',
+          'vs sglang-router (req/s)': results['sglang-router']
+            ? ratio(rps(l), rps(results['sglang-router'].load))
+            : '-',
         },
       };
     });
@@ -417,21 +439,34 @@ async function realistic(nginx: { bin: string } | { missing: string }): Promise<
       cols,
       [
         `${args.rounds} rounds per column in rotated order; latency rows are request-weighted means of per-round percentiles`,
-        'targets: gateway >= 0.98x direct requests/s, added p50 < 1 ms, added p99 < 5 ms',
+        'targets: gateway >= 0.98x direct requests/s, added p50 < 1 ms, added p99 < 5 ms; gateway >= 1.0x sglang-router requests/s with no worse p99',
+        ROUTER_NOTE,
       ],
     );
   } finally {
     await Promise.all(
-      [gateway.proc, proxyNginx?.proc, ...engines.procs].filter((p) => p !== undefined).map(stop),
+      [gateway.proc, proxyNginx?.proc, proxyRouter?.proc, ...engines.procs]
+        .filter((p) => p !== undefined)
+        .map(stop),
     );
   }
 }
 
-async function ceiling(nginx: { bin: string } | { missing: string }): Promise<void> {
+const ROUTER_NOTE =
+  'sglang-router: the real router (python -m sglang_router.launch_router), round_robin, --log-level warn, the same engines as --worker-urls';
+
+function missingReason(name: string, nginx: Found<'bin'>, router: Found<'python'>): string {
+  if (name === 'nginx' && 'missing' in nginx) return nginx.missing;
+  if (name === 'sglang-router' && 'missing' in router) return router.missing;
+  return 'not run';
+}
+
+async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<void> {
   const wrk = findWrk();
   const engines = await startEngines(Number(args['ceiling-engines']), 0, 0);
   const gateway = await startGateway(engines.urls);
   const proxyNginx = 'bin' in nginx ? await startNginxProxy(nginx.bin, engines.urls) : undefined;
+  const proxyRouter = 'python' in router ? await startRouter(router.python, engines.urls, niced) : undefined;
   const body = JSON.stringify({ text: 'The capital of France is', sampling_params: { max_new_tokens: 8 } });
   try {
     type CeilingRun = {
@@ -495,14 +530,17 @@ async function ceiling(nginx: { bin: string } | { missing: string }): Promise<vo
         ...(proxyNginx
           ? [{ name: 'nginx', run: () => run([`${proxyNginx.url}/${ROLE}/generate`], proxyNginx) }]
           : []),
+        ...(proxyRouter
+          ? [{ name: 'sglang-router', run: () => run([`${proxyRouter.url}/generate`], proxyRouter) }]
+          : []),
         { name: 'gateway', run: () => run([`${gateway.url}/${ROLE}/generate`], gateway) },
       ],
       merge,
     );
     const d = results.direct!;
-    const cols: Column[] = ['direct', 'nginx', 'gateway'].map((name) => {
+    const cols: Column[] = ['direct', 'nginx', 'sglang-router', 'gateway'].map((name) => {
       const r = results[name];
-      if (r === undefined) return { name, skipped: 'missing' in nginx ? nginx.missing : 'not run' };
+      if (r === undefined) return { name, skipped: missingReason(name, nginx, router) };
       return {
         name,
         cells: {
@@ -513,6 +551,9 @@ async function ceiling(nginx: { bin: string } | { missing: string }): Promise<vo
           'proxy CPU ms/request': r.cpuMs === undefined ? '-' : f(r.cpuMs / r.requests, 4),
           'vs direct (req/s)': ratio(r.rps, d.rps),
           'vs nginx (req/s)': results.nginx ? ratio(r.rps, results.nginx.rps) : '-',
+          'vs sglang-router (req/s)': results['sglang-router']
+            ? ratio(r.rps, results['sglang-router'].rps)
+            : '-',
         },
       };
     });
@@ -523,12 +564,15 @@ async function ceiling(nginx: { bin: string } | { missing: string }): Promise<vo
       [
         'load generator: ' + ('bin' in wrk ? 'wrk -t1 (Lua POST script)' : `node (${wrk.missing})`),
         `${args.rounds} rounds per column in rotated order`,
-        'targets: gateway >= 0.5x nginx requests/s',
+        'targets: gateway >= 0.5x nginx requests/s; gateway >= 1.0x sglang-router requests/s with no worse p99',
+        ROUTER_NOTE,
       ],
     );
   } finally {
     await Promise.all(
-      [gateway.proc, proxyNginx?.proc, ...engines.procs].filter((p) => p !== undefined).map(stop),
+      [gateway.proc, proxyNginx?.proc, proxyRouter?.proc, ...engines.procs]
+        .filter((p) => p !== undefined)
+        .map(stop),
     );
   }
 }
@@ -542,8 +586,9 @@ async function main(): Promise<void> {
         .map((l) => l.toFixed(1))
         .join(' ')} at start (the machine is shared: run twice)`,
   );
-  if (args.only !== 'ceiling') await realistic(nginx);
-  if (args.only !== 'realistic') await ceiling(nginx);
+  const router = args['no-router'] ? { missing: '--no-router' } : findRouter();
+  if (args.only !== 'ceiling') await realistic(nginx, router);
+  if (args.only !== 'realistic') await ceiling(nginx, router);
   if (diagnostics.length > 0) console.log(`\n${diagnostics.map((d) => `- ${d}`).join('\n')}`);
 }
 
