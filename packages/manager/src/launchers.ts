@@ -1,11 +1,10 @@
 import { fileURLToPath } from 'node:url';
 import {
-  buildServerArgs,
   DEFAULT_SGLANG_COMMAND,
   type EngineLauncher,
-  freePorts,
   type LocalLauncherOptions,
   LocalProcessLauncher,
+  localServerArgs,
   SGLangEngine,
 } from '@uis/sglang-engine';
 import type { EngineGroupSpec, GroupPlacement, InferenceModelSpec, ReplicaPlacement, Role } from '@uis/spec';
@@ -61,18 +60,11 @@ export class LocalLauncher implements Launcher {
 
   async create(req: LaunchRequest): Promise<SGLangEngine> {
     const host = this.opts.host ?? '127.0.0.1';
-    const nnodes = req.replica.nnodes;
-    // Head port, one port per extra node (all nodes share this host), and the rendezvous port.
-    const ports = await freePorts(nnodes + (nnodes > 1 ? 1 : 0), host);
-    const headPort = ports[0] as number;
-    const args = buildServerArgs(req.model, req.group, req.replica, {
+    const args = await localServerArgs(req.model, req.group, req.replica, {
       host,
-      port: headPort,
       offload: req.offload,
       command: [...(this.opts.command ?? DEFAULT_SGLANG_COMMAND)],
-      nodePorts: ports.slice(0, nnodes),
       advertiseHost: host,
-      ...(nnodes > 1 ? { distInitAddr: `${host}:${ports[nnodes]}` } : {}),
       extraArgs: this.opts.extraArgs?.(req) ?? [],
       ...(this.opts.env ? { env: this.opts.env } : {}),
     });

@@ -3,6 +3,7 @@ export * from './client.ts';
 export * from './engine.ts';
 export * from './engine-error.ts';
 export * from './launcher.ts';
+export * from './local-server-args.ts';
 export * from './ports.ts';
 export * from './protocol.ts';
 export * from './router-client.ts';

@@ -10,8 +10,7 @@ import {
 import { SGLangEngine } from './engine.ts';
 import { EngineError } from './engine-error.ts';
 import { LocalProcessLauncher } from './launcher.ts';
-import { freePort } from './ports.ts';
-import { buildServerArgs, type ServerArgsOptions } from './server-args.ts';
+import { localServerArgs } from './local-server-args.ts';
 
 export const SIM_BIN = fileURLToPath(new URL('../../sglang-sim/bin/sglang-sim.mjs', import.meta.url));
 
@@ -52,16 +51,11 @@ export async function simEngine(opts: SimEngineOptions = {}): Promise<SGLangEngi
     gpus_per_engine: nnodes * gpusPerNode,
     server_args: opts.serverArgs ?? {},
   });
-  const ports = await Promise.all(Array.from({ length: nnodes }, () => freePort()));
-  const argsOpts: ServerArgsOptions = {
+  const args = await localServerArgs(model, group, simReplica(nnodes, gpusPerNode), {
     host: '127.0.0.1',
-    port: ports[0]!,
     offload: opts.offload ?? true,
     command: [process.execPath, SIM_BIN, ...(opts.simFlags ?? [])],
-    nodePorts: ports,
-  };
-  if (nnodes > 1) argsOpts.distInitAddr = `127.0.0.1:${await freePort()}`;
-  const args = buildServerArgs(model, group, simReplica(nnodes, gpusPerNode), argsOpts);
+  });
   return new SGLangEngine({
     engineId: 'sim-model/0',
     baseUrl: args.headUrl,
