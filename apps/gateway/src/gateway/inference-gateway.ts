@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import { Readable } from 'node:stream';
 import type { InferenceManager, InflightTracker } from '@uis/manager';
 import {
   candidatesOf,
@@ -27,8 +26,6 @@ import {
   type ParsedBody,
   ProxyErrorCode,
   type ProxyTarget,
-  parseServingBody,
-  readBody,
   sendError,
   servingPaths,
   UpstreamPools,
@@ -121,18 +118,6 @@ function retryAfterOf(err: UisError): number | undefined {
 function refusedModel(err: UisError): string | undefined {
   const d = err.details as { model?: unknown } | undefined;
   return typeof d?.model === 'string' ? d.model : undefined;
-}
-
-/** Replays a body already read, for the forwarder that reads its own (GenRM `/generate` without messages). */
-function replay(req: IncomingMessage, raw: Buffer): IncomingMessage {
-  const copy = Readable.from(raw.length === 0 ? [] : [raw]) as unknown as IncomingMessage;
-  Object.assign(copy, {
-    headers: { ...req.headers, 'content-length': String(raw.length) },
-    rawHeaders: req.rawHeaders,
-    method: req.method,
-    url: req.url,
-  });
-  return copy;
 }
 
 /**
@@ -296,16 +281,15 @@ export class InferenceGateway {
       },
     };
     const generate = createServingHandler(options, (body, req, requestId) =>
-      this.resolve(body, req, requestId, '/generate', { remove: ['model', 'route_key'] }),
+      // GenRM: a body with `messages` is Relax's GenRM call, answered `{"response": ...}` by the adapter.
+      this.role === 'genrm' && body.json.messages !== undefined
+        ? { respond: (res) => this.genrmMessages(body, req, res, requestId) }
+        : this.resolve(body, req, requestId, '/generate', { remove: ['model', 'route_key'] }),
     );
     const chat = createServingHandler(options, (body, req, requestId) =>
       this.resolve(body, req, requestId, '/v1/chat/completions', undefined),
     );
-    routes.add(
-      'POST',
-      paths.generate,
-      this.guard(this.role === 'genrm' ? this.genrmGenerate(generate) : generate),
-    );
+    routes.add('POST', paths.generate, this.guard(generate));
     for (const p of paths.chat) routes.add('POST', p, this.guard(chat));
   }
 
@@ -448,35 +432,24 @@ export class InferenceGateway {
 
   // ---- GenRM messages adapter --------------------------------------------------------------------------------
 
-  /** `/genrm/generate`: a body with `messages` is Relax's GenRM call (answered `{"response": ...}`); anything else
-   * is a raw SGLang generate and is forwarded unchanged. */
-  private genrmGenerate(forward: FastHandler): FastHandler {
-    return (req, res) => {
-      readBody(req, this.maxBodyBytes).then(
-        (raw) => {
-          const body = parseServingBody(raw);
-          if (!(body instanceof UisError) && body.json.messages !== undefined) {
-            this.genrmMessages(body, req, res).catch((e: unknown) =>
-              sendError(res, asUisError(e), undefined),
-            );
-            return;
-          }
-          const copy = replay(req, raw);
-          this.responses.set(copy, res);
-          forward(copy, res);
-        },
-        (e: unknown) => {
-          if (e instanceof UisError && e.status === 413) res.shouldKeepAlive = false;
-          sendError(res, asUisError(e), undefined);
-        },
-      );
-    };
+  /** Relax's GenRM call: resolve the model, call the engine's chat completions with the merged sampling
+   * parameters (one retry elsewhere if the engine is unreachable), answer `{"response": "<text>"}` stripped. */
+  private genrmMessages(
+    body: ParsedBody,
+    req: IncomingMessage,
+    res: ServerResponse,
+    requestId: string,
+  ): void {
+    this.genrmCall(body, req, res, requestId).catch((e: unknown) => sendError(res, asUisError(e), requestId));
   }
 
-  private async genrmMessages(body: ParsedBody, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  private async genrmCall(
+    body: ParsedBody,
+    req: IncomingMessage,
+    res: ServerResponse,
+    requestId: string,
+  ): Promise<void> {
     const start = this.now();
-    const given = req.headers['x-request-id'];
-    const requestId = typeof given === 'string' && given.length <= 200 ? given : randomUUID();
     const finish = (
       status: number,
       err: UisError | undefined,
