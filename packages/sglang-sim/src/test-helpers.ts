@@ -1,3 +1,4 @@
+import { sseData } from '@uis/sglang-engine';
 import { afterEach } from 'vitest';
 import type { SimOptionsInput } from './options.ts';
 import { type SimServer, startSimServer } from './server.ts';
@@ -62,14 +63,10 @@ export async function sse(
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify(body),
   });
-  const text = await res.text();
-  const events = text
-    .split('\n\n')
-    .filter((b) => b.startsWith('data: '))
-    .map((b) => {
-      const d = b.slice(6);
-      return d === '[DONE]' ? d : JSON.parse(d);
-    });
+  const events: unknown[] = [];
+  for await (const d of sseData(res.body ?? new ReadableStream<Uint8Array>())) {
+    events.push(d === '[DONE]' ? d : JSON.parse(d));
+  }
   return { status: res.status, events };
 }
 
