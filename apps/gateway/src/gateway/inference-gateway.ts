@@ -425,8 +425,11 @@ export class InferenceGateway {
     const { requestId, ...rest } = r;
     const entry: ServedRequest = { role: this.role, at: Date.now(), ...rest };
     this.onServed?.(entry);
-    if (r.status >= 500 || r.outcome === 'error')
+    // Refusals by design (4xx, 503 for a model that is not ready) are the service working: debug, not warn.
+    if (r.status >= 500 && r.status !== 503)
       this.logger.warn({ requestId, role: this.role, ...rest }, 'request failed');
+    else if (r.outcome === 'error' && r.status < 400)
+      this.logger.warn({ requestId, role: this.role, ...rest }, 'stream broke');
     else this.logger.debug({ requestId, role: this.role, ...rest }, 'request served');
   }
 
