@@ -208,15 +208,12 @@ async function streamLoad(
   let cpuEnd: Promise<number> | undefined;
   const exit = await jsonLines(proc, (v) => {
     const line = v as { phase?: string } & LoadResult;
-    // One stats call per window edge: its CPU figure is taken before it does any work of its own.
     if (line.phase === 'start') {
-      cpu0 = proxy?.stats ? proxy.stats(true).then(cpuOf) : proxy?.cpuMs();
+      cpu0 = proxy?.cpuMs();
+      void proxy?.stats?.(true);
     } else if (line.phase === 'end') {
-      if (proxy?.stats) {
-        const s = proxy.stats(false);
-        cpuEnd = s.then(cpuOf);
-        void s.then((d) => diagnostics.push(diagnosticLine(d)));
-      } else cpuEnd = proxy?.cpuMs();
+      cpuEnd = proxy?.cpuMs();
+      void proxy?.stats?.(false).then((s) => diagnostics.push(diagnosticLine(s)));
     } else {
       load = line;
       const loop = line.loopDelayMs;
@@ -256,9 +253,6 @@ async function wrkLoad(
   };
   return cpu0 === undefined || cpu1 === undefined ? { load } : { load, cpuMs: cpu1 - cpu0 };
 }
-
-const cpuOf = (s: Record<string, unknown>): number =>
-  ((s.cpuUserUs as number) + (s.cpuSystemUs as number)) / 1000;
 
 /** One line of gateway phase percentiles: where the time between request-in and first-byte-out went. */
 function diagnosticLine(s: Record<string, unknown>): string {
@@ -324,8 +318,8 @@ function mergeStream(runs: StreamRun[]): StreamRun {
 
 type Column = { name: string; cells: Record<string, string> } | { name: string; skipped: string };
 
-const f = (v: number | undefined, digits = 1) =>
-  v === undefined || Number.isNaN(v) ? '-' : v.toFixed(digits);
+const f = (v: number | null | undefined, digits = 1) =>
+  v === undefined || v === null || Number.isNaN(v) ? '-' : v.toFixed(digits);
 const ratio = (a: number | undefined, b: number | undefined) =>
   a === undefined || b === undefined || b === 0 ? '-' : `${(a / b).toFixed(3)}x`;
 
