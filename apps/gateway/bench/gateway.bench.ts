@@ -213,7 +213,10 @@ async function streamLoad(
       void proxy?.stats?.(true);
     } else if (line.phase === 'end') {
       cpuEnd = proxy?.cpuMs();
-      void proxy?.stats?.(false).then((s) => diagnostics.push(diagnosticLine(s)));
+      void proxy
+        ?.stats?.(false)
+        .then((s) => diagnostics.push(diagnosticLine(s)))
+        .catch((e: unknown) => diagnostics.push(`gateway stats unavailable: ${String(e)}`));
     } else {
       load = line;
       const loop = line.loopDelayMs;
@@ -591,6 +594,14 @@ const cleanup = () => {
 };
 process.on('SIGINT', cleanup);
 process.on('SIGTERM', cleanup);
+// A failure outside main's promise chain (e.g. in a diagnostics callback) must not leave engines and proxies
+// running: they are detached process groups that outlive this process.
+const fatal = (e: unknown) => {
+  console.error(e);
+  void stopAll().then(() => process.exit(1));
+};
+process.on('uncaughtException', fatal);
+process.on('unhandledRejection', fatal);
 main()
   .catch(async (e: unknown) => {
     console.error(e);
