@@ -59,9 +59,13 @@ const { values: args } = parseArgs({
     'cpu-prof': { type: 'string' },
     /** Extra node flags for the gateway process, comma separated (e.g. --max-semi-space-size=32). */
     'gateway-node-args': { type: 'string', default: '' },
+    /** `uis` (default): the product's whole stack (UisService + UisServer: InferenceGateway routing with
+     * resolveModel + ReplicaSelector, in-flight tracking into the manager, metrics). `core`: the forwarding core
+     * alone with plain round robin, to see what the layers above it cost. */
+    gateway: { type: 'string', default: 'uis' },
   },
 });
-const ROLE = 'bench';
+const ROLE = 'rollout';
 const SERVED = 'sim-model';
 const durationS = Number(args.duration);
 const warmupS = Number(args.warmup);
@@ -130,7 +134,7 @@ async function startGateway(engines: string[]): Promise<Proxy> {
     'gateway',
     ...niced(
       tsx(
-        'gateway-server.ts',
+        args.gateway === 'core' ? 'gateway-server.ts' : 'uis-gateway-server.ts',
         ['--engines', engines.join(','), '--model', SERVED, '--role', ROLE],
         [
           ...(args['gateway-node-args'] ?? '').split(',').filter((a) => a !== ''),
@@ -153,8 +157,16 @@ async function startGateway(engines: string[]): Promise<Proxy> {
       };
       return (s.cpuUserUs + s.cpuSystemUs) / 1000;
     },
-    stats: async (reset) =>
-      (await (await fetch(`${url}/_bench/stats${reset ? '?reset' : ''}`)).json()) as Record<string, unknown>,
+    // Phase diagnostics come from the core server's own completion hook; the full stack reports CPU only.
+    ...(args.gateway === 'core'
+      ? {
+          stats: async (reset: boolean) =>
+            (await (await fetch(`${url}/_bench/stats${reset ? '?reset' : ''}`)).json()) as Record<
+              string,
+              unknown
+            >,
+        }
+      : {}),
   };
 }
 

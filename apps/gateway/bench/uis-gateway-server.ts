@@ -1,0 +1,75 @@
+/**
+ * The bench's "uis" process: the product's real stack, not just the proxy core: `UisService` (manager with the
+ * external launcher attached to the bench's engines, registry, coordinator) and `UisServer` (InferenceGateway
+ * routing with resolveModel + ReplicaSelector, in-flight tracking into the manager, metrics, logs at warn).
+ *   tsx uis-gateway-server.ts --port 0 --engines http://127.0.0.1:30001,http://127.0.0.1:30002 --model served-name \
+ *     --role rollout
+ * Prints `{"port": N}` once listening; `GET /_bench/stats` reports this process's CPU time.
+ */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { parseArgs } from 'node:util';
+import { parseConfig } from '@uis/spec';
+import { createLogger, UisServer, UisService } from '../src/index.ts';
+
+const { values } = parseArgs({
+  options: {
+    port: { type: 'string', default: '0' },
+    engines: { type: 'string' },
+    model: { type: 'string', default: 'sim-model' },
+    role: { type: 'string', default: 'rollout' },
+  },
+});
+const engines = (values.engines ?? '').split(',').filter((u) => u !== '');
+if (engines.length === 0) throw new Error('--engines is required');
+const model = values.model;
+
+const config = parseConfig({
+  cluster: { nodes: [{ name: 'bench-node', gpus: engines.length }] },
+  gateway: {
+    launcher: 'external',
+    external_urls: Object.fromEntries(engines.map((url, i) => [`${model}/${i}`, url])),
+  },
+  roles: {
+    [values.role]: {
+      deployment: { mode: 'decoupled' },
+      routing: { default_model: model, aliases: { 'bench-alias': model }, policy: 'round_robin' },
+      models: [
+        {
+          name: model,
+          model_path: `/bench/${model}`,
+          weight_source: 'static',
+          engine_groups: [{ num_gpus: engines.length, gpus_per_engine: 1 }],
+        },
+      ],
+    },
+  },
+});
+const logger = createLogger('warn');
+const service = new UisService({ config, launcher: 'external', logger });
+await service.start();
+const uis = new UisServer({ service, adminToken: 'bench-admin-token', logger, healthProbeMs: 0 });
+const listener = uis.requestListener();
+const server = createServer({ keepAliveTimeout: 120_000 }, (req, res) => {
+  if (req.url?.startsWith('/_bench/stats')) {
+    const cpu = process.cpuUsage();
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ cpuUserUs: cpu.user, cpuSystemUs: cpu.system }));
+    return;
+  }
+  listener(req, res);
+});
+server.listen(Number(values.port), '127.0.0.1', () => {
+  process.stdout.write(`${JSON.stringify({ port: (server.address() as AddressInfo).port })}\n`);
+});
+const stop = () => {
+  server.closeAllConnections();
+  server.close(() => {
+    void uis
+      .close()
+      .then(() => service.stop())
+      .then(() => process.exit(0));
+  });
+};
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);
