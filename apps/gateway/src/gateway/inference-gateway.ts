@@ -143,8 +143,6 @@ export class InferenceGateway {
   private readonly maxWaitSeconds: number;
   private readonly onServed: ((r: ServedRequest) => void) | undefined;
   private readonly now: () => number;
-  /** The response of each request being resolved, to add `Retry-After` to a refusal. */
-  private readonly responses = new WeakMap<IncomingMessage, ServerResponse>();
   /** Model of each forwarded request id, for the completion metrics. */
   private readonly modelOf = new Map<string, string>();
   private readonly ownsPools: boolean;
@@ -280,20 +278,20 @@ export class InferenceGateway {
         onComplete: (e: CompletionEvent) => this.completed(e),
       },
     };
-    const generate = createServingHandler(options, (body, req, requestId) =>
+    const generate = createServingHandler(options, (body, req, requestId, res) =>
       // GenRM: a body with `messages` is Relax's GenRM call, answered `{"response": ...}` by the adapter.
       this.role === 'genrm' && body.json.messages !== undefined
-        ? { respond: (res) => this.genrmMessages(body, req, res, requestId) }
-        : this.resolve(body, req, requestId, '/generate', { remove: ['model', 'route_key'] }),
+        ? { respond: () => this.genrmMessages(body, req, res, requestId) }
+        : this.resolve(body, req, requestId, res, '/generate', { remove: ['model', 'route_key'] }),
     );
-    const chat = createServingHandler(options, (body, req, requestId) =>
-      this.resolve(body, req, requestId, '/v1/chat/completions', undefined),
+    const chat = createServingHandler(options, (body, req, requestId, res) =>
+      this.resolve(body, req, requestId, res, '/v1/chat/completions', undefined),
     );
     routes.add('POST', paths.generate, this.guard(generate));
     for (const p of paths.chat) routes.add('POST', p, this.guard(chat));
   }
 
-  /** Serving token check (when configured) and the response handle for `Retry-After`. */
+  /** Serving token check (when configured). */
   private guard(handler: FastHandler): FastHandler {
     return (req, res) => {
       if (this.servingTokens.length > 0 && !authorized(req.headers.authorization, this.servingTokens)) {
@@ -301,16 +299,15 @@ export class InferenceGateway {
         sendError(res, unauthorized(`${this.role} serving`), undefined);
         return;
       }
-      this.responses.set(req, res);
       handler(req, res);
     };
   }
 
-  private refuse(err: UisError, req: IncomingMessage): UisError {
+  /** Adds `Retry-After` to a refusal. The response is passed along, not looked up by request: a WeakMap keyed by
+   * each request kept every request's objects alive through young-generation GCs (2x CPU per request). */
+  private refuse(err: UisError, res: ServerResponse): UisError {
     const after = retryAfterOf(err);
-    const res = this.responses.get(req);
-    if (after !== undefined && res !== undefined && !res.headersSent)
-      res.setHeader('retry-after', String(after));
+    if (after !== undefined && !res.headersSent) res.setHeader('retry-after', String(after));
     return err;
   }
 
@@ -318,20 +315,21 @@ export class InferenceGateway {
     return requestKeys(body.json, req.headers, this.spec.routing.affinity_header);
   }
 
-  private resolveModel(keys: RequestKeys, req: IncomingMessage): ResolvedModel | UisError {
+  private resolveModel(keys: RequestKeys, res: ServerResponse): ResolvedModel | UisError {
     const model = resolveModel(this.manager.registry.snapshot(), keys, this.spec.routing);
-    return model instanceof UisError ? this.refuse(model, req) : model;
+    return model instanceof UisError ? this.refuse(model, res) : model;
   }
 
   private resolve(
     body: ParsedBody,
     req: IncomingMessage,
     requestId: string,
+    res: ServerResponse,
     path: string,
     edit: ForwardRoute['edit'],
   ): ForwardRoute | UisError {
     const keys = this.keys(body, req);
-    const model = this.resolveModel(keys, req);
+    const model = this.resolveModel(keys, res);
     if (model instanceof UisError) {
       // A refused known model (sleeping, draining) still counts under its name in the metrics.
       const known = refusedModel(model);
@@ -341,7 +339,7 @@ export class InferenceGateway {
     this.modelOf.set(requestId, model.name);
     return {
       path,
-      pick: (excluding) => this.pick(model, keys, req, excluding),
+      pick: (excluding) => this.pick(model, keys, res, excluding),
       // Chat: `model` becomes the engine's served name; `route_key` is the gateway's, never the engine's.
       edit: edit ?? { set: { model: model.servedName }, remove: ['route_key'] },
     };
@@ -352,7 +350,7 @@ export class InferenceGateway {
   private pick(
     model: ResolvedModel,
     keys: RequestKeys,
-    req: IncomingMessage,
+    res: ServerResponse,
     excluding: ReadonlySet<string> | undefined,
   ): ProxyTarget | UisError {
     let exclude = excluding;
@@ -363,7 +361,7 @@ export class InferenceGateway {
         prompt: keys.prompt,
         exclude,
       });
-      if (sel instanceof UisError) return this.refuse(sel, req);
+      if (sel instanceof UisError) return this.refuse(sel, res);
       if (sel.engineId === null)
         return { id: `${ROUTER_PREFIX}${model.name}`, origin: new URL(sel.url).origin };
       try {
@@ -475,7 +473,7 @@ export class InferenceGateway {
     const parsed = parseGenrmRequest(body.json);
     if (parsed instanceof UisError) return finish(400, parsed, '(none)');
     const keys = this.keys(body, req);
-    const model = this.resolveModel(keys, req);
+    const model = this.resolveModel(keys, res);
     if (model instanceof UisError) return finish(model.status, model, refusedModel(model) ?? '(none)');
     const spec = this.spec.models.find((m) => m.name === model.name);
     // SGLang takes a rid on chat too: a client that leaves is aborted at the engine by it, as on the fast path.
@@ -493,7 +491,7 @@ export class InferenceGateway {
     });
     const tried = new Set<string>();
     for (let attempt = 0; attempt < 2; attempt++) {
-      const target = this.pick(model, keys, req, tried);
+      const target = this.pick(model, keys, res, tried);
       if (target instanceof UisError) return finish(target.status, target, model.name);
       current = target;
       this.inFlight.acquire(target.id);

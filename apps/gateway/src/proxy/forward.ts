@@ -39,6 +39,8 @@ export type ResolveRoute = (
   body: ParsedBody,
   req: IncomingMessage,
   requestId: string,
+  /** The request's response, e.g. to add `Retry-After` to a refusal (passed, not looked up: see InferenceGateway). */
+  res: ServerResponse,
 ) => ForwardRoute | HandledRoute | UisError;
 
 export type ForwardOutcome = 'ok' | 'client_abort' | 'error';
@@ -429,7 +431,7 @@ export function createServingHandler(options: ServingProxyOptions, resolve: Reso
       try {
         const body = parseServingBody(raw);
         if (body instanceof UisError) return exchange.refuse(body);
-        const route = resolve(body, req, requestId);
+        const route = resolve(body, req, requestId, res);
         if (route instanceof UisError) return exchange.refuse(route);
         if ('respond' in route) return route.respond(res);
         exchange.begin(req, body, route);
