@@ -24,19 +24,19 @@ export function rayUnavailable(): string | undefined {
  * stopping it kills exactly what it started and nothing of any other Ray on the host). */
 export class LocalRayCluster {
   private readonly procs: ChildProcess[] = [];
-  readonly tempDir: string;
+  /** Made in `start()`: a skipped suite still constructs the cluster and must leave nothing in /tmp. */
+  tempDir = '';
   address = '';
 
   constructor(
     private readonly nodes: number,
     private readonly gpusPerNode: number,
     private readonly cpusPerNode = 4,
-  ) {
-    // Ray's socket paths must stay short: a short directory under /tmp.
-    this.tempDir = mkdtempSync(join(tmpdir(), 'uray-'));
-  }
+  ) {}
 
   async start(timeoutMs = 120_000): Promise<void> {
+    // Ray's socket paths must stay short: a short directory under /tmp.
+    this.tempDir = mkdtempSync(join(tmpdir(), 'uray-'));
     const [gcs, ...nodePorts] = await freePorts(1 + this.nodes * 2);
     this.address = `127.0.0.1:${gcs}`;
     const common = [
@@ -155,12 +155,15 @@ export class LocalRayCluster {
       }
     }
     // Anything Ray daemonised under our temp dir (raylet, GCS, workers) is found by its session path.
-    try {
-      execFileSync('pkill', ['-KILL', '-f', this.tempDir], { stdio: 'ignore' });
-    } catch {
-      /* nothing left */
+    // Never with an empty pattern (a cluster that was never started has no temp dir): it would match everything.
+    if (this.tempDir.length > 0) {
+      try {
+        execFileSync('pkill', ['-KILL', '-f', this.tempDir], { stdio: 'ignore' });
+      } catch {
+        /* nothing left */
+      }
     }
-    rmSync(this.tempDir, { recursive: true, force: true });
+    if (this.tempDir) rmSync(this.tempDir, { recursive: true, force: true });
   }
 }
 
