@@ -150,23 +150,14 @@ async function startGateway(engines: string[]): Promise<Proxy> {
   return {
     url,
     proc,
-    cpuMs: async () => {
-      const s = (await (await fetch(`${url}/_bench/stats`)).json()) as {
-        cpuUserUs: number;
-        cpuSystemUs: number;
-      };
-      return (s.cpuUserUs + s.cpuSystemUs) / 1000;
-    },
-    // Phase diagnostics come from the core server's own completion hook; the full stack reports CPU only.
-    ...(args.gateway === 'core'
-      ? {
-          stats: async (reset: boolean) =>
-            (await (await fetch(`${url}/_bench/stats${reset ? '?reset' : ''}`)).json()) as Record<
-              string,
-              unknown
-            >,
-        }
-      : {}),
+    // Read from /proc like the other proxies, not fetched from the gateway: the fetch sent at a window's start
+    // could be held until the window's end (a lone request from the otherwise idle bench process), and the
+    // window's CPU came out ~0 (0.001 ms/request for the whole stack's streaming column).
+    cpuMs: async () => treeCpuMs(proc.pid),
+    // Window diagnostics: the core server adds request phases and pool churn from its own completion hook; the
+    // whole stack reports CPU, context switches, event-loop delay and GC.
+    stats: async (reset: boolean) =>
+      (await (await fetch(`${url}/_bench/stats${reset ? '?reset' : ''}`)).json()) as Record<string, unknown>,
   };
 }
 
@@ -271,7 +262,7 @@ async function wrkLoad(
 
 /** One line of gateway phase percentiles: where the time between request-in and first-byte-out went. */
 function diagnosticLine(s: Record<string, unknown>): string {
-  const phases = s.phasesMs as Record<string, LatencySummary>;
+  const phases = (s.phasesMs ?? {}) as Record<string, LatencySummary>;
   const loop = s.loopDelayMs as { p50: number; p99: number; max: number };
   const gc = s.gc as { count: number; totalMs: number; maxMs: number };
   const cpu = s.windowCpuUs as { user: number; system: number };
@@ -280,10 +271,17 @@ function diagnosticLine(s: Record<string, unknown>): string {
     voluntarySwitches: number;
     involuntarySwitches: number;
   };
-  const churn = s.churn as { connects: number; disconnects: number; lastDisconnect?: string };
-  const pools = Object.values(s.pools as Record<string, { connected: number }>).map((p) => p.connected);
+  const churn = s.churn as { connects: number; disconnects: number; lastDisconnect?: string } | undefined;
+  const pools = Object.values((s.pools ?? {}) as Record<string, { connected: number }>).map(
+    (p) => p.connected,
+  );
   const parts = Object.entries(phases).map(([k, v]) => `${k} ${f(v.p50, 2)}/${f(v.p99, 2)}`);
-  return `gateway: CPU user ${f(cpu.user / 1000, 0)} ms + system ${f(cpu.system / 1000, 0)} ms in the window, ${usage.minorFaults} page faults, ${usage.voluntarySwitches} voluntary / ${usage.involuntarySwitches} involuntary context switches; ${String(s.accepted)} client connections accepted, upstream ${churn.connects} opened / ${churn.disconnects} closed so far (${pools.join('+')} open; last close: ${churn.lastDisconnect ?? '-'}); phases p50/p99 ms: ${parts.join(', ')}; event-loop delay p50/p99/max ${f(loop.p50, 1)}/${f(loop.p99, 1)}/${f(loop.max, 1)} ms; gc ${gc.count} pauses, ${f(gc.totalMs, 0)} ms total, max ${f(gc.maxMs, 1)} ms`;
+  const upstream =
+    churn === undefined
+      ? ''
+      : `, upstream ${churn.connects} opened / ${churn.disconnects} closed so far (${pools.join('+')} open; last close: ${churn.lastDisconnect ?? '-'})`;
+  const phaseText = parts.length === 0 ? '' : `; phases p50/p99 ms: ${parts.join(', ')}`;
+  return `gateway (${args.gateway}): CPU user ${f(cpu.user / 1000, 0)} ms + system ${f(cpu.system / 1000, 0)} ms in the window, ${usage.minorFaults} page faults, ${usage.voluntarySwitches} voluntary / ${usage.involuntarySwitches} involuntary context switches; ${String(s.accepted)} client connections accepted${upstream}${phaseText}; event-loop delay p50/p99/max ${f(loop.p50, 1)}/${f(loop.p99, 1)}/${f(loop.max, 1)} ms; gc ${gc.count} pauses, ${f(gc.totalMs, 0)} ms total, max ${f(gc.maxMs, 1)} ms`;
 }
 
 /** Runs every column `rounds` times, in a rotated order each round, so load drift on a shared machine does not

@@ -4,10 +4,12 @@
  * routing with resolveModel + ReplicaSelector, in-flight tracking into the manager, metrics, logs at warn).
  *   tsx uis-gateway-server.ts --port 0 --engines http://127.0.0.1:30001,http://127.0.0.1:30002 --model served-name \
  *     --role rollout
- * Prints `{"port": N}` once listening; `GET /_bench/stats` reports this process's CPU time.
+ * Prints `{"port": N}` once listening; `GET /_bench/stats` reports this process's CPU time and, over the window
+ * since `?reset`, CPU, context switches, event-loop delay and GC pauses (stalls show there as bursts at clients).
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { parseConfig } from '@uis/spec';
 import { createLogger, UisServer, UisService } from '../src/index.ts';
@@ -50,14 +52,61 @@ const service = new UisService({ config, launcher: 'external', logger });
 await service.start();
 const uis = new UisServer({ service, adminToken: 'bench-admin-token', logger, healthProbeMs: 0 });
 const listener = uis.requestListener();
+
+let accepted = 0;
+let cpuAtReset = process.cpuUsage();
+let usageAtReset = process.resourceUsage();
+let gc = { count: 0, totalMs: 0, maxMs: 0 };
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    gc.count++;
+    gc.totalMs += e.duration;
+    gc.maxMs = Math.max(gc.maxMs, e.duration);
+  }
+}).observe({ entryTypes: ['gc'] });
+const loopDelay = monitorEventLoopDelay({ resolution: 5 });
+loopDelay.enable();
+
+function stats(reset: boolean): Record<string, unknown> {
+  const cpu = process.cpuUsage();
+  if (reset) {
+    loopDelay.reset();
+    gc = { count: 0, totalMs: 0, maxMs: 0 };
+    cpuAtReset = cpu;
+    usageAtReset = process.resourceUsage();
+    return { cpuUserUs: cpu.user, cpuSystemUs: cpu.system };
+  }
+  const u = process.resourceUsage();
+  return {
+    cpuUserUs: cpu.user,
+    cpuSystemUs: cpu.system,
+    accepted,
+    inFlight: uis.inFlight(),
+    gc,
+    windowCpuUs: process.cpuUsage(cpuAtReset),
+    windowUsage: {
+      minorFaults: u.minorPageFault - usageAtReset.minorPageFault,
+      voluntarySwitches: u.voluntaryContextSwitches - usageAtReset.voluntaryContextSwitches,
+      involuntarySwitches: u.involuntaryContextSwitches - usageAtReset.involuntaryContextSwitches,
+    },
+    loopDelayMs: {
+      p50: loopDelay.percentile(50) / 1e6,
+      p99: loopDelay.percentile(99) / 1e6,
+      max: loopDelay.max / 1e6,
+    },
+  };
+}
+
 const server = createServer({ keepAliveTimeout: 120_000 }, (req, res) => {
   if (req.url?.startsWith('/_bench/stats')) {
-    const cpu = process.cpuUsage();
     res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ cpuUserUs: cpu.user, cpuSystemUs: cpu.system }));
+    res.end(JSON.stringify(stats(req.url.includes('reset'))));
     return;
   }
   listener(req, res);
+});
+server.on('connection', () => {
+  accepted++;
 });
 server.listen(Number(values.port), '127.0.0.1', () => {
   process.stdout.write(`${JSON.stringify({ port: (server.address() as AddressInfo).port })}\n`);

@@ -31,7 +31,8 @@ export class InflightTracker {
     const n = (this.counts.get(engineId) ?? 0) - 1;
     if (n <= 0) this.counts.delete(engineId);
     else this.counts.set(engineId, n);
-    for (const w of [...this.waiters]) w();
+    // Called once per request: no copy when nobody waits (a drain is rare).
+    if (this.waiters.size > 0) for (const w of [...this.waiters]) w();
   }
 
   count(engineId: string): number {

@@ -145,6 +145,7 @@ export class InferenceGateway {
   private readonly now: () => number;
   /** Model of each forwarded request id, for the completion metrics. */
   private readonly modelOf = new Map<string, string>();
+  private readonly origins = new Map<string, string>();
   private readonly ownsPools: boolean;
 
   constructor(opts: InferenceGatewayOptions) {
@@ -363,7 +364,7 @@ export class InferenceGateway {
       });
       if (sel instanceof UisError) return this.refuse(sel, res);
       if (sel.engineId === null)
-        return { id: `${ROUTER_PREFIX}${model.name}`, origin: new URL(sel.url).origin };
+        return { id: `${ROUTER_PREFIX}${model.name}`, origin: this.originOf(sel.url) };
       try {
         this.manager.inflight.acquire(sel.engineId);
       } catch {
@@ -372,8 +373,19 @@ export class InferenceGateway {
         exclude = next;
         continue;
       }
-      return { id: sel.engineId, origin: new URL(sel.url).origin };
+      return { id: sel.engineId, origin: this.originOf(sel.url) };
     }
+  }
+
+  /** A replica's origin; URLs are few and stable, so each is parsed once, not per request. */
+  private originOf(url: string): string {
+    let origin = this.origins.get(url);
+    if (origin === undefined) {
+      origin = new URL(url).origin;
+      if (this.origins.size >= 1024) this.origins.clear();
+      this.origins.set(url, origin);
+    }
+    return origin;
   }
 
   private abortAtEngine(rid: string | string[], target: ProxyTarget, requestId: string): void {

@@ -10,6 +10,8 @@ export class ChangeFeed {
 
   notify = (): void => {
     this.version++;
+    // Called once per served request: no copy when no console is waiting.
+    if (this.waiters.size === 0) return;
     const ws = [...this.waiters];
     this.waiters.clear();
     for (const w of ws) w();
