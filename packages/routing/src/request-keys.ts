@@ -85,12 +85,22 @@ export function requestKeys(
   const session = b.session_params;
   const sessionId =
     typeof session === 'object' && session !== null ? str((session as { id?: unknown }).id) : undefined;
+  let prompt: string | undefined;
+  let promptRead = false;
   return {
     model: str(b.model),
     route_key: str(b.route_key) ?? str(header(headers, ROUTE_KEY_HEADER)),
     affinityKey:
       str(header(headers, affinityHeader.toLowerCase())) ?? str(b.session_id) ?? sessionId ?? str(b.rid),
     minWeightVersion: str(header(headers, MIN_WEIGHT_VERSION_HEADER)),
-    prompt: promptText(b),
+    // Read on first use: only cache_aware routes on it, and a chat's text is built from all its messages (a long
+    // prompt's worth of string per request for every other policy).
+    get prompt(): string | undefined {
+      if (!promptRead) {
+        prompt = promptText(b);
+        promptRead = true;
+      }
+      return prompt;
+    },
   };
 }

@@ -359,7 +359,8 @@ export class InferenceGateway {
       const sel = this.selector.select(model, {
         affinityKey: keys.affinityKey,
         minWeightVersion: keys.minWeightVersion,
-        prompt: keys.prompt,
+        // Only cache_aware reads the prompt; not asking spares building a chat's text per request.
+        prompt: model.policy === 'cache_aware' ? keys.prompt : undefined,
         exclude,
       });
       if (sel instanceof UisError) return this.refuse(sel, res);
