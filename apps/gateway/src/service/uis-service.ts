@@ -11,13 +11,17 @@ import {
   LocalLauncher,
   type Logger,
   type ManagerOptions,
+  type ModelRouters,
   openStore,
+  type RouterRegistrar,
   SimLauncher,
   silentLogger,
+  startModelRouters,
   wireDeferredScoring,
 } from '@uis/manager';
 import { PlacementPlanner } from '@uis/planner';
 import {
+  capabilities,
   configuredRoles,
   type InferenceRoleSpec,
   type PlacementPlan,
@@ -38,6 +42,32 @@ export interface UisServiceOptions {
   logger?: Logger;
   /** Deadline of one phase transition. Default 10 min. */
   transitionTimeoutMs?: number;
+}
+
+/** A role's routers as its manager sees them from construction on: registrars that forward to the real router
+ * once `start()` has started it, and the URL map `start()` fills (the manager reads it when it publishes). */
+interface RoleRouters {
+  registrars: Record<string, RouterRegistrar>;
+  urls: Record<string, string>;
+  started: ModelRouters | null;
+}
+
+function lateRegistrar(holder: RoleRouters, model: string): RouterRegistrar {
+  const target = (): RouterRegistrar => {
+    const r = holder.started?.routers[model];
+    if (!r)
+      throw new UisError({
+        code: 'router_not_started',
+        status: 503,
+        path: `models.${model}.route_mode`,
+        message: `the SGLang router of model ${model} is not running (the service is not started)`,
+      });
+    return r;
+  };
+  return {
+    addWorker: async (req) => target().addWorker(req),
+    removeWorker: async (url) => target().removeWorker(url),
+  };
 }
 
 function buildLauncher(kind: LauncherKind, config: UisConfig): Launcher {
@@ -65,6 +95,8 @@ export class UisService {
   readonly runner: BatchRunner;
   readonly launcher: Launcher;
   private readonly logger: Logger;
+  /** Roles with `route_mode: sglang_router` models only: their routers are started by `start()`. */
+  private readonly roleRouters = new Map<Role, RoleRouters>();
   private started = false;
   private stopping: Promise<void> | null = null;
 
@@ -91,6 +123,18 @@ export class UisService {
     for (const { role, spec } of configuredRoles(opts.config)) {
       const r = roleSpec(role, spec);
       this.roles[role] = r;
+      const routed = r.models.filter((m) => capabilities(m).needs_router).map((m) => m.name);
+      // The constructor is synchronous and the router processes are not: the manager gets forwarding registrars
+      // and the URL map now; start() launches the routers before any manager starts and fills both.
+      let holder: RoleRouters | undefined;
+      if (routed.length > 0) {
+        holder = { registrars: {}, urls: {}, started: null };
+        for (const m of routed) holder.registrars[m] = lateRegistrar(holder, m);
+        this.roleRouters.set(role, holder);
+      }
+      const options: ManagerOptions | undefined = holder
+        ? { ...opts.managerOptions, routerUrls: holder.urls }
+        : opts.managerOptions;
       this.managers.set(
         role,
         new InferenceManager({
@@ -101,7 +145,8 @@ export class UisService {
           placementGroups: pgs,
           events: this.events,
           logger: this.logger,
-          ...(opts.managerOptions ? { options: opts.managerOptions } : {}),
+          ...(holder ? { routers: holder.registrars } : {}),
+          ...(options ? { options } : {}),
         }),
       );
     }
@@ -138,15 +183,28 @@ export class UisService {
     return this.plan.activation_groups.some((g) => g.phases.some((p) => p.residents.includes(role)));
   }
 
-  /** Starts every manager (in parallel; all are stopped again if one fails), attaches external engines, and brings
-   * each activation group to its first phase. */
+  /** Starts the SGLang router of every router-mode model, then every manager (in parallel; all, routers
+   * included, are stopped again if one fails), attaches external engines, and brings each activation group to its
+   * first phase. */
   async start(): Promise<void> {
     if (this.started) return;
+    try {
+      for (const [role, holder] of this.roleRouters) {
+        const spec = this.roles[role];
+        if (!spec || holder.started) continue;
+        holder.started = await startModelRouters(spec);
+        Object.assign(holder.urls, holder.started.routerUrls);
+      }
+    } catch (e) {
+      await this.stopRouters();
+      throw e;
+    }
     const managers = [...this.managers.values()];
     const results = await Promise.allSettled(managers.map((m) => m.start()));
     const failed = results.find((r) => r.status === 'rejected');
     if (failed) {
       await Promise.allSettled(managers.map((m) => m.shutdown()));
+      await this.stopRouters();
       throw (failed as PromiseRejectedResult).reason;
     }
     for (const { role, spec } of configuredRoles(this.config)) {
@@ -187,10 +245,29 @@ export class UisService {
     });
   }
 
-  /** Shuts every manager down (engines stopped, external ones left alone) and closes the store. Idempotent. */
+  /** The running router of a router-mode model, or undefined. */
+  routerOf(role: Role, model: string) {
+    return this.roleRouters.get(role)?.started?.processes[model];
+  }
+
+  /** Stops the routers (after the managers: their shutdown removes the workers first) and forgets their URLs. */
+  private async stopRouters(): Promise<void> {
+    await Promise.allSettled(
+      [...this.roleRouters.values()].map(async (h) => {
+        const started = h.started;
+        h.started = null;
+        for (const k of Object.keys(h.urls)) delete h.urls[k];
+        await started?.stop();
+      }),
+    );
+  }
+
+  /** Shuts every manager down (engines stopped, external ones left alone), then the routers, and closes the
+   * store. Idempotent. */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
       await Promise.allSettled([...this.managers.values()].map((m) => m.shutdown()));
+      await this.stopRouters();
       this.db.close();
     })();
     return this.stopping;

@@ -1,0 +1,172 @@
+import { execFileSync } from 'node:child_process';
+import { DiscoverySnapshotSchema, ErrorBodySchema, parseConfig } from '@uis/spec';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { UisServer } from '../server/uis-server.ts';
+import { InProcessSimLauncher } from './in-process-sim-launcher.ts';
+import { UisService } from './uis-service.ts';
+
+function routerUnavailable(): string | undefined {
+  try {
+    execFileSync('python3', ['-c', 'import sglang_router'], { stdio: 'pipe' });
+    return undefined;
+  } catch {
+    return 'python3 cannot import sglang_router (install requirements-ci.txt)';
+  }
+}
+const skip = routerUnavailable();
+if (skip) console.log(`[router-mode tests skipped] ${skip}`);
+
+/** One rollout model behind the real SGLang router (round robin), 2 sim engines of 1 GPU on the actor's GPUs. */
+function routedConfig() {
+  return parseConfig({
+    cluster: { nodes: [{ name: 'node-0', gpus: 2 }] },
+    training: { actor_gpus: 2, offload_train: true },
+    roles: {
+      rollout: {
+        // Colocated with offload: sleeping releases the engines' memory, which the drain test checks.
+        deployment: { mode: 'colocated_split', offload: true },
+        routing: { default_model: 'policy' },
+        models: [
+          {
+            name: 'policy',
+            model_path: '/models/policy',
+            weight_source: 'disk',
+            route_mode: 'sglang_router',
+            router: { policy: 'round_robin', args: { request_timeout_secs: 60 } },
+            engine_groups: [{ num_gpus: 2, gpus_per_engine: 1, tp: 1 }],
+          },
+        ],
+      },
+    },
+  });
+}
+
+interface SimStats {
+  requests: number;
+  errors: number;
+}
+
+describe.skipIf(skip !== undefined)(
+  'uis serve with route_mode sglang_router: gateway -> router -> engines',
+  () => {
+    const launcher = new InProcessSimLauncher({ simDecodeUsPerToken: 1000 });
+    let service: UisService;
+    let server: UisServer;
+    let url = '';
+
+    beforeAll(async () => {
+      service = new UisService({
+        config: routedConfig(),
+        launcher,
+        managerOptions: { healthIntervalMs: 500, startDeadlineMs: 60_000 },
+      });
+      await service.start();
+      server = new UisServer({ service, adminToken: 'admin-token-for-tests' });
+      url = (await server.listen(0)).url;
+    }, 120_000);
+
+    afterAll(async () => {
+      await server?.close();
+      await service?.stop();
+      await launcher.closeAll();
+    });
+
+    const discovery = async () =>
+      DiscoverySnapshotSchema.parse(await (await fetch(`${url}/rollout/engines`)).json());
+    const engineUrls = async () =>
+      ((await discovery()).models.policy?.engines ?? []).map((e) => e.base_url as string);
+    const stats = async (u: string) => (await (await fetch(`${u}/sim/stats`)).json()) as SimStats;
+    const post = async (path: string, body: unknown) => {
+      const r = await fetch(`${url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      return { status: r.status, json: (await r.json()) as Record<string, unknown> };
+    };
+    const router = () => {
+      const r = service.routerOf('rollout', 'policy');
+      if (!r) throw new Error('the router of policy is not running');
+      return r;
+    };
+
+    it('starts the router and publishes its URL; every ready replica is a router worker', async () => {
+      const d = await discovery();
+      expect(d.models.policy?.router_url).toBe(router().url);
+      expect(d.models.policy?.router_url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      const urls = await engineUrls();
+      expect(urls).toHaveLength(2);
+      expect((await router().client.listWorkers()).map((w) => w.url).sort()).toEqual([...urls].sort());
+    });
+
+    it('serves /generate and chat through the router, reaching both engines', async () => {
+      const urls = await engineUrls();
+      const before = await Promise.all(urls.map(stats));
+      const answers = await Promise.all([
+        ...Array.from({ length: 6 }, () =>
+          post('/rollout/generate', { text: 'hello router', sampling_params: { max_new_tokens: 4 } }),
+        ),
+        ...Array.from({ length: 4 }, () =>
+          post('/rollout/v1/chat/completions', {
+            messages: [{ role: 'user', content: 'hi' }],
+            max_tokens: 4,
+          }),
+        ),
+      ]);
+      expect(answers.map((a) => a.status)).toEqual(Array(10).fill(200));
+      expect(typeof answers[0]?.json.text).toBe('string');
+      expect(answers[9]?.json.choices).toHaveLength(1);
+      const after = await Promise.all(urls.map(stats));
+      const got = after.map((a, i) => a.requests - (before[i]?.requests ?? 0));
+      expect(got.reduce((a, b) => a + b, 0)).toBe(10);
+      expect(got.every((n) => n > 0)).toBe(true);
+      expect(after.reduce((n, a, i) => n + a.errors - (before[i]?.errors ?? 0), 0)).toBe(0);
+    });
+
+    it('draining removes the workers from the router before the engines sleep; the gateway then answers 503', async () => {
+      const manager = service.managers.get('rollout');
+      if (!manager) throw new Error('no rollout manager');
+      // Samples replica state first, then the router's workers: a worker still listed after its replica was seen
+      // released was listed while the engine slept.
+      const violations: string[] = [];
+      let draining = true;
+      const watch = (async () => {
+        while (draining) {
+          const released = (manager.snapshot().models.policy?.replicas ?? []).flatMap((r) =>
+            r.memory_released && r.base_url ? [r.base_url] : [],
+          );
+          const listed = (await router().client.listWorkers()).map((w) => w.url);
+          for (const u of released) if (listed.includes(u)) violations.push(u);
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      })();
+      await manager.drainModel('policy', { deadlineMs: 10_000 });
+      draining = false;
+      await watch;
+      expect(violations).toEqual([]);
+      expect(
+        (manager.snapshot().models.policy?.replicas ?? []).map((r) => [r.state, r.memory_released]),
+      ).toEqual([
+        ['sleeping', true],
+        ['sleeping', true],
+      ]);
+      expect(await router().client.listWorkers()).toEqual([]);
+      const late = await post('/rollout/generate', {
+        text: 'too late',
+        sampling_params: { max_new_tokens: 4 },
+      });
+      expect(late.status).toBe(503);
+      // The gateway refuses a sleeping model itself: nothing reaches the router or an engine.
+      expect(ErrorBodySchema.parse(late.json).error.code).toBe('model_not_ready');
+    });
+
+    it('stop() stops the router process after the managers', async () => {
+      const r = router();
+      const pid = r.pid as number;
+      await server.close();
+      await service.stop();
+      expect(service.routerOf('rollout', 'policy')).toBeUndefined();
+      expect(() => process.kill(pid, 0)).toThrow();
+    });
+  },
+);
