@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import type { Launcher } from '@uis/manager';
 import { DiscoverySnapshotSchema, ErrorBodySchema, parseConfig } from '@uis/spec';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UisServer } from '../server/uis-server.ts';
@@ -170,3 +171,29 @@ describe.skipIf(skip !== undefined)(
     });
   },
 );
+
+describe.skipIf(skip !== undefined)('UisService router lifecycle on a failed start', () => {
+  it('the router runs before any engine is created and is stopped when a manager fails to start', async () => {
+    const seen: Array<number | undefined> = [];
+    let service: UisService | undefined;
+    const failing: Launcher = {
+      kind: 'failing',
+      ownsProcesses: true,
+      create: async () => {
+        seen.push(service?.routerOf('rollout', 'policy')?.pid);
+        throw new Error('no engine for you');
+      },
+    };
+    service = new UisService({ config: routedConfig(), launcher: failing });
+    try {
+      await expect(service.start()).rejects.toThrow();
+      expect(seen.length).toBeGreaterThan(0);
+      const pid = seen[0];
+      expect(typeof pid).toBe('number');
+      expect(service.routerOf('rollout', 'policy')).toBeUndefined();
+      expect(() => process.kill(pid as number, 0)).toThrow();
+    } finally {
+      await service.stop();
+    }
+  }, 120_000);
+});
