@@ -29,6 +29,18 @@ describe('requestKeys', () => {
     expect(requestKeys({}, { 'x-session': 'k' }, 'X-Session').affinityKey).toBe('k');
   });
 
+  it('leaves the prompt out when the caller asks so (it builds it only for cache_aware)', () => {
+    const chat = { model: 'm', messages: [{ role: 'user', content: 'long prompt' }] };
+    expect(requestKeys(chat).prompt).toBe('user:long prompt\n');
+    expect(requestKeys(chat, undefined, undefined, false)).toEqual({
+      model: 'm',
+      route_key: undefined,
+      affinityKey: undefined,
+      minWeightVersion: undefined,
+      prompt: undefined,
+    });
+  });
+
   it('never throws on junk', () => {
     for (const junk of [null, undefined, 42, 'str', [], { model: 5, messages: 'no', text: {} }]) {
       expect(() => requestKeys(junk)).not.toThrow();

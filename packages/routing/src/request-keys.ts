@@ -77,6 +77,9 @@ export function requestKeys(
   body: unknown,
   headers?: HeaderBag,
   affinityHeader: string = DEFAULT_AFFINITY_HEADER,
+  /** false: leave `prompt` undefined. Only cache_aware routes on it, and a chat's text is built from all its
+   * messages: a caller that learns the policy later calls `promptText` itself when it needs it. */
+  withPrompt = true,
 ): RequestKeys {
   const b: Readonly<Record<string, unknown>> =
     typeof body === 'object' && body !== null && !Array.isArray(body)
@@ -85,22 +88,12 @@ export function requestKeys(
   const session = b.session_params;
   const sessionId =
     typeof session === 'object' && session !== null ? str((session as { id?: unknown }).id) : undefined;
-  let prompt: string | undefined;
-  let promptRead = false;
   return {
     model: str(b.model),
     route_key: str(b.route_key) ?? str(header(headers, ROUTE_KEY_HEADER)),
     affinityKey:
       str(header(headers, affinityHeader.toLowerCase())) ?? str(b.session_id) ?? sessionId ?? str(b.rid),
     minWeightVersion: str(header(headers, MIN_WEIGHT_VERSION_HEADER)),
-    // Read on first use: only cache_aware routes on it, and a chat's text is built from all its messages (a long
-    // prompt's worth of string per request for every other policy).
-    get prompt(): string | undefined {
-      if (!promptRead) {
-        prompt = promptText(b);
-        promptRead = true;
-      }
-      return prompt;
-    },
+    prompt: withPrompt ? promptText(b) : undefined,
   };
 }

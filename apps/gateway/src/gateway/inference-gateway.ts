@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import type { InferenceManager, InflightTracker } from '@uis/manager';
 import {
   candidatesOf,
+  promptText,
   ReplicaSelector,
   type RequestKeys,
   type ResolvedModel,
@@ -313,12 +314,15 @@ export class InferenceGateway {
   }
 
   private keys(body: ParsedBody, req: IncomingMessage): RequestKeys {
-    return requestKeys(body.json, req.headers, this.spec.routing.affinity_header);
+    return requestKeys(body.json, req.headers, this.spec.routing.affinity_header, false);
   }
 
-  private resolveModel(keys: RequestKeys, res: ServerResponse): ResolvedModel | UisError {
+  private resolveModel(keys: RequestKeys, body: ParsedBody, res: ServerResponse): ResolvedModel | UisError {
     const model = resolveModel(this.manager.registry.snapshot(), keys, this.spec.routing);
-    return model instanceof UisError ? this.refuse(model, res) : model;
+    if (model instanceof UisError) return this.refuse(model, res);
+    // Only cache_aware routes on the prompt: other policies spare building a chat's text per request.
+    if (model.policy === 'cache_aware') keys.prompt = promptText(body.json);
+    return model;
   }
 
   private resolve(
@@ -330,7 +334,7 @@ export class InferenceGateway {
     edit: ForwardRoute['edit'],
   ): ForwardRoute | UisError {
     const keys = this.keys(body, req);
-    const model = this.resolveModel(keys, res);
+    const model = this.resolveModel(keys, body, res);
     if (model instanceof UisError) {
       // A refused known model (sleeping, draining) still counts under its name in the metrics.
       const known = refusedModel(model);
@@ -359,8 +363,7 @@ export class InferenceGateway {
       const sel = this.selector.select(model, {
         affinityKey: keys.affinityKey,
         minWeightVersion: keys.minWeightVersion,
-        // Only cache_aware reads the prompt; not asking spares building a chat's text per request.
-        prompt: model.policy === 'cache_aware' ? keys.prompt : undefined,
+        prompt: keys.prompt,
         exclude,
       });
       if (sel instanceof UisError) return this.refuse(sel, res);
@@ -486,7 +489,7 @@ export class InferenceGateway {
     const parsed = parseGenrmRequest(body.json);
     if (parsed instanceof UisError) return finish(400, parsed, '(none)');
     const keys = this.keys(body, req);
-    const model = this.resolveModel(keys, res);
+    const model = this.resolveModel(keys, body, res);
     if (model instanceof UisError) return finish(model.status, model, refusedModel(model) ?? '(none)');
     const spec = this.spec.models.find((m) => m.name === model.name);
     // SGLang takes a rid on chat too: a client that leaves is aborted at the engine by it, as on the fast path.
