@@ -213,7 +213,10 @@ async function streamLoad(
     const line = v as { phase?: string } & LoadResult;
     if (line.phase === 'start') {
       cpu0 = proxy?.cpuMs();
-      void proxy?.stats?.(true);
+      // Best effort, like the end sample: a reset still pending when the gateway stops must not crash the bench.
+      proxy
+        ?.stats?.(true)
+        .catch((e: unknown) => diagnostics.push(`gateway stats reset failed: ${String(e)}`));
     } else if (line.phase === 'end') {
       cpuEnd = proxy?.cpuMs();
       void proxy
