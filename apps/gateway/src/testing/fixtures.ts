@@ -1,3 +1,4 @@
+import { deferConfig } from '@uis/manager/testing';
 import { parseConfig, type UisConfig } from '@uis/spec';
 
 const group = (num_gpus: number, gpus_per_engine: number) => ({
@@ -66,63 +67,10 @@ export function splitTestConfig(): UisConfig {
   });
 }
 
-/** Test layout: rollout, GenRM and teacher take turns on one 8-GPU node (colocated defer), as in the demo. */
+/** Test layout: rollout, GenRM and teacher take turns on one 8-GPU node (colocated defer), as in the demo; the
+ * manager's tests run the same layout. */
 export function deferTestConfig(): UisConfig {
-  return parseConfig({
-    cluster: { nodes: [{ name: 'node-0', gpus: 8 }] },
-    training: { actor_gpus: 8, offload_train: true },
-    roles: {
-      rollout: {
-        deployment: { mode: 'colocated_split', offload: true },
-        routing: { default_model: 'policy' },
-        models: [
-          {
-            name: 'policy',
-            model_path: '/models/policy',
-            weight_source: 'disk',
-            engine_groups: [group(8, 4)],
-          },
-        ],
-      },
-      genrm: {
-        deployment: { mode: 'colocated_defer', offload: true },
-        routing: { default_model: 'judge' },
-        models: [
-          {
-            name: 'judge',
-            model_path: '/models/judge',
-            weight_source: 'static',
-            engine_groups: [group(8, 4)],
-          },
-        ],
-      },
-      teacher: {
-        deployment: { mode: 'colocated_defer', offload: true },
-        routing: { default_model: 'teacher' },
-        models: [
-          {
-            name: 'teacher',
-            model_path: '/models/teacher',
-            weight_source: 'static',
-            engine_groups: [group(8, 8)],
-          },
-        ],
-      },
-    },
-    schedule: {
-      activation_groups: [
-        {
-          name: 'actor',
-          phases: [
-            { name: 'rollout', residents: ['rollout'] },
-            { name: 'genrm_score', residents: ['genrm'] },
-            { name: 'teacher_score', residents: ['teacher'] },
-            { name: 'train', residents: ['train'] },
-          ],
-        },
-      ],
-    },
-  });
+  return parseConfig(deferConfig());
 }
 
 /** The smallest layout: one rollout model with one engine. */
