@@ -4,9 +4,9 @@ import { planPlacement } from '@uis/planner';
 import {
   configuredRoles,
   type DeploymentMode,
+  errorIssues,
   fromRelaxArgs,
   type GroupPlacement,
-  isUisError,
   loadConfig,
   type PlacementPlan,
   type PlanViolation,
@@ -147,15 +147,7 @@ export function runPlan(flags: readonly string[], options: PlanCommandOptions, i
       config = fromRelaxArgs(flags, { files, allowUnknown: options.allowUnknownFlags ?? false });
     }
   } catch (e) {
-    if (isUisError(e)) {
-      const details = Array.isArray(e.details)
-        ? (e.details as PlanViolation[])
-        : [{ code: e.code, path: e.path ?? '(input)', message: e.message }];
-      return inputError(details);
-    }
-    return inputError([
-      { code: 'internal', path: '(input)', message: e instanceof Error ? e.message : String(e) },
-    ]);
+    return inputError(errorIssues(e, '(input)'));
   }
   const result = planPlacement(config);
   const json: PlanJson = result.ok
