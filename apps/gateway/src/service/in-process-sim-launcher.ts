@@ -1,6 +1,6 @@
-import { freePorts, type Launcher, type LaunchRequest } from '@uis/manager';
+import type { Launcher, LaunchRequest } from '@uis/manager';
 import type { LaunchedReplica, LaunchSpec } from '@uis/sglang-engine';
-import { buildServerArgs, SGLangEngine } from '@uis/sglang-engine';
+import { localServerArgs, SGLangEngine } from '@uis/sglang-engine';
 import { parseSimArgs, type SimOptionsInput, type SimServer, startSimServer } from '@uis/sglang-sim';
 
 /**
@@ -18,22 +18,15 @@ export class InProcessSimLauncher implements Launcher {
   constructor(private readonly simOptions: Partial<SimOptionsInput> = {}) {}
 
   async create(req: LaunchRequest): Promise<SGLangEngine> {
-    const host = '127.0.0.1';
-    const nnodes = req.replica.nnodes;
-    const ports = await freePorts(nnodes + (nnodes > 1 ? 1 : 0), host);
-    const args = buildServerArgs(req.model, req.group, req.replica, {
-      host,
-      port: ports[0] as number,
+    const args = await localServerArgs(req.model, req.group, req.replica, {
+      host: '127.0.0.1',
       offload: req.offload,
       command: [],
-      nodePorts: ports.slice(0, nnodes),
-      ...(nnodes > 1 ? { distInitAddr: `${host}:${ports[nnodes]}` } : {}),
     });
-    const headUrl = args.headUrl.replace(/\/$/, '');
-    const spec: LaunchSpec = { ...args, headUrl, engineId: req.replica.engine_id };
+    const spec: LaunchSpec = { ...args, engineId: req.replica.engine_id };
     return new SGLangEngine({
       engineId: req.replica.engine_id,
-      baseUrl: headUrl,
+      baseUrl: args.headUrl,
       launcher: { launch: (s) => this.launch(s) },
       launchSpec: spec,
       pollMs: 50,
