@@ -1,4 +1,5 @@
 import { encode } from '@uis/sglang-sim';
+import { sseData } from '@uis/spec';
 
 /** What the driver logs through (pino loggers satisfy it). */
 export interface DriverLogger {
@@ -211,9 +212,9 @@ export class RlLoopDriver {
       return { prompt, text: body.choices?.[0]?.message?.content ?? '' };
     }
     let text = '';
-    for (const line of (await r.text()).split('\n')) {
-      if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
-      const chunk = JSON.parse(line.slice(6)) as { choices?: Array<{ delta?: { content?: string } }> };
+    for await (const data of sseData(r.body ?? new ReadableStream<Uint8Array>())) {
+      if (data === '[DONE]') continue;
+      const chunk = JSON.parse(data) as { choices?: Array<{ delta?: { content?: string } }> };
       text += chunk.choices?.[0]?.delta?.content ?? '';
     }
     return { prompt, text };
