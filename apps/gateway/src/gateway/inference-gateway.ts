@@ -40,6 +40,8 @@ export interface GatewayLogger {
   debug(obj: object, msg?: string): void;
   info(obj: object, msg?: string): void;
   warn(obj: object, msg?: string): void;
+  /** pino's: lets a per-request debug line skip building its fields when debug is off. */
+  isLevelEnabled?(level: string): boolean;
 }
 
 const silent: GatewayLogger = { debug() {}, info() {}, warn() {} };
@@ -444,7 +446,8 @@ export class InferenceGateway {
       this.logger.warn({ requestId, role: this.role, ...rest }, 'request failed');
     else if (r.outcome === 'error' && r.status < 400)
       this.logger.warn({ requestId, role: this.role, ...rest }, 'stream broke');
-    else this.logger.debug({ requestId, role: this.role, ...rest }, 'request served');
+    else if (this.logger.isLevelEnabled?.('debug') ?? true)
+      this.logger.debug({ requestId, role: this.role, ...rest }, 'request served');
   }
 
   // ---- GenRM messages adapter --------------------------------------------------------------------------------
