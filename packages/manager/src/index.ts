@@ -1,3 +1,5 @@
+// The free-port helpers live in sglang-engine beside the process launcher; re-exported for the manager's users.
+export { freePort, freePorts } from '@uis/sglang-engine';
 export * from './batch-runner.ts';
 export * from './batch-store.ts';
 export * from './deferred-scoring.ts';
@@ -8,7 +10,6 @@ export * from './launchers.ts';
 export * from './lifecycle-coordinator.ts';
 export * from './operations.ts';
 export * from './placement-groups.ts';
-export * from './ports.ts';
 export * from './ray/index.ts';
 export * from './registry.ts';
 export * from './router/index.ts';

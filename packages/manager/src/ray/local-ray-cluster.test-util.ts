@@ -3,7 +3,7 @@ import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePorts } from '../ports.ts';
+import { freePorts } from '@uis/sglang-engine';
 
 /** Why Ray tests cannot run here, or undefined when `ray` is importable and its CLI exists. */
 export function rayUnavailable(): string | undefined {

@@ -61,14 +61,9 @@ export class RayLauncher implements Launcher {
       nodePorts,
       ...(head.node_ip ? { advertiseHost: head.node_ip } : {}),
       ...(nnodes > 1 ? { distInitAddr: `${hostFor(host, head)}:${headPorts[1]}` } : {}),
+      extraArgs: this.opts.extraArgs?.(req) ?? [],
+      ...(this.opts.env ? { env: this.opts.env } : {}),
     });
-    const extra = this.opts.extraArgs?.(req) ?? [];
-    const processes = args.processes.map((p) => ({
-      ...p,
-      argv: [...p.argv, ...extra],
-      env: { ...this.opts.env, ...p.env },
-    }));
-    const headUrl = args.headUrl.replace(/\/$/, '');
     const launcher = new RayEngineLauncher(this.opts.bridge, {
       pg: probed.pool.pg_name,
       bundleOf: (rank) => firstBundle(replica.nodes.find((n) => n.node_rank === rank)),
@@ -76,9 +71,9 @@ export class RayLauncher implements Launcher {
     });
     return new SGLangEngine({
       engineId: req.replica.engine_id,
-      baseUrl: headUrl,
+      baseUrl: args.headUrl,
       launcher,
-      launchSpec: { processes, headUrl, engineId: req.replica.engine_id },
+      launchSpec: { ...args, engineId: req.replica.engine_id },
       ...(this.opts.pollMs === undefined ? {} : { pollMs: this.opts.pollMs }),
     });
   }

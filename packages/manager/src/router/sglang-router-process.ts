@@ -1,9 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { flagName, LogRing, SGLangRouterClient } from '@uis/sglang-engine';
+import { flagName, freePorts, LogRing, SGLangRouterClient } from '@uis/sglang-engine';
 import type { InferenceModelSpec, RouterSpec } from '@uis/spec';
 import { UisError } from '@uis/spec';
-import { freePorts } from '../ports.ts';
 import { ConfirmingRouterRegistrar } from './confirming-registrar.ts';
 
 export interface RouterProcessOptions {
