@@ -57,23 +57,18 @@ test('a wrong admin token is refused with a visible message', async ({ page }) =
   await page.getByTestId('token-submit').click();
   await expect(page.getByTestId('token-error')).toBeVisible();
   await expect(page.getByTestId('token-error')).toContainText(/refused|unauthori[sz]ed/i);
-  // An action tried with a wrong token is refused too, and nothing changes.
+  // An action tried with a wrong token is refused too. (That a 401 changes nothing is asserted by the gateway's
+  // admin tests; here the demo loop drains rollout on its own at every phase change, so replica states are no
+  // evidence either way.)
   const model = page
     .locator('[data-testid=role-section][data-role=rollout] [data-testid=model-section]')
     .first();
-  const before = await model
-    .locator('[data-testid=replica-row]')
-    .evaluateAll((rows) => rows.map((r) => r.getAttribute('data-state')));
   await model.getByTestId('drain-model').click();
   await page.getByTestId('confirm-token').fill('still-wrong');
   await page.getByTestId('confirm-ok').click();
   await expect(page.getByTestId('action-error')).toContainText(/refused|unauthori[sz]ed/i);
   await expect(page.getByTestId('token-input')).toBeVisible();
   await shot(page, 'wrong-token');
-  const after = await model
-    .locator('[data-testid=replica-row]')
-    .evaluateAll((rows) => rows.map((r) => r.getAttribute('data-state')));
-  expect(after.filter((s) => s === 'draining')).toHaveLength(before.filter((s) => s === 'draining').length);
 });
 
 test('the Plan page shows the violations of an overlapping split layout', async ({ page }) => {
