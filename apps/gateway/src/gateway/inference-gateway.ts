@@ -29,6 +29,7 @@ import {
   type ProxyTarget,
   sendError,
   servingPaths,
+  TIMEOUT_CODES,
   UpstreamPools,
 } from '../proxy/index.ts';
 import { authorized, unauthorized } from './auth.ts';
@@ -400,16 +401,16 @@ export class InferenceGateway {
     for (const one of rids) {
       this.pools
         .get(target.origin)
-        .request({
-          path: '/abort_request',
-          method: 'POST',
-          headers: { 'content-type': 'application/json', 'x-request-id': requestId },
-          body: JSON.stringify({ rid: one }),
-          headersTimeout: 10_000,
-          bodyTimeout: 10_000,
-        })
+        .request(
+          {
+            path: '/abort_request',
+            headers: ['content-type', 'application/json', 'x-request-id', requestId],
+            body: Buffer.from(JSON.stringify({ rid: one })),
+          },
+          AbortSignal.timeout(10_000),
+        )
         .then(
-          (r) => r.body.dump(),
+          () => undefined,
           (e: unknown) =>
             this.logger.warn(
               { requestId, rid: one, engine: target.id, err: String(e) },
@@ -515,15 +516,16 @@ export class InferenceGateway {
       current = target;
       this.inFlight.acquire(target.id);
       try {
-        const r = await this.pools.get(target.origin).request({
-          path: '/v1/chat/completions',
-          method: 'POST',
-          headers: { 'content-type': 'application/json', 'x-request-id': requestId },
-          body: payload,
-          signal: controller.signal,
-        });
+        const r = await this.pools.get(target.origin).request(
+          {
+            path: '/v1/chat/completions',
+            headers: ['content-type', 'application/json', 'x-request-id', requestId],
+            body: Buffer.from(payload),
+          },
+          controller.signal,
+        );
         const ttfb = this.now() - start;
-        const text = await r.body.text();
+        const text = r.body.toString('utf8');
         if (r.statusCode !== 200) {
           const err = new UisError({
             code: 'engine_error',
@@ -551,7 +553,7 @@ export class InferenceGateway {
       } catch (e) {
         if (controller.signal.aborted) return finish(0, undefined, model.name, target.id);
         const code = (e as { code?: unknown }).code;
-        if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
+        if (typeof code === 'string' && TIMEOUT_CODES.has(code)) {
           const err = new UisError({
             code: ProxyErrorCode.engineTimeout,
             status: 504,

@@ -9,6 +9,8 @@ export const ProxyErrorCode = {
   engineTimeout: 'engine_timeout',
   engineUnreachable: 'engine_unreachable',
   engineResponseIncomplete: 'engine_response_incomplete',
+  /** The engine's answer was not valid HTTP/1.1 (bad status line, headers or chunk framing). */
+  engineBadResponse: 'engine_bad_response',
   noTarget: 'no_target',
   internal: 'internal_error',
 } as const;

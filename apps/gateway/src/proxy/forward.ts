@@ -2,12 +2,19 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { UisError } from '@uis/spec';
-import type { Dispatcher } from 'undici';
 import { type BodyEdit, collectBody, forwardedBody, type ParsedBody, parseServingBody } from './body.ts';
 import { asUisError, ProxyErrorCode, sendError } from './errors.ts';
 import type { FastHandler } from './fast-routes.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
 import type { InFlightCounter } from './in-flight.ts';
+import {
+  errorCode,
+  TIMEOUT_CODES,
+  UNREACHABLE_CODES,
+  type UpstreamController,
+  type UpstreamHandler,
+} from './upstream/engine-pool.ts';
+import type { BodyFraming } from './upstream/http1.ts';
 import type { UpstreamPools } from './upstream-pools.ts';
 
 /** An engine the gateway may forward to: `id` is what routing and the in-flight counter know it by. */
@@ -56,7 +63,8 @@ export interface CompletionEvent {
   outcome: ForwardOutcome;
   error: UisError | undefined;
   attempts: number;
-  /** Bytes of the forwarded request body and of the response body relayed to the client. */
+  /** Bytes of the forwarded request body and of the response body relayed to the client (with the engine's
+   * chunk framing when a chunked answer is relayed as it came). */
   bytesUp: number;
   bytesDown: number;
   /** Client body fully read (and the request handed to an engine), relative to the request's arrival. */
@@ -95,28 +103,7 @@ const MAX_BUFFERED_RESPONSE_BYTES = 1024 * 1024;
 
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 
-/** Errors that mean the request never produced a response from this engine: worth one try elsewhere. */
-const UNREACHABLE_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'EPIPE',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'UND_ERR_CONNECT_TIMEOUT',
-  'UND_ERR_SOCKET',
-  'UND_ERR_CLOSED',
-  'UND_ERR_DESTROYED',
-]);
-const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
-
-function errorCode(err: Error): string | undefined {
-  const code = (err as { code?: unknown }).code;
-  return typeof code === 'string' ? code : undefined;
-}
-
-/** Carries no stack: it only tells undici why a request stops. A captured stack costs ~40 us under tsx (source
+/** Carries no stack: it only tells the engine pool why a request stops. A captured stack costs ~40 us under tsx (source
  * maps, read by node's destroy()), paid per stream when hundreds of clients leave at once. */
 class ClientGoneError extends Error {
   constructor() {
@@ -128,17 +115,24 @@ class ClientGoneError extends Error {
   }
 }
 
+/** `res.chunkedEncoding` is what node's ServerResponse consults to frame each write as a chunk; a chunked engine
+ * answer relayed with its own framing turns it off after writing the head. Checked, not assumed. */
+function canRelayChunked(req: IncomingMessage, res: ServerResponse): boolean {
+  return req.httpVersionMajor === 1 && req.httpVersionMinor === 1 && typeof res.chunkedEncoding === 'boolean';
+}
+
 /**
- * One client request's trip through the proxy. Implements undici's dispatch handler directly, so the engine's
- * bytes go from undici's parser to `res.write` with no stream objects in between.
+ * One client request's trip through the proxy. Implements the engine pool's handler directly, so the engine's
+ * bytes go from its socket to `res.write` with no stream objects in between; a chunked event stream to an
+ * HTTP/1.1 client is relayed with the engine's own chunk framing (one read, one write per event).
  */
-class Exchange implements Dispatcher.DispatchHandler {
+class Exchange implements UpstreamHandler {
   readonly #res: ServerResponse;
   readonly #opts: ServingProxyOptions;
   readonly #now: () => number;
   readonly #start: number;
   readonly #requestId: string;
-  #rawHeaders: readonly string[] = [];
+  #req: IncomingMessage | undefined;
   #route: ForwardRoute | undefined;
   #upstreamHeaders: string[] = [];
   #body: Buffer = Buffer.alloc(0);
@@ -148,7 +142,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   #holding = false;
   #tried: Set<string> | undefined;
   #attempts = 0;
-  #controller: Dispatcher.DispatchController | undefined;
+  #controller: UpstreamController | undefined;
   #gotResponse = false;
   #streaming = false;
   #status = 0;
@@ -187,13 +181,12 @@ class Exchange implements Dispatcher.DispatchHandler {
       return;
     }
     this.#route = route;
-    this.#rawHeaders = req.rawHeaders;
+    this.#req = req;
     let inject: string | undefined;
     if (body.fields.rid === undefined && this.#opts.injectRid !== false) inject = randomUUID();
     this.#rid = body.fields.rid ?? inject;
     this.#body = forwardedBody(body, route.edit, inject);
-    this.#upstreamHeaders = upstreamRequestHeaders(this.#rawHeaders, this.#requestId);
-    this.#upstreamHeaders.push('content-length', String(this.#body.length));
+    this.#upstreamHeaders = upstreamRequestHeaders(req.rawHeaders, this.#requestId);
     this.#attempt(route.pick(undefined));
   }
 
@@ -207,31 +200,28 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.#opts.inFlight?.acquire(picked.id);
     this.#holding = true;
     this.#controller = undefined;
-    let pool: Dispatcher;
     try {
-      pool = this.#opts.pools.get(picked.origin);
+      this.#opts.pools
+        .get(picked.origin)
+        .dispatch({ path: this.#route!.path, headers: this.#upstreamHeaders, body: this.#body }, this);
     } catch (e) {
       this.#fail(asUisError(e));
-      return;
     }
-    pool.dispatch(
-      { path: this.#route!.path, method: 'POST', headers: this.#upstreamHeaders, body: this.#body },
-      this,
-    );
   }
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
+  onRequestStart(controller: UpstreamController): void {
     this.#controller = controller;
     this.#upstreamStartAt = this.#now() - this.#start;
     if (this.#clientGone) controller.abort(new ClientGoneError());
   }
 
   onResponseStart(
-    controller: Dispatcher.DispatchController,
+    controller: UpstreamController,
     statusCode: number,
     headers: IncomingHttpHeaders,
+    framing: BodyFraming,
   ): void {
-    if (statusCode < 200) return; // 1xx informational: the real response follows
+    this.#controller = controller;
     this.#gotResponse = true;
     this.#ttfb = this.#now() - this.#start;
     this.#status = statusCode;
@@ -245,8 +235,16 @@ class Exchange implements Dispatcher.DispatchHandler {
       (typeof type === 'string' && type.startsWith('text/event-stream'));
     if (this.#streaming) {
       const res = this.#res;
-      // A known length is kept (the bytes are relayed unchanged); otherwise node frames the stream itself.
-      res.writeHead(statusCode, clientResponseHeaders(headers, this.#requestId, length !== undefined));
+      if (framing === 'chunked' && canRelayChunked(this.#req!, res) && controller.relayChunked()) {
+        // The engine's chunks go out with their framing as they came; node must not frame them again.
+        const out = clientResponseHeaders(headers, this.#requestId, false);
+        out.push('transfer-encoding', 'chunked');
+        res.writeHead(statusCode, out);
+        res.chunkedEncoding = false;
+      } else {
+        // A known length is kept (the bytes are relayed unchanged); otherwise node frames the stream itself.
+        res.writeHead(statusCode, clientResponseHeaders(headers, this.#requestId, length !== undefined));
+      }
       // The engine's first bytes usually come in the same read as its headers: they then leave in one write with
       // the headers (one syscall and one client wake-up less per request). Headers alone still go out this turn.
       queueMicrotask(() => this.#flushHeaders());
@@ -257,7 +255,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     }
   }
 
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+  onResponseData(controller: UpstreamController, chunk: Buffer): void {
     this.#bytesDown += chunk.length;
     if (!this.#streaming) {
       this.#chunks.push(chunk);
@@ -286,7 +284,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.#finish('ok', this.#status, undefined);
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+  onResponseError(_controller: UpstreamController, err: Error): void {
     this.#upstreamDone = true;
     if (this.#clientGone || err instanceof ClientGoneError) {
       this.#finish('client_abort', 0, undefined);
@@ -316,7 +314,7 @@ class Exchange implements Dispatcher.DispatchHandler {
         new UisError({
           code: ProxyErrorCode.engineTimeout,
           status: 504,
-          message: `engine ${target.id} did not answer in time (${code === 'UND_ERR_HEADERS_TIMEOUT' ? 'headers' : 'body'} timeout)`,
+          message: `engine ${target.id} did not answer in time (${code === 'UPSTREAM_HEADERS_TIMEOUT' ? 'headers' : 'body'} timeout)`,
           cause: err,
         }),
       );
@@ -343,7 +341,12 @@ class Exchange implements Dispatcher.DispatchHandler {
     }
     this.#fail(
       new UisError({
-        code: this.#gotResponse ? ProxyErrorCode.engineResponseIncomplete : ProxyErrorCode.engineUnreachable,
+        code:
+          code === 'UPSTREAM_BAD_RESPONSE'
+            ? ProxyErrorCode.engineBadResponse
+            : this.#gotResponse
+              ? ProxyErrorCode.engineResponseIncomplete
+              : ProxyErrorCode.engineUnreachable,
         status: 502,
         message: `engine ${target.id} failed: ${err.message}`,
         cause: err,

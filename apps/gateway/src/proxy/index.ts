@@ -4,4 +4,6 @@ export * from './fast-routes.ts';
 export * from './forward.ts';
 export * from './headers.ts';
 export * from './in-flight.ts';
+export * from './upstream/engine-pool.ts';
+export * from './upstream/http1.ts';
 export * from './upstream-pools.ts';

@@ -1,17 +1,26 @@
-import { Pool } from 'undici';
+import {
+  EnginePool,
+  type EnginePoolOptions,
+  type EnginePoolStats,
+  type PoolChurn,
+  type SweepClock,
+} from './upstream/engine-pool.ts';
 
 /** Connection settings for every engine origin. Generations can run for an hour, and a non-streaming one sends
  * its headers only at the end, so both timeouts default to two hours; connecting must be quick. */
 export interface UpstreamPoolOptions {
-  /** Max sockets per engine origin (each carries one request at a time: pipelining 1). */
+  /** Max sockets per engine origin (each carries one request at a time); requests beyond them wait in order. */
   connections?: number;
   /** Time allowed until the engine's response headers arrive. */
   headersTimeoutMs?: number;
-  /** Max gap between two body chunks of the engine's response. */
+  /** Max gap between two body reads of the engine's response (not counted while the client holds it back). */
   bodyTimeoutMs?: number;
   connectTimeoutMs?: number;
-  /** How long an idle keep-alive socket is kept. */
+  /** How long an idle keep-alive socket is kept when the engine does not announce its own timeout. SGLang's
+   * uvicorn closes idle connections after 5 s without saying so, hence 4 s. */
   keepAliveTimeoutMs?: number;
+  /** Cap on an engine-announced keep-alive timeout (`Keep-Alive: timeout=N`, kept minus one second). */
+  keepAliveMaxTimeoutMs?: number;
 }
 
 export const DEFAULT_UPSTREAM_POOL_OPTIONS: Required<UpstreamPoolOptions> = {
@@ -19,64 +28,53 @@ export const DEFAULT_UPSTREAM_POOL_OPTIONS: Required<UpstreamPoolOptions> = {
   headersTimeoutMs: 2 * 60 * 60 * 1000,
   bodyTimeoutMs: 2 * 60 * 60 * 1000,
   connectTimeoutMs: 5_000,
-  keepAliveTimeoutMs: 60_000,
+  keepAliveTimeoutMs: 4_000,
+  keepAliveMaxTimeoutMs: 600_000,
 };
 
-/** One keep-alive undici Pool per engine origin (`http://host:port`), created on first use. */
+/**
+ * One keep-alive EnginePool per engine origin (`http://host:port`), created on first use, and the one coarse
+ * timer that enforces their timeouts (a tick of at most a second; finer when a timeout is short).
+ */
 export class UpstreamPools {
   readonly options: Required<UpstreamPoolOptions>;
-  readonly #pools = new Map<string, Pool>();
+  readonly #pools = new Map<string, EnginePool>();
   /** Sockets opened and closed since start, over all origins: steady serving should open none. */
-  readonly churn = { connects: 0, disconnects: 0, lastDisconnect: undefined as string | undefined };
+  readonly churn: PoolChurn = { connects: 0, disconnects: 0, lastDisconnect: undefined };
+  readonly #clock: SweepClock;
+  readonly #poolOptions: EnginePoolOptions;
+  #timer: NodeJS.Timeout | undefined;
 
   constructor(options: UpstreamPoolOptions = {}) {
     this.options = { ...DEFAULT_UPSTREAM_POOL_OPTIONS, ...options };
+    const o = this.options;
+    this.#poolOptions = { ...o };
+    const shortest = Math.min(o.headersTimeoutMs, o.bodyTimeoutMs, o.connectTimeoutMs, o.keepAliveTimeoutMs);
+    this.#clock = { tick: 0, intervalMs: Math.min(1000, Math.max(10, Math.floor(shortest / 4))) };
   }
 
-  get(origin: string): Pool {
+  get(origin: string): EnginePool {
     let pool = this.#pools.get(origin);
     if (pool === undefined) {
-      const o = this.options;
-      pool = new Pool(origin, {
-        connections: o.connections,
-        pipelining: 1,
-        headersTimeout: o.headersTimeoutMs,
-        bodyTimeout: o.bodyTimeoutMs,
-        connectTimeout: o.connectTimeoutMs,
-        keepAliveTimeout: o.keepAliveTimeoutMs,
-        keepAliveMaxTimeout: Math.max(o.keepAliveTimeoutMs, 600_000),
-      });
-      pool.on('connect', () => {
-        this.churn.connects++;
-      });
-      pool.on('disconnect', (_origin, _targets, err) => {
-        this.churn.disconnects++;
-        this.churn.lastDisconnect = `${(err as { code?: string }).code ?? ''} ${err.message}`;
-      });
+      pool = new EnginePool(origin, this.#poolOptions, this.#clock, this.churn);
       this.#pools.set(origin, pool);
+      if (this.#timer === undefined) {
+        this.#timer = setInterval(() => this.#sweep(), this.#clock.intervalMs);
+        this.#timer.unref();
+      }
     }
     return pool;
   }
 
-  /** Connection and queue figures per origin (undici PoolStats): how many sockets, how many requests wait. */
-  stats(): Record<
-    string,
-    { connected: number; free: number; pending: number; queued: number; running: number }
-  > {
-    const out: Record<
-      string,
-      { connected: number; free: number; pending: number; queued: number; running: number }
-    > = {};
-    for (const [origin, pool] of this.#pools) {
-      const s = pool.stats;
-      out[origin] = {
-        connected: s.connected,
-        free: s.free,
-        pending: s.pending,
-        queued: s.queued,
-        running: s.running,
-      };
-    }
+  #sweep(): void {
+    this.#clock.tick++;
+    for (const pool of this.#pools.values()) pool.sweep();
+  }
+
+  /** Connection and queue figures per origin: how many sockets, how many requests wait. */
+  stats(): Record<string, EnginePoolStats> {
+    const out: Record<string, EnginePoolStats> = {};
+    for (const [origin, pool] of this.#pools) out[origin] = pool.stats();
     return out;
   }
 
@@ -85,13 +83,15 @@ export class UpstreamPools {
     const pool = this.#pools.get(origin);
     if (pool === undefined) return;
     this.#pools.delete(origin);
-    await pool.destroy();
+    await pool.close();
   }
 
   /** Closes every socket now; in-flight requests fail. */
   async close(): Promise<void> {
     const pools = [...this.#pools.values()];
     this.#pools.clear();
-    await Promise.all(pools.map((p) => p.destroy()));
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+    await Promise.all(pools.map((p) => p.close()));
   }
 }

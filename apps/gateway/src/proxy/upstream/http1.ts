@@ -1,0 +1,274 @@
+import type { IncomingHttpHeaders } from 'node:http';
+
+/**
+ * The HTTP/1.1 wire pieces of the gateway's own engine client: the request head, the response head parser and
+ * the chunked-body framing scanner. Small on purpose: engines are SGLang servers (uvicorn) and sglang-sim on a
+ * trusted network, but every answer is still checked, and a malformed one is an error, never a guess.
+ */
+
+/** Why an engine's answer could not be read as HTTP/1.1 (the connection is dropped). */
+export class ProtocolError extends Error {
+  readonly code = 'UPSTREAM_BAD_RESPONSE';
+  constructor(message: string) {
+    super(message);
+    this.name = 'ProtocolError';
+  }
+}
+
+/** Largest response head accepted (status line + headers), as node's own default. */
+export const MAX_HEAD_BYTES = 16 * 1024;
+
+const CRLF_CRLF = Buffer.from('\r\n\r\n', 'latin1');
+const UNSAFE_HEADER_TEXT = /[\r\n\0]/;
+
+/**
+ * The request head as one latin1 string: request line, `host`, the given headers (flat `[name, value, ...]`)
+ * and `content-length`. Names and values with CR, LF or NUL are refused: they would split the request.
+ */
+export function requestHead(
+  method: string,
+  path: string,
+  host: string,
+  headers: readonly string[],
+  contentLength: number,
+): string {
+  if (UNSAFE_HEADER_TEXT.test(path) || path.includes(' '))
+    throw new TypeError(`invalid request path ${JSON.stringify(path)}`);
+  let head = `${method} ${path} HTTP/1.1\r\nhost: ${host}\r\n`;
+  for (let i = 0; i < headers.length; i += 2) {
+    const name = headers[i]!;
+    const value = headers[i + 1]!;
+    if (UNSAFE_HEADER_TEXT.test(name) || UNSAFE_HEADER_TEXT.test(value))
+      throw new TypeError(`invalid header ${JSON.stringify(name)}`);
+    head += `${name}: ${value}\r\n`;
+  }
+  return `${head}content-length: ${contentLength}\r\n\r\n`;
+}
+
+/** How the body after a response head is delimited. */
+export type BodyFraming = 'none' | 'length' | 'chunked' | 'close';
+
+export interface ResponseHead {
+  status: number;
+  headers: IncomingHttpHeaders;
+  framing: BodyFraming;
+  /** Body bytes for `length` framing. */
+  contentLength: number;
+  /** The connection may carry another request once this body ended. */
+  keepAlive: boolean;
+  /** Seconds from the engine's `Keep-Alive: timeout=N`, when it sent one. */
+  keepAliveHintS: number | undefined;
+  /** Offset in the buffer just after the head's blank line. */
+  end: number;
+}
+
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/**
+ * Parses a response head from `buf` (the bytes received so far). Returns undefined while the blank line has not
+ * arrived; throws ProtocolError on anything that is not an HTTP/1.x response head.
+ */
+export function parseResponseHead(buf: Buffer, requestMethod = 'POST'): ResponseHead | undefined {
+  const at = buf.indexOf(CRLF_CRLF);
+  if (at === -1) {
+    if (buf.length > MAX_HEAD_BYTES) throw new ProtocolError('response head too large');
+    return undefined;
+  }
+  if (at > MAX_HEAD_BYTES) throw new ProtocolError('response head too large');
+  const text = buf.toString('latin1', 0, at);
+  const lines = text.split('\r\n');
+  const statusLine = lines[0]!;
+  const m = /^HTTP\/1\.([01]) (\d{3})(?: .*)?$/.exec(statusLine);
+  if (m === null) throw new ProtocolError(`bad status line ${JSON.stringify(statusLine.slice(0, 100))}`);
+  const http10 = m[1] === '0';
+  const status = Number(m[2]);
+  const headers: IncomingHttpHeaders = {};
+  let contentLength: number | undefined;
+  let chunked = false;
+  let hasTransferEncoding = false;
+  let connectionClose = false;
+  let connectionKeepAlive = false;
+  let keepAliveHintS: number | undefined;
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i]!;
+    const colon = line.indexOf(':');
+    if (colon <= 0) throw new ProtocolError(`bad header line ${JSON.stringify(line.slice(0, 100))}`);
+    const name = line.slice(0, colon).toLowerCase();
+    if (!TOKEN.test(name)) throw new ProtocolError(`bad header name ${JSON.stringify(name.slice(0, 100))}`);
+    const value = line.slice(colon + 1).trim();
+    const prior = headers[name];
+    if (prior === undefined) headers[name] = name === 'set-cookie' ? [value] : value;
+    else if (Array.isArray(prior)) prior.push(value);
+    else headers[name] = `${prior}, ${value}`;
+    switch (name) {
+      case 'content-length': {
+        if (!/^\d{1,15}$/.test(value)) throw new ProtocolError(`bad content-length ${JSON.stringify(value)}`);
+        const n = Number(value);
+        if (contentLength !== undefined && contentLength !== n)
+          throw new ProtocolError('conflicting content-length headers');
+        contentLength = n;
+        break;
+      }
+      case 'transfer-encoding': {
+        hasTransferEncoding = true;
+        const codings = value.toLowerCase().split(',');
+        chunked = codings[codings.length - 1]!.trim() === 'chunked';
+        break;
+      }
+      case 'connection':
+        for (const t of value.toLowerCase().split(',')) {
+          const token = t.trim();
+          if (token === 'close') connectionClose = true;
+          else if (token === 'keep-alive') connectionKeepAlive = true;
+        }
+        break;
+      case 'keep-alive': {
+        const hint = /(?:^|[\s,])timeout=(\d+)/i.exec(value);
+        if (hint !== null) keepAliveHintS = Number(hint[1]);
+        break;
+      }
+    }
+  }
+  let framing: BodyFraming;
+  if (requestMethod === 'HEAD' || status === 204 || status === 304 || (status >= 100 && status < 200))
+    framing = 'none';
+  else if (hasTransferEncoding) framing = chunked ? 'chunked' : 'close';
+  else if (contentLength !== undefined) framing = contentLength === 0 ? 'none' : 'length';
+  else framing = 'close';
+  const keepAlive =
+    framing !== 'close' &&
+    !connectionClose &&
+    // Both framings at once is a smuggling pattern (RFC 9112 6.3): read by transfer-encoding, then drop it.
+    !(hasTransferEncoding && contentLength !== undefined) &&
+    (!http10 || connectionKeepAlive);
+  return {
+    status,
+    headers,
+    framing,
+    contentLength: contentLength ?? 0,
+    keepAlive,
+    keepAliveHintS,
+    end: at + 4,
+  };
+}
+
+/** States of the chunked framing scanner. */
+const CHUNK_SIZE = 0;
+const CHUNK_EXTENSION = 1;
+const CHUNK_SIZE_LF = 2;
+const CHUNK_DATA = 3;
+const CHUNK_DATA_CR = 4;
+const CHUNK_DATA_LF = 5;
+const CHUNK_TRAILER_START = 6;
+const CHUNK_TRAILER_LINE = 7;
+const CHUNK_TRAILER_LF = 8;
+const CHUNK_DONE = 9;
+
+const MAX_CHUNK_SIZE_DIGITS = 13;
+
+/**
+ * Follows the framing of a chunked body across reads. `scan` walks one read and says where the body ended in
+ * it (or -1); with `onData` it also hands out the decoded data slices (no copies). A spliced relay passes no
+ * callback and forwards the reads as they are: the cost is per chunk, not per byte, as data is skipped whole.
+ */
+export class ChunkedScanner {
+  #state = CHUNK_SIZE;
+  #remaining = 0;
+  #digits = 0;
+
+  get done(): boolean {
+    return this.#state === CHUNK_DONE;
+  }
+
+  /** Returns the offset just past the body's last byte when it ends inside `buf`, else -1. */
+  scan(buf: Buffer, start = 0, onData?: (slice: Buffer) => void): number {
+    let i = start;
+    const n = buf.length;
+    while (i < n) {
+      switch (this.#state) {
+        case CHUNK_SIZE: {
+          const c = buf[i]!;
+          let v = -1;
+          if (c >= 48 && c <= 57) v = c - 48;
+          else if (c >= 97 && c <= 102) v = c - 87;
+          else if (c >= 65 && c <= 70) v = c - 55;
+          if (v >= 0) {
+            if (++this.#digits > MAX_CHUNK_SIZE_DIGITS) throw new ProtocolError('chunk size too large');
+            this.#remaining = this.#remaining * 16 + v;
+          } else if (this.#digits === 0) {
+            throw new ProtocolError('chunk size missing');
+          } else if (c === 59 /* ; */ || c === 32 || c === 9) {
+            this.#state = CHUNK_EXTENSION;
+          } else if (c === 13) {
+            this.#state = CHUNK_SIZE_LF;
+          } else if (c === 10) {
+            this.#endSizeLine();
+          } else {
+            throw new ProtocolError('bad chunk size');
+          }
+          i++;
+          break;
+        }
+        case CHUNK_EXTENSION: {
+          const lf = buf.indexOf(10, i);
+          if (lf === -1) return -1;
+          i = lf + 1;
+          this.#endSizeLine();
+          break;
+        }
+        case CHUNK_SIZE_LF:
+          if (buf[i] !== 10) throw new ProtocolError('bad chunk size line ending');
+          i++;
+          this.#endSizeLine();
+          break;
+        case CHUNK_DATA: {
+          const take = Math.min(this.#remaining, n - i);
+          if (onData !== undefined) onData(buf.subarray(i, i + take));
+          i += take;
+          this.#remaining -= take;
+          if (this.#remaining === 0) this.#state = CHUNK_DATA_CR;
+          break;
+        }
+        case CHUNK_DATA_CR: {
+          const c = buf[i++];
+          if (c === 13) this.#state = CHUNK_DATA_LF;
+          else if (c === 10) this.#state = CHUNK_SIZE;
+          else throw new ProtocolError('chunk data longer than its size');
+          break;
+        }
+        case CHUNK_DATA_LF:
+          if (buf[i++] !== 10) throw new ProtocolError('chunk data longer than its size');
+          this.#state = CHUNK_SIZE;
+          break;
+        case CHUNK_TRAILER_START: {
+          const c = buf[i++];
+          if (c === 13) this.#state = CHUNK_TRAILER_LF;
+          else if (c === 10) {
+            this.#state = CHUNK_DONE;
+            return i;
+          } else this.#state = CHUNK_TRAILER_LINE;
+          break;
+        }
+        case CHUNK_TRAILER_LINE: {
+          const lf = buf.indexOf(10, i);
+          if (lf === -1) return -1;
+          i = lf + 1;
+          this.#state = CHUNK_TRAILER_START;
+          break;
+        }
+        case CHUNK_TRAILER_LF:
+          if (buf[i++] !== 10) throw new ProtocolError('bad trailer line ending');
+          this.#state = CHUNK_DONE;
+          return i;
+        case CHUNK_DONE:
+          return i;
+      }
+    }
+    return -1;
+  }
+
+  #endSizeLine(): void {
+    this.#digits = 0;
+    this.#state = this.#remaining === 0 ? CHUNK_TRAILER_START : CHUNK_DATA;
+  }
+}
