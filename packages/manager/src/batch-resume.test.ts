@@ -4,13 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SGLangClient } from '@uis/sglang-engine';
-import { type SimServer, startSimServer } from '@uis/sglang-sim';
+import type { SimServer } from '@uis/sglang-sim';
 import { isUisError } from '@uis/spec';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BatchRunner } from './batch-runner.ts';
-import { BatchStore, type GenrmOutput } from './batch-store.ts';
+import { BatchStore } from './batch-store.ts';
 import { judgementScore } from './score-parsers.ts';
 import { openStore } from './store.ts';
+import { expectedGenrmOutputs, startModelSim } from './testing.ts';
 
 const REPO = fileURLToPath(new URL('../../../', import.meta.url));
 const CHILD = fileURLToPath(new URL('./batch-child.fixture.ts', import.meta.url));
@@ -31,19 +32,8 @@ let child: ChildProcess | undefined;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'uis-batch-'));
   // ~5 ms per decoded token: one sample takes a few hundred ms, so the kill lands mid-batch.
-  slow = await startSimServer({
-    host: '127.0.0.1',
-    port: 0,
-    modelPath: '/models/judge',
-    servedModelName: 'judge',
-    simDecodeUsPerToken: 5000,
-  });
-  reference = await startSimServer({
-    host: '127.0.0.1',
-    port: 0,
-    modelPath: '/models/judge',
-    servedModelName: 'judge',
-  });
+  slow = await startModelSim('judge', { simDecodeUsPerToken: 5000 });
+  reference = await startModelSim('judge');
 });
 
 afterAll(async () => {
@@ -103,20 +93,7 @@ describe('durable deferred batch: kill the runner process mid-batch, resume from
     expect(report.batch.state).toBe('committed');
     expect(report.batch.attempts).toBe(2);
 
-    const want: GenrmOutput[] = [];
-    for (const s of samples) {
-      const r = await client.chatCompletions({
-        model: 'judge',
-        messages: s.input.messages,
-        max_tokens: 48,
-        temperature: 0.2,
-        top_p: 1,
-        top_k: -1,
-        ignore_eos: true,
-      });
-      const text = (r.choices[0]?.message.content ?? '').trim();
-      want.push({ response: text, score: judgementScore(text) as number });
-    }
+    const want = await expectedGenrmOutputs(reference.url, samples, judgementScore);
     await client.close();
     expect(restarted.samples(b.id).map((s) => s.output)).toEqual(want);
     // Never committed twice.

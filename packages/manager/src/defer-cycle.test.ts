@@ -1,8 +1,8 @@
 import { SGLangClient } from '@uis/sglang-engine';
-import { type SimServer, startSimServer } from '@uis/sglang-sim';
+import type { SimServer } from '@uis/sglang-sim';
 import { type InferenceRoleSpec, isUisError, type Role } from '@uis/spec';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { GenrmOutput, TeacherOutput } from './batch-store.ts';
+import type { TeacherOutput } from './batch-store.ts';
 import { BatchStore } from './batch-store.ts';
 import { wireDeferredScoring } from './deferred-scoring.ts';
 import { EventLog } from './event-log.ts';
@@ -11,7 +11,7 @@ import { SimLauncher } from './launchers.ts';
 import { LifecycleCoordinator } from './lifecycle-coordinator.ts';
 import { boxedScore, verdictScore } from './score-parsers.ts';
 import { openStore } from './store.ts';
-import { deferConfig, planConfig } from './testing.ts';
+import { deferConfig, expectedGenrmOutputs, planConfig, startModelSim } from './testing.ts';
 
 const FAST = { healthIntervalMs: 200, failuresToDead: 3, startDeadlineMs: 60_000, drainDeadlineMs: 10_000 };
 const JUDGE_SAMPLING = { max_new_tokens: 48 };
@@ -36,42 +36,13 @@ const teacherSamples = Array.from({ length: 4 }, (_, i) => {
 let judgeRef: SimServer;
 let teacherRef: SimServer;
 beforeAll(async () => {
-  judgeRef = await startSimServer({
-    host: '127.0.0.1',
-    port: 0,
-    modelPath: '/models/judge',
-    servedModelName: 'judge',
-  });
-  teacherRef = await startSimServer({
-    host: '127.0.0.1',
-    port: 0,
-    modelPath: '/models/teacher',
-    servedModelName: 'teacher',
-  });
+  judgeRef = await startModelSim('judge');
+  teacherRef = await startModelSim('teacher');
 });
 afterAll(async () => {
   await judgeRef?.close();
   await teacherRef?.close();
 });
-
-async function expectedGenrm(): Promise<GenrmOutput[]> {
-  const c = new SGLangClient(judgeRef.url);
-  const out: GenrmOutput[] = [];
-  for (const s of genrmSamples) {
-    const r = await c.chatCompletions({
-      model: 'judge',
-      messages: s.input.messages,
-      max_tokens: 48,
-      temperature: 0.2,
-      top_p: 1,
-      top_k: -1,
-    });
-    const text = (r.choices[0]?.message.content ?? '').trim();
-    out.push({ response: text, score: verdictScore(text) as number });
-  }
-  await c.close();
-  return out;
-}
 
 async function expectedTeacher(): Promise<TeacherOutput[]> {
   const c = new SGLangClient(teacherRef.url);
@@ -138,7 +109,10 @@ async function deferStack(scoreParser = verdictScore, startPhases = false) {
 
 describe('defer layout: the full defer cycle against sglang-sim processes', () => {
   it('rollout -> GenRM scoring -> teacher OPD logprobs -> train barrier, outputs written back exactly', async () => {
-    const [wantGenrm, wantTeacher] = await Promise.all([expectedGenrm(), expectedTeacher()]);
+    const [wantGenrm, wantTeacher] = await Promise.all([
+      expectedGenrmOutputs(judgeRef.url, genrmSamples, verdictScore),
+      expectedTeacher(),
+    ]);
     const { ms, coordinator, store, events } = await deferStack();
     const state = (r: Role) => ms[r].registry.snapshot().models;
     expect(state('rollout').policy?.state).toBe('ready');

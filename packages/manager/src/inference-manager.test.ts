@@ -1,13 +1,19 @@
 import { createServer } from 'node:http';
 import { SGLangClient, SGLangRouterClient } from '@uis/sglang-engine';
-import { startSimServer } from '@uis/sglang-sim';
 import { type DiscoverySnapshot, type InferenceRoleSpec, isUisError, type PlacementPlan } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InferenceManager, type InferenceManagerInit, type RouterRegistrar } from './inference-manager.ts';
 import { type LaunchRequest, SimLauncher } from './launchers.ts';
 import { InMemoryPlacementGroups } from './placement-groups.ts';
 import { MemoryLogger } from './runtime.ts';
-import { outcomeCode, planConfig, splitConfig, twoNodeTeacherConfig } from './testing.ts';
+import {
+  layoutRole,
+  outcomeCode,
+  planConfig,
+  splitConfig,
+  startModelSim,
+  twoNodeTeacherConfig,
+} from './testing.ts';
 
 const managers: InferenceManager[] = [];
 const cleanups: Array<() => Promise<void>> = [];
@@ -421,23 +427,20 @@ describe('ownership, rollback, router and elastic scale', () => {
       cluster: { nodes: [{ name: 'node-0', gpus: 8 }] },
       training: { actor_gpus: 0 },
       roles: {
-        rollout: {
-          deployment: { mode: 'decoupled' },
-          routing: { default_model: 'policy' },
-          models: [
-            {
-              name: 'policy',
-              model_path: '/models/policy',
-              weight_source: 'disk',
-              elastic_enabled: opts.elastic ?? false,
-              route_mode: opts.router ? 'sglang_router' : 'direct',
-              engine_groups: [
-                { num_gpus: 4, gpus_per_engine: 2 },
-                ...(opts.elastic ? [{ worker_type: 'placeholder', num_gpus: 4, gpus_per_engine: 2 }] : []),
-              ],
-            },
-          ],
-        },
+        rollout: layoutRole(
+          'decoupled',
+          {
+            name: 'policy',
+            weight_source: 'disk',
+            elastic_enabled: opts.elastic ?? false,
+            route_mode: opts.router ? 'sglang_router' : 'direct',
+            engine_groups: [
+              { num_gpus: 4, gpus_per_engine: 2 },
+              ...(opts.elastic ? [{ worker_type: 'placeholder', num_gpus: 4, gpus_per_engine: 2 }] : []),
+            ],
+          },
+          { routing: {} },
+        ),
       },
     };
   }
@@ -599,21 +602,15 @@ describe('ownership, rollback, router and elastic scale', () => {
       cluster: { nodes: [{ name: 'node-0', gpus: 8 }] },
       training: { actor_gpus: 0 },
       roles: {
-        rollout: {
-          deployment: { mode: 'decoupled' },
-          models: [
-            {
-              name: 'policy',
-              model_path: '/models/policy',
-              weight_source: 'disk',
-              route_mode: 'sglang_router',
-              engine_groups: [
-                { worker_type: 'prefill', num_gpus: 2, gpus_per_engine: 2 },
-                { worker_type: 'decode', num_gpus: 2, gpus_per_engine: 2 },
-              ],
-            },
+        rollout: layoutRole('decoupled', {
+          name: 'policy',
+          weight_source: 'disk',
+          route_mode: 'sglang_router',
+          engine_groups: [
+            { worker_type: 'prefill', num_gpus: 2, gpus_per_engine: 2 },
+            { worker_type: 'decode', num_gpus: 2, gpus_per_engine: 2 },
           ],
-        },
+        }),
       },
     });
     const router = new FakeRouter();
@@ -642,12 +639,7 @@ describe('ownership, rollback, router and elastic scale', () => {
   });
 
   it('external engines are attached by URL, health-checked, published, and never killed', async () => {
-    const sim = await startSimServer({
-      host: '127.0.0.1',
-      port: 0,
-      modelPath: '/models/policy',
-      servedModelName: 'policy',
-    });
+    const sim = await startModelSim('policy');
     cleanups.push(() => sim.close());
     const { plan, roles } = planConfig(decoupled());
     const m = manager(roles.rollout as InferenceRoleSpec, plan);

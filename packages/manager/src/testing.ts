@@ -1,4 +1,7 @@
+import { execFileSync } from 'node:child_process';
 import { planPlacement } from '@uis/planner';
+import { type ChatCompletionRequest, SGLangClient } from '@uis/sglang-engine';
+import { type SimOptionsInput, type SimServer, startSimServer } from '@uis/sglang-sim';
 import {
   configuredRoles,
   type InferenceRoleSpec,
@@ -8,6 +11,8 @@ import {
   roleSpec,
   UisConfigSchema,
 } from '@uis/spec';
+import type { GenrmOutput } from './batch-store.ts';
+import type { ScoreParser } from './score-parsers.ts';
 
 // Test and bench support, exported as `@uis/manager/testing` so the gateway's tests share these layouts.
 
@@ -38,49 +43,52 @@ export async function outcomeCode(p: Promise<unknown> | (() => unknown)): Promis
 
 const group = (num_gpus: number, gpus_per_engine: number) => ({ num_gpus, gpus_per_engine });
 
+/** A model of a test layout: its fields as the config writes them, `model_path` `/models/<name>` unless given. */
+export interface LayoutModel {
+  name: string;
+  model_path?: string;
+  weight_source: string;
+  engine_groups: Array<Record<string, unknown>>;
+  [field: string]: unknown;
+}
+
+/** A role of a test layout deployed in `mode`, serving `models`. A colocated role is offloaded while it sleeps and
+ * routes to its first model by default (`routing` adds rules); a decoupled role has neither unless `routing` is
+ * given. Any other option is a field of the role as the config writes it (e.g. `external_engine_urls`). */
+export function layoutRole(
+  mode: 'colocated_split' | 'colocated_defer' | 'decoupled',
+  models: LayoutModel | LayoutModel[],
+  { routing, ...fields }: { routing?: Record<string, unknown>; [field: string]: unknown } = {},
+) {
+  const list = Array.isArray(models) ? models : [models];
+  const colocated = mode !== 'decoupled';
+  return {
+    deployment: colocated ? { mode, offload: true } : { mode },
+    ...(colocated || routing ? { routing: { default_model: list[0]?.name, ...routing } } : {}),
+    ...fields,
+    models: list.map((m) => ({ ...m, model_path: m.model_path ?? `/models/${m.name}` })),
+  };
+}
+
+/** The models of the three-role layouts: the policy loads from disk, the judge and the teacher are static. */
+const POLICY = { name: 'policy', weight_source: 'disk' };
+const JUDGE = { name: 'judge', weight_source: 'static' };
+const TEACHER = { name: 'teacher', weight_source: 'static' };
+
 /** Split layout: rollout, GenRM and teacher on disjoint slices of an 8-GPU actor pool, all resident. */
 export function splitConfig(opts: { faultTolerance?: boolean; rolloutSource?: string } = {}) {
   return {
     cluster: { nodes: [{ name: 'node-0', gpus: 8 }] },
     training: { actor_gpus: 8, offload_train: true },
     roles: {
-      rollout: {
-        deployment: { mode: 'colocated_split', offload: true },
-        routing: { default_model: 'policy' },
-        models: [
-          {
-            name: 'policy',
-            model_path: '/models/policy',
-            weight_source: opts.rolloutSource ?? 'disk',
-            fault_tolerance_enabled: opts.faultTolerance ?? false,
-            engine_groups: [group(4, 2)],
-          },
-        ],
-      },
-      genrm: {
-        deployment: { mode: 'colocated_split', offload: true },
-        routing: { default_model: 'judge' },
-        models: [
-          {
-            name: 'judge',
-            model_path: '/models/judge',
-            weight_source: 'static',
-            engine_groups: [group(2, 2)],
-          },
-        ],
-      },
-      teacher: {
-        deployment: { mode: 'colocated_split', offload: true },
-        routing: { default_model: 'teacher' },
-        models: [
-          {
-            name: 'teacher',
-            model_path: '/models/teacher',
-            weight_source: 'static',
-            engine_groups: [group(2, 2)],
-          },
-        ],
-      },
+      rollout: layoutRole('colocated_split', {
+        ...POLICY,
+        weight_source: opts.rolloutSource ?? POLICY.weight_source,
+        fault_tolerance_enabled: opts.faultTolerance ?? false,
+        engine_groups: [group(4, 2)],
+      }),
+      genrm: layoutRole('colocated_split', { ...JUDGE, engine_groups: [group(2, 2)] }),
+      teacher: layoutRole('colocated_split', { ...TEACHER, engine_groups: [group(2, 2)] }),
     },
   };
 }
@@ -91,42 +99,9 @@ export function deferConfig() {
     cluster: { nodes: [{ name: 'node-0', gpus: 8 }] },
     training: { actor_gpus: 8, offload_train: true },
     roles: {
-      rollout: {
-        deployment: { mode: 'colocated_split', offload: true },
-        routing: { default_model: 'policy' },
-        models: [
-          {
-            name: 'policy',
-            model_path: '/models/policy',
-            weight_source: 'disk',
-            engine_groups: [group(8, 4)],
-          },
-        ],
-      },
-      genrm: {
-        deployment: { mode: 'colocated_defer', offload: true },
-        routing: { default_model: 'judge' },
-        models: [
-          {
-            name: 'judge',
-            model_path: '/models/judge',
-            weight_source: 'static',
-            engine_groups: [group(8, 4)],
-          },
-        ],
-      },
-      teacher: {
-        deployment: { mode: 'colocated_defer', offload: true },
-        routing: { default_model: 'teacher' },
-        models: [
-          {
-            name: 'teacher',
-            model_path: '/models/teacher',
-            weight_source: 'static',
-            engine_groups: [group(8, 8)],
-          },
-        ],
-      },
+      rollout: layoutRole('colocated_split', { ...POLICY, engine_groups: [group(8, 4)] }),
+      genrm: layoutRole('colocated_defer', { ...JUDGE, engine_groups: [group(8, 4)] }),
+      teacher: layoutRole('colocated_defer', { ...TEACHER, engine_groups: [group(8, 8)] }),
     },
     schedule: {
       activation_groups: [
@@ -155,17 +130,85 @@ export function twoNodeTeacherConfig() {
     },
     training: { actor_gpus: 0 },
     roles: {
-      teacher: {
-        deployment: { mode: 'decoupled' },
-        models: [
-          {
-            name: 'teacher',
-            model_path: '/models/teacher',
-            weight_source: 'static',
-            engine_groups: [group(4, 4)],
-          },
-        ],
-      },
+      teacher: layoutRole('decoupled', { ...TEACHER, engine_groups: [group(4, 4)] }),
     },
   };
+}
+
+/** One rollout model behind the real SGLang router (round robin, 60 s request timeout), colocated with offload on
+ * the actor's GPUs of one node: as many GPUs as `engines` (one engine group) takes. */
+export function routedRolloutConfig(engines: { num_gpus: number; gpus_per_engine: number; tp?: number }) {
+  return {
+    cluster: { nodes: [{ name: 'node-0', gpus: engines.num_gpus }] },
+    training: { actor_gpus: engines.num_gpus, offload_train: true },
+    roles: {
+      rollout: layoutRole('colocated_split', {
+        ...POLICY,
+        route_mode: 'sglang_router',
+        router: { policy: 'round_robin', args: { request_timeout_secs: 60 } },
+        engine_groups: [engines],
+      }),
+    },
+  };
+}
+
+/** Why the real SGLang router cannot run here (python3 cannot import sglang_router), or undefined when it can;
+ * a reason is printed with `label`, so a skipped suite says why. */
+export function sglangRouterSkipReason(label: string): string | undefined {
+  try {
+    execFileSync('python3', ['-c', 'import sglang_router'], { stdio: 'pipe' });
+    return undefined;
+  } catch {
+    const reason = 'python3 cannot import sglang_router (install requirements-ci.txt)';
+    console.log(`[${label} tests skipped] ${reason}`);
+    return reason;
+  }
+}
+
+/** An in-process sim on 127.0.0.1 serving `model` (loaded from `/models/<model>`, served under that name);
+ * `options` add sim settings (e.g. a slower decode). */
+export function startModelSim(model: string, options: Partial<SimOptionsInput> = {}): Promise<SimServer> {
+  return startSimServer({
+    host: '127.0.0.1',
+    port: 0,
+    modelPath: `/models/${model}`,
+    servedModelName: model,
+    ...options,
+  });
+}
+
+/** The GenRM outputs a batch of `samples` must end with, found outside the manager and the batch runner: each sample
+ * judged by the engine at `engineUrl` (served as `judge`) with the runner's GenRM sampling (temperature 0.2, top_p 1,
+ * top_k -1) and the sample's own max_new_tokens and ignore_eos, its text scored by `scoreParser`. */
+export async function expectedGenrmOutputs(
+  engineUrl: string,
+  samples: ReadonlyArray<{
+    input: {
+      messages: ChatCompletionRequest['messages'];
+      sampling_params: { max_new_tokens: number; ignore_eos?: boolean };
+    };
+  }>,
+  scoreParser: ScoreParser,
+): Promise<GenrmOutput[]> {
+  const client = new SGLangClient(engineUrl);
+  try {
+    const out: GenrmOutput[] = [];
+    for (const s of samples) {
+      const { max_new_tokens, ignore_eos } = s.input.sampling_params;
+      const r = await client.chatCompletions({
+        model: 'judge',
+        messages: s.input.messages,
+        max_tokens: max_new_tokens,
+        temperature: 0.2,
+        top_p: 1,
+        top_k: -1,
+        ...(ignore_eos === undefined ? {} : { ignore_eos }),
+      });
+      const text = (r.choices[0]?.message.content ?? '').trim();
+      out.push({ response: text, score: scoreParser(text) as number });
+    }
+    return out;
+  } finally {
+    await client.close();
+  }
 }

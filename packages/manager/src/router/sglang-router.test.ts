@@ -1,47 +1,16 @@
-import { execFileSync } from 'node:child_process';
 import type { InferenceRoleSpec } from '@uis/spec';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InferenceManager, type RouterRegistrar } from '../inference-manager.ts';
 import { SimLauncher } from '../launchers.ts';
 import { InMemoryPlacementGroups } from '../placement-groups.ts';
-import { planConfig } from '../testing.ts';
+import { planConfig, routedRolloutConfig, sglangRouterSkipReason } from '../testing.ts';
 import { startModelRouters } from './model-routers.ts';
 import { routerArgv, SGLangRouterProcess } from './sglang-router-process.ts';
 
-function routerUnavailable(): string | undefined {
-  try {
-    execFileSync('python3', ['-c', 'import sglang_router'], { stdio: 'pipe' });
-    return undefined;
-  } catch {
-    return 'python3 cannot import sglang_router (install requirements-ci.txt)';
-  }
-}
-const skip = routerUnavailable();
-if (skip) console.log(`[sglang-router tests skipped] ${skip}`);
+const skip = sglangRouterSkipReason('sglang-router');
 
 /** Rollout on 4 GPUs of the controller's actor PG, 2 engines, behind the real router (round robin). */
-function routedConfig() {
-  return {
-    cluster: { nodes: [{ name: 'node-0', gpus: 4 }] },
-    training: { actor_gpus: 4, offload_train: true },
-    roles: {
-      rollout: {
-        deployment: { mode: 'colocated_split', offload: true },
-        routing: { default_model: 'policy' },
-        models: [
-          {
-            name: 'policy',
-            model_path: '/models/policy',
-            weight_source: 'disk',
-            route_mode: 'sglang_router',
-            router: { policy: 'round_robin', args: { request_timeout_secs: 60 } },
-            engine_groups: [{ num_gpus: 4, gpus_per_engine: 2 }],
-          },
-        ],
-      },
-    },
-  };
-}
+const routedConfig = () => routedRolloutConfig({ num_gpus: 4, gpus_per_engine: 2 });
 
 interface SimStats {
   requests: number;
