@@ -1,32 +1,14 @@
 import { DirectClient } from '@uis/routing';
 import type { DiscoverySnapshot } from '@uis/spec';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { UisServer } from '../server/uis-server.ts';
-import { InProcessSimLauncher } from '../service/in-process-sim-launcher.ts';
-import { UisService } from '../service/uis-service.ts';
-import { splitTestConfig } from '../testing/fixtures.ts';
+import { describe, expect, it } from 'vitest';
+import { gatewayOnSims, splitTestConfig } from '../testing/fixtures.ts';
 
-const launcher = new InProcessSimLauncher();
-let service: UisService;
-let server: UisServer;
-let url = '';
-
-beforeAll(async () => {
-  service = new UisService({ config: splitTestConfig(), launcher });
-  await service.start();
-  server = new UisServer({ service, adminToken: 'direct-client-admin' });
-  url = (await server.listen(0)).url;
-}, 60_000);
-
-afterAll(async () => {
-  await server?.close();
-  await service?.stop();
-  await launcher.closeAll();
-});
+const gw = gatewayOnSims({ config: splitTestConfig(), server: { adminToken: 'direct-client-admin' } });
+const { launcher } = gw;
 
 describe('the routing package DirectClient against the gateway discovery', { timeout: 60_000 }, () => {
   it('routes with the published rules (aliases, route keys) and follows publications by long-poll', async () => {
-    const client = new DirectClient({ discoveryUrl: `${url}/rollout/engines`, longPollTimeoutS: 5 });
+    const client = new DirectClient({ discoveryUrl: `${gw.url}/rollout/engines`, longPollTimeoutS: 5 });
     try {
       const first = await client.start();
       expect(first.routing?.aliases).toEqual({ actor: 'policy' });
@@ -51,7 +33,7 @@ describe('the routing package DirectClient against the gateway discovery', { tim
           }
         });
       });
-      await service.managers.get('rollout')!.drainModel('policy-code');
+      await gw.service.managers.get('rollout')!.drainModel('policy-code');
       const seen = await next;
       expect(seen.models['policy-code']?.engines.every((e) => !e.direct_eligible)).toBe(true);
       expect(client.watchMode).toBe('long_poll');

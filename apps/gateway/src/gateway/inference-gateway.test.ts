@@ -1,42 +1,26 @@
 import { encode } from '@uis/sglang-sim';
 import { DiscoverySnapshotSchema, ErrorBodySchema } from '@uis/spec';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { UisServer } from '../server/uis-server.ts';
-import { InProcessSimLauncher } from '../service/in-process-sim-launcher.ts';
-import { UisService } from '../service/uis-service.ts';
-import { splitTestConfig } from '../testing/fixtures.ts';
+import { afterAll, describe, expect, it } from 'vitest';
+import { gatewayOnSims, splitTestConfig } from '../testing/fixtures.ts';
 import { RecordingEngine } from '../testing/recording-engine.ts';
 
 const ADMIN = 'admin-token-for-tests';
-const launcher = new InProcessSimLauncher({ simDecodeUsPerToken: 1000 });
-let service: UisService;
-let server: UisServer;
-let url = '';
 const extras: RecordingEngine[] = [];
-
-beforeAll(async () => {
-  service = new UisService({ config: splitTestConfig(), launcher });
-  await service.start();
-  // Short engine header timeout so the 504 test runs in seconds; the sims answer non-streaming calls in ms.
-  server = new UisServer({
-    service,
-    adminToken: ADMIN,
-    maxBodyBytes: 256 * 1024,
-    upstream: { headersTimeoutMs: 3000 },
-  });
-  url = (await server.listen(0)).url;
-}, 60_000);
-
+// Registered before the gateway's hooks, so it runs after the gateway is stopped (after-hooks run in reverse).
 afterAll(async () => {
-  await server?.close();
-  await service?.stop();
-  await launcher.closeAll();
   await Promise.allSettled(extras.map((e) => e.close()));
 });
+const gw = gatewayOnSims({
+  config: splitTestConfig(),
+  sim: { simDecodeUsPerToken: 1000 },
+  // Short engine header timeout so the 504 test runs in seconds; the sims answer non-streaming calls in ms.
+  server: { adminToken: ADMIN, maxBodyBytes: 256 * 1024, upstream: { headersTimeoutMs: 3000 } },
+});
+const { launcher } = gw;
 
 async function post(path: string, body: unknown, headers: Record<string, string> = {}) {
-  const r = await fetch(`${url}${path}`, {
+  const r = await fetch(`${gw.url}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },
     body: typeof body === 'string' ? body : JSON.stringify(body),
@@ -52,7 +36,7 @@ async function post(path: string, body: unknown, headers: Record<string, string>
 }
 
 async function get(path: string, headers: Record<string, string> = {}) {
-  const r = await fetch(`${url}${path}`, { headers });
+  const r = await fetch(`${gw.url}${path}`, { headers });
   return { status: r.status, headers: r.headers, json: (await r.json()) as Record<string, unknown> };
 }
 
@@ -115,7 +99,7 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
   });
 
   it('long-polls discovery: times out unchanged, and wakes within 100 ms of a publication', async () => {
-    const registry = service.managers.get('teacher')!.registry;
+    const registry = gw.service.managers.get('teacher')!.registry;
     const rev = registry.revision;
     const t0 = Date.now();
     const idle = await get(`/teacher/engines?wait_revision=${rev}&timeout_s=0.3`);
@@ -126,7 +110,7 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     const off = registry.subscribe(() => {
       publishedAt ||= performance.now();
     });
-    const waiting = fetch(`${url}/teacher/engines?wait_revision=${rev}&timeout_s=20`).then(async (r) => ({
+    const waiting = fetch(`${gw.url}/teacher/engines?wait_revision=${rev}&timeout_s=20`).then(async (r) => ({
       at: performance.now(),
       json: (await r.json()) as { topology_revision: number; phase: string | null },
     }));
@@ -209,7 +193,7 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
   });
 
   it('serves OpenAI chat completions to the official openai client, plain and streaming, at both paths', async () => {
-    const client = new OpenAI({ baseURL: `${url}/rollout/v1`, apiKey: 'unused', maxRetries: 0 });
+    const client = new OpenAI({ baseURL: `${gw.url}/rollout/v1`, apiKey: 'unused', maxRetries: 0 });
     const plain = await client.chat.completions.create({
       model: 'actor',
       messages: [{ role: 'user', content: 'Say something' }],
@@ -244,7 +228,7 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
 
   it('relays a stream unbuffered: the first chunk arrives long before the generation ends', async () => {
     const t0 = performance.now();
-    const r = await fetch(`${url}/rollout/v1/chat/completions`, {
+    const r = await fetch(`${gw.url}/rollout/v1/chat/completions`, {
       method: 'POST',
       body: JSON.stringify({
         messages: [{ role: 'user', content: 'long' }],
@@ -265,10 +249,10 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
   });
 
   it('feeds its in-flight counts to least_outstanding and to the manager, whose drain waits for them', async () => {
-    const manager = service.managers.get('rollout')!;
+    const manager = gw.service.managers.get('rollout')!;
     const engines = ['policy/0', 'policy/1'];
     const controller = new AbortController();
-    const r = await fetch(`${url}/rollout/v1/chat/completions`, {
+    const r = await fetch(`${gw.url}/rollout/v1/chat/completions`, {
       method: 'POST',
       body: JSON.stringify({
         model: 'policy',
@@ -283,7 +267,7 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     await reader.read();
     const busy = engines.find((id) => manager.inflight.count(id) === 1);
     expect(busy).toBeDefined();
-    expect(server.gateways.get('rollout')!.inFlight.get(busy!)).toBe(1);
+    expect(gw.server.gateways.get('rollout')!.inFlight.get(busy!)).toBe(1);
     const idle = engines.find((id) => id !== busy)!;
     const before = simRequests([idle]);
     for (let i = 0; i < 3; i++) {
@@ -365,7 +349,7 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     // Teacher round-robins between its sim and the recording engine: stream until one lands on the recorder.
     for (let i = 0; i < 2 && fake.calls('/v1/chat/completions').length === 0; i++) {
       const controller = new AbortController();
-      const r = await fetch(`${url}/teacher/v1/chat/completions`, {
+      const r = await fetch(`${gw.url}/teacher/v1/chat/completions`, {
         method: 'POST',
         body: JSON.stringify({
           route_key: 'math',
@@ -391,7 +375,7 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
       fake.calls('/abort_request').find((c) => c.body?.rid === rid),
     );
     expect(abort.body).toEqual({ rid });
-    const metrics = await fetch(`${url}/metrics`).then((r) => r.text());
+    const metrics = await fetch(`${gw.url}/metrics`).then((r) => r.text());
     expect(metrics).toMatch(/uis_client_aborts_total\{role="teacher"\} [1-9]/);
   });
 
@@ -406,7 +390,7 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     expect(reg.status).toBe(200);
     for (let i = 0; i < 2 && fake.calls('/v1/chat/completions').length === 0; i++) {
       const controller = new AbortController();
-      const pending = fetch(`${url}/genrm/generate`, {
+      const pending = fetch(`${gw.url}/genrm/generate`, {
         method: 'POST',
         body: JSON.stringify({
           messages: [{ role: 'user', content: 'judge slowly' }],
@@ -485,11 +469,11 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     });
     expect((await get('/genrm/health?schema=1')).json).toEqual({ status: 'unhealthy', service: 'genrm' });
     // Requests never woke it.
-    expect(service.managers.get('genrm')!.snapshot().models.judge?.replicas[0]?.state).toBe('sleeping');
+    expect(gw.service.managers.get('genrm')!.snapshot().models.judge?.replicas[0]?.state).toBe('sleeping');
   });
 
   it('counts requests by role, model and status in /metrics', async () => {
-    const text = await fetch(`${url}/metrics`).then((r) => r.text());
+    const text = await fetch(`${gw.url}/metrics`).then((r) => r.text());
     expect(text).toMatch(/uis_requests_total\{role="rollout",model="policy",status="200"\} \d+/);
     expect(text).toMatch(/uis_requests_total\{role="genrm",model="judge",status="503"\} \d+/);
     expect(text).toMatch(/uis_time_to_first_token_seconds_count\{role="rollout",model="policy"\} \d+/);

@@ -1,8 +1,8 @@
+import { layoutRole } from '@uis/manager/testing';
 import { type SimServer, startSimServer } from '@uis/sglang-sim';
 import { parseConfig } from '@uis/spec';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { UisServer } from '../server/uis-server.ts';
-import { UisService } from './uis-service.ts';
+import { startGateway } from '../testing/fixtures.ts';
 
 const sims: SimServer[] = [];
 beforeAll(async () => {
@@ -22,36 +22,30 @@ describe('engines started elsewhere', { timeout: 60_000 }, () => {
         external_urls: { 'policy/0': sims[0]!.url, 'policy/1': sims[1]!.url },
       },
       roles: {
-        rollout: {
-          deployment: { mode: 'decoupled' },
-          models: [
-            {
-              name: 'policy',
-              model_path: '/models/policy',
-              weight_source: 'disk',
-              engine_groups: [{ num_gpus: 2, gpus_per_engine: 1 }],
-            },
-          ],
-        },
-        teacher: {
-          deployment: { mode: 'decoupled' },
-          external_engine_urls: [sims[2]!.url],
-          models: [
-            {
-              name: 'math-teacher',
-              model_path: '/models/teacher',
-              weight_source: 'static',
-              engine_groups: [{ num_gpus: 1, gpus_per_engine: 1 }],
-            },
-          ],
-        },
+        rollout: layoutRole('decoupled', {
+          name: 'policy',
+          weight_source: 'disk',
+          engine_groups: [{ num_gpus: 2, gpus_per_engine: 1 }],
+        }),
+        teacher: layoutRole(
+          'decoupled',
+          {
+            name: 'math-teacher',
+            model_path: '/models/teacher',
+            weight_source: 'static',
+            engine_groups: [{ num_gpus: 1, gpus_per_engine: 1 }],
+          },
+          { external_engine_urls: [sims[2]!.url] },
+        ),
       },
     });
-    const service = new UisService({ config, launcher: config.gateway?.launcher ?? 'sim' });
-    await service.start();
-    const server = new UisServer({ service, adminToken: 'external-admin' });
+    const gateway = await startGateway({
+      config,
+      launcher: config.gateway?.launcher ?? 'sim',
+      server: { adminToken: 'external-admin' },
+    });
     try {
-      const { url } = await server.listen(0);
+      const { url } = gateway;
       const rollout = (await (await fetch(`${url}/rollout/engines`)).json()) as {
         models: { policy: { engines: Array<{ base_url: string; state: string }> } };
       };
@@ -71,8 +65,7 @@ describe('engines started elsewhere', { timeout: 60_000 }, () => {
         expect(r.status).toBe(200);
       }
     } finally {
-      await server.close();
-      await service.stop();
+      await gateway.close();
     }
     // The manager never stops engines it did not start.
     for (const s of sims) expect((await fetch(`${s.url}/health`)).status).toBe(200);

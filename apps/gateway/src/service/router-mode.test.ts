@@ -1,46 +1,15 @@
-import { execFileSync } from 'node:child_process';
 import type { Launcher } from '@uis/manager';
+import { routedRolloutConfig, sglangRouterSkipReason } from '@uis/manager/testing';
 import { DiscoverySnapshotSchema, ErrorBodySchema, parseConfig } from '@uis/spec';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { UisServer } from '../server/uis-server.ts';
-import { InProcessSimLauncher } from './in-process-sim-launcher.ts';
+import { describe, expect, it } from 'vitest';
+import { gatewayOnSims } from '../testing/fixtures.ts';
 import { UisService } from './uis-service.ts';
 
-function routerUnavailable(): string | undefined {
-  try {
-    execFileSync('python3', ['-c', 'import sglang_router'], { stdio: 'pipe' });
-    return undefined;
-  } catch {
-    return 'python3 cannot import sglang_router (install requirements-ci.txt)';
-  }
-}
-const skip = routerUnavailable();
-if (skip) console.log(`[router-mode tests skipped] ${skip}`);
+const skip = sglangRouterSkipReason('router-mode');
 
-/** One rollout model behind the real SGLang router (round robin), 2 sim engines of 1 GPU on the actor's GPUs. */
-function routedConfig() {
-  return parseConfig({
-    cluster: { nodes: [{ name: 'node-0', gpus: 2 }] },
-    training: { actor_gpus: 2, offload_train: true },
-    roles: {
-      rollout: {
-        // Colocated with offload: sleeping releases the engines' memory, which the drain test checks.
-        deployment: { mode: 'colocated_split', offload: true },
-        routing: { default_model: 'policy' },
-        models: [
-          {
-            name: 'policy',
-            model_path: '/models/policy',
-            weight_source: 'disk',
-            route_mode: 'sglang_router',
-            router: { policy: 'round_robin', args: { request_timeout_secs: 60 } },
-            engine_groups: [{ num_gpus: 2, gpus_per_engine: 1, tp: 1 }],
-          },
-        ],
-      },
-    },
-  });
-}
+/** One rollout model behind the real SGLang router (round robin), 2 sim engines of 1 GPU on the actor's GPUs.
+ * Colocated with offload: sleeping releases the engines' memory, which the drain test checks. */
+const routedConfig = () => parseConfig(routedRolloutConfig({ num_gpus: 2, gpus_per_engine: 1, tp: 1 }));
 
 interface SimStats {
   requests: number;
@@ -50,35 +19,21 @@ interface SimStats {
 describe.skipIf(skip !== undefined)(
   'uis serve with route_mode sglang_router: gateway -> router -> engines',
   () => {
-    const launcher = new InProcessSimLauncher({ simDecodeUsPerToken: 1000 });
-    let service: UisService;
-    let server: UisServer;
-    let url = '';
-
-    beforeAll(async () => {
-      service = new UisService({
-        config: routedConfig(),
-        launcher,
-        managerOptions: { healthIntervalMs: 500, startDeadlineMs: 60_000 },
-      });
-      await service.start();
-      server = new UisServer({ service, adminToken: 'admin-token-for-tests' });
-      url = (await server.listen(0)).url;
-    }, 120_000);
-
-    afterAll(async () => {
-      await server?.close();
-      await service?.stop();
-      await launcher.closeAll();
+    const gw = gatewayOnSims({
+      config: routedConfig(),
+      sim: { simDecodeUsPerToken: 1000 },
+      managerOptions: { healthIntervalMs: 500, startDeadlineMs: 60_000 },
+      server: { adminToken: 'admin-token-for-tests' },
+      startTimeoutMs: 120_000,
     });
 
     const discovery = async () =>
-      DiscoverySnapshotSchema.parse(await (await fetch(`${url}/rollout/engines`)).json());
+      DiscoverySnapshotSchema.parse(await (await fetch(`${gw.url}/rollout/engines`)).json());
     const engineUrls = async () =>
       ((await discovery()).models.policy?.engines ?? []).map((e) => e.base_url as string);
     const stats = async (u: string) => (await (await fetch(`${u}/sim/stats`)).json()) as SimStats;
     const post = async (path: string, body: unknown) => {
-      const r = await fetch(`${url}${path}`, {
+      const r = await fetch(`${gw.url}${path}`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify(body),
@@ -86,7 +41,7 @@ describe.skipIf(skip !== undefined)(
       return { status: r.status, json: (await r.json()) as Record<string, unknown> };
     };
     const router = () => {
-      const r = service.routerOf('rollout', 'policy');
+      const r = gw.service.routerOf('rollout', 'policy');
       if (!r) throw new Error('the router of policy is not running');
       return r;
     };
@@ -125,7 +80,7 @@ describe.skipIf(skip !== undefined)(
     });
 
     it('draining removes the workers from the router before the engines sleep; the gateway then answers 503', async () => {
-      const manager = service.managers.get('rollout');
+      const manager = gw.service.managers.get('rollout');
       if (!manager) throw new Error('no rollout manager');
       // Samples replica state first, then the router's workers: a worker still listed after its replica was seen
       // released was listed while the engine slept.
@@ -164,9 +119,9 @@ describe.skipIf(skip !== undefined)(
     it('stop() stops the router process after the managers', async () => {
       const r = router();
       const pid = r.pid as number;
-      await server.close();
-      await service.stop();
-      expect(service.routerOf('rollout', 'policy')).toBeUndefined();
+      await gw.server.close();
+      await gw.service.stop();
+      expect(gw.service.routerOf('rollout', 'policy')).toBeUndefined();
       expect(() => process.kill(pid, 0)).toThrow();
     });
   },

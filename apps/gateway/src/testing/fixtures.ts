@@ -1,5 +1,10 @@
-import { deferConfig } from '@uis/manager/testing';
+import { deferConfig, layoutRole } from '@uis/manager/testing';
+import type { SimOptionsInput } from '@uis/sglang-sim';
 import { parseConfig, type UisConfig } from '@uis/spec';
+import { afterAll, beforeAll } from 'vitest';
+import { UisServer, type UisServerOptions } from '../server/uis-server.ts';
+import { InProcessSimLauncher } from '../service/in-process-sim-launcher.ts';
+import { UisService, type UisServiceOptions } from '../service/uis-service.ts';
 
 const group = (num_gpus: number, gpus_per_engine: number) => ({
   num_gpus,
@@ -14,55 +19,37 @@ export function splitTestConfig(): UisConfig {
     cluster: { nodes: [{ name: 'node-0', gpus: 8 }] },
     training: { actor_gpus: 8, offload_train: true },
     roles: {
-      rollout: {
-        deployment: { mode: 'colocated_split', offload: true },
-        routing: {
-          default_model: 'policy',
-          aliases: { actor: 'policy' },
-          route_keys: { code: 'policy-code' },
-          policy: 'least_outstanding',
+      rollout: layoutRole(
+        'colocated_split',
+        [
+          { name: 'policy', weight_source: 'disk', engine_groups: [group(2, 1)] },
+          { name: 'policy-code', weight_source: 'disk', engine_groups: [group(2, 1)] },
+        ],
+        {
+          routing: {
+            aliases: { actor: 'policy' },
+            route_keys: { code: 'policy-code' },
+            policy: 'least_outstanding',
+          },
         },
-        models: [
-          {
-            name: 'policy',
-            model_path: '/models/policy',
-            weight_source: 'disk',
-            engine_groups: [group(2, 1)],
-          },
-          {
-            name: 'policy-code',
-            model_path: '/models/policy-code',
-            weight_source: 'disk',
-            engine_groups: [group(2, 1)],
-          },
-        ],
-      },
-      genrm: {
-        deployment: { mode: 'colocated_split', offload: true },
-        routing: { default_model: 'judge' },
-        models: [
-          {
-            name: 'judge',
-            model_path: '/models/judge',
-            weight_source: 'static',
-            sampling_defaults: { temperature: 0.5 },
-            chat_template_kwargs: { enable_thinking: false },
-            engine_groups: [group(2, 2)],
-          },
-        ],
-      },
-      teacher: {
-        deployment: { mode: 'colocated_split', offload: true },
-        routing: { default_model: 'math-teacher', route_keys: { math: 'math-teacher' } },
-        models: [
-          {
-            name: 'math-teacher',
-            model_path: '/models/teacher',
-            weight_source: 'static',
-            engine_groups: [group(2, 2)],
-          },
-        ],
-      },
+      ),
+      genrm: layoutRole('colocated_split', {
+        name: 'judge',
+        weight_source: 'static',
+        sampling_defaults: { temperature: 0.5 },
+        chat_template_kwargs: { enable_thinking: false },
+        engine_groups: [group(2, 2)],
+      }),
+      teacher: layoutRole(
+        'colocated_split',
+        {
+          name: 'math-teacher',
+          model_path: '/models/teacher',
+          weight_source: 'static',
+          engine_groups: [group(2, 2)],
+        },
+        { routing: { route_keys: { math: 'math-teacher' } } },
+      ),
     },
   });
 }
@@ -78,17 +65,97 @@ export function singleRolloutConfig(): UisConfig {
   return parseConfig({
     cluster: { nodes: [{ name: 'node-0', gpus: 1 }] },
     roles: {
-      rollout: {
-        deployment: { mode: 'decoupled' },
-        models: [
-          {
-            name: 'policy',
-            model_path: '/models/policy',
-            weight_source: 'disk',
-            engine_groups: [group(1, 1)],
-          },
-        ],
-      },
+      rollout: layoutRole('decoupled', {
+        name: 'policy',
+        weight_source: 'disk',
+        engine_groups: [group(1, 1)],
+      }),
     },
   });
+}
+
+/** What a test gateway is made of: the layout, the engines' launcher, manager settings and the server's options
+ * (its admin token at least). */
+export interface GatewayOptions {
+  config: UisConfig;
+  launcher: NonNullable<UisServiceOptions['launcher']>;
+  managerOptions?: UisServiceOptions['managerOptions'];
+  server: Omit<UisServerOptions, 'service'>;
+}
+
+/** A started gateway: the service, the server in front of it on a free 127.0.0.1 port, and `close()` that stops
+ * both (server first). */
+export interface StartedGateway {
+  service: UisService;
+  server: UisServer;
+  url: string;
+  close(): Promise<void>;
+}
+
+/** Starts a UisService on `opts.launcher` and a UisServer in front of it; what started is stopped again when a
+ * later step fails. The launcher's own engines are the caller's to close. */
+export async function startGateway(opts: GatewayOptions): Promise<StartedGateway> {
+  const service = new UisService({
+    config: opts.config,
+    launcher: opts.launcher,
+    ...(opts.managerOptions ? { managerOptions: opts.managerOptions } : {}),
+  });
+  let server: UisServer | undefined;
+  try {
+    await service.start();
+    server = new UisServer({ service, ...opts.server });
+    const { url } = await server.listen(0);
+    const started = server;
+    return {
+      service,
+      server,
+      url,
+      close: async () => {
+        await started.close();
+        await service.stop();
+      },
+    };
+  } catch (e) {
+    await server?.close();
+    await service.stop();
+    throw e;
+  }
+}
+
+/** A gateway on in-process sims (`sim` sets their options) for the tests of the file or describe block that calls
+ * this: started before them (within `startTimeoutMs`, default 60 s), stopped after them with every sim closed.
+ * Read `service`, `server` and `url` inside the tests; `launcher` is there from the start. */
+export function gatewayOnSims(
+  opts: Omit<GatewayOptions, 'launcher'> & { sim?: Partial<SimOptionsInput>; startTimeoutMs?: number },
+): {
+  readonly launcher: InProcessSimLauncher;
+  readonly service: UisService;
+  readonly server: UisServer;
+  readonly url: string;
+} {
+  const launcher = new InProcessSimLauncher(opts.sim);
+  let started: StartedGateway | undefined;
+  const running = (): StartedGateway => {
+    if (!started) throw new Error('the test gateway has not started');
+    return started;
+  };
+  beforeAll(async () => {
+    started = await startGateway({ ...opts, launcher });
+  }, opts.startTimeoutMs ?? 60_000);
+  afterAll(async () => {
+    await started?.close();
+    await launcher.closeAll();
+  });
+  return {
+    launcher,
+    get service() {
+      return running().service;
+    },
+    get server() {
+      return running().server;
+    },
+    get url() {
+      return running().url;
+    },
+  };
 }

@@ -1,32 +1,17 @@
 import { ConsoleStateSchema } from '@uis/spec';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { UisServer } from '../server/uis-server.ts';
-import { InProcessSimLauncher } from '../service/in-process-sim-launcher.ts';
-import { UisService } from '../service/uis-service.ts';
-import { deferTestConfig } from '../testing/fixtures.ts';
+import { describe, expect, it } from 'vitest';
+import { deferTestConfig, gatewayOnSims } from '../testing/fixtures.ts';
 
 const TOKEN = 'console-admin-token';
-const launcher = new InProcessSimLauncher({ simOnloadMs: 10, simOffloadMs: 10 });
-let service: UisService;
-let server: UisServer;
-let url = '';
-
-beforeAll(async () => {
-  service = new UisService({ config: deferTestConfig(), launcher });
-  await service.start();
-  server = new UisServer({ service, adminToken: TOKEN, throttleMs: 50, healthProbeMs: 100 });
-  url = (await server.listen(0)).url;
-}, 60_000);
-
-afterAll(async () => {
-  await server?.close();
-  await service?.stop();
-  await launcher.closeAll();
+const gw = gatewayOnSims({
+  config: deferTestConfig(),
+  sim: { simOnloadMs: 10, simOffloadMs: 10 },
+  server: { adminToken: TOKEN, throttleMs: 50, healthProbeMs: 100 },
 });
 
 /** A tRPC v11 call over plain HTTP (no transformer): queries are GET, mutations POST the raw input. */
 async function mutate(name: string, input: unknown, token?: string) {
-  const r = await fetch(`${url}/trpc/${name}`, {
+  const r = await fetch(`${gw.url}/trpc/${name}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
     body: JSON.stringify(input),
@@ -77,7 +62,7 @@ async function readEvents(stream: ReadableStream<Uint8Array>, want: number, onFi
 
 describe('tRPC router for the console', { timeout: 60_000 }, () => {
   it('answers the state query with a valid ConsoleState', async () => {
-    const r = await fetch(`${url}/trpc/state`);
+    const r = await fetch(`${gw.url}/trpc/state`);
     expect(r.status).toBe(200);
     const body = (await r.json()) as { result: { data: unknown } };
     const state = ConsoleStateSchema.parse(body.result.data);
@@ -100,7 +85,7 @@ describe('tRPC router for the console', { timeout: 60_000 }, () => {
   it('keeps a health history for every replica, also those no client calls (probes)', async () => {
     const t0 = Date.now();
     for (;;) {
-      const body = (await (await fetch(`${url}/trpc/state`)).json()) as { result: { data: unknown } };
+      const body = (await (await fetch(`${gw.url}/trpc/state`)).json()) as { result: { data: unknown } };
       const state = ConsoleStateSchema.parse(body.result.data);
       if (state.replicas.every((r) => r.health.length >= 2)) {
         for (const r of state.replicas) expect(r.health.at(-1)).toMatchObject({ ok: true, error: null });
@@ -122,7 +107,7 @@ describe('tRPC router for the console', { timeout: 60_000 }, () => {
       expect(r.json.error?.data.code).toBe('UNAUTHORIZED');
     }
     expect(
-      service.managers
+      gw.service.managers
         .get('rollout')!
         .snapshot()
         .models.policy?.replicas.map((x) => x.state),
@@ -140,13 +125,13 @@ describe('tRPC router for the console', { timeout: 60_000 }, () => {
     const unknown = await mutate('restartReplica', { engine_id: 'nope/9' }, TOKEN);
     expect(unknown.status).toBe(400);
     expect(unknown.json.error?.message).toContain('nope/9');
-    const events = service.events.list({ kind: 'admin.drain_model', limit: 10 });
+    const events = gw.service.events.list({ kind: 'admin.drain_model', limit: 10 });
     expect(events.at(-1)).toMatchObject({ actor: 'console', subject: 'rollout/policy' });
   });
 
   it('pushes the state on the changes subscription (SSE) and again when something changes', async () => {
     const controller = new AbortController();
-    const r = await fetch(`${url}/trpc/changes`, { signal: controller.signal });
+    const r = await fetch(`${gw.url}/trpc/changes`, { signal: controller.signal });
     expect(r.headers.get('content-type')).toContain('text/event-stream');
     let advanced: Promise<unknown> = Promise.resolve();
     const events = await readEvents(r.body!, 2, () => {
@@ -161,16 +146,16 @@ describe('tRPC router for the console', { timeout: 60_000 }, () => {
   });
 
   it('serves the console at / with an SPA fallback, and JSON 404s on API paths', async () => {
-    const root = await fetch(`${url}/`);
+    const root = await fetch(`${gw.url}/`);
     expect(root.status).toBe(200);
     expect(root.headers.get('content-type')).toContain('text/html');
-    const deep = await fetch(`${url}/replicas/some/deep/link`);
+    const deep = await fetch(`${gw.url}/replicas/some/deep/link`);
     expect(deep.status).toBe(200);
-    expect(await deep.text()).toBe(await (await fetch(`${url}/`)).text());
-    const api = await fetch(`${url}/admin/nothing`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(await deep.text()).toBe(await (await fetch(`${gw.url}/`)).text());
+    const api = await fetch(`${gw.url}/admin/nothing`, { headers: { authorization: `Bearer ${TOKEN}` } });
     expect(api.status).toBe(404);
     expect(await api.json()).toMatchObject({ error: { code: 'not_found' } });
-    const traversal = await fetch(`${url}/..%2F..%2Fpackage.json`);
+    const traversal = await fetch(`${gw.url}/..%2F..%2Fpackage.json`);
     expect(await traversal.text()).not.toContain('"name": "@uis/gateway"');
   });
 });
