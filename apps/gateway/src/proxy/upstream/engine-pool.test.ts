@@ -224,6 +224,26 @@ describe('EnginePool', () => {
     expect(engine.connections).toBe(2);
   });
 
+  it('drops a kept-alive socket the engine closed while it was idle, and serves the next request on a new one', async () => {
+    const engine = await rawEngine((socket) => {
+      socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
+      setTimeout(() => socket.end(), 20); // the engine's own idle timeout, unannounced
+    });
+    closers.push(engine.close);
+    const p = pools();
+    const first = recorder();
+    p.get(engine.url).dispatch(post(), first.handler);
+    await first.done;
+    for (let i = 0; i < 50 && p.stats()[engine.url]!.connected > 0; i++)
+      await new Promise((res) => setTimeout(res, 10));
+    expect(p.stats()[engine.url]).toMatchObject({ connected: 0, free: 0 });
+    const second = recorder();
+    p.get(engine.url).dispatch(post(), second.handler);
+    await second.done;
+    expect(second.seen).toMatchObject({ ended: true, starts: 1 });
+    expect(engine.connections).toBe(2);
+  });
+
   it('does not resend on a fresh socket: a connection dropped before the first answer is an error', async () => {
     const engine = await rawEngine((socket) => socket.destroy());
     closers.push(engine.close);
