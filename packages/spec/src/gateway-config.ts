@@ -1,5 +1,72 @@
 import { z } from 'zod';
 
+/** `host:port` of a Ray GCS (IPv6 in brackets), or `auto` (the cluster this machine belongs to). */
+const RAY_ADDRESS = /^(?:auto|(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):(\d{1,5}))$/;
+
+/** The Ray head `uis serve` starts for the run when `gateway.ray.address` is absent. */
+export const RayHeadConfigSchema = z
+  .object({
+    /** Logical GPUs the head offers (default: the GPUs Ray detects). */
+    num_gpus: z.number().int().nonnegative().optional(),
+    /** CPUs the head offers (default: the CPUs Ray detects). */
+    num_cpus: z.number().int().positive().optional(),
+  })
+  .strict();
+export type RayHeadConfig = z.infer<typeof RayHeadConfigSchema>;
+
+/** The `gateway.ray` block: where the Ray cluster is and how engines are started on it (`launcher: ray`). */
+export const RayGatewayConfigSchema = z
+  .object({
+    /** GCS address of an existing cluster (`10.0.0.5:6379`, or `auto`). Absent: `uis serve` starts a local head
+     * for the run and stops it on exit. */
+    address: z
+      .string()
+      .refine((a) => {
+        const m = RAY_ADDRESS.exec(a);
+        return m !== null && (m[1] === undefined || (Number(m[1]) > 0 && Number(m[1]) <= 65535));
+      }, 'must be host:port of the Ray GCS (e.g. 10.0.0.5:6379) or auto')
+      .optional(),
+    /** Ray namespace of the named placement groups and actors (external and controller PGs are looked up in it). */
+    namespace: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]+$/, 'must be a Ray namespace: letters, digits, "_", "." or "-"')
+      .default('uis'),
+    /** Python with `ray` installed: runs the Ray bridge (and the local head). */
+    python: z.string().min(1, 'must name a Python executable, e.g. python3').default('python3'),
+    /** Engine command: real SGLang (`python -m sglang.launch_server`) or the simulator (tests, demos; the
+     * simulator's Node entry point must exist at the same path on every Ray node). */
+    engine: z.enum(['sglang', 'sim']).default('sglang'),
+    /** Replaces the command prefix of `engine` (SGLang's launch flags follow it), e.g. a venv's python. */
+    engine_command: z
+      .array(z.string().min(1, 'must not be empty'))
+      .min(1, 'must hold at least the program to run')
+      .optional(),
+    /** Extra flags appended to every engine's command line. */
+    engine_args: z.array(z.string()).default([]),
+    /** Address engines bind. `0.0.0.0` advertises the node IP Ray reports; a one-machine cluster may use
+     * `127.0.0.1`. */
+    engine_host: z.string().min(1, 'must be an address, e.g. 0.0.0.0').default('0.0.0.0'),
+    /** Environment of every engine process. */
+    env: z.record(z.string(), z.string()).default({}),
+    /** Deadline for connecting to Ray, in seconds. */
+    connect_timeout_s: z.number().positive().default(60),
+    /** Deadline for a placement group to be placed, in seconds. */
+    pg_ready_timeout_s: z.number().positive().default(60),
+    /** Resources of the local head; only without `address`. */
+    head: RayHeadConfigSchema.optional(),
+  })
+  .strict()
+  .superRefine((ray, ctx) => {
+    if (ray.address !== undefined && ray.head !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['head'],
+        message:
+          'head settings apply only to the head uis serve starts itself; remove head, or remove address to start a local head',
+      });
+  });
+export type RayGatewayConfig = z.infer<typeof RayGatewayConfigSchema>;
+
 /** The `gateway` block of the config file: where `uis serve` listens and who may call it. Tokens may also come
  * from the environment (`UIS_ADMIN_TOKEN`, `UIS_SERVING_TOKEN`) so a config file in git holds no secret. */
 export const GatewayConfigSchema = z
@@ -20,9 +87,11 @@ export const GatewayConfigSchema = z
     /** SQLite file for events, operations, leases and deferred batches (`:memory:` keeps nothing). */
     db_path: z.string().min(1).default(':memory:'),
     /** Engine launcher of `uis serve`. */
-    launcher: z.enum(['sim', 'local', 'external']).default('sim'),
+    launcher: z.enum(['sim', 'local', 'external', 'ray']).default('sim'),
     /** `external`: engine id -> URL of an engine started elsewhere. */
     external_urls: z.record(z.string(), z.string()).default({}),
+    /** `ray`: the cluster and the engine command (all defaults when absent: a local head, real SGLang). */
+    ray: RayGatewayConfigSchema.optional(),
   })
   .strict();
 export type GatewayConfig = z.infer<typeof GatewayConfigSchema>;
