@@ -7,7 +7,7 @@ import {
   type ProcessExit,
   SGLangEngine,
 } from '@uis/sglang-engine';
-import type { NodePlacement, ReplicaPlacement } from '@uis/spec';
+import type { GpuRef, NodePlacement, ReplicaPlacement } from '@uis/spec';
 import { UisError } from '@uis/spec';
 import type { Launcher, LaunchRequest } from '../launchers.ts';
 import type { ActorExitEvent } from './bridge-protocol.ts';
@@ -35,13 +35,28 @@ export interface RayLauncherOptions {
 export class RayLauncher implements Launcher {
   readonly kind = 'ray';
   readonly ownsProcesses = true;
+  /** By engine id: where the last incarnation of each replica was placed, as Ray reported it. */
+  private readonly placed = new Map<string, GpuRef[]>();
 
   constructor(private readonly opts: RayLauncherOptions) {}
+
+  /** Where Ray placed a replica: per node part, the node (the config's name when it can be told, else
+   * `ray:<node id>`) and the GPUs of its bundles from the validated probe. Undefined before its first launch. */
+  actualPlacement(engineId: string): GpuRef[] | undefined {
+    return this.placed.get(engineId);
+  }
 
   async create(req: LaunchRequest): Promise<SGLangEngine> {
     // Validation of the pool happens here, before any process of any replica starts.
     const probed = await this.opts.placementGroups.resolve(req.placement.pool);
     const replica = placeOnProbe(req.replica, probed);
+    this.placed.set(
+      req.replica.engine_id,
+      replica.nodes.map((n) => ({
+        node: probed.nodeNames.get(n.node) ?? `ray:${n.node}`,
+        gpu_ids: [...n.gpu_ids],
+      })),
+    );
     const host = this.opts.host ?? '0.0.0.0';
     const head = replica.nodes[0] as NodePlacement;
     const nnodes = replica.nnodes;

@@ -11,6 +11,41 @@ export interface ProbedPool {
   bundles: ReadonlyMap<number, BundleProbeEntry>;
   /** True when this manager created the PG (and so is the one to remove it). */
   created: boolean;
+  /** Config node name of each Ray node id the pool landed on, where one can be told (see `rayNodeNames`). */
+  nodeNames: ReadonlyMap<string, string>;
+}
+
+/** Names the Ray nodes of a probe after the config's nodes. A Ray node whose IP is the configured `ip` of exactly
+ * one planned node is that node. Otherwise, when every bundle Ray put on it was planned on one node, and no other Ray
+ * node of the probe maps to that node, it is that node (the pool itself is the correspondence: config names are
+ * not Ray identities). Anything else stays unnamed (the caller shows the Ray node id). */
+export function rayNodeNames(pool: PoolPlan, probe: readonly BundleProbeEntry[]): Map<string, string> {
+  const planned = new Map(pool.bundles.map((b) => [b.index, b]));
+  const byIp = new Map<string, Set<string>>();
+  for (const b of pool.bundles)
+    if (b.node_ip) byIp.set(b.node_ip, (byIp.get(b.node_ip) ?? new Set()).add(b.node));
+  const candidates = new Map<string, Set<string>>();
+  const ipName = new Map<string, string>();
+  for (const e of probe) {
+    const plannedNode = planned.get(e.bundle_index)?.node;
+    if (plannedNode !== undefined)
+      candidates.set(e.node_id, (candidates.get(e.node_id) ?? new Set()).add(plannedNode));
+    const named = e.node_ip ? byIp.get(e.node_ip) : undefined;
+    if (named?.size === 1) ipName.set(e.node_id, [...named][0] as string);
+  }
+  const out = new Map(ipName);
+  const claims = new Map<string, number>();
+  for (const names of candidates.values())
+    if (names.size === 1) {
+      const n = [...names][0] as string;
+      claims.set(n, (claims.get(n) ?? 0) + 1);
+    }
+  for (const [id, names] of candidates) {
+    if (out.has(id) || names.size !== 1) continue;
+    const n = [...names][0] as string;
+    if (claims.get(n) === 1 && ![...out.values()].includes(n)) out.set(id, n);
+  }
+  return out;
 }
 
 export interface RayPlacementGroupsOptions {
@@ -138,6 +173,11 @@ export class RayPlacementGroups implements PlacementGroups {
           .join('; ')}`,
         details: { violations, probe },
       });
-    return { pool, bundles: new Map(probe.map((b) => [b.bundle_index, b])), created };
+    return {
+      pool,
+      bundles: new Map(probe.map((b) => [b.bundle_index, b])),
+      created,
+      nodeNames: rayNodeNames(pool, probe),
+    };
   }
 }
