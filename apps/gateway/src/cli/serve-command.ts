@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { isUisError, loadConfig, type UisConfig } from '@uis/spec';
 import { type Command, InvalidArgumentError } from 'commander';
+import type { LauncherKind } from '../service/uis-service.ts';
 import { runServer } from './run-server.ts';
 
 export function parsePort(value: string): number {
@@ -10,9 +11,9 @@ export function parsePort(value: string): number {
   return n;
 }
 
-export function parseLauncher(value: string): 'sim' | 'local' | 'external' {
-  if (value === 'sim' || value === 'local' || value === 'external') return value;
-  throw new InvalidArgumentError('must be sim, local or external');
+export function parseLauncher(value: string): LauncherKind {
+  if (value === 'sim' || value === 'local' || value === 'external' || value === 'ray') return value;
+  throw new InvalidArgumentError('must be sim, local, external or ray');
 }
 
 /** Reads and validates a config file; problems are printed with their paths and exit 2. */
@@ -53,18 +54,12 @@ export function registerServeCommand(program: Command): void {
     .option('--host <host>', 'listen address (default: gateway.host of the config, else 127.0.0.1)')
     .option(
       '--launcher <kind>',
-      'engine launcher: sim | local | external (default: gateway.launcher)',
+      'engine launcher: sim | local | external | ray (default: gateway.launcher; ray reads gateway.ray)',
       parseLauncher,
     )
     .option('--db <path>', 'SQLite file for events, operations and batches (default: gateway.db_path)')
     .action(
-      async (o: {
-        config: string;
-        port?: number;
-        host?: string;
-        launcher?: 'sim' | 'local' | 'external';
-        db?: string;
-      }) => {
+      async (o: { config: string; port?: number; host?: string; launcher?: LauncherKind; db?: string }) => {
         const config = readConfig(o.config);
         await withLayoutExit(() =>
           runServer({

@@ -7,31 +7,43 @@ import {
   InferenceManager,
   InMemoryPlacementGroups,
   type Launcher,
+  type LaunchRequest,
   LifecycleCoordinator,
   LocalLauncher,
   type Logger,
   type ManagerOptions,
   type ModelRouters,
   openStore,
+  type PlacementGroups,
+  type RayHead,
+  type RayRuntime,
   type RouterRegistrar,
+  SIM_BIN,
   SimLauncher,
   silentLogger,
   startModelRouters,
+  startRayHead,
+  startRayRuntime,
   wireDeferredScoring,
 } from '@uis/manager';
 import { PlacementPlanner } from '@uis/planner';
+import type { SGLangEngine } from '@uis/sglang-engine';
 import {
   capabilities,
   configuredRoles,
+  type GpuRef,
   type InferenceRoleSpec,
   type PlacementPlan,
+  type PoolPlan,
+  type RayGatewayConfig,
+  RayGatewayConfigSchema,
   type Role,
   roleSpec,
   type UisConfig,
   UisError,
 } from '@uis/spec';
 
-export type LauncherKind = 'sim' | 'local' | 'external';
+export type LauncherKind = 'sim' | 'local' | 'external' | 'ray';
 
 export interface UisServiceOptions {
   config: UisConfig;
@@ -70,7 +82,142 @@ function lateRegistrar(holder: RoleRouters, model: string): RouterRegistrar {
   };
 }
 
-function buildLauncher(kind: LauncherKind, config: UisConfig): Launcher {
+/** A launcher that knows where its replicas really run (the Ray launcher: what Ray reports). */
+interface PlacementReporter {
+  actualPlacement(engineId: string): GpuRef[] | undefined;
+}
+const reportsPlacement = (l: unknown): l is PlacementReporter =>
+  typeof (l as Partial<PlacementReporter>).actualPlacement === 'function';
+
+/** `launcher: ray` for `uis serve`: the Ray runtime (bridge, `RayPlacementGroups`, `RayLauncher`) comes to exist in
+ * `start()` (connecting, or starting a local head, is asynchronous), while the managers are built in the service's
+ * constructor: they get this object's launcher and placement groups, which forward to the runtime once it runs. */
+export class RayServiceRuntime {
+  runtime: RayRuntime | null = null;
+  /** The head this run started (none when `gateway.ray.address` names a cluster). */
+  head: RayHead | null = null;
+  readonly launcher: Launcher & PlacementReporter;
+  readonly placementGroups: PlacementGroups;
+  private starting: Promise<void> | null = null;
+  private stopping: Promise<void> | null = null;
+
+  constructor(
+    readonly settings: RayGatewayConfig,
+    private readonly plan: PlacementPlan,
+    private readonly logger: Logger,
+  ) {
+    const need = (): RayRuntime => {
+      if (!this.runtime)
+        throw new UisError({
+          code: 'ray_not_started',
+          status: 503,
+          path: 'gateway.ray',
+          message: 'the Ray runtime is not running (the service is not started, or it stopped)',
+        });
+      return this.runtime;
+    };
+    this.launcher = {
+      kind: 'ray',
+      ownsProcesses: true,
+      create: async (req: LaunchRequest): Promise<SGLangEngine> => need().launcher.create(req),
+      actualPlacement: (engineId) => this.runtime?.launcher.actualPlacement(engineId),
+    };
+    this.placementGroups = {
+      create: async (pool: PoolPlan) => need().placementGroups.create(pool),
+      remove: async (pg: string) => need().placementGroups.remove(pg),
+      exists: async (pg: string) => need().placementGroups.exists(pg),
+    };
+  }
+
+  /** Starts a local head when no address is configured, then the bridge. Anything started is stopped again if a
+   * later step fails. */
+  start(): Promise<void> {
+    this.starting ??= this.connect().finally(() => {
+      this.starting = null;
+    });
+    return this.starting;
+  }
+
+  private async connect(): Promise<void> {
+    if (this.runtime) return;
+    const s = this.settings;
+    try {
+      let address = s.address;
+      if (address === undefined) {
+        this.head = await startRayHead({
+          python: s.python,
+          ...(s.head?.num_gpus === undefined ? {} : { numGpus: s.head.num_gpus }),
+          ...(s.head?.num_cpus === undefined ? {} : { numCpus: s.head.num_cpus }),
+        });
+        address = this.head.address;
+        this.logger.info({ address, tempDir: this.head.tempDir }, 'started a local Ray head');
+      }
+      const command = s.engine_command ?? (s.engine === 'sim' ? [process.execPath, SIM_BIN] : undefined);
+      this.runtime = await startRayRuntime({
+        plan: this.plan,
+        address,
+        namespace: s.namespace,
+        python: s.python,
+        connectTimeoutMs: s.connect_timeout_s * 1000,
+        readyTimeoutS: s.pg_ready_timeout_s,
+        host: s.engine_host,
+        ...(command ? { command } : {}),
+        ...(s.engine_args.length > 0 ? { extraArgs: () => [...s.engine_args] } : {}),
+        ...(Object.keys(s.env).length > 0 ? { env: s.env } : {}),
+        onLog: (line) => {
+          if (/error|exception|traceback/i.test(line)) this.logger.warn({ line }, 'ray bridge');
+        },
+      });
+      this.logger.info(
+        { address, ray: this.runtime.bridge.rayVersion, nodes: this.runtime.bridge.nodes },
+        'connected to Ray',
+      );
+    } catch (e) {
+      await this.teardown();
+      throw configPathed(e);
+    }
+  }
+
+  /** Closes the bridge (it stops any actor of ours still running and removes the PGs it created), then the head
+   * this run started. After the managers' shutdown; a start still in progress (a signal while the head starts) is
+   * waited for first, so nothing it brings up outlives the stop. Idempotent. */
+  async stop(): Promise<void> {
+    await this.starting?.catch(() => undefined);
+    await this.teardown();
+  }
+
+  private teardown(): Promise<void> {
+    this.stopping ??= (async () => {
+      const runtime = this.runtime;
+      const head = this.head;
+      try {
+        await runtime?.close();
+      } finally {
+        await head?.stop();
+      }
+    })().finally(() => {
+      this.runtime = null;
+      this.head = null;
+      this.stopping = null;
+    });
+    return this.stopping;
+  }
+}
+
+/** The bridge names its settings (`address`, `python`); the user wrote them under `gateway.ray`. */
+function configPathed(e: unknown): unknown {
+  if (!(e instanceof UisError) || (e.path !== 'address' && e.path !== 'python')) return e;
+  return new UisError({
+    code: e.code,
+    status: e.status,
+    path: `gateway.ray.${e.path}`,
+    message: `gateway.ray.${e.path}: ${e.message}`,
+    ...(e.details === undefined ? {} : { details: e.details }),
+    cause: e,
+  });
+}
+
+function buildLauncher(kind: Exclude<LauncherKind, 'ray'>, config: UisConfig): Launcher {
   switch (kind) {
     case 'sim':
       return new SimLauncher();
@@ -94,6 +241,8 @@ export class UisService {
   readonly coordinator: LifecycleCoordinator;
   readonly runner: BatchRunner;
   readonly launcher: Launcher;
+  /** `launcher: ray` only: the Ray runtime (started by `start()`, stopped by `stop()`). */
+  readonly ray: RayServiceRuntime | null;
   private readonly logger: Logger;
   /** Roles with `route_mode: sglang_router` models only: their routers are started by `start()`. */
   private readonly roleRouters = new Map<Role, RoleRouters>();
@@ -113,13 +262,30 @@ export class UisService {
         details: result.errors,
       });
     this.plan = result.plan;
+    const kind = typeof opts.launcher === 'object' ? null : (opts.launcher ?? 'sim');
+    // The gateway.ray block had its defaults applied when the config was parsed; `--launcher ray` without one gets
+    // the same defaults here.
+    this.ray =
+      kind === 'ray'
+        ? new RayServiceRuntime(
+            opts.config.gateway?.ray ?? RayGatewayConfigSchema.parse({}),
+            this.plan,
+            this.logger,
+          )
+        : null;
     this.launcher =
-      typeof opts.launcher === 'object' ? opts.launcher : buildLauncher(opts.launcher ?? 'sim', opts.config);
+      typeof opts.launcher === 'object'
+        ? opts.launcher
+        : this.ray
+          ? this.ray.launcher
+          : buildLauncher(kind as Exclude<LauncherKind, 'ray'>, opts.config);
     this.db = openStore(opts.dbPath ?? opts.config.gateway?.db_path ?? ':memory:');
     this.events = new EventLog(this.db);
     this.store = new BatchStore(this.db);
     this.roles = {};
-    const pgs = new InMemoryPlacementGroups();
+    // On Ray the plan's pools are real placement groups (created and removed only where the plan says the manager
+    // owns them); the other launchers run on this host, where a PG is only bookkeeping.
+    const pgs = this.ray ? this.ray.placementGroups : new InMemoryPlacementGroups();
     for (const { role, spec } of configuredRoles(opts.config)) {
       const r = roleSpec(role, spec);
       this.roles[role] = r;
@@ -178,6 +344,12 @@ export class UisService {
     return this.plan.placements.filter((p) => p.role === role);
   }
 
+  /** Where a replica really runs, when the launcher knows (Ray: the nodes and GPUs Ray gave its bundles); null
+   * for launchers that only know the plan (sim, local, external). */
+  actualPlacement(engineId: string): GpuRef[] | null {
+    return reportsPlacement(this.launcher) ? (this.launcher.actualPlacement(engineId) ?? null) : null;
+  }
+
   /** True when a role's batches wait for a phase of an activation group (deferred scoring). */
   deferred(role: string): boolean {
     return this.plan.activation_groups.some((g) => g.phases.some((p) => p.residents.includes(role)));
@@ -188,6 +360,8 @@ export class UisService {
    * first phase. */
   async start(): Promise<void> {
     if (this.started) return;
+    // Ray first: nothing else has started if the cluster cannot be reached (or its head cannot start).
+    await this.ray?.start();
     try {
       for (const [role, holder] of this.roleRouters) {
         const spec = this.roles[role];
@@ -197,6 +371,7 @@ export class UisService {
       }
     } catch (e) {
       await this.stopRouters();
+      await this.ray?.stop();
       throw e;
     }
     const managers = [...this.managers.values()];
@@ -205,6 +380,7 @@ export class UisService {
     if (failed) {
       await Promise.allSettled(managers.map((m) => m.shutdown()));
       await this.stopRouters();
+      await this.ray?.stop();
       throw (failed as PromiseRejectedResult).reason;
     }
     for (const { role, spec } of configuredRoles(this.config)) {
@@ -262,12 +438,15 @@ export class UisService {
     );
   }
 
-  /** Shuts every manager down (engines stopped, external ones left alone), then the routers, and closes the
-   * store. Idempotent. */
+  /** Shuts every manager down (engines stopped, external ones left alone), then the routers, then Ray (what the
+   * bridge created in it, and a head this run started), and closes the store. Idempotent. */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
       await Promise.allSettled([...this.managers.values()].map((m) => m.shutdown()));
       await this.stopRouters();
+      await this.ray?.stop().catch((e: unknown) => {
+        this.logger.error({ err: String(e) }, 'stopping Ray failed');
+      });
       this.db.close();
     })();
     return this.stopping;

@@ -73,8 +73,9 @@ export function consoleState(src: ConsoleStateSources): ConsoleState {
           inflight: gateway?.inFlight.get(r.engine_id) ?? 0,
           generation: r.generation,
           planned: planned.get(r.engine_id) ?? [],
-          // Where an engine really runs is not reported by the engines yet; null is "unknown", not "same".
-          actual: null,
+          // Where the launcher says the replica really runs (Ray: the nodes and GPUs Ray gave it). Launchers that only
+          // know the plan report nothing: null is "unknown", not "same as planned".
+          actual: service.actualPlacement(r.engine_id),
           health: journal.healthOf(r.engine_id),
         });
       }
