@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -102,6 +102,18 @@ export const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
 /** Sized engine answers up to this many bytes are relayed in one write; larger ones chunk by chunk. */
 const MAX_BUFFERED_RESPONSE_BYTES = 1024 * 1024;
 
+/** Request ids and injected rids, shaped like a UUID: a random prefix per process and a counter. Unique among every
+ * engine's in-flight rids (which is what SGLang needs) and across gateway restarts, at a fraction of randomUUID's
+ * cost. */
+const ID_PREFIX = randomBytes(10)
+  .toString('hex')
+  .replace(/^(.{8})(.{4})(.{4})(.{4})$/, '$1-$2-$3-$4-');
+let idCounter = 0;
+function nextId(): string {
+  idCounter++;
+  return `${ID_PREFIX}${idCounter.toString(16).padStart(12, '0')}`;
+}
+
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 
 /** Carries no stack: it only tells the engine pool why a request stops. A captured stack costs ~40 us under tsx (source
@@ -187,7 +199,7 @@ class Exchange implements UpstreamHandler {
     this.#route = route;
     this.#req = req;
     let inject: string | undefined;
-    if (body.fields.rid === undefined && this.#opts.injectRid !== false) inject = randomUUID();
+    if (body.fields.rid === undefined && this.#opts.injectRid !== false) inject = nextId();
     this.#rid = body.fields.rid ?? inject;
     this.#body = forwardedBody(body, route.edit, inject);
     this.#upstreamHeaders = upstreamRequestHeaders(req.rawHeaders, this.#requestId);
@@ -432,7 +444,7 @@ class Exchange implements UpstreamHandler {
  */
 export function createServingHandler(options: ServingProxyOptions, resolve: ResolveRoute): FastHandler {
   const now = options.now ?? (() => performance.now());
-  const newId = options.newId ?? randomUUID;
+  const newId = options.newId ?? nextId;
   const limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   return (req, res) => {
     const start = now();

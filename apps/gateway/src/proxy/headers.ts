@@ -24,6 +24,8 @@ function isHopByHop(lower: string): boolean {
 /** Names listed in a `Connection` header (`Connection: close, x-foo`) are hop-by-hop for this message. */
 function connectionTokens(value: string | string[] | undefined): Set<string> | undefined {
   if (value === undefined) return undefined;
+  // The usual values name only hop-by-hop options, which are dropped anyway: no set to build per request.
+  if (typeof value === 'string' && /^\s*(?:keep-alive|close)\s*$/i.test(value)) return undefined;
   const joined = Array.isArray(value) ? value.join(',') : value;
   let out: Set<string> | undefined;
   for (const raw of joined.split(',')) {
@@ -36,9 +38,8 @@ function connectionTokens(value: string | string[] | undefined): Set<string> | u
 }
 
 /**
- * Builds the upstream request headers as the flat `[name, value, ...]` list undici accepts, straight from
- * node's `rawHeaders` (no intermediate object). Adds `x-request-id` and `content-type`; undici sets `host` and
- * the body's `content-length`.
+ * Builds the upstream request headers as a flat `[name, value, ...]` list, straight from node's `rawHeaders` (no
+ * intermediate object). Adds `x-request-id`; the engine client sets `host` and the body's `content-length`.
  */
 export function upstreamRequestHeaders(rawHeaders: readonly string[], requestId: string): string[] {
   let listed: Set<string> | undefined;
