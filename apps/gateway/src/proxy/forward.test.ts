@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
-import { connect } from 'node:net';
+import { type AddressInfo, connect, createServer as createNetServer } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { type ErrorBody, UisError } from '@uis/spec';
 import { Hono } from 'hono';
@@ -565,6 +565,23 @@ describe('engine failures', () => {
     expect(r.status).toBe(504);
     expect(r.json().error).toMatchObject({ code: 'engine_timeout' });
     expect(gw.inFlight.total).toBe(0);
+  });
+
+  it('answers 502 engine_bad_response when the engine does not speak HTTP/1.1', async () => {
+    const garbage = createNetServer((socket) => socket.once('data', () => socket.end('SSH-2.0-x\r\n\r\n')));
+    garbage.listen(0, '127.0.0.1');
+    await once(garbage, 'listening');
+    try {
+      const port = (garbage.address() as AddressInfo).port;
+      const gw = await gateway([{ id: 'g', origin: `http://127.0.0.1:${port}` }]);
+      const r = await post(`${gw.url}/r/generate`, '{}');
+      expect(r.status).toBe(502);
+      expect(r.json().error).toMatchObject({ code: 'engine_bad_response' });
+      expect(r.json().error.message).toContain('bad status line');
+      expect(gw.inFlight.total).toBe(0);
+    } finally {
+      await new Promise<void>((resolve) => garbage.close(() => resolve()));
+    }
   });
 
   it('passes a routing refusal through without touching any engine', async () => {
