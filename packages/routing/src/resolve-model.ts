@@ -189,7 +189,8 @@ export function resolveModel(
       code: 'model_not_ready',
       status: 503,
       path: 'body.model',
-      message: `model "${name}" is ${entry.state}: ${guidance.reason}; retry after ${guidance.retryAfterSeconds}s`,
+      // The guidance reads "model is sleeping: why"; the message names the model once instead of repeating it.
+      message: `${guidance.reason.replace(/^model /, `model "${name}" `)}; retry after ${guidance.retryAfterSeconds}s`,
       details: { model: name, state: entry.state, ...guidance },
     });
   }
