@@ -162,6 +162,36 @@ describe('LifecycleCoordinator', () => {
     expect(restarted.lease().reason).toMatch(/restarted during a transition/);
   });
 
+  it('a transition the stopping service interrupts leaves the lease held at its last phase, not blocked', async () => {
+    const { coordinator, genrm } = setup();
+    await coordinator.initialize();
+    genrm.failActivate = true; // the engines go away under the onload
+    coordinator.interrupt();
+    expect(await outcomeCode(coordinator.transition({ to: 'genrm_score' }))).toBe('service_stopping');
+    expect(coordinator.lease().status).toBe('held');
+    // Nothing ran: a stopping service starts no transition.
+    expect(genrm.resident).toBe(false);
+
+    const second = setup();
+    await second.coordinator.initialize();
+    second.genrm.failActivate = true;
+    const running = second.coordinator.transition({ to: 'genrm_score' });
+    second.coordinator.interrupt();
+    expect(await outcomeCode(running)).toBe('service_stopping');
+    await second.coordinator.settled();
+    const lease = second.coordinator.lease();
+    expect(lease).toMatchObject({ status: 'held', phase: 'rollout', reason: null, holder: ['rollout'] });
+    expect(second.events.list({ limit: 50 }).map((e) => e.kind)).toContain('transition.interrupted');
+    // A restart on the same store resumes at that phase; no operator has to resolve anything.
+    const restarted = new LifecycleCoordinator({
+      groups: [GROUP],
+      participants: [second.rollout, second.genrm],
+      db: second.db,
+      events: second.events,
+    });
+    expect(restarted.lease()).toMatchObject({ status: 'held', phase: 'rollout' });
+  });
+
   it('barrier times out with 504 and unknown phases are 404', async () => {
     const { coordinator } = setup();
     await coordinator.initialize();

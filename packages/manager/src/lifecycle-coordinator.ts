@@ -84,6 +84,7 @@ interface GroupState {
  * failed or timed-out transition blocks the lease until an operator resolves it. */
 export class LifecycleCoordinator {
   private readonly groups = new Map<string, GroupState>();
+  #interrupted = false;
   private readonly participants = new Map<string, PhaseParticipant>();
   private readonly tasks = new Map<string, PhaseTask[]>();
   private readonly ledger: OperationLedger;
@@ -197,6 +198,29 @@ export class LifecycleCoordinator {
     const phases = g.plan.phases;
     const i = phase === null ? -1 : phases.findIndex((p) => p.name === phase);
     return (phases[(i + 1) % phases.length] as { name: string }).name;
+  }
+
+  /**
+   * The service is about to stop its engines: transitions running now will fail under them. They then leave the
+   * lease held at its last completed phase instead of blocking it, and new transitions are refused (503
+   * `service_stopping`). Call before shutting the managers down, then `settled()` before closing the store.
+   */
+  interrupt(): void {
+    this.#interrupted = true;
+  }
+
+  /** Resolves once no transition runs (or after `timeoutMs`). */
+  async settled(timeoutMs = 10_000): Promise<void> {
+    const running = [...this.groups.values()].flatMap((g) => (g.current ? [g.current.promise] : []));
+    if (running.length === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled(running),
+      new Promise((r) => {
+        timer = setTimeout(r, timeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
   }
 
   lease(group?: string): Lease {
@@ -337,6 +361,14 @@ export class LifecycleCoordinator {
         }),
       );
     }
+    if (this.#interrupted)
+      return Promise.reject(
+        new UisError({
+          code: 'service_stopping',
+          status: 503,
+          message: `the service is stopping: no new transition of ${g.plan.name}`,
+        }),
+      );
     if (g.lease.status === 'blocked')
       return Promise.reject(
         new UisError({
@@ -405,6 +437,33 @@ export class LifecycleCoordinator {
       });
       return result;
     } catch (e) {
+      if (this.#interrupted) {
+        // The service stopped its engines under this transition. Every engine stops with the service, so no
+        // memory is in doubt: the lease stays held at its last completed phase (a restart resumes there), rather
+        // than blocked for an operator.
+        const phase = g.lease.phase;
+        g.lease.status = 'held';
+        g.lease.reason = null;
+        g.lease.target = null;
+        g.lease.holder = phase === null ? [] : this.phaseOf(g, phase).residents;
+        this.persist(g.lease);
+        this.logger.info(
+          { group: g.plan.name, target, phase, err: errorMessage(e) },
+          'transition interrupted: the service is stopping',
+        );
+        this.opts.events.append({
+          ...base,
+          kind: 'transition.interrupted',
+          duration_ms: this.now() - started,
+          data: { from, to: target, phase },
+        });
+        throw new UisError({
+          code: 'service_stopping',
+          status: 503,
+          message: `transition of ${g.plan.name} to ${target} interrupted: the service is stopping`,
+          cause: e,
+        });
+      }
       g.lease.status = 'blocked';
       g.lease.reason = `transition to ${target} failed: ${errorMessage(e)}`;
       g.lease.target = target;

@@ -442,7 +442,11 @@ export class UisService {
    * bridge created in it, and a head this run started), and closes the store. Idempotent. */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
+      // A transition running now fails as its engines stop: it leaves the lease held, not blocked (a clean stop
+      // must not make the next start wait for an operator), and is written down before the store closes.
+      this.coordinator.interrupt();
       await Promise.allSettled([...this.managers.values()].map((m) => m.shutdown()));
+      await this.coordinator.settled();
       await this.stopRouters();
       await this.ray?.stop().catch((e: unknown) => {
         this.logger.error({ err: String(e) }, 'stopping Ray failed');
