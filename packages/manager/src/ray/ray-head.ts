@@ -131,6 +131,8 @@ async function stopHead(child: ChildProcess, exited: Promise<void>, tempDir: str
     signalGroup(pgid, 'SIGTERM');
     await Promise.race([exited, sleep(10_000)]);
     signalGroup(pgid, 'SIGKILL');
+    // Until node has seen it exit, the head is a zombie that still answers kill(pid, 0): wait for it.
+    await Promise.race([exited, sleep(5_000)]);
   }
   // Whatever Ray daemonised outside the group is found by this head's own session directory in its command line.
   for (let i = 0; i < 20; i++) {
