@@ -212,3 +212,13 @@ export async function expectedGenrmOutputs(
     await client.close();
   }
 }
+
+/** Manager options of the real-Ray tests: quick health checks and restarts, a generous start deadline (a Ray actor
+ * and its engine can take a minute to come up on a loaded 2-core machine). */
+export const RAY_TEST_MANAGER_OPTIONS = {
+  healthIntervalMs: 500,
+  healthTimeoutMs: 5_000,
+  failuresToDead: 2,
+  restartBackoffMs: 200,
+  startDeadlineMs: 120_000,
+};

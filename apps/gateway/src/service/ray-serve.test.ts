@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { connect } from 'node:net';
-import { pidsMentioning, type RayHead, startRayHead } from '@uis/manager';
+import { canConnect, pidsMentioning, type RayHead, startRayHead } from '@uis/manager';
+import { RAY_TEST_MANAGER_OPTIONS } from '@uis/manager/testing';
 import { type ConsoleState, ConsoleStateSchema, isUisError, parseConfig, type UisConfig } from '@uis/spec';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseLauncher } from '../cli/serve-command.ts';
@@ -20,13 +20,7 @@ function rayUnavailable(): string | undefined {
 const skip = rayUnavailable();
 if (skip) console.log(`[uis serve on Ray tests skipped] ${skip}`);
 
-const OPTIONS = {
-  healthIntervalMs: 500,
-  healthTimeoutMs: 5_000,
-  failuresToDead: 2,
-  restartBackoffMs: 200,
-  startDeadlineMs: 120_000,
-};
+const OPTIONS = RAY_TEST_MANAGER_OPTIONS;
 
 function rayConfig(ray: Record<string, unknown>, teacher = true): UisConfig {
   const role = (name: string, weight_source: string, num_gpus: number, gpus_per_engine: number) => ({
@@ -93,15 +87,7 @@ const alive = (pid: number): boolean => {
   }
 };
 
-const listening = (port: number): Promise<boolean> =>
-  new Promise((resolve) => {
-    const s = connect({ host: '127.0.0.1', port });
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
+const listening = (port: number): Promise<boolean> => canConnect('127.0.0.1', port);
 
 async function consoleStateOf(url: string): Promise<ConsoleState> {
   const body = (await (await fetch(`${url}/trpc/state`)).json()) as { result: { data: unknown } };

@@ -1,9 +1,9 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePorts } from '@uis/sglang-engine';
+import { canConnect } from './ray-head.ts';
 
 /** Why Ray tests cannot run here, or undefined when `ray` is importable and its CLI exists. */
 export function rayUnavailable(): string | undefined {
@@ -165,15 +165,4 @@ export class LocalRayCluster {
     }
     if (this.tempDir) rmSync(this.tempDir, { recursive: true, force: true });
   }
-}
-
-function canConnect(host: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = connect({ host, port });
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
 }

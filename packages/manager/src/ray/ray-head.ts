@@ -191,7 +191,8 @@ function run(cmd: string, args: string[], timeoutMs: number): Promise<string> {
   });
 }
 
-function canConnect(host: string, port: number): Promise<boolean> {
+/** Whether a TCP connection to host:port opens (the Ray GCS listens). */
+export function canConnect(host: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const s = connect({ host, port });
     s.once('connect', () => {

@@ -8,7 +8,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InferenceManager } from '../inference-manager.ts';
 import { SIM_BIN } from '../launchers.ts';
-import { planConfig } from '../testing.ts';
+import { planConfig, RAY_TEST_MANAGER_OPTIONS } from '../testing.ts';
 import { LocalRayCluster, rayUnavailable } from './local-ray-cluster.test-util.ts';
 import { RayBridge } from './ray-bridge.ts';
 import { RayLauncher } from './ray-launcher.ts';
@@ -17,13 +17,7 @@ import { RayPlacementGroups } from './ray-placement-groups.ts';
 const skip = rayUnavailable();
 if (skip) console.log(`[ray tests skipped] ${skip}`);
 
-const OPTIONS = {
-  healthIntervalMs: 500,
-  healthTimeoutMs: 5_000,
-  failuresToDead: 2,
-  restartBackoffMs: 200,
-  startDeadlineMs: 120_000,
-};
+const OPTIONS = RAY_TEST_MANAGER_OPTIONS;
 
 type Roles = 'rollout' | 'genrm' | 'teacher';
 const group = (num_gpus: number, gpus_per_engine: number) => ({ num_gpus, gpus_per_engine });
