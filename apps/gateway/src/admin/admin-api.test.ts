@@ -1,36 +1,24 @@
 import { encode } from '@uis/sglang-sim';
 import { DiscoverySnapshotSchema, ErrorBodySchema } from '@uis/spec';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { UisServer } from '../server/uis-server.ts';
-import { InProcessSimLauncher } from '../service/in-process-sim-launcher.ts';
-import { UisService } from '../service/uis-service.ts';
-import { deferTestConfig } from '../testing/fixtures.ts';
+import { afterAll, describe, expect, it } from 'vitest';
+import { deferTestConfig, gatewayOnSims } from '../testing/fixtures.ts';
 import { RecordingEngine } from '../testing/recording-engine.ts';
 
 const TOKEN = 'admin-token-for-tests';
 const AUTH = { authorization: `Bearer ${TOKEN}` };
-const launcher = new InProcessSimLauncher({ simOnloadMs: 20, simOffloadMs: 20 });
-let service: UisService;
-let server: UisServer;
-let url = '';
 let external: RecordingEngine | undefined;
-
-beforeAll(async () => {
-  service = new UisService({ config: deferTestConfig(), launcher });
-  await service.start();
-  server = new UisServer({ service, adminToken: TOKEN });
-  url = (await server.listen(0)).url;
-}, 60_000);
-
+// Registered before the gateway's hooks: after-hooks run in reverse, so the external engine closes last.
 afterAll(async () => {
-  await server?.close();
-  await service?.stop();
-  await launcher.closeAll();
   await external?.close();
+});
+const gw = gatewayOnSims({
+  config: deferTestConfig(),
+  server: { adminToken: TOKEN },
+  sim: { simOnloadMs: 20, simOffloadMs: 20 },
 });
 
 async function call(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
-  const r = await fetch(`${url}${path}`, {
+  const r = await fetch(`${gw.url}${path}`, {
     method,
     headers: { 'content-type': 'application/json', ...headers },
     ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
@@ -41,11 +29,13 @@ const post = (path: string, body: unknown, headers: Record<string, string> = AUT
   call('POST', path, body, headers);
 const errorCode = (json: unknown) => ErrorBodySchema.parse(json).error.code;
 const states = (role: 'rollout' | 'genrm' | 'teacher') =>
-  Object.values(service.managers.get(role)!.snapshot().models).flatMap((m) => m.replicas.map((r) => r.state));
+  Object.values(gw.service.managers.get(role)!.snapshot().models).flatMap((m) =>
+    m.replicas.map((r) => r.state),
+  );
 
 describe('admin API', { timeout: 60_000 }, () => {
   it('refuses every call without a valid bearer token (401) and changes nothing', async () => {
-    const eventsBefore = service.events.list({ limit: 1000 }).length;
+    const eventsBefore = gw.service.events.list({ limit: 1000 }).length;
     const attempts: Array<Record<string, string>> = [
       {},
       { authorization: 'Bearer wrong-token' },
@@ -60,8 +50,8 @@ describe('admin API', { timeout: 60_000 }, () => {
       expect((await call('GET', '/admin/phases', undefined, headers)).status).toBe(401);
     }
     expect(states('rollout')).toEqual(['ready', 'ready']);
-    expect(service.coordinator.lease('actor')).toMatchObject({ phase: 'rollout', status: 'held' });
-    expect(service.events.list({ limit: 1000 })).toHaveLength(eventsBefore);
+    expect(gw.service.coordinator.lease('actor')).toMatchObject({ phase: 'rollout', status: 'held' });
+    expect(gw.service.events.list({ limit: 1000 })).toHaveLength(eventsBefore);
   });
 
   it('reads phases: the group starts in its first phase with the scorers offloaded', async () => {
@@ -144,17 +134,19 @@ describe('admin API', { timeout: 60_000 }, () => {
     });
     const teacherId = (teacher.json.result as { id: string }).id;
 
-    const startedBefore = service.events.list({ kind: 'transition.started', limit: 1000 }).length;
+    const startedBefore = gw.service.events.list({ kind: 'transition.started', limit: 1000 }).length;
     const headers = { ...AUTH, 'idempotency-key': 'advance-1' };
     const first = await post('/admin/phases/advance', { group: 'actor' }, headers);
     expect(first.status).toBe(200);
     const result = first.json.result as { path: string[]; to: string };
     expect(result.path).toEqual(['genrm_score', 'teacher_score', 'train']);
-    expect(service.coordinator.lease('actor')).toMatchObject({ phase: 'train', status: 'held' });
+    expect(gw.service.coordinator.lease('actor')).toMatchObject({ phase: 'train', status: 'held' });
     // The same operation id returns the first result and runs nothing again.
     const again = await post('/admin/phases/advance', { group: 'actor' }, headers);
     expect(again.json).toEqual(first.json);
-    expect(service.events.list({ kind: 'transition.started', limit: 1000 }).length).toBe(startedBefore + 1);
+    expect(gw.service.events.list({ kind: 'transition.started', limit: 1000 }).length).toBe(
+      startedBefore + 1,
+    );
     const conflict = await post('/admin/phases/advance', { group: 'actor', to: 'rollout' }, headers);
     expect(conflict.status).toBe(409);
     expect(errorCode(conflict.json)).toBe('operation_id_conflict');
@@ -230,7 +222,7 @@ describe('admin API', { timeout: 60_000 }, () => {
     expect(errorCode(resolve.json)).toBe('lease_not_blocked');
     const missing = await call('GET', '/admin/batches/no-such-batch', undefined, AUTH);
     expect(missing.status).toBe(404);
-    const metrics = await fetch(`${url}/metrics`).then((r) => r.text());
+    const metrics = await fetch(`${gw.url}/metrics`).then((r) => r.text());
     expect(metrics).toMatch(
       /uis_phase_transition_duration_seconds_count\{group="actor",to="train",outcome="ok"\} 1/,
     );
