@@ -21,6 +21,9 @@ export interface UpstreamPoolOptions {
   keepAliveTimeoutMs?: number;
   /** Cap on an engine-announced keep-alive timeout (`Keep-Alive: timeout=N`, kept minus one second). */
   keepAliveMaxTimeoutMs?: number;
+  /** An engine origin with no socket and no request for this long is forgotten (engines restarted elsewhere or
+   * removed would otherwise pile up for the life of the gateway). */
+  originIdleMs?: number;
 }
 
 export const DEFAULT_UPSTREAM_POOL_OPTIONS: Required<UpstreamPoolOptions> = {
@@ -30,6 +33,7 @@ export const DEFAULT_UPSTREAM_POOL_OPTIONS: Required<UpstreamPoolOptions> = {
   connectTimeoutMs: 5_000,
   keepAliveTimeoutMs: 4_000,
   keepAliveMaxTimeoutMs: 600_000,
+  originIdleMs: 10 * 60 * 1000,
 };
 
 /**
@@ -49,7 +53,13 @@ export class UpstreamPools {
     this.options = { ...DEFAULT_UPSTREAM_POOL_OPTIONS, ...options };
     const o = this.options;
     this.#poolOptions = { ...o };
-    const shortest = Math.min(o.headersTimeoutMs, o.bodyTimeoutMs, o.connectTimeoutMs, o.keepAliveTimeoutMs);
+    const shortest = Math.min(
+      o.headersTimeoutMs,
+      o.bodyTimeoutMs,
+      o.connectTimeoutMs,
+      o.keepAliveTimeoutMs,
+      o.originIdleMs,
+    );
     this.#clock = { tick: 0, intervalMs: Math.min(1000, Math.max(10, Math.floor(shortest / 4))) };
   }
 
@@ -67,8 +77,18 @@ export class UpstreamPools {
   }
 
   #sweep(): void {
-    this.#clock.tick++;
-    for (const pool of this.#pools.values()) pool.sweep();
+    const clock = this.#clock;
+    clock.tick++;
+    for (const [origin, pool] of this.#pools) {
+      pool.sweep();
+      if (pool.size === 0 && (clock.tick - pool.lastUsedTick) * clock.intervalMs >= this.options.originIdleMs)
+        this.#pools.delete(origin);
+    }
+  }
+
+  /** Engine origins with a pool now. */
+  get origins(): string[] {
+    return [...this.#pools.keys()];
   }
 
   /** Connection and queue figures per origin: how many sockets, how many requests wait. */

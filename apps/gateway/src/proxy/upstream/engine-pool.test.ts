@@ -290,6 +290,23 @@ describe('EnginePool', () => {
     expect(p.stats()[engine.url]).toMatchObject({ connected: 0, free: 0, running: 0 });
   });
 
+  it('forgets an engine origin that has had no socket and no request for originIdleMs', async () => {
+    const engine = await rawEngine((socket) => socket.end('HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n'));
+    closers.push(engine.close);
+    const p = pools({ originIdleMs: 100 });
+    const r = recorder();
+    p.get(engine.url).dispatch(post(), r.handler);
+    await r.done;
+    expect(p.origins).toEqual([engine.url]);
+    for (let i = 0; i < 100 && p.origins.length > 0; i++) await new Promise((res) => setTimeout(res, 10));
+    expect(p.origins).toEqual([]);
+    // A later request simply opens a new pool.
+    const again = recorder();
+    p.get(engine.url).dispatch(post(), again.handler);
+    await again.done;
+    expect(again.seen.ended).toBe(true);
+  });
+
   it('queues requests beyond the connection limit and serves them in order', async () => {
     const engine = await rawEngine((socket, request) => {
       const n = /"n":(\d+)/.exec(request)![1];

@@ -483,6 +483,8 @@ export class EnginePool {
   readonly #queue: Call[] = [];
   #running = 0;
   #closed = false;
+  /** Sweep tick of the last dispatch: an origin unused for long (an engine gone for good) is dropped. */
+  lastUsedTick: number;
 
   constructor(
     origin: string,
@@ -496,10 +498,12 @@ export class EnginePool {
     this.host = url.host;
     this.hostname = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
     this.port = url.port === '' ? 80 : Number(url.port);
+    this.lastUsedTick = clock.tick;
   }
 
   /** Starts a request; everything that happens to it reaches `handler`. */
   dispatch(req: UpstreamRequest, handler: UpstreamHandler): UpstreamController {
+    this.lastUsedTick = this.clock.tick;
     const call = new Call(this, req, handler);
     if (this.#closed) {
       call.fail(new UpstreamError('UPSTREAM_DESTROYED', 'engine pool is closed'));
