@@ -21,12 +21,14 @@ export interface UpstreamPoolOptions {
   keepAliveTimeoutMs?: number;
   /** Cap on an engine-announced keep-alive timeout (`Keep-Alive: timeout=N`, kept minus one second). */
   keepAliveMaxTimeoutMs?: number;
+  /** TLS options for https engines (e.g. `ca` of a private CA). */
+  tls?: EnginePoolOptions['tls'];
   /** An engine origin with no socket and no request for this long is forgotten (engines restarted elsewhere or
    * removed would otherwise pile up for the life of the gateway). */
   originIdleMs?: number;
 }
 
-export const DEFAULT_UPSTREAM_POOL_OPTIONS: Required<UpstreamPoolOptions> = {
+export const DEFAULT_UPSTREAM_POOL_OPTIONS: Required<Omit<UpstreamPoolOptions, 'tls'>> = {
   connections: 4096,
   headersTimeoutMs: 2 * 60 * 60 * 1000,
   bodyTimeoutMs: 2 * 60 * 60 * 1000,
@@ -41,7 +43,7 @@ export const DEFAULT_UPSTREAM_POOL_OPTIONS: Required<UpstreamPoolOptions> = {
  * timer that enforces their timeouts (a tick of at most a second; finer when a timeout is short).
  */
 export class UpstreamPools {
-  readonly options: Required<UpstreamPoolOptions>;
+  readonly options: Required<Omit<UpstreamPoolOptions, 'tls'>> & Pick<UpstreamPoolOptions, 'tls'>;
   readonly #pools = new Map<string, EnginePool>();
   /** Sockets opened and closed since start, over all origins: steady serving should open none. */
   readonly churn: PoolChurn = { connects: 0, disconnects: 0, lastDisconnect: undefined };

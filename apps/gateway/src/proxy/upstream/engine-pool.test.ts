@@ -1,6 +1,11 @@
+import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import type { IncomingHttpHeaders } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { deadPort, listen, readAll } from '../test-helpers.ts';
 import { UpstreamPools } from '../upstream-pools.ts';
@@ -405,5 +410,65 @@ describe('EnginePool', () => {
     expect(r.statusCode).toBe(200);
     expect(JSON.parse(r.body.toString())).toEqual({ echo: { a: 1 } });
     await expect(pool.request(post('/slow'), AbortSignal.timeout(50))).rejects.toThrow();
+  });
+
+  it('speaks TLS to an https engine, verified against the given CA, and refuses an unknown certificate', async (ctx) => {
+    const dir = mkdtempSync(join(tmpdir(), 'uis-tls-'));
+    try {
+      try {
+        execFileSync(
+          'openssl',
+          [
+            'req',
+            '-x509',
+            '-newkey',
+            'rsa:2048',
+            '-nodes',
+            '-days',
+            '1',
+            '-subj',
+            '/CN=localhost',
+            '-addext',
+            'subjectAltName=IP:127.0.0.1',
+            '-keyout',
+            join(dir, 'key.pem'),
+            '-out',
+            join(dir, 'cert.pem'),
+          ],
+          { stdio: 'ignore' },
+        );
+      } catch (e) {
+        console.log(`[https engine test skipped] openssl cannot make a test certificate: ${String(e)}`);
+        ctx.skip();
+        return;
+      }
+      const cert = readFileSync(join(dir, 'cert.pem'));
+      const server = createHttpsServer({ key: readFileSync(join(dir, 'key.pem')), cert }, (req, res) => {
+        req.resume();
+        req.on('end', () => res.end('{"tls":true}'));
+      });
+      server.listen(0, '127.0.0.1');
+      await once(server, 'listening');
+      closers.push(
+        () =>
+          new Promise<void>((r) => {
+            server.closeAllConnections();
+            server.close(() => r());
+          }),
+      );
+      const origin = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const trusted = pools({ tls: { ca: cert } }).get(origin);
+      for (let i = 0; i < 2; i++) {
+        const r = await trusted.request(post());
+        expect(r.statusCode).toBe(200);
+        expect(r.body.toString()).toBe('{"tls":true}');
+      }
+      expect(trusted.stats()).toMatchObject({ connected: 1 });
+      await expect(pools().get(origin).request(post())).rejects.toMatchObject({
+        code: 'DEPTH_ZERO_SELF_SIGNED_CERT',
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
-import { connect, type Socket } from 'node:net';
+import { connect, isIP, type Socket } from 'node:net';
+import { type ConnectionOptions, connect as tlsConnect } from 'node:tls';
 import {
   type BodyFraming,
   ChunkedScanner,
@@ -112,6 +113,8 @@ export interface EnginePoolOptions {
   keepAliveTimeoutMs: number;
   /** Upper bound for an engine-announced keep-alive timeout. */
   keepAliveMaxTimeoutMs: number;
+  /** TLS options for https engines (e.g. `ca` of a private CA); verification stays on unless turned off here. */
+  tls?: Pick<ConnectionOptions, 'ca' | 'cert' | 'key' | 'rejectUnauthorized'>;
 }
 
 /** Per-origin connection figures, as the gateway's diagnostics read them. */
@@ -399,27 +402,41 @@ class Connection {
       if (c !== undefined) c.onData(buf);
       else this.destroy(); // bytes nobody asked for: the connection's framing is lost
     };
-    const socket = connect({
-      host: pool.hostname,
-      port: pool.port,
-      noDelay: true,
-      keepAlive: true,
-      keepAliveInitialDelay: 60_000,
-      // Reads land in one shared buffer and are copied out at once (the relay's write may outlive this turn):
-      // small reads then come from node's buffer pool, so an SSE event costs no ArrayBuffer of its own and no
-      // stream machinery (~2.5 us less per event than 'data' events).
-      onread: {
-        buffer: READ_BUFFER,
-        callback: (n: number, buf: Uint8Array) => {
-          const data = Buffer.allocUnsafe(n);
-          data.set(buf.subarray(0, n));
-          onData(data);
-          return true;
+    let socket: Socket;
+    if (pool.secure) {
+      // An https engine: TLS verified against the system CAs (plus NODE_EXTRA_CA_CERTS) or the pools' `tls.ca`.
+      socket = tlsConnect({
+        host: pool.hostname,
+        port: pool.port,
+        ...(isIP(pool.hostname) === 0 ? { servername: pool.hostname } : {}),
+        ...pool.options.tls,
+      });
+      socket.setNoDelay(true);
+      socket.setKeepAlive(true, 60_000);
+      socket.on('data', onData);
+    } else {
+      socket = connect({
+        host: pool.hostname,
+        port: pool.port,
+        noDelay: true,
+        keepAlive: true,
+        keepAliveInitialDelay: 60_000,
+        // Reads land in one shared buffer and are copied out at once (the relay's write may outlive this turn):
+        // small reads then come from node's buffer pool, so an SSE event costs no ArrayBuffer of its own and no
+        // stream machinery (~2.5 us less per event than 'data' events).
+        onread: {
+          buffer: READ_BUFFER,
+          callback: (n: number, buf: Uint8Array) => {
+            const data = Buffer.allocUnsafe(n);
+            data.set(buf.subarray(0, n));
+            onData(data);
+            return true;
+          },
         },
-      },
-    });
+      });
+    }
     this.socket = socket;
-    socket.on('connect', () => {
+    socket.on(pool.secure ? 'secureConnect' : 'connect', () => {
       this.connected = true;
       pool.churn.connects++;
       const c = this.call;
@@ -477,6 +494,7 @@ export class EnginePool {
   readonly host: string;
   readonly hostname: string;
   readonly port: number;
+  readonly secure: boolean;
   readonly #conns = new Set<Connection>();
   /** Idle sockets, most recently used last (reused first: they are the warmest). */
   readonly #idle: Connection[] = [];
@@ -493,11 +511,12 @@ export class EnginePool {
     readonly churn: PoolChurn,
   ) {
     const url = new URL(origin);
-    if (url.protocol !== 'http:')
-      throw new TypeError(`engine origin must be http://host:port, got ${origin}`);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:')
+      throw new TypeError(`engine origin must be http(s)://host:port, got ${origin}`);
+    this.secure = url.protocol === 'https:';
     this.host = url.host;
     this.hostname = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-    this.port = url.port === '' ? 80 : Number(url.port);
+    this.port = url.port === '' ? (this.secure ? 443 : 80) : Number(url.port);
     this.lastUsedTick = clock.tick;
   }
 
