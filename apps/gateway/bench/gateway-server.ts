@@ -6,7 +6,6 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { getRequestListener } from '@hono/node-server';
 import { UisError } from '@uis/spec';
@@ -22,6 +21,7 @@ import {
   UpstreamPools,
 } from '../src/proxy/index.ts';
 import { Samples, summarize } from './load-stats.ts';
+import { WindowStats } from './window-stats.ts';
 
 const { values } = parseArgs({
   options: {
@@ -61,19 +61,7 @@ const newPhases = () => ({
 });
 let phases = newPhases();
 let accepted = 0;
-let cpuAtReset = process.cpuUsage();
-let usageAtReset = process.resourceUsage();
-// Garbage collection pauses over the window: a long one stalls every stream at once.
-let gc = { count: 0, totalMs: 0, maxMs: 0 };
-new PerformanceObserver((list) => {
-  for (const e of list.getEntries()) {
-    gc.count++;
-    gc.totalMs += e.duration;
-    gc.maxMs = Math.max(gc.maxMs, e.duration);
-  }
-}).observe({ entryTypes: ['gc'] });
-const loopDelay = monitorEventLoopDelay({ resolution: 5 });
-loopDelay.enable();
+const windowStats = new WindowStats();
 const inFlight = new InFlightCounter();
 const options = {
   injectRid: !values['no-rid'],
@@ -110,44 +98,22 @@ for (const p of paths.chat) routes.add('POST', p, chat);
 
 const app = new Hono();
 app.get('/_bench/stats', (c) => {
-  const cpu = process.cpuUsage();
   if (c.req.query('reset') !== undefined) {
     // Start of a measured window: no summaries (sorting the last window's samples would be charged to this one).
     phases = newPhases();
-    loopDelay.reset();
-    gc = { count: 0, totalMs: 0, maxMs: 0 };
-    cpuAtReset = process.cpuUsage();
-    usageAtReset = process.resourceUsage();
-    return c.json({ cpuUserUs: cpu.user, cpuSystemUs: cpu.system });
+    return c.json(windowStats.reset());
   }
-  const body = {
-    cpuUserUs: cpu.user,
-    cpuSystemUs: cpu.system,
+  return c.json({
+    ...windowStats.read(),
     completed,
     inFlight: inFlight.total,
     accepted,
-    gc,
-    windowCpuUs: process.cpuUsage(cpuAtReset),
-    windowUsage: (() => {
-      const u = process.resourceUsage();
-      return {
-        minorFaults: u.minorPageFault - usageAtReset.minorPageFault,
-        voluntarySwitches: u.voluntaryContextSwitches - usageAtReset.voluntaryContextSwitches,
-        involuntarySwitches: u.involuntaryContextSwitches - usageAtReset.involuntaryContextSwitches,
-      };
-    })(),
     phasesMs: Object.fromEntries(Object.entries(phases).map(([k, v]) => [k, summarize(v)])),
-    loopDelayMs: {
-      p50: loopDelay.percentile(50) / 1e6,
-      p99: loopDelay.percentile(99) / 1e6,
-      max: loopDelay.max / 1e6,
-    },
     outcomes,
     lastError,
     pools: options.pools.stats(),
     churn: options.pools.churn,
-  };
-  return c.json(body);
+  });
 });
 
 const server = createServer(

@@ -9,10 +9,10 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { parseConfig } from '@uis/spec';
 import { createLogger, UisServer, UisService } from '../src/index.ts';
+import { WindowStats } from './window-stats.ts';
 
 const { values } = parseArgs({
   options: {
@@ -54,47 +54,11 @@ const uis = new UisServer({ service, adminToken: 'bench-admin-token', logger, he
 const listener = uis.requestListener();
 
 let accepted = 0;
-let cpuAtReset = process.cpuUsage();
-let usageAtReset = process.resourceUsage();
-let gc = { count: 0, totalMs: 0, maxMs: 0 };
-new PerformanceObserver((list) => {
-  for (const e of list.getEntries()) {
-    gc.count++;
-    gc.totalMs += e.duration;
-    gc.maxMs = Math.max(gc.maxMs, e.duration);
-  }
-}).observe({ entryTypes: ['gc'] });
-const loopDelay = monitorEventLoopDelay({ resolution: 5 });
-loopDelay.enable();
+const windowStats = new WindowStats();
 
 function stats(reset: boolean): Record<string, unknown> {
-  const cpu = process.cpuUsage();
-  if (reset) {
-    loopDelay.reset();
-    gc = { count: 0, totalMs: 0, maxMs: 0 };
-    cpuAtReset = cpu;
-    usageAtReset = process.resourceUsage();
-    return { cpuUserUs: cpu.user, cpuSystemUs: cpu.system };
-  }
-  const u = process.resourceUsage();
-  return {
-    cpuUserUs: cpu.user,
-    cpuSystemUs: cpu.system,
-    accepted,
-    inFlight: uis.inFlight(),
-    gc,
-    windowCpuUs: process.cpuUsage(cpuAtReset),
-    windowUsage: {
-      minorFaults: u.minorPageFault - usageAtReset.minorPageFault,
-      voluntarySwitches: u.voluntaryContextSwitches - usageAtReset.voluntaryContextSwitches,
-      involuntarySwitches: u.involuntaryContextSwitches - usageAtReset.involuntaryContextSwitches,
-    },
-    loopDelayMs: {
-      p50: loopDelay.percentile(50) / 1e6,
-      p99: loopDelay.percentile(99) / 1e6,
-      max: loopDelay.max / 1e6,
-    },
-  };
+  if (reset) return windowStats.reset();
+  return { ...windowStats.read(), accepted, inFlight: uis.inFlight() };
 }
 
 const server = createServer({ keepAliveTimeout: 120_000 }, (req, res) => {

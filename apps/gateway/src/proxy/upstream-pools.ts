@@ -48,13 +48,11 @@ export class UpstreamPools {
   /** Sockets opened and closed since start, over all origins: steady serving should open none. */
   readonly churn: PoolChurn = { connects: 0, disconnects: 0, lastDisconnect: undefined };
   readonly #clock: SweepClock;
-  readonly #poolOptions: EnginePoolOptions;
   #timer: NodeJS.Timeout | undefined;
 
   constructor(options: UpstreamPoolOptions = {}) {
     this.options = { ...DEFAULT_UPSTREAM_POOL_OPTIONS, ...options };
     const o = this.options;
-    this.#poolOptions = { ...o };
     const shortest = Math.min(
       o.headersTimeoutMs,
       o.bodyTimeoutMs,
@@ -68,7 +66,7 @@ export class UpstreamPools {
   get(origin: string): EnginePool {
     let pool = this.#pools.get(origin);
     if (pool === undefined) {
-      pool = new EnginePool(origin, this.#poolOptions, this.#clock, this.churn);
+      pool = new EnginePool(origin, this.options, this.#clock, this.churn);
       this.#pools.set(origin, pool);
       if (this.#timer === undefined) {
         this.#timer = setInterval(() => this.#sweep(), this.#clock.intervalMs);

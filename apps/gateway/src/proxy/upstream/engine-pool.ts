@@ -166,7 +166,8 @@ class Call implements UpstreamController {
   pending: Buffer | undefined;
   sentTick = 0;
   lastTick = 0;
-  readonly #onSlice = (slice: Buffer) => this.deliver(slice);
+  /** Decoded chunk data to the handler; made only for an answer that is decoded (a relayed one needs none). */
+  #onSlice: ((slice: Buffer) => void) | undefined;
 
   constructor(
     readonly pool: EnginePool,
@@ -293,7 +294,9 @@ class Call implements UpstreamController {
         const scanner = this.scanner!;
         let end: number;
         try {
-          end = this.relayRaw ? scanner.scan(buf) : scanner.scan(buf, 0, this.#onSlice);
+          end = this.relayRaw
+            ? scanner.scan(buf)
+            : scanner.scan(buf, 0, (this.#onSlice ??= (slice) => this.deliver(slice)));
         } catch (e) {
           this.fail(e as Error);
           return;

@@ -1,0 +1,57 @@
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
+
+/**
+ * What a bench gateway process reports about itself over a measured window (from `reset()` to `read()`): CPU,
+ * page faults and context switches, GC pauses (a long one stalls every stream at once) and event-loop delay.
+ * Both bench gateways (`gateway-server.ts`, `uis-gateway-server.ts`) serve it at `/_bench/stats`.
+ */
+export class WindowStats {
+  #cpuAtReset = process.cpuUsage();
+  #usageAtReset = process.resourceUsage();
+  #gc = { count: 0, totalMs: 0, maxMs: 0 };
+  readonly #loopDelay = monitorEventLoopDelay({ resolution: 5 });
+
+  constructor() {
+    new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) {
+        this.#gc.count++;
+        this.#gc.totalMs += e.duration;
+        this.#gc.maxMs = Math.max(this.#gc.maxMs, e.duration);
+      }
+    }).observe({ entryTypes: ['gc'] });
+    this.#loopDelay.enable();
+  }
+
+  /** Starts a window; answers the process's CPU so far. */
+  reset(): { cpuUserUs: number; cpuSystemUs: number } {
+    const cpu = process.cpuUsage();
+    this.#loopDelay.reset();
+    this.#gc = { count: 0, totalMs: 0, maxMs: 0 };
+    this.#cpuAtReset = cpu;
+    this.#usageAtReset = process.resourceUsage();
+    return { cpuUserUs: cpu.user, cpuSystemUs: cpu.system };
+  }
+
+  /** The window so far. */
+  read(): Record<string, unknown> {
+    const cpu = process.cpuUsage();
+    const u = process.resourceUsage();
+    const at = this.#usageAtReset;
+    return {
+      cpuUserUs: cpu.user,
+      cpuSystemUs: cpu.system,
+      gc: this.#gc,
+      windowCpuUs: process.cpuUsage(this.#cpuAtReset),
+      windowUsage: {
+        minorFaults: u.minorPageFault - at.minorPageFault,
+        voluntarySwitches: u.voluntaryContextSwitches - at.voluntaryContextSwitches,
+        involuntarySwitches: u.involuntaryContextSwitches - at.involuntaryContextSwitches,
+      },
+      loopDelayMs: {
+        p50: this.#loopDelay.percentile(50) / 1e6,
+        p99: this.#loopDelay.percentile(99) / 1e6,
+        max: this.#loopDelay.max / 1e6,
+      },
+    };
+  }
+}
