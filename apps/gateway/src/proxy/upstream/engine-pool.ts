@@ -292,11 +292,10 @@ class Call implements UpstreamController {
     switch (this.framing) {
       case 'chunked': {
         const scanner = this.scanner!;
+        if (!this.relayRaw) this.#onSlice ??= (slice) => this.deliver(slice);
         let end: number;
         try {
-          end = this.relayRaw
-            ? scanner.scan(buf)
-            : scanner.scan(buf, 0, (this.#onSlice ??= (slice) => this.deliver(slice)));
+          end = this.relayRaw ? scanner.scan(buf) : scanner.scan(buf, 0, this.#onSlice);
         } catch (e) {
           this.fail(e as Error);
           return;
