@@ -5,7 +5,6 @@
  * Prints `{"port": N}` once listening.
  */
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { getRequestListener } from '@hono/node-server';
 import { UisError } from '@uis/spec';
@@ -60,7 +59,6 @@ const newPhases = () => ({
   ttfb: new Samples(),
 });
 let phases = newPhases();
-let accepted = 0;
 const windowStats = new WindowStats();
 const inFlight = new InFlightCounter();
 const options = {
@@ -107,7 +105,6 @@ app.get('/_bench/stats', (c) => {
     ...windowStats.read(),
     completed,
     inFlight: inFlight.total,
-    accepted,
     phasesMs: Object.fromEntries(Object.entries(phases).map(([k, v]) => [k, summarize(v)])),
     outcomes,
     lastError,
@@ -120,12 +117,7 @@ const server = createServer(
   { keepAliveTimeout: 120_000 },
   createCombinedListener({ serving: routes, fallback: getRequestListener(app.fetch) }),
 );
-server.on('connection', () => {
-  accepted++;
-});
-server.listen(Number(values.port), '127.0.0.1', () => {
-  process.stdout.write(`${JSON.stringify({ port: (server.address() as AddressInfo).port })}\n`);
-});
+windowStats.listen(server, Number(values.port));
 const stop = () => {
   // A bench process: no graceful drain, just leave (the bench stops it between runs).
   server.closeAllConnections();

@@ -8,7 +8,6 @@
  * since `?reset`, CPU, context switches, event-loop delay and GC pauses (stalls show there as bursts at clients).
  */
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { parseConfig } from '@uis/spec';
 import { createLogger, UisServer, UisService } from '../src/index.ts';
@@ -53,12 +52,11 @@ await service.start();
 const uis = new UisServer({ service, adminToken: 'bench-admin-token', logger, healthProbeMs: 0 });
 const listener = uis.requestListener();
 
-let accepted = 0;
 const windowStats = new WindowStats();
 
 function stats(reset: boolean): Record<string, unknown> {
   if (reset) return windowStats.reset();
-  return { ...windowStats.read(), accepted, inFlight: uis.inFlight() };
+  return { ...windowStats.read(), inFlight: uis.inFlight() };
 }
 
 const server = createServer({ keepAliveTimeout: 120_000 }, (req, res) => {
@@ -69,12 +67,7 @@ const server = createServer({ keepAliveTimeout: 120_000 }, (req, res) => {
   }
   listener(req, res);
 });
-server.on('connection', () => {
-  accepted++;
-});
-server.listen(Number(values.port), '127.0.0.1', () => {
-  process.stdout.write(`${JSON.stringify({ port: (server.address() as AddressInfo).port })}\n`);
-});
+windowStats.listen(server, Number(values.port));
 const stop = () => {
   server.closeAllConnections();
   server.close(() => {

@@ -1,3 +1,5 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 
 /**
@@ -10,6 +12,8 @@ export class WindowStats {
   #usageAtReset = process.resourceUsage();
   #gc = { count: 0, totalMs: 0, maxMs: 0 };
   readonly #loopDelay = monitorEventLoopDelay({ resolution: 5 });
+  /** Client connections accepted since start (steady keep-alive load opens none after its ramp). */
+  #accepted = 0;
 
   constructor() {
     new PerformanceObserver((list) => {
@@ -40,6 +44,7 @@ export class WindowStats {
     return {
       cpuUserUs: cpu.user,
       cpuSystemUs: cpu.system,
+      accepted: this.#accepted,
       gc: this.#gc,
       windowCpuUs: process.cpuUsage(this.#cpuAtReset),
       windowUsage: {
@@ -53,5 +58,16 @@ export class WindowStats {
         max: this.#loopDelay.max / 1e6,
       },
     };
+  }
+
+  /** Listens on 127.0.0.1:`port` (0: ephemeral), counts accepted connections, and prints `{"port": N}` once
+   * listening: the line the bench waits for. */
+  listen(server: Server, port: number): void {
+    server.on('connection', () => {
+      this.#accepted++;
+    });
+    server.listen(port, '127.0.0.1', () => {
+      process.stdout.write(`${JSON.stringify({ port: (server.address() as AddressInfo).port })}\n`);
+    });
   }
 }
