@@ -48,13 +48,15 @@ const { values: args } = parseArgs({
     /** Leave out the nginx column (quicker iterations; direct and gateway always run). */
     'no-nginx': { type: 'boolean', default: false },
     'no-router': { type: 'boolean', default: false },
+    /** Leave out the realistic workload's calibration column: a plain Node relay (bench/node-relay.ts). */
+    'no-node-relay': { type: 'boolean', default: false },
     /** Scheduling priority (nice, -20..19) of the bench and so of every process it starts, all columns alike:
      * a negative value (root) keeps other work on a shared machine from preempting the measured processes. */
     nice: { type: 'string' },
     /** nice of the proxy processes only (gateway and nginx alike), e.g. -5: models a proxy that has its own CPU
      * instead of competing with its load generator and engines on the bench's 2 cores. */
     'proxy-nice': { type: 'string' },
-    rounds: { type: 'string', default: '2' },
+    rounds: { type: 'string', default: '3' },
     /** Directory for a V8 CPU profile of the gateway process (node --cpu-prof), written when it stops. */
     'cpu-prof': { type: 'string' },
     /** Extra node flags for the gateway process, comma separated (e.g. --max-semi-space-size=32). */
@@ -159,6 +161,13 @@ async function startGateway(engines: string[]): Promise<Proxy> {
     stats: async (reset: boolean) =>
       (await (await fetch(`${url}/_bench/stats${reset ? '?reset' : ''}`)).json()) as Record<string, unknown>,
   };
+}
+
+/** The calibration column: the least a Node streaming relay does (bench/node-relay.ts). */
+async function startNodeRelay(engines: string[]): Promise<Proxy> {
+  const proc = start('node-relay', ...niced(tsx('node-relay.ts', ['--engines', engines.join(',')])));
+  const { port } = await firstJsonLine<{ port: number }>(proc);
+  return { url: `http://127.0.0.1:${port}`, proc, cpuMs: async () => treeCpuMs(proc.pid) };
 }
 
 async function startNginxProxy(bin: string, engines: string[]): Promise<Proxy> {
@@ -311,7 +320,7 @@ function mergeSummary(list: LatencySummary[]): LatencySummary {
   return { p50: avg('p50'), p90: avg('p90'), p99: avg('p99'), count };
 }
 
-type StreamRun = { load: LoadResult; cpuMs?: number };
+type StreamRun = { load: LoadResult; cpuMs?: number; totalP99ByRound?: number[] };
 
 function mergeStream(runs: StreamRun[]): StreamRun {
   const sum = (k: 'durationS' | 'requests' | 'errors' | 'events' | 'chunks') =>
@@ -329,6 +338,7 @@ function mergeStream(runs: StreamRun[]): StreamRun {
       gapMs: mergeSummary(runs.map((r) => r.load.gapMs)),
     },
     ...(cpu === undefined ? {} : { cpuMs: cpu }),
+    totalP99ByRound: runs.map((r) => r.load.totalMs.p99),
   };
 }
 
@@ -367,6 +377,7 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
   const gateway = await startGateway(engines.urls);
   const proxyNginx = 'bin' in nginx ? await startNginxProxy(nginx.bin, engines.urls) : undefined;
   const proxyRouter = 'python' in router ? await startRouter(router.python, engines.urls, niced) : undefined;
+  const nodeRelay = args['no-node-relay'] ? undefined : await startNodeRelay(engines.urls);
   const body = (model: string) =>
     JSON.stringify({
       model,
@@ -402,19 +413,30 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
             },
           ]
         : []),
+      ...(nodeRelay
+        ? [
+            {
+              name: 'node relay',
+              run: () => streamLoad([`${nodeRelay.url}/v1/chat/completions`], body(SERVED), nodeRelay),
+            },
+          ]
+        : []),
       // The gateway gets an alias so it really rewrites `model` (one parse + one serialize per request).
       {
         name: 'gateway',
         run: () => streamLoad([`${gateway.url}/${ROLE}/v1/chat/completions`], body('bench-alias'), gateway),
       },
     ];
-    const results = await inRounds(columns, mergeStream);
+    const results = await inRounds<StreamRun>(columns, mergeStream);
     const d = results.direct!.load;
     const rps = (l: LoadResult) => l.requests / l.durationS;
-    const cols: Column[] = ['direct', 'nginx', 'sglang-router', 'gateway'].map((name) => {
+    const cpuCount = cpus().length;
+    const cols: Column[] = ['direct', 'nginx', 'sglang-router', 'node relay', 'gateway'].map((name) => {
       const r = results[name];
       if (r === undefined) return { name, skipped: missingReason(name, nginx, router) };
       const l = r.load;
+      const cpuPerEventMs = r.cpuMs === undefined ? undefined : r.cpuMs / Math.max(1, l.events);
+      const directByRound = results.direct!.totalP99ByRound ?? [];
       return {
         name,
         cells: {
@@ -432,9 +454,22 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
             name === 'direct'
               ? '-'
               : `${f(l.ttfbMs.p50 - d.ttfbMs.p50, 2)} / ${f(l.ttfbMs.p99 - d.ttfbMs.p99, 2)}`,
+          'added total p99 by round ms':
+            name === 'direct'
+              ? '-'
+              : (r.totalP99ByRound ?? [])
+                  .map((p, i) => f(p - (directByRound[i] ?? Number.NaN), 1))
+                  .join(', '),
           'inter-chunk p50 / p99 ms': `${f(l.gapMs.p50, 2)} / ${f(l.gapMs.p99, 2)}`,
           'proxy CPU ms/request': r.cpuMs === undefined ? '-' : f(r.cpuMs / l.requests, 3),
-          'proxy CPU ms/event': r.cpuMs === undefined ? '-' : f(r.cpuMs / Math.max(1, l.events), 4),
+          'proxy CPU us/event': cpuPerEventMs === undefined ? '-' : f(cpuPerEventMs * 1000, 1),
+          // Every stream of an engine gets its token in the same decode step: the proxy relays bursts of
+          // (concurrency) events that it, the engines and the load generator work off on the same cores. The
+          // last event of a burst is then late by about the proxy's share of that work.
+          'model: burst x CPU/event / CPUs, ms':
+            cpuPerEventMs === undefined
+              ? '-'
+              : f((Number(args['stream-concurrency']) * cpuPerEventMs) / cpuCount, 1),
           'vs direct (req/s)': ratio(rps(l), rps(d)),
           'vs nginx (req/s)': results.nginx ? ratio(rps(l), rps(results.nginx.load)) : '-',
           'vs sglang-router (req/s)': results['sglang-router']
@@ -451,11 +486,13 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
         `${args.rounds} rounds per column in rotated order; latency rows are request-weighted means of per-round percentiles`,
         'targets: gateway >= 0.98x direct requests/s, added p50 < 1 ms, added p99 < 5 ms; gateway >= 1.0x sglang-router requests/s with no worse p99',
         ROUTER_NOTE,
+        'node relay: calibration, not a product: node:http + raw engine sockets relaying the chunked answer byte for byte, nothing else (bench/node-relay.ts); where Node itself lands on this machine',
+        `model row: a decode step's burst of ${args['stream-concurrency']} events times the proxy's CPU per event, shared by ${cpuCount} CPUs with the engines and the load generator; the added p99 follows it`,
       ],
     );
   } finally {
     await Promise.all(
-      [gateway.proc, proxyNginx?.proc, proxyRouter?.proc, ...engines.procs]
+      [gateway.proc, proxyNginx?.proc, proxyRouter?.proc, nodeRelay?.proc, ...engines.procs]
         .filter((p) => p !== undefined)
         .map(stop),
     );
@@ -468,6 +505,7 @@ const ROUTER_NOTE =
 function missingReason(name: string, nginx: Found<'bin'>, router: Found<'python'>): string {
   if (name === 'nginx' && 'missing' in nginx) return nginx.missing;
   if (name === 'sglang-router' && 'missing' in router) return router.missing;
+  if (name === 'node relay' && args['no-node-relay']) return '--no-node-relay';
   return 'not run';
 }
 
