@@ -241,8 +241,11 @@ export class SGLangClient {
     let connectErrors = 0;
     for (;;) {
       attempts++;
+      // One attempt never outlives the deadline: a silent engine must not hold the caller for the pool's 1 h.
+      const left = Math.max(1, deadlineMs - (Date.now() - start));
+      const timeoutMs = Math.min(opts.timeoutMs ?? left, left);
       try {
-        if (await this.flushCacheOnce(opts)) return;
+        if (await this.flushCacheOnce({ ...opts, timeoutMs })) return;
         connectErrors = 0;
       } catch (e) {
         if (!isEngineError(e, 'engine_unreachable') || ++connectErrors >= maxConnectErrors) throw e;
@@ -371,7 +374,19 @@ export class SGLangClient {
       if (call.res.statusCode >= 300 && !accept.includes(call.res.statusCode)) {
         throw await this.httpError(call);
       }
-      await this.readText(call);
+      const text = await this.readText(call);
+      // These endpoints answer an empty or free-form body; one that says it failed must not pass as done (a
+      // release counted as freed memory that is still held).
+      const refusal = call.res.statusCode < 300 ? refusalMessage(text) : undefined;
+      if (refusal !== undefined) {
+        throw new EngineError({
+          code: 'engine_refused',
+          endpoint: call.endpoint,
+          path: 'response.success',
+          body: text.slice(0, MAX_ERROR_BODY),
+          message: `engine answered ${call.res.statusCode} with success false: ${refusal}`,
+        });
+      }
       return call.res.statusCode;
     } finally {
       call.dispose();
@@ -392,10 +407,14 @@ export class SGLangClient {
         throw await this.httpError(call);
       }
       const text = await this.readText(call);
+      // An accepted error status (a weight endpoint's 400) is a value only when its body is the protocol's
+      // answer; anything else there (an HTML page, `{"error": ...}`) is the HTTP error it looks like.
+      const accepted = call.res.statusCode >= 300;
       let value: unknown;
       try {
         value = JSON.parse(text);
       } catch {
+        if (accepted) throw this.httpErrorOf(call, text);
         throw new EngineError({
           code: 'engine_bad_response',
           endpoint: call.endpoint,
@@ -404,7 +423,8 @@ export class SGLangClient {
         });
       }
       const parsed = schema.safeParse(value);
-      if (!parsed.success) throw badResponse(call.endpoint, parsed.error);
+      if (!parsed.success)
+        throw accepted ? this.httpErrorOf(call, text) : badResponse(call.endpoint, parsed.error);
       return parsed.data;
     } finally {
       call.dispose();
@@ -540,19 +560,36 @@ export class SGLangClient {
   private async httpError(call: Opened): Promise<EngineError> {
     let text = '';
     try {
-      text = (await call.res.body.text()).slice(0, MAX_ERROR_BODY);
+      text = await call.res.body.text();
     } catch {
       // The status alone is the error; a body that fails to arrive adds nothing.
     }
+    return this.httpErrorOf(call, text);
+  }
+
+  private httpErrorOf(call: Opened, text: string): EngineError {
     const status = call.res.statusCode;
     return new EngineError({
       code: 'engine_http_error',
       endpoint: call.endpoint,
       engineStatus: status,
-      body: text,
+      body: text.slice(0, MAX_ERROR_BODY),
       message: `HTTP ${status}: ${errorMessage(text)}`,
     });
   }
+}
+
+/** The message of a body that says `success: false` (`{success: false, message}`), else undefined. */
+function refusalMessage(text: string): string | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== 'object' || value === null || !('success' in value) || value.success !== false)
+    return undefined;
+  return 'message' in value && typeof value.message === 'string' ? value.message : '(no message)';
 }
 
 function isErrorEvent(value: unknown): boolean {

@@ -8,6 +8,7 @@ export type EngineErrorCode =
   | 'engine_http_error'
   | 'engine_bad_response'
   | 'engine_stream_error'
+  | 'engine_refused'
   | 'engine_aborted';
 
 const STATUS: Record<EngineErrorCode, number> = {
@@ -16,6 +17,7 @@ const STATUS: Record<EngineErrorCode, number> = {
   engine_http_error: 502,
   engine_bad_response: 502,
   engine_stream_error: 502,
+  engine_refused: 502,
   // The caller cancelled; 499 is the de-facto "client closed request" status.
   engine_aborted: 499,
 };

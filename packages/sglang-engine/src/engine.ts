@@ -2,7 +2,16 @@ import { UisError } from '@uis/spec';
 import { SGLangClient } from './client.ts';
 import { isEngineError } from './engine-error.ts';
 import type { EngineLauncher, LaunchedReplica, LaunchSpec, ProcessExit } from './launcher.ts';
-import type { MemoryTag, PauseMode } from './protocol.ts';
+import {
+  DEFAULT_WEIGHT_UPDATE_GROUP,
+  type DestroyWeightsUpdateGroupRequest,
+  type InitWeightsUpdateGroupRequest,
+  type MemoryTag,
+  type PauseMode,
+  type SuccessMessage,
+} from './protocol.ts';
+
+const groupName = (req: { group_name?: string | undefined }) => req.group_name ?? DEFAULT_WEIGHT_UPDATE_GROUP;
 
 /** Time source; tests pass a fake one. */
 export interface Clock {
@@ -33,6 +42,12 @@ export interface SGLangEngineOptions {
   pollMs?: number;
   /** Deadline of flush_cache retries (while requests still run). Default 120 s, as Relax. */
   flushDeadlineMs?: number;
+  /** Deadline of one control call (pause, abort, continue, release/resume memory, weight version, weight update
+   * group init/destroy): an engine that accepts the call and never answers must not hold a lifecycle operation
+   * for the client's 1 h idle timeout. Default 5 min (resuming weights of a large model takes a while). */
+  controlTimeoutMs?: number;
+  /** Deadline of one weight load (disk or distributed). Default 30 min. */
+  weightUpdateTimeoutMs?: number;
 }
 
 export type DrainPolicy = 'wait' | 'abort' | 'retract' | 'in_place';
@@ -94,6 +109,8 @@ export class SGLangEngine {
   private readonly logger: EngineLogger | undefined;
   private readonly pollMs: number;
   private readonly flushDeadlineMs: number;
+  private readonly control: { timeoutMs: number };
+  private readonly weightLoad: { timeoutMs: number };
   private replica: LaunchedReplica | undefined;
   private readonly exitCallbacks: Array<(e: ProcessExit) => void> = [];
   private lastExit: ProcessExit | undefined;
@@ -111,6 +128,8 @@ export class SGLangEngine {
     this.logger = opts.logger;
     this.pollMs = opts.pollMs ?? 250;
     this.flushDeadlineMs = opts.flushDeadlineMs ?? 120_000;
+    this.control = { timeoutMs: opts.controlTimeoutMs ?? 300_000 };
+    this.weightLoad = { timeoutMs: opts.weightUpdateTimeoutMs ?? 1_800_000 };
     if (this.launcher && !this.launchSpec) {
       throw new UisError({
         code: 'invalid_engine_options',
@@ -177,17 +196,22 @@ export class SGLangEngine {
   /** Releases GPU memory: flush_cache (retried while requests run), then release_memory_occupation(tags). */
   async sleep(tags?: MemoryTag[]): Promise<void> {
     await this.client.flushCache({ deadlineMs: this.flushDeadlineMs });
-    await this.client.releaseMemoryOccupation(tags);
+    await this.releaseMemory(tags);
+  }
+
+  /** release_memory_occupation(tags) alone, for a caller whose drain already flushed the cache. */
+  async releaseMemory(tags?: MemoryTag[]): Promise<void> {
+    await this.client.releaseMemoryOccupation(tags, this.control);
     this.logger?.info({ engineId: this.engineId, tags: tags ?? 'all' }, 'memory released');
   }
 
   /** resume_memory_occupation(tags); once everything is resident, resumes generation a drain paused. Resume by
    * tag (weights, sync, then kv_cache) to avoid holding old weights, cache and new weights at once. */
   async wake(tags?: MemoryTag[]): Promise<void> {
-    await this.client.resumeMemoryOccupation(tags);
+    await this.client.resumeMemoryOccupation(tags, this.control);
     const complete = tags === undefined || tags.includes('kv_cache');
     if (complete && this.paused !== null) {
-      await this.client.continueGeneration();
+      await this.client.continueGeneration(this.control);
       this.paused = null;
     }
     this.logger?.info({ engineId: this.engineId, tags: tags ?? 'all' }, 'memory resumed');
@@ -197,7 +221,7 @@ export class SGLangEngine {
    * e.g. after an in-place weight update. No-op when nothing is paused. */
   async resumeGeneration(): Promise<void> {
     if (this.paused === null) return;
-    await this.client.continueGeneration();
+    await this.client.continueGeneration(this.control);
     this.paused = null;
   }
 
@@ -231,15 +255,15 @@ export class SGLangEngine {
       report.inflightAtEnd = left;
       if (left > 0) {
         report.timedOut = true;
-        await this.client.abortAll();
+        await this.client.abortAll(this.control);
         report.aborted = true;
       }
     } else {
-      await this.client.pauseGeneration(opts.policy);
+      await this.client.pauseGeneration(opts.policy, this.control);
       this.paused = opts.policy;
       report.paused = opts.policy;
       if (opts.policy === 'abort') {
-        await this.client.abortAll();
+        await this.client.abortAll(this.control);
         report.aborted = true;
       }
     }
@@ -258,52 +282,77 @@ export class SGLangEngine {
    * `distributed`: update_weights_from_distributed over an initialised NCCL group (weights already broadcast
    * by the trainer); `version`: only relabels (weights pushed by another path, e.g. tensors). */
   async updateWeights(req: WeightUpdate): Promise<{ weightVersion: string }> {
-    let result: { success: boolean; message: string };
+    let result: SuccessMessage;
+    let path: string;
     if (req.source === 'disk') {
-      result = await this.client.updateWeightsFromDisk({
-        model_path: req.modelPath,
-        weight_version: req.weightVersion,
-        ...(req.loadFormat === undefined ? {} : { load_format: req.loadFormat }),
-        ...(req.abortAllRequests === undefined ? {} : { abort_all_requests: req.abortAllRequests }),
-      });
+      path = '/update_weights_from_disk';
+      result = await this.client.updateWeightsFromDisk(
+        {
+          model_path: req.modelPath,
+          weight_version: req.weightVersion,
+          ...(req.loadFormat === undefined ? {} : { load_format: req.loadFormat }),
+          ...(req.abortAllRequests === undefined ? {} : { abort_all_requests: req.abortAllRequests }),
+        },
+        this.weightLoad,
+      );
     } else if (req.source === 'distributed') {
-      result = await this.client.updateWeightsFromDistributed({
-        names: req.names,
-        dtypes: req.dtypes,
-        shapes: req.shapes,
-        weight_version: req.weightVersion,
-        flush_cache: req.flushCache ?? true,
-        abort_all_requests: req.abortAllRequests ?? false,
-        ...(req.groupName === undefined ? {} : { group_name: req.groupName }),
-      });
+      path = '/update_weights_from_distributed';
+      result = await this.client.updateWeightsFromDistributed(
+        {
+          names: req.names,
+          dtypes: req.dtypes,
+          shapes: req.shapes,
+          weight_version: req.weightVersion,
+          flush_cache: req.flushCache ?? true,
+          abort_all_requests: req.abortAllRequests ?? false,
+          ...(req.groupName === undefined ? {} : { group_name: req.groupName }),
+        },
+        this.weightLoad,
+      );
     } else {
-      result = await this.client.updateWeightVersion({
-        new_version: req.weightVersion,
-        abort_all_requests: req.abortAllRequests ?? false,
-      });
+      path = '/update_weight_version';
+      result = await this.client.updateWeightVersion(
+        { new_version: req.weightVersion, abort_all_requests: req.abortAllRequests ?? false },
+        this.control,
+      );
     }
-    if (!result.success) {
-      throw new UisError({
-        code: 'weight_update_failed',
-        status: 502,
-        path: 'weightVersion',
-        message: `${this.engineId}: ${req.source} weight update to ${req.weightVersion} failed: ${result.message}`,
-      });
-    }
+    this.requireSuccess(path, result, `${req.source} weight update to ${req.weightVersion}`);
     const reported = await this.weightVersion();
     if (reported !== null && reported !== req.weightVersion) {
       throw new UisError({
         code: 'weight_version_mismatch',
         status: 502,
         path: 'weightVersion',
-        message: `${this.engineId}: engine reports weight version ${reported} after updating to ${req.weightVersion}`,
+        message: `${this.engineId} (${this.client.baseUrl}): engine reports weight version ${reported} after updating to ${req.weightVersion}`,
       });
     }
     return { weightVersion: reported ?? req.weightVersion };
   }
 
+  /** init_weights_update_group: joins the trainer's NCCL group; `success: false` throws `weight_update_failed`. */
+  async initWeightsUpdateGroup(req: InitWeightsUpdateGroupRequest): Promise<void> {
+    const r = await this.client.initWeightsUpdateGroup(req, this.control);
+    this.requireSuccess(
+      '/init_weights_update_group',
+      r,
+      `joining weight update group ${groupName(req)}`,
+      'group_name',
+    );
+  }
+
+  /** destroy_weights_update_group; `success: false` throws `weight_update_failed`. */
+  async destroyWeightsUpdateGroup(req: DestroyWeightsUpdateGroupRequest): Promise<void> {
+    const r = await this.client.destroyWeightsUpdateGroup(req, this.control);
+    this.requireSuccess(
+      '/destroy_weights_update_group',
+      r,
+      `leaving weight update group ${groupName(req)}`,
+      'group_name',
+    );
+  }
+
   weightVersion(): Promise<string | null> {
-    return this.client.weightVersion();
+    return this.client.weightVersion(this.control);
   }
 
   /** Stops the launched processes (a no-op for an attached engine) and closes the HTTP pool. Idempotent. */
@@ -329,6 +378,17 @@ export class SGLangEngine {
       if (isEngineError(e)) return 0;
       throw e;
     }
+  }
+
+  /** A weight endpoint's `{success: false, message}` as `weight_update_failed`, naming the engine's endpoint. */
+  private requireSuccess(path: string, result: SuccessMessage, what: string, field = 'weightVersion'): void {
+    if (result.success) return;
+    throw new UisError({
+      code: 'weight_update_failed',
+      status: 502,
+      path: field,
+      message: `${this.engineId}: POST ${this.client.baseUrl}${path}: ${what} failed: ${result.message}`,
+    });
   }
 
   private async failStart(reason: string): Promise<never> {

@@ -423,7 +423,8 @@ export type UpdateWeightsFromDiskRequest = z.infer<typeof UpdateWeightsFromDiskR
 export const UpdateWeightsFromDiskResponseSchema = z.looseObject({
   success: z.boolean(),
   message: z.string(),
-  num_paused_requests: z.number().int().nonnegative(),
+  // Older engines leave it out; their `{success: false}` must still read as a failure, not a bad answer.
+  num_paused_requests: z.number().int().nonnegative().optional(),
 });
 export type UpdateWeightsFromDiskResponse = z.infer<typeof UpdateWeightsFromDiskResponseSchema>;
 
