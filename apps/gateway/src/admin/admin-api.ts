@@ -1,8 +1,18 @@
-import { type BatchKind, BatchKindSchema, OperationLedger, WeightUpdateRequestSchema } from '@uis/manager';
-import { type Role, RoleSchema, UisError, zodIssues } from '@uis/spec';
+import { isUtf8 } from 'node:buffer';
+import {
+  type BatchKind,
+  BatchKindSchema,
+  GenrmInputSchema,
+  OperationLedger,
+  SubmitSamplesSchema,
+  TeacherInputSchema,
+  WeightUpdateRequestSchema,
+} from '@uis/manager';
+import { parseOrThrow, type Role, RoleSchema, UisError, zodIssues } from '@uis/spec';
 import { type Context, Hono } from 'hono';
 import { z } from 'zod';
 import { authorized, unauthorized } from '../gateway/auth.ts';
+import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { asUisError } from '../proxy/index.ts';
 import type { UisService } from '../service/uis-service.ts';
 import type { BarrierBoard } from './barrier-board.ts';
@@ -11,6 +21,8 @@ export interface AdminApiOptions {
   service: UisService;
   adminToken: string;
   barriers: BarrierBoard;
+  /** Request body limit in bytes (413 above it); the serving routes' limit. */
+  maxBodyBytes?: number;
 }
 
 const DrainBodySchema = z.strictObject({
@@ -79,7 +91,16 @@ function fail(c: Context, e: unknown) {
 
 /** Reads a JSON object body; an empty body is `{}`. */
 async function jsonBody(c: Context): Promise<Record<string, unknown>> {
-  const text = await c.req.text();
+  const bytes = Buffer.from(await c.req.arrayBuffer());
+  // Decoding would turn stray bytes into U+FFFD silently: an id or a path would differ from what was sent.
+  if (!isUtf8(bytes))
+    throw new UisError({
+      code: 'invalid_json',
+      status: 400,
+      path: 'body',
+      message: 'request body is not valid UTF-8; send JSON encoded as UTF-8',
+    });
+  const text = bytes.toString('utf8');
   if (text.trim() === '') return {};
   let json: unknown;
   try {
@@ -102,6 +123,40 @@ async function jsonBody(c: Context): Promise<Record<string, unknown>> {
   return json as Record<string, unknown>;
 }
 
+const MAX_OPERATION_ID = 200;
+
+/** The operation id of a mutation: the `Idempotency-Key` header or the body's `operation_id` (the same one when
+ * both are given). An empty id is refused: every call sending it would share one operation and get its result. */
+function operationIdOf(header: string | undefined, fromBody: unknown): string | null {
+  const check = (id: string, path: string) => {
+    if (id.trim() === '' || id.length > MAX_OPERATION_ID)
+      throw new UisError({
+        code: 'invalid_input',
+        status: 400,
+        path,
+        message: `an operation id must be 1 to ${MAX_OPERATION_ID} characters, not blank; omit it to run without one`,
+      });
+    return id;
+  };
+  if (fromBody !== undefined && typeof fromBody !== 'string')
+    throw new UisError({
+      code: 'invalid_input',
+      status: 400,
+      path: 'body.operation_id',
+      message: 'operation_id must be a string',
+    });
+  const body = fromBody === undefined ? undefined : check(fromBody, 'body.operation_id');
+  const head = header === undefined ? undefined : check(header, 'headers.idempotency-key');
+  if (body !== undefined && head !== undefined && body !== head)
+    throw new UisError({
+      code: 'invalid_input',
+      status: 400,
+      path: 'body.operation_id',
+      message: `the Idempotency-Key header (${head}) and the body's operation_id (${body}) differ; send one id`,
+    });
+  return head ?? body ?? null;
+}
+
 /**
  * The admin API under `/admin`: lifecycle of roles and models, external engines, weight updates, phases,
  * trainer barriers and deferred batches. Bearer token only (401 and nothing changes without it). Every mutation
@@ -120,6 +175,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
     }
     await next();
   });
+  app.use('*', jsonBodyLimit(opts.maxBodyBytes));
 
   const manager = (role: string) => {
     const r = RoleSchema.safeParse(role);
@@ -148,15 +204,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
       try {
         const raw = await jsonBody(c);
         const { operation_id, ...rest } = raw;
-        const headerId = c.req.header('idempotency-key');
-        if (operation_id !== undefined && typeof operation_id !== 'string')
-          throw new UisError({
-            code: 'invalid_input',
-            status: 400,
-            path: 'body.operation_id',
-            message: 'operation_id must be a string',
-          });
-        operationId = headerId ?? (operation_id as string | undefined) ?? null;
+        operationId = operationIdOf(c.req.header('idempotency-key'), operation_id);
         const parsed = schema.safeParse(rest);
         if (!parsed.success) throw invalid(parsed.error, 'body');
         subject = subjectOf(c, parsed.data);
@@ -423,8 +471,49 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
   return app;
 }
 
+const INPUT_SCHEMA = { genrm_score: GenrmInputSchema, teacher_logprobs: TeacherInputSchema } as const;
+const ROLE_OF_KIND: Record<BatchKind, Role> = { genrm_score: 'genrm', teacher_logprobs: 'teacher' };
+
+/** Everything a batch needs before it exists: a configured scorer role, a model of it, valid samples with
+ * distinct ids. A batch that could never run would otherwise block its scorer phase (the runner stops the phase at
+ * the first failed batch), and a refused one would linger as a failed batch. */
+function checkBatch(service: UisService, kind: BatchKind, model: string | null, samples: unknown[]): void {
+  const role = ROLE_OF_KIND[kind];
+  const manager = service.managers.get(role);
+  if (!manager)
+    throw new UisError({
+      code: 'unknown_role',
+      status: 400,
+      path: 'kind',
+      message: `${kind} batches are scored by the ${role} role, which is not configured; roles: ${[...service.managers.keys()].join(', ')}`,
+    });
+  const models = Object.keys(manager.registry.snapshot().models);
+  if (model !== null && !models.includes(model))
+    throw new UisError({
+      code: 'unknown_model',
+      status: 400,
+      path: 'model',
+      message: `the ${role} role has no model ${JSON.stringify(model)}; models: ${models.join(', ')}`,
+    });
+  const parsed = parseOrThrow(SubmitSamplesSchema, { samples }, '', 'invalid_samples');
+  const seen = new Map<string, number>();
+  parsed.samples.forEach((s, i) => {
+    parseOrThrow(INPUT_SCHEMA[kind], s.input, `samples[${i}].input`, 'invalid_samples');
+    const first = seen.get(s.sample_id);
+    if (first !== undefined)
+      throw new UisError({
+        code: 'duplicate_sample',
+        status: 400,
+        path: `samples[${i}].sample_id`,
+        message: `sample_id ${JSON.stringify(s.sample_id)} is also samples[${first}]; sample ids must be unique`,
+      });
+    seen.set(s.sample_id, i);
+  });
+}
+
 /** Creates, fills and seals a batch in one call; a role without a defer schedule scores it at once. */
 export function submitBatch(service: UisService, kind: BatchKind, model: string | null, samples: unknown[]) {
+  checkBatch(service, kind, model, samples);
   const created = service.store.create({ kind, model });
   try {
     service.store.addSamples(created.id, { samples });

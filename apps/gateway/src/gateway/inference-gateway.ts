@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
@@ -12,7 +13,7 @@ import {
   resolveModel,
 } from '@uis/routing';
 import { type GroupPlacement, type InferenceRoleSpec, retryGuidance, UisError, zodIssues } from '@uis/spec';
-import { Hono } from 'hono';
+import { type Context, Hono } from 'hono';
 import { z } from 'zod';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import {
@@ -80,11 +81,48 @@ export interface InferenceGatewayOptions {
 }
 
 const EngineQuerySchema = z.object({
-  wait_revision: z.coerce.number().int().nonnegative().optional(),
-  timeout_s: z.coerce.number().nonnegative().optional(),
+  // Decimal digits only: `Number()` would read '' as 0 and '0x10' as 16, answering a revision nobody asked for.
+  wait_revision: z
+    .string()
+    .regex(/^\d{1,15}$/, 'must be a topology revision: a non-negative decimal integer')
+    .transform(Number)
+    .optional(),
+  timeout_s: z
+    .string()
+    .trim()
+    .min(1, 'must be a number of seconds')
+    .transform(Number)
+    .pipe(z.number().nonnegative())
+    .optional(),
   schema: z.enum(['1', '2']).optional(),
   model_name: z.string().min(1).optional(),
 });
+const HealthQuerySchema = z.object({ schema: z.enum(['1', '2']).optional() });
+
+/** Methods other than the ones a route answers get 405 + `Allow` instead of a 404 that hides the route. */
+const OTHER_METHODS = {
+  read: ['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
+  serving: ['GET', 'HEAD', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
+} as const;
+
+function methodNotAllowed(method: string, path: string, allow: string): UisError {
+  return new UisError({
+    code: 'method_not_allowed',
+    status: 405,
+    path: 'method',
+    message: `${method} ${path} is not supported; use ${allow}`,
+  });
+}
+
+/** JSON text is UTF-8 (RFC 8259): other bytes would reach the engine as something else than what was routed. */
+function notUtf8(): UisError {
+  return new UisError({
+    code: ProxyErrorCode.invalidJson,
+    status: 400,
+    path: 'body',
+    message: 'request body is not valid UTF-8; send JSON encoded as UTF-8',
+  });
+}
 
 const ROUTER_PREFIX = 'router:';
 
@@ -210,6 +248,8 @@ export class InferenceGateway {
       return c.json(snapshot);
     });
     app.get(`${base}/health`, (c) => {
+      const q = HealthQuerySchema.safeParse(c.req.query());
+      if (!q.success) return c.json(queryError(q.error).toJSON(), 400);
       const snapshot = this.manager.registry.snapshot();
       const models: Record<string, unknown> = {};
       let anyServing = false;
@@ -227,7 +267,7 @@ export class InferenceGateway {
           ...(canServe ? {} : { reason: guidance.reason, retry_after_s: guidance.retryAfterSeconds }),
         };
       }
-      if (c.req.query('schema') === '1') {
+      if (q.data.schema === '1') {
         // Relax's GenRM service answered this shape; healthy means it can score now.
         return c.json({ status: anyServing ? 'healthy' : 'unhealthy', service: this.role });
       }
@@ -258,6 +298,15 @@ export class InferenceGateway {
       }
       return c.json({ object: 'list', data });
     });
+    const read = [`${base}/engines`, `${base}/health`, `${base}/v1/models`];
+    const { generate, chat } = servingPaths(this.role);
+    const refuse = (allow: string) => (c: Context) => {
+      c.header('allow', allow);
+      return c.json(methodNotAllowed(c.req.method, c.req.path, allow).toJSON(), 405);
+    };
+    app.on([...OTHER_METHODS.read], read, refuse('GET, HEAD'));
+    // POST never gets here: the serving routes answer it on the fast path.
+    app.on([...OTHER_METHODS.serving], [generate, ...chat], refuse('POST'));
   }
 
   private pidsOf(engineId: string): number[] {
@@ -283,14 +332,17 @@ export class InferenceGateway {
         onComplete: (e: CompletionEvent) => this.completed(e),
       },
     };
-    const generate = createServingHandler(options, (body, req, requestId, res) =>
+    const generate = createServingHandler(options, (body, req, requestId, res) => {
+      if (!isUtf8(body.raw)) return notUtf8();
       // GenRM: a body with `messages` is Relax's GenRM call, answered `{"response": ...}` by the adapter.
-      this.role === 'genrm' && body.json.messages !== undefined
+      return this.role === 'genrm' && body.json.messages !== undefined
         ? { respond: () => this.genrmMessages(body, req, res, requestId) }
-        : this.resolve(body, req, requestId, res, '/generate', { remove: ['model', 'route_key'] }),
-    );
+        : this.resolve(body, req, requestId, res, '/generate', { remove: ['model', 'route_key'] });
+    });
     const chat = createServingHandler(options, (body, req, requestId, res) =>
-      this.resolve(body, req, requestId, res, '/v1/chat/completions', undefined),
+      isUtf8(body.raw)
+        ? this.resolve(body, req, requestId, res, '/v1/chat/completions', undefined)
+        : notUtf8(),
     );
     routes.add('POST', paths.generate, this.guard(generate));
     for (const p of paths.chat) routes.add('POST', p, this.guard(chat));

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { extname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { UisError } from '@uis/spec';
 import type { Context } from 'hono';
 
 /** Where the console's Vite build lands in this repo. */
@@ -35,7 +36,19 @@ export function consoleHandler(root: string = CONSOLE_DIST) {
   return (c: Context) => {
     const index = join(root, 'index.html');
     if (!existsSync(index)) return c.html(MISSING, 200);
-    const rel = normalize(decodeURIComponent(c.req.path)).replace(/^([/\\])+/, '');
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(c.req.path);
+    } catch {
+      const err = new UisError({
+        code: 'invalid_path',
+        status: 400,
+        path: 'path',
+        message: `the path ${c.req.path} has a malformed percent-encoding`,
+      });
+      return c.json(err.toJSON(), 400);
+    }
+    const rel = normalize(decoded).replace(/^([/\\])+/, '');
     const file = join(root, rel);
     if (
       rel !== '' &&

@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
 import { type ConsoleState, type Role, UisError } from '@uis/spec';
@@ -8,11 +8,13 @@ import { Hono } from 'hono';
 import pino from 'pino';
 import { createAdminApi } from '../admin/admin-api.ts';
 import { BarrierBoard } from '../admin/barrier-board.ts';
+import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import {
   createCombinedListener,
   FastRoutes,
+  servingPaths,
   type UpstreamPoolOptions,
   UpstreamPools,
 } from '../proxy/index.ts';
@@ -186,24 +188,46 @@ export class UisServer {
     });
     this.app.route(
       '/admin',
-      createAdminApi({ service, adminToken: opts.adminToken, barriers: this.barriers }),
-    );
-    this.app.use(
-      '/trpc/*',
-      trpcServer({
-        router,
-        endpoint: '/trpc',
-        createContext: (_o, c) => ({ authorization: c.req.header('authorization') ?? null }),
+      createAdminApi({
+        service,
+        adminToken: opts.adminToken,
+        barriers: this.barriers,
+        ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
       }),
     );
+    const trpc = trpcServer({
+      router,
+      endpoint: '/trpc',
+      createContext: (_o, c) => ({ authorization: c.req.header('authorization') ?? null }),
+    });
+    this.app.use('/trpc/*', jsonBodyLimit(opts.maxBodyBytes), async (c, next) => {
+      const res = await trpc(c, next);
+      // tRPC refuses a content type before it labels its answer: the body is its JSON error all the same.
+      if (res instanceof Response && res.status === 415) res.headers.set('content-type', 'application/json');
+      return res;
+    });
     this.app.get('/metrics', async (c) =>
       c.body(await this.metrics.text(), 200, { 'content-type': this.metrics.contentType }),
     );
     this.app.get('/healthz', (c) => c.json({ status: 'ok', roles: [...this.gateways.keys()] }));
     const roles = new Set<string>([...this.gateways.keys(), 'admin', 'trpc', 'metrics']);
     const console = consoleHandler(opts.consoleDist ?? CONSOLE_DIST);
+    // A role's API paths: under a role that is not configured they answer JSON, not the console's page.
+    const isRolePath = (role: string, path: string) => {
+      const { generate, chat } = servingPaths(role);
+      return [`/${role}/engines`, `/${role}/health`, `/${role}/v1/models`, generate, ...chat].includes(path);
+    };
     this.app.all('*', (c) => {
       const first = c.req.path.split('/')[1] ?? '';
+      if (!this.gateways.has(first as Role) && isRolePath(first, c.req.path)) {
+        const err = new UisError({
+          code: 'unknown_role',
+          status: 404,
+          path: 'role',
+          message: `role ${JSON.stringify(first)} is not configured; roles: ${[...this.gateways.keys()].join(', ')}`,
+        });
+        return c.json(err.toJSON(), 404);
+      }
       // API paths answer JSON; only browser paths fall back to the console.
       if (c.req.method !== 'GET' || roles.has(first) || ['rollout', 'genrm', 'teacher'].includes(first)) {
         const err = new UisError({
@@ -235,6 +259,7 @@ export class UisServer {
   /** Listens (port 0: ephemeral). Resolves with the base URL. */
   async listen(port = 0, host = '127.0.0.1'): Promise<{ url: string; port: number }> {
     const server = createServer({ keepAliveTimeout: 120_000 }, this.requestListener());
+    server.on('clientError', answerClientError);
     // Hour-long generations: never cut a request for taking long.
     server.requestTimeout = 0;
     server.headersTimeout = 60_000;
@@ -271,4 +296,47 @@ export class UisServer {
     }
     await this.pools.close();
   }
+}
+
+/** The JSON answers to what node's HTTP parser refuses, by error code (anything else: 400 `invalid_http`). */
+const PARSER_REFUSALS: Record<
+  string,
+  { status: number; reason: string; code: string; path?: string; message: string }
+> = {
+  HPE_HEADER_OVERFLOW: {
+    status: 431,
+    reason: 'Request Header Fields Too Large',
+    code: 'headers_too_large',
+    path: 'headers',
+    message: 'request headers are too large; send fewer or shorter headers',
+  },
+  ERR_HTTP_REQUEST_TIMEOUT: {
+    status: 408,
+    reason: 'Request Timeout',
+    code: 'request_timeout',
+    path: 'headers',
+    message: 'the request headers did not arrive in time',
+  },
+};
+
+/** node's answer to a request its HTTP parser refuses (bad request line, header bytes, chunk framing, headers too
+ * large or too slow) is a bare status line without a body: this one carries the product's JSON error. A socket that
+ * already answered something is only closed, as node does. */
+function answerClientError(err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || !socket.writable || socket.bytesWritten > 0) {
+    socket.destroy();
+    return;
+  }
+  const known = err.code === undefined ? undefined : PARSER_REFUSALS[err.code];
+  const { reason, ...init } = known ?? {
+    status: 400,
+    reason: 'Bad Request',
+    code: 'invalid_http',
+    message: `the request is not valid HTTP/1.1 (${err.code ?? err.message}); fix the client's request framing`,
+  };
+  const body = JSON.stringify(new UisError(init).toJSON());
+  socket.end(
+    `HTTP/1.1 ${init.status} ${reason}\r\ncontent-type: application/json\r\n` +
+      `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
 }

@@ -1,5 +1,5 @@
 import { initTRPC, TRPCError } from '@trpc/server';
-import { type ConsoleState, RoleSchema } from '@uis/spec';
+import { type ConsoleState, RoleSchema, UisError, zodIssues } from '@uis/spec';
 import { z } from 'zod';
 import { authorized } from '../gateway/auth.ts';
 import type { UisService } from '../service/uis-service.ts';
@@ -22,13 +22,59 @@ export interface AppRouterDeps {
 // Role as a plain string, as the console sends it; an unknown role is refused with a message.
 const RoleModelInput = z.object({ role: z.string().min(1), model: z.string().min(1) });
 
+/** The product's error object for a tRPC error: the UisError that caused it, the input's first zod issue (path
+ * `input.<field>`), or tRPC's own code. tRPC keeps its envelope (the console's client reads it); `data.error` is the
+ * `{code, message, path?}` every other API answers with. */
+function productError(error: TRPCError): UisError {
+  const cause = error.cause;
+  if (cause instanceof UisError) return cause;
+  if (cause instanceof z.ZodError) {
+    const issues = zodIssues(cause, 'input');
+    return new UisError({
+      code: 'invalid_input',
+      status: 400,
+      path: issues[0]?.path ?? 'input',
+      message: issues.map((i) => `${i.path}: ${i.message}`).join('; '),
+    });
+  }
+  if (cause instanceof SyntaxError)
+    return new UisError({ code: 'invalid_json', status: 400, path: 'input', message: error.message });
+  return new UisError({ code: error.code.toLowerCase(), message: error.message });
+}
+
+/** A manager's error about one of the procedure's input fields (`model`), named as the console sent it
+ * (`input.model`). */
+function inInput(e: unknown, input: object): unknown {
+  if (!(e instanceof UisError) || e.path === undefined || !Object.hasOwn(input, e.path)) return e;
+  return new UisError({
+    code: e.code,
+    status: e.status,
+    path: `input.${e.path}`,
+    message: e.message,
+    details: e.details,
+    cause: e,
+  });
+}
+
 /**
  * The console's API (the contract in apps/console/README.md): `state`, the `changes` subscription (SSE), the
  * token check, and four admin actions that need the admin token and are written to the event log with actor
  * `console`.
  */
 export function buildAppRouter(deps: AppRouterDeps) {
-  const t = initTRPC.context<TrpcContext>().create();
+  const t = initTRPC.context<TrpcContext>().create({
+    // No stack traces in answers (tRPC sends them unless NODE_ENV is production): they show the server's files.
+    isDev: false,
+    errorFormatter: ({ shape, error }) => {
+      const product = productError(error);
+      return {
+        ...shape,
+        // A zod dump as the message is unreadable in the console: the issues' paths and messages instead.
+        message: error.cause instanceof z.ZodError ? product.message : shape.message,
+        data: { ...shape.data, error: product.toJSON().error },
+      };
+    },
+  });
   const admin = t.procedure.use(({ ctx, next }) => {
     if (!authorized(ctx.authorization, [deps.adminToken]))
       throw new TRPCError({ code: 'UNAUTHORIZED', message: 'admin token refused' });
@@ -58,14 +104,19 @@ export function buildAppRouter(deps: AppRouterDeps) {
         actor: 'console',
         data: { ok: false, error: message, ...input },
       });
-      throw new TRPCError({ code: 'BAD_REQUEST', message, cause: e });
+      throw new TRPCError({ code: 'BAD_REQUEST', message, cause: inInput(e, input) });
     }
   };
   const manager = (role: string) => {
     const parsed = RoleSchema.safeParse(role);
     const m = parsed.success ? service.managers.get(parsed.data) : undefined;
     if (!m)
-      throw new Error(`role ${role} is not configured (roles: ${[...service.managers.keys()].join(', ')})`);
+      throw new UisError({
+        code: 'unknown_role',
+        status: 400,
+        path: 'input.role',
+        message: `role ${role} is not configured (roles: ${[...service.managers.keys()].join(', ')})`,
+      });
     return m;
   };
   return t.router({
@@ -124,7 +175,12 @@ export function buildAppRouter(deps: AppRouterDeps) {
             return `${input.engine_id} restarted`;
           }
         }
-        throw new Error(`no replica ${input.engine_id}`);
+        throw new UisError({
+          code: 'unknown_engine',
+          status: 400,
+          path: 'input.engine_id',
+          message: `no replica ${input.engine_id}`,
+        });
       }),
     ),
   });
