@@ -78,6 +78,7 @@ export class BatchRunner {
     const controller = new AbortController();
     const onAbort = () => controller.abort(signal?.reason);
     signal?.addEventListener('abort', onAbort, { once: true });
+    let invalid = false;
     try {
       if (targets.length === 0)
         throw new UisError({
@@ -107,11 +108,12 @@ export class BatchRunner {
             } catch (e) {
               lastErr = e;
               // An invalid result is a property of the answer, not of the replica: retrying cannot fix it.
-              if (e instanceof UisError && e.code === 'invalid_result') break;
+              if (isInvalidResult(e)) break;
             }
           }
           if (!done) {
             if (controller.signal.aborted && firstError !== undefined) return;
+            invalid = isInvalidResult(lastErr);
             firstError ??= new UisError({
               code: 'batch_sample_failed',
               status: 502,
@@ -135,12 +137,18 @@ export class BatchRunner {
       return { batch: committed, scored: todo.length, reused };
     } catch (e) {
       const reason = errorMessage(e);
+      // Only an invalid result fails the batch: retrying cannot change it. Engine faults (unreachable, timeouts,
+      // bad answers, no replica) and interruptions leave it sealed with its staged results for the next run.
       try {
-        store.fail(id, reason);
+        if (invalid) store.fail(id, reason);
+        else store.requeue(id, reason);
       } catch {
         // Already final (e.g. committed by nobody else): keep the original error.
       }
-      this.logger.error({ batch: id, previous: before.state, reason }, 'batch failed');
+      this.logger.error(
+        { batch: id, previous: before.state, reason, requeued: !invalid },
+        invalid ? 'batch failed' : 'batch run failed; batch requeued',
+      );
       throw e instanceof UisError
         ? e
         : new UisError({
@@ -216,4 +224,8 @@ export class BatchRunner {
     });
     return { logprobs, token_ids: tokenIds };
   }
+}
+
+function isInvalidResult(e: unknown): boolean {
+  return e instanceof UisError && e.code === 'invalid_result';
 }

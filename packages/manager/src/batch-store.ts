@@ -288,6 +288,26 @@ export class BatchStore {
     return this.get(id);
   }
 
+  /** running -> sealed after a run the engines could not finish (unreachable, timeouts, bad answers, no eligible
+   * replica, an interrupted phase): staged results are kept, the reason is recorded, and the next scorer phase
+   * runs only the rest. Accepted samples are never dropped for an engine's fault. */
+  requeue(id: string, reason: string): BatchInfo {
+    const info = this.db
+      .prepare(
+        "UPDATE batches SET state = 'sealed', reason = ?, updated_at = ? WHERE id = ? AND state = 'running'",
+      )
+      .run(reason, this.now(), id);
+    if (info.changes !== 1) {
+      const b = this.get(id);
+      throw new UisError({
+        code: 'batch_not_running',
+        status: 409,
+        message: `batch ${id} is ${b.state}; only a running batch goes back to sealed`,
+      });
+    }
+    return this.get(id);
+  }
+
   /** After a restart: batches left `running` by the dead process are resumed (back to sealed, staged results kept)
    * or failed, explicitly. Returns what was done. */
   recover(policy: 'resume' | 'fail'): Array<{ id: string; action: 'resumed' | 'failed' }> {

@@ -592,10 +592,12 @@ export class InferenceManager implements PhaseParticipant {
       engine.onExit((e) => {
         // Before it is up, a failed start is reported by start() itself (and rolled back by the caller).
         if (!up || s.epoch !== epoch || s.engine !== engine) return;
-        void this.markDead(
+        this.markDead(
           s,
           `process exited (node ${e.nodeRank}, code ${e.code}, signal ${e.signal})`,
           true,
+        ).catch((err: unknown) =>
+          this.logger.error({ engineId: s.engineId, err: errorMessage(err) }, 'could not mark replica dead'),
         );
       });
       try {
@@ -756,7 +758,7 @@ export class InferenceManager implements PhaseParticipant {
       });
       if (this.offloadEnabled(s)) {
         // drain() already flushed the cache (except in_place); a second flush would only cost a round trip.
-        if (report.flushed) await engine.client.releaseMemoryOccupation();
+        if (report.flushed) await engine.releaseMemory();
         else await engine.sleep();
         s.memoryReleased = true;
         s.resumed.clear();
@@ -816,7 +818,7 @@ export class InferenceManager implements PhaseParticipant {
         const engine = this.engineOf(s);
         try {
           if (req.source === 'distributed' && req.action === 'init') {
-            const r = await engine.client.initWeightsUpdateGroup({
+            await engine.initWeightsUpdateGroup({
               master_address: req.master_address,
               master_port: req.master_port,
               rank_offset: req.rank_offset + i * gpusPerEngine,
@@ -824,10 +826,8 @@ export class InferenceManager implements PhaseParticipant {
               group_name: req.group_name,
               backend: req.backend,
             });
-            if (!r.success) throw new Error(r.message);
           } else if (req.source === 'distributed' && req.action === 'destroy') {
-            const r = await engine.client.destroyWeightsUpdateGroup({ group_name: req.group_name });
-            if (!r.success) throw new Error(r.message);
+            await engine.destroyWeightsUpdateGroup({ group_name: req.group_name });
           } else {
             s.weightVersion = (await engine.updateWeights(engineWeightUpdate(req))).weightVersion;
           }
@@ -916,7 +916,12 @@ export class InferenceManager implements PhaseParticipant {
         if (r.status === 'rejected') {
           failed.push(`${s.engineId}: ${errorMessage(r.reason)}`);
           this.slots.delete(s.engineId);
-          void s.engine?.shutdown(2_000);
+          s.engine?.shutdown(2_000).catch((e: unknown) => {
+            this.logger.error(
+              { engineId: s.engineId, err: errorMessage(e) },
+              'could not stop failed replica',
+            );
+          });
         }
       });
       for (const s of added.filter((x) => this.slots.has(x.engineId))) {
@@ -1093,7 +1098,14 @@ export class InferenceManager implements PhaseParticipant {
         } catch {
           return;
         }
-        await Promise.all([...this.slots.values()].map((s) => this.checkHealth(s)));
+        // One replica's failure to be marked (a publish, an audit write) must not end the loop for the others.
+        const checks = await Promise.allSettled([...this.slots.values()].map((s) => this.checkHealth(s)));
+        for (const c of checks)
+          if (c.status === 'rejected')
+            this.logger.error(
+              { role: this.role, err: errorMessage(c.reason) },
+              'health check handling failed',
+            );
       }
     })();
   }
@@ -1101,20 +1113,22 @@ export class InferenceManager implements PhaseParticipant {
   private async checkHealth(s: Slot): Promise<void> {
     if (s.state === 'dead' || s.state === 'starting' || s.restarting || !s.engine || this.closed) return;
     const epoch = s.epoch;
-    let ok = false;
+    const endpoint = `GET ${s.engine.baseUrl}/health`;
+    let failure: string | null;
     try {
-      ok = await s.engine.client.health({ timeoutMs: this.opts.healthTimeoutMs });
-    } catch {
-      ok = false;
+      const ok = await s.engine.client.health({ timeoutMs: this.opts.healthTimeoutMs });
+      failure = ok ? null : `${endpoint}: answered 5xx`;
+    } catch (e) {
+      failure = errorMessage(e);
     }
     if (s.epoch !== epoch || this.closed) return;
-    if (ok) {
+    if (failure === null) {
       s.failures = 0;
       return;
     }
     s.failures++;
     if (s.failures >= this.opts.failuresToDead)
-      await this.markDead(s, `${s.failures} failed health checks`, true);
+      await this.markDead(s, `${s.failures} failed health checks (last: ${failure})`, true);
   }
 
   /** Publishes the replica dead and, with fault tolerance, restarts it in the background with backoff. */
