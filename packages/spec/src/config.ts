@@ -1,6 +1,7 @@
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { z } from 'zod';
-import { formatPath, type PathIssue, UisError } from './errors.ts';
+import { EngineAddressSchema } from './discovery.ts';
+import { formatPath, issueCode, type PathIssue, UisError } from './errors.ts';
 import { GatewayConfigSchema } from './gateway-config.ts';
 import {
   DEFAULT_WORKLOAD,
@@ -19,10 +20,14 @@ import {
 const positiveInt = z.number().int().positive();
 const nonNegativeInt = z.number().int().nonnegative();
 
+/** Bounds that keep planning fast (a million GPUs plan in about a second) and catch a mistyped count early. */
+export const MAX_GPUS_PER_NODE = 1024;
+export const MAX_CLUSTER_GPUS = 1 << 20;
+
 export const ClusterNodeSchema = z
   .object({
     name: z.string().min(1),
-    gpus: positiveInt,
+    gpus: positiveInt.max(MAX_GPUS_PER_NODE),
     ip: z.string().min(1).optional(),
   })
   .strict();
@@ -45,7 +50,18 @@ export const ClusterSchema = z
     nodes: z.array(ClusterNodeSchema).min(1),
     bindings: z.array(BundleBindingSchema).default([]),
   })
-  .strict();
+  .strict()
+  .superRefine((cluster, ctx) => {
+    // A node over its own bound is already reported at its path.
+    if (cluster.nodes.some((node) => !(node.gpus <= MAX_GPUS_PER_NODE))) return;
+    const total = cluster.nodes.reduce((sum, node) => sum + node.gpus, 0);
+    if (total > MAX_CLUSTER_GPUS)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['nodes'],
+        message: `the nodes hold ${total} GPUs, more than the ${MAX_CLUSTER_GPUS} a plan supports; check the gpus counts`,
+      });
+  });
 export type Cluster = z.infer<typeof ClusterSchema>;
 
 export const TrainingSchema = z
@@ -72,7 +88,7 @@ export const ConfigRoleSchema = InferenceRoleSpecSchema.omit({ role: true, workl
     bundle_offset: nonNegativeInt.optional(),
     /** Engines started elsewhere and attached by URL (Relax `--rollout-external-engine-addrs`, `--opd-teacher-url`):
      * such a role is routed but not placed. */
-    external_engine_urls: z.array(z.string().min(1)).optional(),
+    external_engine_urls: z.array(EngineAddressSchema).optional(),
     /** Sample field that holds the route key (Relax `--opd-teacher-key`, e.g. `data_source`). */
     route_key_field: z.string().min(1).optional(),
   })
@@ -175,6 +191,8 @@ function checkRole(role: Role, spec: ConfigRole, ctx: z.RefinementCtx): void {
   if (spec.routing.default_model !== undefined) ref(spec.routing.default_model, ['default_model']);
   for (const [key, model] of Object.entries(spec.routing.route_keys)) ref(model, ['route_keys', key]);
   for (const [alias, model] of Object.entries(spec.routing.aliases)) ref(model, ['aliases', alias]);
+  // A misspelt model here would silently fall back to the role's policy.
+  for (const model of Object.keys(spec.routing.model_policies)) ref(model, ['model_policies', model]);
 }
 
 /** The internal-model view of one configured role (what the manager and the gateway consume). */
@@ -200,7 +218,12 @@ function explain(issue: z.core.$ZodIssue): string {
       return `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}; remove ${issue.keys.length > 1 ? 'them' : 'it'} or fix the spelling`;
     case 'too_small':
       if (issue.origin === 'number') {
-        return `must be ${issue.inclusive ? 'at least' : 'greater than'} ${String(issue.minimum)}; ${issue.message}`;
+        return `must be ${issue.inclusive ? 'at least' : 'greater than'} ${String(issue.minimum)}`;
+      }
+      return issue.message;
+    case 'too_big':
+      if (issue.origin === 'number' || issue.origin === 'int') {
+        return `must be ${issue.inclusive ? 'at most' : 'less than'} ${String(issue.maximum)}`;
       }
       return issue.message;
     case 'invalid_type':
@@ -227,7 +250,7 @@ export function configIssues(error: z.ZodError, root = ''): PathIssue[] {
       continue;
     }
     out.push({
-      code: `invalid_${issue.code}`,
+      code: issueCode(issue.code),
       path: formatPath(issue.path, root) || root || '(root)',
       message: explain(issue),
     });
@@ -262,13 +285,27 @@ export function loadConfig(text: string, filename = 'config.yaml'): UisConfig {
       e instanceof YAMLParseError && e.linePos?.[0]
         ? `line ${e.linePos[0].line}, column ${e.linePos[0].col}`
         : '(document)';
-    const message = e instanceof Error ? (e.message.split('\n')[0] ?? e.message) : String(e);
+    // The first line without the position the path already gives (`... at line 2, column 7:`).
+    const message = (e instanceof Error ? (e.message.split('\n')[0] ?? e.message) : String(e)).replace(
+      / at line \d+, column \d+:?$/,
+      '',
+    );
     throw configError('config_parse_error', [{ code: 'config_parse_error', path: where, message }], filename);
   }
-  if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) {
+  if (doc === null || doc === undefined || typeof doc !== 'object' || Array.isArray(doc)) {
+    const found =
+      doc === null || doc === undefined
+        ? 'the file is empty'
+        : `found ${Array.isArray(doc) ? 'a list' : `a ${typeof doc}`}`;
     throw configError(
       'invalid_config',
-      [{ code: 'invalid_config', path: '(root)', message: 'expected a mapping with cluster and roles' }],
+      [
+        {
+          code: 'invalid_config',
+          path: '(root)',
+          message: `expected a mapping with cluster and roles; ${found}`,
+        },
+      ],
       filename,
     );
   }

@@ -23,6 +23,16 @@ export const EngineUrlSchema = z.string().superRefine((value, ctx) => {
     ctx.addIssue({ code: 'custom', message: 'URL must not have a fragment' });
 });
 
+/** `host:port` as Relax writes engine addresses (`--rollout-external-engine-addrs h1:30000`); without this rule
+ * `new URL` would read `h1:` as a scheme. */
+const HOST_PORT = /^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):\d{1,5}$/;
+
+/** An engine address from a config file: an http(s) URL, or Relax's `host:port` (read as `http://host:port`). */
+export const EngineAddressSchema = z
+  .string()
+  .transform((value) => (HOST_PORT.test(value) ? `http://${value}` : value))
+  .pipe(EngineUrlSchema);
+
 export const DiscoveryEngineSchema = z
   .object({
     engine_id: z.string().min(1),

@@ -65,10 +65,15 @@ export interface PathIssue {
   message: string;
 }
 
+/** The stable code of a zod issue: `invalid_type`, `invalid_value`, `too_small` -> `invalid_too_small`, ... */
+export function issueCode(zodCode: string): string {
+  return zodCode.startsWith('invalid_') ? zodCode : `invalid_${zodCode}`;
+}
+
 /** Turns a zod error into one issue per problem, each naming its path. */
 export function zodIssues(error: z.ZodError, root = ''): PathIssue[] {
   return error.issues.map((issue) => ({
-    code: `invalid_${issue.code}`,
+    code: issueCode(issue.code),
     path: formatPath(issue.path, root) || root || '(root)',
     message: issue.message,
   }));

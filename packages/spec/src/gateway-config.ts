@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { EngineAddressSchema } from './discovery.ts';
 
 /** `host:port` of a Ray GCS (IPv6 in brackets), or `auto` (the cluster this machine belongs to). */
 const RAY_ADDRESS = /^(?:auto|(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):(\d{1,5}))$/;
@@ -88,8 +89,8 @@ export const GatewayConfigSchema = z
     db_path: z.string().min(1).default(':memory:'),
     /** Engine launcher of `uis serve`. */
     launcher: z.enum(['sim', 'local', 'external', 'ray']).default('sim'),
-    /** `external`: engine id -> URL of an engine started elsewhere. */
-    external_urls: z.record(z.string(), z.string()).default({}),
+    /** `external`: engine id -> URL (or `host:port`) of an engine started elsewhere. */
+    external_urls: z.record(z.string(), EngineAddressSchema).default({}),
     /** `ray`: the cluster and the engine command (all defaults when absent: a local head, real SGLang). */
     ray: RayGatewayConfigSchema.optional(),
   })

@@ -189,7 +189,8 @@ describe('fromRelaxArgs', () => {
       ),
     );
     expect(external.roles.rollout).toMatchObject({
-      external_engine_urls: ['h1:1', 'h2:2'],
+      // Relax's host:port addresses, as the URLs the manager attaches.
+      external_engine_urls: ['http://h1:1', 'http://h2:2'],
       deployment: { pg_owner: 'external' },
     });
     expect(external.roles.rollout?.models[0]?.router?.policy).toBe('round_robin');
