@@ -242,6 +242,12 @@ describe('forwarding', () => {
     expect(seen[1]!.headers['x-request-id']).toBe(id);
   });
 
+  it('labels the forwarded body JSON whatever the client sent', async () => {
+    await post(`${gw.url}/r/generate`, '{"text":"hi"}', { 'content-type': 'text/plain;charset=UTF-8' });
+    await post(`${gw.url}/r/generate`, '{"text":"hi"}', { 'content-type': 'application/json' });
+    expect(seen.map((s) => s.headers['content-type'])).toEqual(['application/json', 'application/json']);
+  });
+
   it('strips hop-by-hop headers both ways and keeps end-to-end ones', async () => {
     // node:http sends a custom Connection list as given (undici would refuse it).
     const req = httpRequest(`${gw.url}/r/generate`, {

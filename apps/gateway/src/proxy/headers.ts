@@ -14,8 +14,10 @@ const HOP_BY_HOP = new Set([
   'upgrade',
 ]);
 
-/** Header names the forwarder sets itself on the upstream request. */
-const SET_BY_PROXY = new Set(['host', 'content-length', 'x-request-id']);
+/** Header names the forwarder sets itself on the upstream request. `content-type`: the body was parsed as JSON, so
+ * it goes out as JSON whatever the client labelled it (`fetch` labels a string `text/plain`, and SGLang's FastAPI
+ * answers a non-JSON label with 422 in its own error shape). */
+const SET_BY_PROXY = new Set(['host', 'content-length', 'content-type', 'x-request-id']);
 
 function isHopByHop(lower: string): boolean {
   return HOP_BY_HOP.has(lower) || lower.startsWith('proxy-');
@@ -39,7 +41,7 @@ function connectionTokens(value: string | string[] | undefined): Set<string> | u
 
 /**
  * Builds the upstream request headers as a flat `[name, value, ...]` list, straight from node's `rawHeaders` (no
- * intermediate object). Adds `x-request-id`; the engine client sets `host` and the body's `content-length`.
+ * intermediate object). Adds `content-type: application/json` and `x-request-id`; the engine client sets `host` and the body's `content-length`.
  */
 export function upstreamRequestHeaders(rawHeaders: readonly string[], requestId: string): string[] {
   let listed: Set<string> | undefined;
@@ -56,7 +58,7 @@ export function upstreamRequestHeaders(rawHeaders: readonly string[], requestId:
     if (isHopByHop(lower) || SET_BY_PROXY.has(lower) || listed?.has(lower)) continue;
     out.push(name, rawHeaders[i + 1]!);
   }
-  out.push('x-request-id', requestId);
+  out.push('content-type', 'application/json', 'x-request-id', requestId);
   return out;
 }
 
