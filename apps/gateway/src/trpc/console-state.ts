@@ -16,7 +16,7 @@ export interface ConsoleStateSources {
 
 const MAX_BATCHES = 100;
 
-function batchView(b: BatchInfo): BatchView {
+export function batchView(b: BatchInfo): BatchView {
   const state =
     b.state === 'open' || b.state === 'sealed'
       ? 'queued'
@@ -35,7 +35,9 @@ function batchView(b: BatchInfo): BatchView {
     // The store records the last state change: for a running batch that is when scoring began.
     started_at: b.state === 'running' ? b.updated_at : null,
     ended_at: ended,
-    failure: b.state === 'failed' ? b.reason : null,
+    // A failed batch's reason; a queued batch with a reason ran and was put back (engines unreachable, phase
+    // interrupted): the operator sees why it waits for the next scorer phase. A committed batch's old reason is past.
+    failure: b.state === 'failed' || b.state === 'sealed' ? b.reason : null,
   };
 }
 
