@@ -1,11 +1,10 @@
-import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { SimLauncher } from '@uis/manager';
 import type { Command } from 'commander';
 import { RlLoopDriver } from '../demo/rl-loop-driver.ts';
 import { InProcessSimLauncher } from '../service/in-process-sim-launcher.ts';
 import { runServer } from './run-server.ts';
-import { parsePort, readConfig, withLayoutExit } from './serve-command.ts';
+import { parseHost, parsePort, readConfig, withLayoutExit } from './serve-command.ts';
 
 /** The demo layout shipped with the repo: 2 nodes x 8 GPUs, all three roles, colocated defer. */
 export const DEMO_CONFIG = fileURLToPath(new URL('../../../../examples/demo.yaml', import.meta.url));
@@ -34,15 +33,13 @@ export function registerDemoCommand(program: Command): void {
       'run a simulated 2-node x 8-GPU RL cluster (rollout, GenRM, teacher in a colocated defer schedule) with a built-in RL loop and the console',
     )
     .option('--port <port>', 'listen port', parsePort, 8080)
-    .option('--host <host>', 'listen address', '127.0.0.1')
+    .option('--host <host>', 'listen address', parseHost, '127.0.0.1')
     .option('--config <file>', 'another layout to run instead of examples/demo.yaml')
     .option('--processes', 'one sglang-sim process per engine node instead of engines inside this process')
     .option('--no-driver', 'do not run the built-in RL loop')
     .action(
       async (o: { port: number; host: string; config?: string; processes?: boolean; driver: boolean }) => {
-        const file = o.config ?? DEMO_CONFIG;
-        if (!existsSync(file)) throw new Error(`demo config not found: ${file}`);
-        const config = readConfig(file);
+        const config = readConfig(o.config ?? DEMO_CONFIG);
         const inProcess = o.processes ? null : new InProcessSimLauncher(SIM_TIMING);
         const policy = config.roles.rollout?.models[0];
         await withLayoutExit(() =>

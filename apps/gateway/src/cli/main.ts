@@ -1,25 +1,30 @@
 // The `uis` CLI: wiring only. Each command lives in its own file and registers itself here.
-import { Command, CommanderError } from 'commander';
+import { Command } from 'commander';
+import { cliFailure } from './cli-errors.ts';
 import { registerDemoCommand } from './demo-command.ts';
 import { registerPlanCommand } from './plan-command.ts';
 import { registerServeCommand } from './serve-command.ts';
 
 const program = new Command('uis')
   .description('Unified Inference Service: placement planning and control of SGLang inference roles')
-  // Unusable input (unknown option, missing argument) exits 2, like every other input error of the CLI.
-  .exitOverride();
+  // Every error is printed once, below, in the CLI's one shape (path, message, code); unusable input exits 2.
+  .exitOverride()
+  .configureOutput({ outputError: () => undefined });
 
 registerPlanCommand(program);
 registerServeCommand(program);
 registerDemoCommand(program);
 
+// The command an error belongs to: the one whose action ran, else the one named on the command line.
+let command = program.commands.some((c) => c.name() === process.argv[2]) ? `uis ${process.argv[2]}` : 'uis';
+program.hook('preAction', (_program, action) => {
+  command = `uis ${action.name()}`;
+});
+
 try {
   await program.parseAsync(process.argv);
 } catch (e) {
-  if (e instanceof CommanderError) {
-    process.exitCode = e.exitCode === 0 ? 0 : 2;
-  } else {
-    process.stderr.write(`uis: ${e instanceof Error ? e.message : String(e)}\n`);
-    process.exitCode = 2;
-  }
+  const { text, exitCode } = cliFailure(command, e);
+  process.stderr.write(text);
+  process.exitCode = exitCode;
 }

@@ -13,13 +13,13 @@ import {
   type UisConfig,
 } from '@uis/spec';
 import type { Command } from 'commander';
+import { EXIT_BAD_INPUT, EXIT_INVALID_LAYOUT, EXIT_OK, renderIssues } from './cli-errors.ts';
+import { readInputFile } from './input-file.ts';
 
 /** `uis plan`: validate a layout (config file or Relax flags) and print where every engine goes. Exit codes:
  * 0 valid, 1 invalid layout, 2 unusable input. */
 
-export const EXIT_OK = 0;
-export const EXIT_INVALID_LAYOUT = 1;
-export const EXIT_BAD_INPUT = 2;
+export { EXIT_BAD_INPUT, EXIT_INVALID_LAYOUT, EXIT_OK } from './cli-errors.ts';
 
 export interface PlanCommandOptions {
   config?: string;
@@ -103,10 +103,7 @@ export function runPlan(flags: readonly string[], options: PlanCommandOptions, i
       io.out(
         `${JSON.stringify({ ok: false, mode: null, pools: {}, placements: [], errors } satisfies PlanJson, null, 2)}\n`,
       );
-    else
-      io.err(
-        `uis plan: unusable input\n${errors.map((e) => `  ${e.path}: ${e.message} [${e.code}]`).join('\n')}\n`,
-      );
+    else io.err(renderIssues('uis plan: unusable input', errors));
     return EXIT_BAD_INPUT;
   };
   if (Boolean(options.config) === Boolean(options.relaxArgs)) {
@@ -127,9 +124,7 @@ export function runPlan(flags: readonly string[], options: PlanCommandOptions, i
   try {
     if (options.config) {
       const path = resolve(io.cwd, options.config);
-      const text = readInput(io, path, '--config');
-      if (typeof text !== 'string') return inputError([text]);
-      config = loadConfig(text, options.config);
+      config = loadConfig(readInputFile(path, '--config', io.readFile), options.config);
     } else {
       const files: Record<string, string> = {};
       for (let i = 0; i < flags.length; i++) {
@@ -140,9 +135,7 @@ export function runPlan(flags: readonly string[], options: PlanCommandOptions, i
             ? flags[i + 1]
             : undefined;
         if (value === undefined) continue;
-        const text = readInput(io, resolve(io.cwd, value), '--sglang-config');
-        if (typeof text !== 'string') return inputError([text]);
-        files[value] = text;
+        files[value] = readInputFile(resolve(io.cwd, value), '--sglang-config', io.readFile);
       }
       config = fromRelaxArgs(flags, { files, allowUnknown: options.allowUnknownFlags ?? false });
     }
@@ -163,20 +156,6 @@ export function runPlan(flags: readonly string[], options: PlanCommandOptions, i
   else if (result.ok) io.out(renderPlan(result.plan));
   else io.out(renderViolations(result.errors));
   return result.ok ? EXIT_OK : EXIT_INVALID_LAYOUT;
-}
-
-function readInput(io: PlanIo, path: string, flag: string): string | PlanViolation {
-  try {
-    return io.readFile(path);
-  } catch (e) {
-    const reason =
-      (e as NodeJS.ErrnoException).code === 'ENOENT'
-        ? 'no such file'
-        : e instanceof Error
-          ? e.message
-          : String(e);
-    return { code: 'missing_file', path: flag, message: `cannot read ${path}: ${reason}` };
-  }
 }
 
 function toJson(p: GroupPlacement): PlanJson['placements'][number] {

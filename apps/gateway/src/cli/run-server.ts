@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
 import type { Launcher } from '@uis/manager';
-import type { UisConfig } from '@uis/spec';
+import { type UisConfig, UisError } from '@uis/spec';
 import type pino from 'pino';
 import { createLogger, UisServer } from '../server/uis-server.ts';
 import { type LauncherKind, UisService } from '../service/uis-service.ts';
@@ -10,6 +11,8 @@ export interface RunServerOptions {
   launcher: Launcher | LauncherKind;
   port: number;
   host: string;
+  /** Where port and host came from, for errors (`--port`, `gateway.port`). Default: the flags. */
+  listenPaths?: { port: string; host: string };
   dbPath?: string;
   /** Printed banner title. */
   title: string;
@@ -30,12 +33,54 @@ export function adminTokenFor(config: UisConfig): { token: string; generated: bo
   return { token: randomBytes(18).toString('base64url'), generated: true };
 }
 
+/** A failed listen as a 400 UisError at the flag or config field to change. */
+export function listenError(
+  e: unknown,
+  port: number,
+  host: string,
+  paths: { port: string; host: string },
+): UisError {
+  const errno = (e as NodeJS.ErrnoException).code;
+  const [code, path, message] =
+    errno === 'EADDRINUSE'
+      ? [
+          'port_in_use',
+          paths.port,
+          `port ${port} on ${host} is in use; choose another port or stop what holds it`,
+        ]
+      : errno === 'EACCES'
+        ? [
+            'port_forbidden',
+            paths.port,
+            `port ${port} needs privileges this process lacks; choose a port above 1023`,
+          ]
+        : errno === 'EADDRNOTAVAIL' || errno === 'ENOTFOUND' || errno === 'EAI_AGAIN'
+          ? ['host_unavailable', paths.host, `cannot listen on ${host}: not an address of this machine`]
+          : [
+              'listen_failed',
+              paths.port,
+              `cannot listen on ${host}:${port}: ${e instanceof Error ? e.message : String(e)}`,
+            ];
+  return new UisError({ code, status: 400, path, message, cause: e });
+}
+
+/** Binds and releases the address once, so a taken port or a foreign host fails before any engine starts. */
+async function checkListen(port: number, host: string, paths: { port: string; host: string }): Promise<void> {
+  const probe = createServer();
+  await new Promise<void>((resolve, reject) => {
+    probe.once('error', (e) => reject(listenError(e, port, host, paths)));
+    probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve()));
+  });
+}
+
 /**
  * Starts a UisService and its UisServer, prints where everything is, and stops cleanly on SIGINT/SIGTERM (engines
  * stopped, their process groups gone) before exiting. A second signal exits at once.
  */
 export async function runServer(opts: RunServerOptions): Promise<void> {
   const out = opts.out ?? ((t: string) => process.stdout.write(t));
+  const listenPaths = opts.listenPaths ?? { port: '--port', host: '--host' };
+  await checkListen(opts.port, opts.host, listenPaths);
   const logger = createLogger();
   const service = new UisService({
     config: opts.config,
@@ -98,11 +143,11 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
   try {
     ({ url } = await server.listen(opts.port, opts.host));
   } catch (e) {
-    // e.g. the port is taken: nothing may stay running behind the error.
+    // The port was taken since the check: nothing may stay running behind the error.
     await server.close().catch(() => undefined);
     await service.stop();
     await opts.cleanup?.();
-    throw e;
+    throw listenError(e, opts.port, opts.host, listenPaths);
   }
   const lines = [
     '',

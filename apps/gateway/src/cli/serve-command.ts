@@ -1,14 +1,24 @@
-import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
-import { isUisError, loadConfig, type UisConfig } from '@uis/spec';
+import { readFileSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { isUisError, loadConfig, type UisConfig, UisError } from '@uis/spec';
 import { type Command, InvalidArgumentError } from 'commander';
 import type { LauncherKind } from '../service/uis-service.ts';
+import { EXIT_INVALID_LAYOUT, renderIssues } from './cli-errors.ts';
+import { readInputFile } from './input-file.ts';
 import { runServer } from './run-server.ts';
 
+/** Decimal digits only: `Number()` would also take '' (port 0, a random port), '0x50', '1e3' and ' 80'. */
 export function parsePort(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('must be a port (0-65535)');
+  const n = /^\d{1,5}$/.test(value) ? Number(value) : Number.NaN;
+  if (!(n >= 0 && n <= 65535)) throw new InvalidArgumentError('must be a port (0-65535)');
   return n;
+}
+
+/** An empty host would make Node listen on every interface, the opposite of the loopback default. */
+export function parseHost(value: string): string {
+  if (value === '' || /\s/.test(value))
+    throw new InvalidArgumentError('must be an address or host name, e.g. 127.0.0.1 or 0.0.0.0');
+  return value;
 }
 
 export function parseLauncher(value: string): LauncherKind {
@@ -16,16 +26,26 @@ export function parseLauncher(value: string): LauncherKind {
   throw new InvalidArgumentError('must be sim, local, external or ray');
 }
 
-/** Reads and validates a config file; problems are printed with their paths and exit 2. */
+/** Reads and validates a config file; problems are UisErrors at `--config` or at their config path (exit 2). */
 export function readConfig(file: string): UisConfig {
   const path = resolve(process.cwd(), file);
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (e) {
-    throw new Error(`cannot read ${path}: ${e instanceof Error ? e.message : String(e)}`);
-  }
-  return loadConfig(text, file);
+  return loadConfig(
+    readInputFile(path, '--config', (p) => readFileSync(p, 'utf8')),
+    file,
+  );
+}
+
+/** The SQLite file must be creatable before any engine starts: `flag` is where it came from. */
+export function checkDbPath(dbPath: string, flag: string): void {
+  if (dbPath === ':memory:') return;
+  const path = resolve(process.cwd(), dbPath);
+  const fail = (message: string) => {
+    throw new UisError({ code: 'invalid_db_path', status: 400, path: flag, message });
+  };
+  const stat = (p: string) => statSync(p, { throwIfNoEntry: false });
+  if (stat(path)?.isDirectory()) fail(`${path} is a directory; give the path of a database file`);
+  if (!stat(dirname(path))?.isDirectory())
+    fail(`directory ${dirname(path)} does not exist; create it or choose another path`);
 }
 
 /** Runs a server command; an invalid layout exits 1 with one violation per line, as `uis plan` does. */
@@ -37,10 +57,8 @@ export async function withLayoutExit(run: () => Promise<void>): Promise<void> {
     const violations = Array.isArray(e.details)
       ? (e.details as Array<{ code: string; path: string; message: string }>)
       : [];
-    process.stderr.write(
-      `uis: invalid layout, nothing was started:\n${violations.map((v) => `  ${v.path}: ${v.message} [${v.code}]`).join('\n')}\n`,
-    );
-    process.exitCode = 1;
+    process.stderr.write(renderIssues('uis: invalid layout, nothing was started:', violations));
+    process.exitCode = EXIT_INVALID_LAYOUT;
   }
 }
 
@@ -51,7 +69,11 @@ export function registerServeCommand(program: Command): void {
     .description('start the managers and role gateways of a config file and serve the console')
     .requiredOption('--config <file>', 'a UIS config file (YAML or JSON)')
     .option('--port <port>', 'listen port (default: gateway.port of the config, else 8080)', parsePort)
-    .option('--host <host>', 'listen address (default: gateway.host of the config, else 127.0.0.1)')
+    .option(
+      '--host <host>',
+      'listen address (default: gateway.host of the config, else 127.0.0.1)',
+      parseHost,
+    )
     .option(
       '--launcher <kind>',
       'engine launcher: sim | local | external | ray (default: gateway.launcher; ray reads gateway.ray)',
@@ -61,6 +83,13 @@ export function registerServeCommand(program: Command): void {
     .action(
       async (o: { config: string; port?: number; host?: string; launcher?: LauncherKind; db?: string }) => {
         const config = readConfig(o.config);
+        // Errors name where the value came from: the flag, else the config's gateway block.
+        const source = (given: boolean, field: 'port' | 'host') =>
+          given || config.gateway === undefined ? `--${field}` : `gateway.${field}`;
+        checkDbPath(
+          o.db ?? config.gateway?.db_path ?? ':memory:',
+          o.db === undefined ? 'gateway.db_path' : '--db',
+        );
         await withLayoutExit(() =>
           runServer({
             config,
@@ -68,6 +97,10 @@ export function registerServeCommand(program: Command): void {
             launcher: o.launcher ?? config.gateway?.launcher ?? 'sim',
             port: o.port ?? config.gateway?.port ?? 8080,
             host: o.host ?? config.gateway?.host ?? '127.0.0.1',
+            listenPaths: {
+              port: source(o.port !== undefined, 'port'),
+              host: source(o.host !== undefined, 'host'),
+            },
             ...(o.db === undefined ? {} : { dbPath: o.db }),
           }),
         );
