@@ -198,6 +198,14 @@ describe('LifecycleCoordinator', () => {
     expect(await outcomeCode(coordinator.waitForPhase('train', 30))).toBe('barrier_timeout');
     expect(await outcomeCode(coordinator.waitForPhase('nope', 30))).toBe('unknown_phase');
     expect(await outcomeCode(coordinator.releasePhase('train'))).toBe('phase_not_resident');
+    // A waiter that goes away stops waiting at once, long before its timeout.
+    const abandon = new AbortController();
+    const waiting = outcomeCode(coordinator.waitForPhase('train', 60_000, undefined, abandon.signal));
+    abandon.abort();
+    expect(await waiting).toBe('client_gone');
+    expect(await outcomeCode(coordinator.waitForPhase('train', 60_000, undefined, abandon.signal))).toBe(
+      'client_gone',
+    );
     expect(coordinator.describe().map((d) => [d.group, d.phases.map((p) => p.name), d.lease.phase])).toEqual([
       ['actor', ['rollout', 'genrm_score', 'train'], 'rollout'],
     ]);

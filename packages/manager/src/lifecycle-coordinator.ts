@@ -590,7 +590,7 @@ export class LifecycleCoordinator {
 
   /** Trainer barrier: resolves once `phase` is resident and its work is done; 504 on timeout; 409 if the lease
    * gets blocked meanwhile (the caller must not proceed on a half-finished transition). */
-  async waitForPhase(phase: string, timeoutMs: number, group?: string): Promise<Lease> {
+  async waitForPhase(phase: string, timeoutMs: number, group?: string, signal?: AbortSignal): Promise<Lease> {
     const g = this.group(group);
     this.phaseOf(g, phase);
     return new Promise((resolve, reject) => {
@@ -620,10 +620,21 @@ export class LifecycleCoordinator {
           }),
         );
       }, timeoutMs);
+      // The waiter went away (its HTTP client disconnected): stop waiting for it now, not at the timeout.
+      const onAbort = () => {
+        finish();
+        reject(new UisError({ code: 'client_gone', status: 499, message: `wait for phase ${phase} abandoned` }));
+      };
       const finish = () => {
         clearTimeout(timer);
         g.waiters.delete(check);
+        signal?.removeEventListener('abort', onAbort);
       };
+      if (signal?.aborted) {
+        onAbort();
+        return;
+      }
+      signal?.addEventListener('abort', onAbort, { once: true });
       g.waiters.add(check);
       check();
     });

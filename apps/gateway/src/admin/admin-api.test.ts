@@ -34,6 +34,23 @@ const states = (role: 'rollout' | 'genrm' | 'teacher') =>
   );
 
 describe('admin API', { timeout: 60_000 }, () => {
+  it('forgets a barrier waiter whose client disconnects, without waiting for its timeout', async () => {
+    const gone = new AbortController();
+    const wait = fetch(`${gw.url}/admin/barriers/wait`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...AUTH },
+      body: JSON.stringify({ phase: 'train', group: 'actor', timeout_s: 600 }),
+      signal: gone.signal,
+    }).catch((e: unknown) => e);
+    const waiting = () => gw.server.barriers.list().reduce((n, b) => n + b.waiting, 0);
+    for (let i = 0; i < 200 && waiting() === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(gw.server.barriers.list()).toMatchObject([{ group: 'actor', phase: 'train', waiting: 1 }]);
+    gone.abort();
+    expect(await wait).toBeInstanceOf(Error);
+    for (let i = 0; i < 200 && waiting() > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(gw.server.barriers.list()).toEqual([]);
+  });
+
   it('refuses every call without a valid bearer token (401) and changes nothing', async () => {
     const eventsBefore = gw.service.events.list({ limit: 1000 }).length;
     const attempts: Array<Record<string, string>> = [

@@ -393,7 +393,8 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
       if (!parsed.success) throw invalid(parsed.error, 'body');
       const b = parsed.data;
       const lease = await barriers.wait(b.group ?? null, b.phase, () =>
-        service.coordinator.waitForPhase(b.phase, b.timeout_s * 1000, b.group),
+        // A trainer that gives up (disconnects) stops counting as a waiter at once.
+        service.coordinator.waitForPhase(b.phase, b.timeout_s * 1000, b.group, c.req.raw.signal),
       );
       return c.json({ ok: true, lease });
     } catch (e) {
