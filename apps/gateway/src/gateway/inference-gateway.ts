@@ -1,4 +1,3 @@
-import { isUtf8 } from 'node:buffer';
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
@@ -111,16 +110,6 @@ function methodNotAllowed(method: string, path: string, allow: string): UisError
     status: 405,
     path: 'method',
     message: `${method} ${path} is not supported; use ${allow}`,
-  });
-}
-
-/** JSON text is UTF-8 (RFC 8259): other bytes would reach the engine as something else than what was routed. */
-function notUtf8(): UisError {
-  return new UisError({
-    code: ProxyErrorCode.invalidJson,
-    status: 400,
-    path: 'body',
-    message: 'request body is not valid UTF-8; send JSON encoded as UTF-8',
   });
 }
 
@@ -332,17 +321,14 @@ export class InferenceGateway {
         onComplete: (e: CompletionEvent) => this.completed(e),
       },
     };
-    const generate = createServingHandler(options, (body, req, requestId, res) => {
-      if (!isUtf8(body.raw)) return notUtf8();
+    const generate = createServingHandler(options, (body, req, requestId, res) =>
       // GenRM: a body with `messages` is Relax's GenRM call, answered `{"response": ...}` by the adapter.
-      return this.role === 'genrm' && body.json.messages !== undefined
+      this.role === 'genrm' && body.json.messages !== undefined
         ? { respond: () => this.genrmMessages(body, req, res, requestId) }
-        : this.resolve(body, req, requestId, res, '/generate', { remove: ['model', 'route_key'] });
-    });
+        : this.resolve(body, req, requestId, res, '/generate', { remove: ['model', 'route_key'] }),
+    );
     const chat = createServingHandler(options, (body, req, requestId, res) =>
-      isUtf8(body.raw)
-        ? this.resolve(body, req, requestId, res, '/v1/chat/completions', undefined)
-        : notUtf8(),
+      this.resolve(body, req, requestId, res, '/v1/chat/completions', undefined),
     );
     routes.add('POST', paths.generate, this.guard(generate));
     for (const p of paths.chat) routes.add('POST', p, this.guard(chat));

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 import { UisError, zodIssues } from '@uis/spec';
 import { z } from 'zod';
@@ -109,6 +110,14 @@ class BodyCollector {
 
 /** Parses a serving body: must be a JSON object whose routing fields have the right types (400 otherwise). */
 export function parseServingBody(raw: Buffer): ParsedBody | UisError {
+  // JSON text is UTF-8 (RFC 8259): other bytes would be routed as one text and reach the engine as another.
+  if (!isUtf8(raw))
+    return new UisError({
+      code: ProxyErrorCode.invalidJson,
+      status: 400,
+      path: 'body',
+      message: 'request body is not valid UTF-8; send JSON encoded as UTF-8',
+    });
   let json: unknown;
   try {
     json = JSON.parse(raw.toString('utf8'));
