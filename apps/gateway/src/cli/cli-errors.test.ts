@@ -63,12 +63,18 @@ async function uis(args: string[]) {
   const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
   const [code] = (await once(child, 'exit')) as [number | null];
   clearTimeout(timer);
-  let groupAlive = true;
-  try {
-    process.kill(-(child.pid as number), 0);
-  } catch {
-    groupAlive = false;
-  }
+  // tsx's esbuild service is a child that exits just after the CLI (it sees its stdin close): give the group a
+  // moment to empty. An engine left behind would still be there after it.
+  const alive = () => {
+    try {
+      process.kill(-(child.pid as number), 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  for (let i = 0; i < 60 && alive(); i++) await new Promise((r) => setTimeout(r, 50));
+  const groupAlive = alive();
   if (groupAlive) process.kill(-(child.pid as number), 'SIGKILL');
   return { code, out, err, groupAlive };
 }

@@ -34,8 +34,6 @@ starts the demo), then reload this page.</p>
  * Paths are resolved inside `root` only. */
 export function consoleHandler(root: string = CONSOLE_DIST) {
   return (c: Context) => {
-    const index = join(root, 'index.html');
-    if (!existsSync(index)) return c.html(MISSING, 200);
     let decoded: string;
     try {
       decoded = decodeURIComponent(c.req.path);
@@ -48,6 +46,8 @@ export function consoleHandler(root: string = CONSOLE_DIST) {
       });
       return c.json(err.toJSON(), 400);
     }
+    const index = join(root, 'index.html');
+    if (!existsSync(index)) return c.html(MISSING, 200);
     const rel = normalize(decoded).replace(/^([/\\])+/, '');
     const file = join(root, rel);
     if (
