@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SGLangClient, SGLangEngine } from '@uis/sglang-engine';
+import { ENGINE_FAULTS, type EngineFault, type EngineFaultName } from '@uis/sglang-engine/testing';
 import { type InferenceRoleSpec, isUisError } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BatchRunner } from './batch-runner.ts';
@@ -14,31 +15,9 @@ import { layoutRole, planConfig } from './testing.ts';
 /** The manager against an engine that answers one endpoint badly: the failure is a coded error naming the
  * engine's URL and endpoint, the replica ends in a state the operator can see (and retry from), the process does
  * not crash, and a deferred batch keeps its samples for the next run. */
-type Fault = (req: IncomingMessage, res: ServerResponse) => void;
-
-const reply =
-  (status: number, type: string, body: string): Fault =>
-  (_req, res) => {
-    res.writeHead(status, { 'content-type': type });
-    res.end(body);
-  };
-
-const FAULTS = {
-  not_json: reply(200, 'text/html', '<html>proxy page</html>'),
-  success_yes: reply(200, 'application/json', '{"success":"yes"}'),
-  list: reply(200, 'application/json', '[]'),
-  null: reply(200, 'application/json', 'null'),
-  html_500: reply(500, 'text/html', '<html><body>Internal Server Error</body></html>'),
-  success_false: reply(200, 'application/json', '{"success":false,"message":"engine refused"}'),
-  truncated: (_req, res) => {
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
-    res.write('{"succ');
-    setTimeout(() => res.destroy(), 20);
-  },
-  reset: (req) => req.socket.destroy(),
-  silent: () => {},
-} satisfies Record<string, Fault>;
-type FaultName = keyof typeof FAULTS;
+type Fault = EngineFault;
+type FaultName = EngineFaultName;
+const FAULTS = ENGINE_FAULTS;
 const ALL = Object.keys(FAULTS) as FaultName[];
 
 /** A scripted SGLang engine: right answers everywhere, except `faults[path]`. Tracks its weight version. */

@@ -1,39 +1,16 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { isUisError } from '@uis/spec';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SGLangEngine } from './engine.ts';
+import { ENGINE_FAULTS, type EngineFault, type EngineFaultName, engineReply } from './testing.ts';
 
 /** Every control call the manager makes through SGLangEngine, against an engine that answers badly in each way
  * seen in the field: each must end in an error with a stable code whose message names the engine's URL and
  * endpoint, within the engine's control deadline (never the client's 1 h idle timeout). */
-type Fault = (req: IncomingMessage, res: ServerResponse) => void;
-
-const reply =
-  (status: number, type: string, body: string): Fault =>
-  (_req, res) => {
-    res.writeHead(status, { 'content-type': type });
-    res.end(body);
-  };
-
-const FAULTS = {
-  not_json: reply(200, 'text/html', '<html>proxy page</html>'),
-  success_yes: reply(200, 'application/json', '{"success":"yes"}'),
-  list: reply(200, 'application/json', '[]'),
-  null: reply(200, 'application/json', 'null'),
-  html_500: reply(500, 'text/html', '<html><body>Internal Server Error</body></html>'),
-  html_400: reply(400, 'text/html', '<html><body>Bad Request</body></html>'),
-  success_false: reply(200, 'application/json', '{"success":false,"message":"no memory saver"}'),
-  // Announces 100 bytes, sends 6, dies.
-  truncated: (_req, res) => {
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
-    res.write('{"succ');
-    setTimeout(() => res.destroy(), 20);
-  },
-  reset: (req) => req.socket.destroy(),
-  silent: () => {},
-} satisfies Record<string, Fault>;
-type FaultName = keyof typeof FAULTS;
+type Fault = EngineFault;
+type FaultName = EngineFaultName;
+const FAULTS = ENGINE_FAULTS;
 
 interface Call {
   path: string;
@@ -207,7 +184,7 @@ describe('SGLangEngine control calls against a badly answering engine', () => {
   it("reads an older engine's {success: false} without num_paused_requests as the failure it reports", async () => {
     fault = {
       path: '/update_weights_from_disk',
-      answer: reply(400, 'application/json', '{"success":false,"message":"file not found: /m2"}'),
+      answer: engineReply(400, 'application/json', '{"success":false,"message":"file not found: /m2"}'),
     };
     const engine = new SGLangEngine({ engineId: 'm/0', baseUrl });
     try {
