@@ -623,7 +623,9 @@ export class LifecycleCoordinator {
       // The waiter went away (its HTTP client disconnected): stop waiting for it now, not at the timeout.
       const onAbort = () => {
         finish();
-        reject(new UisError({ code: 'client_gone', status: 499, message: `wait for phase ${phase} abandoned` }));
+        reject(
+          new UisError({ code: 'client_gone', status: 499, message: `wait for phase ${phase} abandoned` }),
+        );
       };
       const finish = () => {
         clearTimeout(timer);
