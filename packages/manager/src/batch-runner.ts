@@ -145,10 +145,14 @@ export class BatchRunner {
       } catch {
         // Already final (e.g. committed by nobody else): keep the original error.
       }
-      this.logger.error(
-        { batch: id, previous: before.state, reason, requeued: !invalid },
-        invalid ? 'batch failed' : 'batch run failed; batch requeued',
-      );
+      // A failed batch needs the operator; a requeued one runs again in the next scorer phase (a stop that cuts a
+      // run short lands here too).
+      if (invalid) this.logger.error({ batch: id, previous: before.state, reason }, 'batch failed');
+      else
+        this.logger.warn(
+          { batch: id, previous: before.state, reason, requeued: true },
+          'batch run failed; batch requeued',
+        );
       throw e instanceof UisError
         ? e
         : new UisError({
