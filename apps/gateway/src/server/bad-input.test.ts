@@ -155,6 +155,37 @@ function rawExchange(bytes: string): Promise<string> {
   });
 }
 
+/** Sends `first` on a keep-alive connection, waits for its whole answer, then sends `bytes` on the same connection
+ * and reads until the server closes it: what a pooled client (undici, aiohttp) sees on a reused connection. */
+function exchangeAfter(first: string, bytes: string): Promise<{ first: string; then: string }> {
+  return new Promise((resolve, reject) => {
+    const u = new URL(gw.url);
+    const socket = connect(Number(u.port), u.hostname);
+    let out = '';
+    let answered: string | undefined;
+    socket.setEncoding('latin1');
+    socket.on('data', (d: string) => {
+      out += d;
+      const length = /content-length: (\d+)/i.exec(out)?.[1];
+      const end = out.indexOf('\r\n\r\n');
+      if (
+        answered === undefined &&
+        length !== undefined &&
+        end >= 0 &&
+        out.length >= end + 4 + Number(length)
+      ) {
+        answered = out;
+        out = '';
+        socket.write(bytes);
+      }
+    });
+    socket.on('close', () => resolve({ first: answered ?? '', then: out }));
+    socket.on('error', reject);
+    socket.setTimeout(5000, () => socket.destroy(new Error('no answer within 5 s')));
+    socket.write(first);
+  });
+}
+
 describe('bad input over HTTP', { timeout: 60_000 }, () => {
   it('refuses every bad request with a 4xx JSON error naming its code and path, and accepted work goes on', async () => {
     // Accepted work first: a stream relayed through the gateway and a sealed batch waiting for its phase.
@@ -276,5 +307,17 @@ describe('bad input over HTTP', { timeout: 60_000 }, () => {
       });
     }
     expect((await fetch(`${gw.url}/rollout/health`, { headers: serving })).status).toBe(200);
+  });
+
+  it('answers a refused request on a reused keep-alive connection too, not with a silent close', async () => {
+    const health = `GET /rollout/health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${SERVING}\r\n\r\n`;
+    const { first, then } = await exchangeAfter(
+      health,
+      `GET /rollout/health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
+    );
+    expect(first.split(' ')[1]).toBe('200');
+    const [head = '', body = ''] = then.split('\r\n\r\n');
+    expect(head.split(' ')[1]).toBe('431');
+    expect(ErrorBodySchema.parse(JSON.parse(body)).error.code).toBe('headers_too_large');
   });
 });

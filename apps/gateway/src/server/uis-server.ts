@@ -320,10 +320,13 @@ const PARSER_REFUSALS: Record<
 };
 
 /** node's answer to a request its HTTP parser refuses (bad request line, header bytes, chunk framing, headers too
- * large or too slow) is a bare status line without a body: this one carries the product's JSON error. A socket that
- * already answered something is only closed, as node does. */
+ * large or too slow) is a bare status line without a body: this one carries the product's JSON error. A socket in the
+ * middle of a response is only closed, as node does; an idle keep-alive socket that answered earlier requests still
+ * gets the error (a pooled client would otherwise see a bare close on a reused connection). */
 function answerClientError(err: Error & { code?: string }, socket: Socket): void {
-  if (err.code === 'ECONNRESET' || !socket.writable || socket.bytesWritten > 0) {
+  // node's own test (`_http_server.js` socketOnError): the response in flight on this socket, if any.
+  const inFlight = (socket as Socket & { _httpMessage?: { headersSent: boolean } | null })._httpMessage;
+  if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
     socket.destroy();
     return;
   }
