@@ -157,7 +157,7 @@ function rawExchange(bytes: string): Promise<string> {
 
 /** Sends `first` on a keep-alive connection, waits for its whole answer, then sends `bytes` on the same connection
  * and reads until the server closes it: what a pooled client (undici, aiohttp) sees on a reused connection. */
-function exchangeAfter(first: string, bytes: string): Promise<{ first: string; then: string }> {
+function exchangeAfter(first: string, bytes: string): Promise<{ first: string; second: string }> {
   return new Promise((resolve, reject) => {
     const u = new URL(gw.url);
     const socket = connect(Number(u.port), u.hostname);
@@ -179,7 +179,7 @@ function exchangeAfter(first: string, bytes: string): Promise<{ first: string; t
         socket.write(bytes);
       }
     });
-    socket.on('close', () => resolve({ first: answered ?? '', then: out }));
+    socket.on('close', () => resolve({ first: answered ?? '', second: out }));
     socket.on('error', reject);
     socket.setTimeout(5000, () => socket.destroy(new Error('no answer within 5 s')));
     socket.write(first);
@@ -311,12 +311,12 @@ describe('bad input over HTTP', { timeout: 60_000 }, () => {
 
   it('answers a refused request on a reused keep-alive connection too, not with a silent close', async () => {
     const health = `GET /rollout/health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${SERVING}\r\n\r\n`;
-    const { first, then } = await exchangeAfter(
+    const { first, second } = await exchangeAfter(
       health,
       `GET /rollout/health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
     );
     expect(first.split(' ')[1]).toBe('200');
-    const [head = '', body = ''] = then.split('\r\n\r\n');
+    const [head = '', body = ''] = second.split('\r\n\r\n');
     expect(head.split(' ')[1]).toBe('431');
     expect(ErrorBodySchema.parse(JSON.parse(body)).error.code).toBe('headers_too_large');
   });
