@@ -1,7 +1,12 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SGLangClient, SGLangEngine } from '@uis/sglang-engine';
-import { ENGINE_FAULTS, type EngineFault, type EngineFaultName } from '@uis/sglang-engine/testing';
+import {
+  ENGINE_FAULTS,
+  type EngineFault,
+  type EngineFaultName,
+  engineReply,
+} from '@uis/sglang-engine/testing';
 import { type InferenceRoleSpec, isUisError } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BatchRunner } from './batch-runner.ts';
@@ -249,6 +254,50 @@ describe('BatchRunner against a scorer that answers badly', () => {
       );
     },
   );
+
+  it('a sample every replica refuses (SGLang 400: prompt over the context length) fails the batch instead of requeuing it into every later scorer phase', async () => {
+    const fakes = [await new FakeEngine().listen(), await new FakeEngine().listen()];
+    const db = openStore(':memory:');
+    cleanups.push(async () => db.close());
+    const store = new BatchStore(db);
+    const clients = fakes.map((f) => new SGLangClient(f.url));
+    for (const [i, f] of fakes.entries())
+      cleanups.push(
+        () => f.close(),
+        () => clients[i]!.close(),
+      );
+    const runner = new BatchRunner({
+      store,
+      targets: () =>
+        clients.map((client, i) => ({ engineId: `judge/${i}`, servedModelName: 'judge', client })),
+      concurrency: 1,
+    });
+    const tooLong = engineReply(
+      400,
+      'application/json',
+      '{"object":"error","message":"The input (9000 tokens) is longer than the model\'s context length (8192 tokens).","type":"BadRequestError","code":400}',
+    );
+    const asked: number[] = [];
+    for (const [i, f] of fakes.entries())
+      f.faults.set('/v1/chat/completions', (req, res) => {
+        asked.push(i);
+        tooLong(req, res);
+      });
+    const b = store.create({ kind: 'genrm_score' });
+    store.addSamples(b.id, {
+      samples: [{ sample_id: 'long', input: { messages: [{ role: 'user', content: 'x' }] } }],
+    });
+    store.seal(b.id);
+    const e = await runner.run(b.id).catch((err: unknown) => err);
+    expect(isUisError(e) && e.code).toBe('batch_sample_failed');
+    expect(store.get(b.id)).toMatchObject({
+      state: 'failed',
+      reason: expect.stringContaining('context length'),
+    });
+    // The answer is the sample's, not the replica's: no second replica is asked.
+    expect(asked).toHaveLength(1);
+    expect(store.list({ state: 'sealed' })).toEqual([]);
+  });
 
   it('no eligible scorer replica leaves the batch sealed, not failed', async () => {
     const db = openStore(':memory:');

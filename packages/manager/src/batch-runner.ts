@@ -1,4 +1,4 @@
-import type { SGLangClient } from '@uis/sglang-engine';
+import { isEngineError, type SGLangClient } from '@uis/sglang-engine';
 import { UisError } from '@uis/spec';
 import type {
   BatchInfo,
@@ -78,7 +78,7 @@ export class BatchRunner {
     const controller = new AbortController();
     const onAbort = () => controller.abort(signal?.reason);
     signal?.addEventListener('abort', onAbort, { once: true });
-    let invalid = false;
+    let sampleFault = false;
     try {
       if (targets.length === 0)
         throw new UisError({
@@ -107,13 +107,13 @@ export class BatchRunner {
               done = true;
             } catch (e) {
               lastErr = e;
-              // An invalid result is a property of the answer, not of the replica: retrying cannot fix it.
-              if (isInvalidResult(e)) break;
+              // A fault of the sample, not of the replica: another replica would answer the same.
+              if (isSampleFault(e)) break;
             }
           }
           if (!done) {
             if (controller.signal.aborted && firstError !== undefined) return;
-            invalid = isInvalidResult(lastErr);
+            sampleFault = isSampleFault(lastErr);
             firstError ??= new UisError({
               code: 'batch_sample_failed',
               status: 502,
@@ -137,17 +137,18 @@ export class BatchRunner {
       return { batch: committed, scored: todo.length, reused };
     } catch (e) {
       const reason = errorMessage(e);
-      // Only an invalid result fails the batch: retrying cannot change it. Engine faults (unreachable, timeouts,
-      // bad answers, no replica) and interruptions leave it sealed with its staged results for the next run.
+      // Only a sample fault fails the batch: a rerun cannot change it, and a requeued batch would block every later
+      // scorer phase. Engine faults (unreachable, timeouts, bad answers, no replica) and interruptions leave it
+      // sealed with its staged results for the next run.
       try {
-        if (invalid) store.fail(id, reason);
+        if (sampleFault) store.fail(id, reason);
         else store.requeue(id, reason);
       } catch {
         // Already final (e.g. committed by nobody else): keep the original error.
       }
       // A failed batch needs the operator; a requeued one runs again in the next scorer phase (a stop that cuts a
       // run short lands here too).
-      if (invalid) this.logger.error({ batch: id, previous: before.state, reason }, 'batch failed');
+      if (sampleFault) this.logger.error({ batch: id, previous: before.state, reason }, 'batch failed');
       else
         this.logger.warn(
           { batch: id, previous: before.state, reason, requeued: true },
@@ -230,6 +231,9 @@ export class BatchRunner {
   }
 }
 
-function isInvalidResult(e: unknown): boolean {
-  return e instanceof UisError && e.code === 'invalid_result';
+/** The sample's own fault, whichever replica answers: an invalid result, or the engine refusing the request as
+ * such (SGLang answers 400 to a prompt over the context length or to bad sampling params, 413/422 alike). */
+function isSampleFault(e: unknown): boolean {
+  if (e instanceof UisError && e.code === 'invalid_result') return true;
+  return isEngineError(e, 'engine_http_error') && [400, 413, 422].includes(e.engineStatus ?? 0);
 }
