@@ -75,7 +75,8 @@ export const BatchViewSchema = z.object({
   created_at: z.number(),
   started_at: z.number().nullable(),
   ended_at: z.number().nullable(),
-  /** Why it failed; for a queued batch, why its last run was put back (it runs again in the next scorer phase). */
+  /** Why it failed; for a queued batch, why its last run was put back (it runs again in the next scorer phase, or
+   * after a backoff for a role without a defer schedule). */
   failure: z.string().nullable(),
 });
 export type BatchView = z.infer<typeof BatchViewSchema>;

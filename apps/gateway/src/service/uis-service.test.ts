@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { submitBatch } from '../admin/admin-api.ts';
 import { UisServer } from '../server/uis-server.ts';
-import { deferTestConfig } from '../testing/fixtures.ts';
+import { deferTestConfig, splitTestConfig } from '../testing/fixtures.ts';
 import { InProcessSimLauncher } from './in-process-sim-launcher.ts';
 import { UisService } from './uis-service.ts';
 
@@ -69,6 +69,40 @@ describe('UisService across a restart (SQLite file)', { timeout: 60_000 }, () =>
       expect(second.coordinator.lease('actor').phase).toBe('train');
     } finally {
       await second.stop();
+    }
+  });
+});
+
+describe('UisService: batches of a role without a defer schedule', { timeout: 60_000 }, () => {
+  it('runs a batch again once its scorer is back, instead of leaving it queued until a restart', async () => {
+    const launcher = new InProcessSimLauncher({ simOnloadMs: 5, simOffloadMs: 5 });
+    launchers.push(launcher);
+    const s = new UisService({ config: splitTestConfig(), launcher });
+    await s.start();
+    try {
+      const genrm = s.managers.get('genrm')!;
+      await genrm.deactivate();
+      const batch = submitBatch(s, 'genrm_score', null, [
+        { sample_id: 's0', input: { messages: [{ role: 'user', content: 'Judgement:' }] } },
+      ]);
+      const until = (done: () => boolean) =>
+        new Promise<void>((resolve) => {
+          const end = Date.now() + 20_000;
+          const poll = () => (done() || Date.now() > end ? resolve() : setTimeout(poll, 25));
+          poll();
+        });
+      // No replica: the run puts the batch back with the reason.
+      await until(() => s.store.get(batch.id).reason !== null);
+      expect(s.store.get(batch.id)).toMatchObject({
+        state: 'sealed',
+        reason: expect.stringContaining('no eligible'),
+      });
+      await genrm.activate();
+      await until(() => s.store.get(batch.id).state !== 'sealed');
+      expect(s.store.get(batch.id).state).toBe('committed');
+      expect(s.store.samples(batch.id)[0]?.output).toMatchObject({ score: expect.any(Number) });
+    } finally {
+      await s.stop();
     }
   });
 });

@@ -43,6 +43,10 @@ import {
   UisError,
 } from '@uis/spec';
 
+/** Backoff of the reruns of a requeued undeferred batch: 1 s, doubling, at most 30 s apart. */
+const UNDEFERRED_RERUN_FIRST_MS = 1_000;
+const UNDEFERRED_RERUN_MAX_MS = 30_000;
+
 export type LauncherKind = 'sim' | 'local' | 'external' | 'ray';
 
 export interface UisServiceOptions {
@@ -248,6 +252,8 @@ export class UisService {
   private readonly roleRouters = new Map<Role, RoleRouters>();
   private started = false;
   private stopping: Promise<void> | null = null;
+  /** Pending reruns of requeued batches of undeferred roles (cleared by `stop()`). */
+  private readonly reruns = new Set<NodeJS.Timeout>();
 
   constructor(opts: UisServiceOptions) {
     this.config = opts.config;
@@ -406,9 +412,7 @@ export class UisService {
     // Batches sealed before a restart, of roles without a defer schedule, run now.
     for (const role of this.managers.keys())
       if (!this.deferred(role))
-        this.runner.runPending(role).catch((e: unknown) => {
-          this.logger.error({ role, err: String(e) }, 'pending batches failed');
-        });
+        for (const b of this.store.list({ state: 'sealed', role })) this.runUndeferred(b.id, 0);
   }
 
   /** Schedules a sealed batch: a role with a defer schedule scores it when its phase is resident, any other role
@@ -416,8 +420,24 @@ export class UisService {
   runWhenSealed(batchId: string): void {
     const info = this.store.get(batchId);
     if (this.deferred(info.role)) return;
+    this.runUndeferred(batchId, 0);
+  }
+
+  /** Runs a batch of a role without a defer schedule. No scorer phase comes back for it, so a run the engines could
+   * not finish (the runner put the batch back to sealed: no replica, engine unreachable) is run again with backoff
+   * until it commits or fails, instead of waiting for a restart. */
+  private runUndeferred(batchId: string, rerun: number): void {
     this.runner.run(batchId).catch((e: unknown) => {
       this.logger.error({ batch: batchId, err: String(e) }, 'batch run failed');
+      if (this.stopping !== null || this.store.get(batchId).state !== 'sealed') return;
+      const timer = setTimeout(
+        () => {
+          this.reruns.delete(timer);
+          if (this.stopping === null) this.runUndeferred(batchId, rerun + 1);
+        },
+        Math.min(UNDEFERRED_RERUN_MAX_MS, UNDEFERRED_RERUN_FIRST_MS * 2 ** rerun),
+      );
+      this.reruns.add(timer);
     });
   }
 
@@ -442,6 +462,8 @@ export class UisService {
    * bridge created in it, and a head this run started), and closes the store. Idempotent. */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
+      for (const timer of this.reruns) clearTimeout(timer);
+      this.reruns.clear();
       // A transition running now fails as its engines stop: it leaves the lease held, not blocked (a clean stop
       // must not make the next start wait for an operator), and is written down before the store closes.
       this.coordinator.interrupt();
