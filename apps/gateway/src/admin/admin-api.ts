@@ -13,6 +13,7 @@ import { type Context, Hono } from 'hono';
 import { z } from 'zod';
 import { authorized, unauthorized } from '../gateway/auth.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
+import { methodNotAllowed } from '../gateway/inference-gateway.ts';
 import { asUisError } from '../proxy/index.ts';
 import type { UisService } from '../service/uis-service.ts';
 import type { BarrierBoard } from './barrier-board.ts';
@@ -459,17 +460,38 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
     });
   });
 
-  app.notFound((c) =>
-    c.json(
+  // Last route (a sub-app's notFound is not consulted once mounted): a known path with another method is 405 +
+  // `Allow`, as on the serving routes; only unknown paths are 404.
+  let patterns: Array<{ method: string; match: RegExp }> | undefined;
+  app.all('*', (c) => {
+    patterns ??= app.routes
+      .filter((r) => r.method !== 'ALL' && r.path !== '*' && r.path !== '/*')
+      .map((r) => ({ method: r.method, match: routePattern(r.path) }));
+    const rel = c.req.path.replace(/^\/admin(?=\/|$)/, '');
+    const allow = [...new Set(patterns.filter((p) => p.match.test(rel)).map((p) => p.method))];
+    if (allow.length > 0) {
+      c.header('allow', allow.join(', '));
+      return c.json(methodNotAllowed(c.req.method, c.req.path, allow.join(', ')).toJSON(), 405);
+    }
+    return c.json(
       new UisError({
         code: 'not_found',
         status: 404,
+        path: c.req.path,
         message: `no admin endpoint ${c.req.method} ${c.req.path}`,
       }).toJSON(),
       404,
-    ),
-  );
+    );
+  });
   return app;
+}
+
+/** `/roles/:role/drain` -> a RegExp matching concrete paths of that route. */
+function routePattern(path: string): RegExp {
+  const parts = path
+    .split('/')
+    .map((seg) => (seg.startsWith(':') ? '[^/]+' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+  return new RegExp(`^${parts.join('/')}/?$`);
 }
 
 const INPUT_SCHEMA = { genrm_score: GenrmInputSchema, teacher_logprobs: TeacherInputSchema } as const;

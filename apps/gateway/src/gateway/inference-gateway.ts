@@ -104,7 +104,7 @@ const OTHER_METHODS = {
   serving: ['GET', 'HEAD', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
 } as const;
 
-function methodNotAllowed(method: string, path: string, allow: string): UisError {
+export function methodNotAllowed(method: string, path: string, allow: string): UisError {
   return new UisError({
     code: 'method_not_allowed',
     status: 405,

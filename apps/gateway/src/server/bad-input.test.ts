@@ -79,6 +79,9 @@ const cases: Case[] = [
   { name: 'chat on an unknown role', method: 'POST', url: '/critic/v1/chat/completions', headers: serving, body: {}, status: 404, code: 'unknown_role', path: 'role' },
   { name: 'malformed percent-encoding', method: 'GET', url: '/%zz', status: 400, code: 'invalid_path', path: 'path' },
   // ---- admin ----
+  { name: 'admin: PUT on phases', method: 'PUT', url: '/admin/phases', headers: admin, body: {}, status: 405, code: 'method_not_allowed', path: 'method' },
+  { name: 'admin: GET on a drain', method: 'GET', url: '/admin/roles/rollout/drain', headers: admin, status: 405, code: 'method_not_allowed', path: 'method' },
+  { name: 'admin: unknown path', method: 'GET', url: '/admin/nope', headers: admin, status: 404, code: 'not_found', path: '/admin/nope' },
   { name: 'admin: empty Authorization', method: 'POST', url: '/admin/roles/rollout/drain', headers: { ...JSON_TYPE, authorization: '' }, body: {}, status: 401, code: 'unauthorized', path: 'headers.authorization' },
   { name: 'admin: Bearer without a token', method: 'GET', url: '/admin/phases', headers: { authorization: 'Bearer ' }, status: 401, code: 'unauthorized', path: 'headers.authorization' },
   { name: 'admin: Basic scheme', method: 'POST', url: '/admin/batches', headers: { ...JSON_TYPE, authorization: `Basic ${ ADMIN}` }, body: {}, status: 401, code: 'unauthorized', path: 'headers.authorization' },
@@ -101,7 +104,7 @@ const cases: Case[] = [
   { name: 'admin: header and body ids differ', method: 'POST', url: '/admin/phases/advance', headers: { ...admin, 'idempotency-key': 'a' }, body: { operation_id: 'b' }, status: 400, code: 'invalid_input', path: 'body.operation_id' },
   { name: 'admin: unknown activation group', method: 'POST', url: '/admin/phases/advance', headers: admin, body: { group: 'nope' }, status: 404, code: 'unknown_activation_group', path: 'group' },
   { name: 'admin: unknown target phase', method: 'POST', url: '/admin/phases/advance', headers: admin, body: { to: 'nope' }, status: 404, code: 'unknown_phase', path: 'phase' },
-  { name: 'admin: PUT on a mutation', method: 'PUT', url: '/admin/roles/rollout/drain', headers: admin, body: {}, status: 404, code: 'not_found', path: '/admin/roles/rollout/drain' },
+  { name: 'admin: PUT on a mutation', method: 'PUT', url: '/admin/roles/rollout/drain', headers: admin, body: {}, status: 405, code: 'method_not_allowed', path: 'method' },
   { name: 'admin: unknown operation', method: 'POST', url: '/admin/operations', headers: admin, body: { kind: 'nuke' }, status: 404, code: 'not_found', path: '/admin/operations' },
   { name: 'barrier: no phase', method: 'POST', url: '/admin/barriers/wait', headers: admin, body: {}, status: 400, code: 'invalid_input', path: 'body.phase' },
   { name: 'barrier: unknown phase', method: 'POST', url: '/admin/barriers/wait', headers: admin, body: { phase: 'nope', timeout_s: 1 }, status: 404, code: 'unknown_phase', path: 'phase' },
