@@ -23,9 +23,12 @@ export const EngineUrlSchema = z.string().superRefine((value, ctx) => {
     ctx.addIssue({ code: 'custom', message: 'URL must not have a fragment' });
 });
 
+/** A host name, an IPv4 address, or an IPv6 address in brackets (RegExp source, for `host:port` patterns). */
+export const HOST_PATTERN = String.raw`(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])`;
+
 /** `host:port` as Relax writes engine addresses (`--rollout-external-engine-addrs h1:30000`); without this rule
  * `new URL` would read `h1:` as a scheme. */
-const HOST_PORT = /^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):\d{1,5}$/;
+const HOST_PORT = new RegExp(`^${HOST_PATTERN}:\\d{1,5}$`);
 
 /** An engine address from a config file: an http(s) URL, or Relax's `host:port` (read as `http://host:port`). */
 export const EngineAddressSchema = z

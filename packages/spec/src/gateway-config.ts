@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { EngineAddressSchema } from './discovery.ts';
+import { EngineAddressSchema, HOST_PATTERN } from './discovery.ts';
 
 /** `host:port` of a Ray GCS (IPv6 in brackets), or `auto` (the cluster this machine belongs to). */
-const RAY_ADDRESS = /^(?:auto|(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):(\d{1,5}))$/;
+const RAY_ADDRESS = new RegExp(`^(?:auto|${HOST_PATTERN}:(\\d{1,5}))$`);
 
 /** The Ray head `uis serve` starts for the run when `gateway.ray.address` is absent. */
 export const RayHeadConfigSchema = z

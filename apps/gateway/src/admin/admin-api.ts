@@ -14,7 +14,7 @@ import { z } from 'zod';
 import { authorized, unauthorized } from '../gateway/auth.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { methodNotAllowed } from '../gateway/inference-gateway.ts';
-import { asUisError } from '../proxy/index.ts';
+import { asUisError, parseJsonObject } from '../proxy/index.ts';
 import type { UisService } from '../service/uis-service.ts';
 import type { BarrierBoard } from './barrier-board.ts';
 
@@ -93,35 +93,10 @@ function fail(c: Context, e: unknown) {
 /** Reads a JSON object body; an empty body is `{}`. */
 async function jsonBody(c: Context): Promise<Record<string, unknown>> {
   const bytes = Buffer.from(await c.req.arrayBuffer());
-  // Decoding would turn stray bytes into U+FFFD silently: an id or a path would differ from what was sent.
-  if (!isUtf8(bytes))
-    throw new UisError({
-      code: 'invalid_json',
-      status: 400,
-      path: 'body',
-      message: 'request body is not valid UTF-8; send JSON encoded as UTF-8',
-    });
-  const text = bytes.toString('utf8');
-  if (text.trim() === '') return {};
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (e) {
-    throw new UisError({
-      code: 'invalid_json',
-      status: 400,
-      path: 'body',
-      message: `request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`,
-    });
-  }
-  if (typeof json !== 'object' || json === null || Array.isArray(json))
-    throw new UisError({
-      code: 'invalid_body',
-      status: 400,
-      path: 'body',
-      message: 'body must be a JSON object',
-    });
-  return json as Record<string, unknown>;
+  if (isUtf8(bytes) && bytes.toString('utf8').trim() === '') return {};
+  const body = parseJsonObject(bytes);
+  if (body instanceof UisError) throw body;
+  return body;
 }
 
 const MAX_OPERATION_ID = 200;

@@ -26,7 +26,8 @@ export interface BodyEdit {
   remove?: readonly string[];
 }
 
-function tooLarge(limit: number): UisError {
+/** The 413 of every route that reads a body (serving on the fast path; admin and tRPC through Hono). */
+export function bodyTooLarge(limit: number): UisError {
   return new UisError({
     code: ProxyErrorCode.bodyTooLarge,
     status: 413,
@@ -53,7 +54,7 @@ export function collectBody(
 ): void {
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) {
-    done(tooLarge(limit));
+    done(bodyTooLarge(limit));
     return;
   }
   const c = new BodyCollector(limit, done);
@@ -81,7 +82,7 @@ class BodyCollector {
     this.#size += chunk.length;
     if (this.#size > this.limit) {
       this.#settled = true;
-      this.done(tooLarge(this.limit));
+      this.done(bodyTooLarge(this.limit));
       return;
     }
     if (this.#first === undefined) this.#first = chunk;
@@ -108,9 +109,10 @@ class BodyCollector {
   }
 }
 
-/** Parses a serving body: must be a JSON object whose routing fields have the right types (400 otherwise). */
-export function parseServingBody(raw: Buffer): ParsedBody | UisError {
-  // JSON text is UTF-8 (RFC 8259): other bytes would be routed as one text and reach the engine as another.
+/** Parses a body that must be a JSON object (400 `invalid_json` / `invalid_body` at `body` otherwise). */
+export function parseJsonObject(raw: Buffer): Record<string, unknown> | UisError {
+  // JSON text is UTF-8 (RFC 8259): decoding other bytes would silently turn them into U+FFFD, so a body would be
+  // routed or recorded as one text and reach the engine as another.
   if (!isUtf8(raw))
     return new UisError({
       code: ProxyErrorCode.invalidJson,
@@ -137,7 +139,13 @@ export function parseServingBody(raw: Buffer): ParsedBody | UisError {
       message: 'request body must be a JSON object',
     });
   }
-  const obj = json as Record<string, unknown>;
+  return json as Record<string, unknown>;
+}
+
+/** Parses a serving body: must be a JSON object whose routing fields have the right types (400 otherwise). */
+export function parseServingBody(raw: Buffer): ParsedBody | UisError {
+  const obj = parseJsonObject(raw);
+  if (obj instanceof UisError) return obj;
   const fields = quickFields(obj);
   if (fields !== undefined) return { raw, json: obj, fields };
   // Only the routing fields are validated (the engine validates the rest); zod words the error.
