@@ -79,6 +79,19 @@ export function zodIssues(error: z.ZodError, root = ''): PathIssue[] {
   }));
 }
 
+/** A 400 UisError listing every issue of `error` (paths under `root`) in its message and details; its `path` is
+ * the first issue's. */
+export function zodError(error: z.ZodError, root = '', code = 'invalid_input'): UisError {
+  const issues = zodIssues(error, root);
+  return new UisError({
+    code,
+    status: 400,
+    path: issues[0]?.path ?? (root === '' ? undefined : root),
+    message: issues.map((i) => `${i.path}: ${i.message}`).join('; '),
+    details: issues,
+  });
+}
+
 /** Parses `input` with `schema` or throws a 400 UisError whose details list every issue with its path. */
 export function parseOrThrow<T extends z.ZodType>(
   schema: T,
@@ -88,15 +101,7 @@ export function parseOrThrow<T extends z.ZodType>(
 ): z.infer<T> {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
-  const issues = zodIssues(result.error, root);
-  const first = issues[0];
-  throw new UisError({
-    code,
-    status: 400,
-    path: first?.path,
-    message: issues.map((i) => `${i.path}: ${i.message}`).join('; '),
-    details: issues,
-  });
+  throw zodError(result.error, root, code);
 }
 
 const isPathIssue = (d: unknown): d is PathIssue =>

@@ -8,7 +8,7 @@ import {
   TeacherInputSchema,
   WeightUpdateRequestSchema,
 } from '@uis/manager';
-import { parseOrThrow, type Role, RoleSchema, UisError, zodIssues } from '@uis/spec';
+import { parseOrThrow, type Role, RoleSchema, UisError, zodError } from '@uis/spec';
 import { type Context, Hono } from 'hono';
 import { z } from 'zod';
 import { authorized, unauthorized } from '../gateway/auth.ts';
@@ -73,17 +73,6 @@ const EventsQuerySchema = z.object({
   kind: z.string().min(1).optional(),
   subject: z.string().min(1).optional(),
 });
-
-function invalid(error: z.ZodError, root: string): UisError {
-  const issues = zodIssues(error, root);
-  return new UisError({
-    code: 'invalid_input',
-    status: 400,
-    path: issues[0]?.path ?? root,
-    message: issues.map((i) => `${i.path}: ${i.message}`).join('; '),
-    details: issues,
-  });
-}
 
 function fail(c: Context, e: unknown) {
   const err = asUisError(e);
@@ -182,7 +171,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
         const { operation_id, ...rest } = raw;
         operationId = operationIdOf(c.req.header('idempotency-key'), operation_id);
         const parsed = schema.safeParse(rest);
-        if (!parsed.success) throw invalid(parsed.error, 'body');
+        if (!parsed.success) throw zodError(parsed.error, 'body');
         subject = subjectOf(c, parsed.data);
         const request = { action, params: c.req.param(), body: rest };
         const once = async () => {
@@ -366,7 +355,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
   app.post('/barriers/wait', async (c) => {
     try {
       const parsed = BarrierWaitSchema.safeParse(await jsonBody(c));
-      if (!parsed.success) throw invalid(parsed.error, 'body');
+      if (!parsed.success) throw zodError(parsed.error, 'body');
       const b = parsed.data;
       const lease = await barriers.wait(b.group ?? null, b.phase, () =>
         // A trainer that gives up (disconnects) stops counting as a waiter at once.
@@ -403,7 +392,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
   );
   app.get('/batches', (c) => {
     const q = BatchListSchema.safeParse(c.req.query());
-    if (!q.success) return fail(c, invalid(q.error, 'query'));
+    if (!q.success) return fail(c, zodError(q.error, 'query'));
     return c.json({ batches: service.store.list(q.data) });
   });
   app.get('/batches/:id', (c) => {
@@ -423,7 +412,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
   // ---- audit log -------------------------------------------------------------------------------------------
   app.get('/events', (c) => {
     const q = EventsQuerySchema.safeParse(c.req.query());
-    if (!q.success) return fail(c, invalid(q.error, 'query'));
+    if (!q.success) return fail(c, zodError(q.error, 'query'));
     const { after, limit, kind, subject } = q.data;
     return c.json({
       events: service.events.list({

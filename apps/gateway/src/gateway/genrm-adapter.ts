@@ -1,5 +1,5 @@
 import type { InferenceModelSpec } from '@uis/spec';
-import { UisError, zodIssues } from '@uis/spec';
+import { UisError, zodError } from '@uis/spec';
 import { z } from 'zod';
 
 /** Relax's GenRM request: a judge conversation plus optional sampling overrides. `model` / `route_key` pick a
@@ -32,14 +32,7 @@ export const GENRM_SAMPLING_DEFAULTS = Object.freeze({
 export function parseGenrmRequest(json: unknown): GenrmMessagesRequest | UisError {
   const r = GenrmMessagesRequestSchema.safeParse(json);
   if (r.success) return r.data;
-  const issues = zodIssues(r.error, 'body');
-  return new UisError({
-    code: 'invalid_body',
-    status: 400,
-    path: issues[0]?.path ?? 'body',
-    message: issues.map((i) => `${i.path}: ${i.message}`).join('; '),
-    details: issues,
-  });
+  return zodError(r.error, 'body', 'invalid_body');
 }
 
 /**

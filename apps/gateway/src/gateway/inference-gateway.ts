@@ -11,7 +11,7 @@ import {
   requestKeys,
   resolveModel,
 } from '@uis/routing';
-import { type GroupPlacement, type InferenceRoleSpec, retryGuidance, UisError, zodIssues } from '@uis/spec';
+import { type GroupPlacement, type InferenceRoleSpec, retryGuidance, UisError, zodError } from '@uis/spec';
 import { type Context, Hono } from 'hono';
 import { z } from 'zod';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.ts';
@@ -127,16 +127,7 @@ class TrackedInFlight extends InFlightCounter {
   }
 }
 
-function queryError(error: z.ZodError): UisError {
-  const issues = zodIssues(error, 'query');
-  return new UisError({
-    code: 'invalid_query',
-    status: 400,
-    path: issues[0]?.path ?? 'query',
-    message: issues.map((i) => `${i.path}: ${i.message}`).join('; '),
-    details: issues,
-  });
-}
+const queryError = (error: z.ZodError): UisError => zodError(error, 'query', 'invalid_query');
 
 /** Seconds a client should wait before retrying a refusal (503s carry them in `details`). */
 function retryAfterOf(err: UisError): number | undefined {

@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
-import { UisError, zodIssues } from '@uis/spec';
+import { UisError, zodError } from '@uis/spec';
 import { z } from 'zod';
 import { ProxyErrorCode } from './errors.ts';
 
@@ -155,16 +155,7 @@ export function parseServingBody(raw: Buffer): ParsedBody | UisError {
     stream: obj.stream,
     rid: obj.rid,
   });
-  if (!result.success) {
-    const issues = zodIssues(result.error, 'body');
-    return new UisError({
-      code: ProxyErrorCode.invalidBody,
-      status: 400,
-      path: issues[0]?.path ?? 'body',
-      message: issues.map((i) => `${i.path}: ${i.message}`).join('; '),
-      details: issues,
-    });
-  }
+  if (!result.success) return zodError(result.error, 'body', ProxyErrorCode.invalidBody);
   return { raw, json: obj, fields: result.data };
 }
 
