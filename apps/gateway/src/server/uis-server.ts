@@ -1,5 +1,11 @@
 import { once } from 'node:events';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+  STATUS_CODES,
+} from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
@@ -299,20 +305,15 @@ export class UisServer {
 }
 
 /** The JSON answers to what node's HTTP parser refuses, by error code (anything else: 400 `invalid_http`). */
-const PARSER_REFUSALS: Record<
-  string,
-  { status: number; reason: string; code: string; path?: string; message: string }
-> = {
+const PARSER_REFUSALS: Record<string, { status: number; code: string; path?: string; message: string }> = {
   HPE_HEADER_OVERFLOW: {
     status: 431,
-    reason: 'Request Header Fields Too Large',
     code: 'headers_too_large',
     path: 'headers',
     message: 'request headers are too large; send fewer or shorter headers',
   },
   ERR_HTTP_REQUEST_TIMEOUT: {
     status: 408,
-    reason: 'Request Timeout',
     code: 'request_timeout',
     path: 'headers',
     message: 'the request headers did not arrive in time',
@@ -331,15 +332,14 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
     return;
   }
   const known = err.code === undefined ? undefined : PARSER_REFUSALS[err.code];
-  const { reason, ...init } = known ?? {
+  const init = known ?? {
     status: 400,
-    reason: 'Bad Request',
     code: 'invalid_http',
     message: `the request is not valid HTTP/1.1 (${err.code ?? err.message}); fix the client's request framing`,
   };
   const body = JSON.stringify(new UisError(init).toJSON());
   socket.end(
-    `HTTP/1.1 ${init.status} ${reason}\r\ncontent-type: application/json\r\n` +
+    `HTTP/1.1 ${init.status} ${STATUS_CODES[init.status]}\r\ncontent-type: application/json\r\n` +
       `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
 }
