@@ -428,15 +428,19 @@ export class UisService {
    * until it commits or fails, instead of waiting for a restart. */
   private runUndeferred(batchId: string, rerun: number): void {
     this.runner.run(batchId).catch((e: unknown) => {
-      this.logger.error({ batch: batchId, err: String(e) }, 'batch run failed');
-      if (this.stopping !== null || this.store.get(batchId).state !== 'sealed') return;
-      const timer = setTimeout(
-        () => {
-          this.reruns.delete(timer);
-          if (this.stopping === null) this.runUndeferred(batchId, rerun + 1);
-        },
-        Math.min(UNDEFERRED_RERUN_MAX_MS, UNDEFERRED_RERUN_FIRST_MS * 2 ** rerun),
+      if (this.stopping !== null || this.store.get(batchId).state !== 'sealed') {
+        this.logger.error({ batch: batchId, err: String(e) }, 'batch run failed');
+        return;
+      }
+      const delayMs = Math.min(UNDEFERRED_RERUN_MAX_MS, UNDEFERRED_RERUN_FIRST_MS * 2 ** rerun);
+      this.logger.warn(
+        { batch: batchId, err: String(e), retryInMs: delayMs },
+        'batch run failed; rerun scheduled',
       );
+      const timer = setTimeout(() => {
+        this.reruns.delete(timer);
+        if (this.stopping === null) this.runUndeferred(batchId, rerun + 1);
+      }, delayMs);
       this.reruns.add(timer);
     });
   }
