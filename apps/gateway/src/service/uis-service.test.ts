@@ -98,7 +98,8 @@ describe('UisService: batches of a role without a defer schedule', { timeout: 60
         reason: expect.stringContaining('no eligible'),
       });
       await genrm.activate();
-      await until(() => s.store.get(batch.id).state !== 'sealed');
+      // Wait for an end state: the rerun passes through 'running' on its way.
+      await until(() => ['committed', 'failed'].includes(s.store.get(batch.id).state));
       expect(s.store.get(batch.id).state).toBe('committed');
       expect(s.store.samples(batch.id)[0]?.output).toMatchObject({ score: expect.any(Number) });
     } finally {
