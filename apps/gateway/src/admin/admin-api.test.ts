@@ -28,6 +28,11 @@ async function call(method: string, path: string, body?: unknown, headers: Recor
 const post = (path: string, body: unknown, headers: Record<string, string> = AUTH) =>
   call('POST', path, body, headers);
 const errorCode = (json: unknown) => ErrorBodySchema.parse(json).error.code;
+/** Polls `done` until it holds or `ms` pass (a count of short sleeps gave up after ~2 s of a loaded machine). */
+async function until(done: () => boolean, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!done() && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
+}
 const states = (role: 'rollout' | 'genrm' | 'teacher') =>
   Object.values(gw.service.managers.get(role)!.snapshot().models).flatMap((m) =>
     m.replicas.map((r) => r.state),
@@ -43,11 +48,12 @@ describe('admin API', { timeout: 60_000 }, () => {
       signal: gone.signal,
     }).catch((e: unknown) => e);
     const waiting = () => gw.server.barriers.list().reduce((n, b) => n + b.waiting, 0);
-    for (let i = 0; i < 200 && waiting() === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    await until(() => waiting() > 0);
     expect(gw.server.barriers.list()).toMatchObject([{ group: 'actor', phase: 'train', waiting: 1 }]);
     gone.abort();
     expect(await wait).toBeInstanceOf(Error);
-    for (let i = 0; i < 200 && waiting() > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    // Well below the waiter's own 600 s timeout: it is the disconnect that removes it.
+    await until(() => waiting() === 0);
     expect(gw.server.barriers.list()).toEqual([]);
   });
 

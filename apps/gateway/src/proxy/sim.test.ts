@@ -102,7 +102,8 @@ async function until(cond: () => boolean, what: string, timeoutMs = 10_000): Pro
   }
 }
 
-describe('proxy in front of sglang-sim', () => {
+// Real engines decoding at 20 ms a token: room for a loaded machine beyond the 5 s default.
+describe('proxy in front of sglang-sim', { timeout: 30_000 }, () => {
   it('forwards /generate without model/route_key and with an injected rid the engine uses', async () => {
     const r = await post('/r/generate', {
       model: 'alias',

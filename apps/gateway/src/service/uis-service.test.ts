@@ -73,7 +73,7 @@ describe('UisService across a restart (SQLite file)', { timeout: 60_000 }, () =>
   });
 });
 
-describe('UisService: batches of a role without a defer schedule', { timeout: 60_000 }, () => {
+describe('UisService: batches of a role without a defer schedule', { timeout: 90_000 }, () => {
   it('runs a batch again once its scorer is back, instead of leaving it queued until a restart', async () => {
     const launcher = new InProcessSimLauncher({ simOnloadMs: 5, simOffloadMs: 5 });
     launchers.push(launcher);
@@ -85,9 +85,10 @@ describe('UisService: batches of a role without a defer schedule', { timeout: 60
       const batch = submitBatch(s, 'genrm_score', null, [
         { sample_id: 's0', input: { messages: [{ role: 'user', content: 'Judgement:' }] } },
       ]);
+      // Generous: the reruns back off 1 s doubling, and a loaded machine slows the reactivation in between.
       const until = (done: () => boolean) =>
         new Promise<void>((resolve) => {
-          const end = Date.now() + 20_000;
+          const end = Date.now() + 45_000;
           const poll = () => (done() || Date.now() > end ? resolve() : setTimeout(poll, 25));
           poll();
         });
