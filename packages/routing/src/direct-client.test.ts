@@ -1,7 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { type SimServer, startSimServer } from '@uis/sglang-sim';
 import type { DiscoveryEngine, DiscoverySnapshot } from '@uis/spec';
@@ -190,9 +189,16 @@ afterAll(async () => {
   for (const s of sims) killGroup(s.child);
 });
 
+/** Polls `done` until it holds or `ms` pass (a count of short sleeps gave up after ~1 s of a loaded machine). */
+async function until(done: () => boolean, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!done() && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
+}
+
 const body = { text: 'The answer is', sampling_params: { max_new_tokens: 4, ignore_eos: true } };
 
-describe('DirectClient against sglang-sim processes', () => {
+// Engines are child processes: room for a loaded machine beyond the 5 s default.
+describe('DirectClient against sglang-sim processes', { timeout: 30_000 }, () => {
   let discovery: DiscoveryServer;
   let discoveryUrl: string;
   beforeAll(async () => {
@@ -273,16 +279,15 @@ describe('DirectClient against sglang-sim processes', () => {
     expect((JSON.parse(chat[0]!) as { object: string }).object).toBe('chat.completion.chunk');
   });
 
-  it('picks up a topology change via long-poll within 100 ms', async () => {
-    // A 5 s polling interval: only a long-poll wake-up can see changes within the bound.
-    const c = client({ discoveryUrl, longPollTimeoutS: 20, pollIntervalMs: 5_000 });
+  it('picks up a topology change via long-poll, not by polling', async () => {
+    // A 60 s polling interval: only a long-poll wake-up can see changes within the bound.
+    const c = client({ discoveryUrl, longPollTimeoutS: 20, pollIntervalMs: 60_000 });
     await c.start();
     const delays: number[] = [];
     for (let round = 0; round < 5; round++) {
       const before = discovery.longPolls;
       // Wait until the client's long-poll is parked at the server.
-      for (let i = 0; i < 200 && discovery.longPolls === before; i++)
-        await new Promise((r) => setTimeout(r, 5));
+      await until(() => discovery.longPolls > before);
       expect(discovery.longPolls).toBeGreaterThan(before);
       const target = discovery.snapshot.topology_revision + 1;
       const seen = new Promise<number>((resolve) => {
@@ -299,13 +304,10 @@ describe('DirectClient against sglang-sim processes', () => {
     }
     expect(c.watchMode).toBe('long_poll');
     delays.sort((a, b) => a - b);
-    // The client wakes when the server answers, so the median of five changes is under 100 ms. On a machine
-    // loaded past its cores (parallel test files, simulators) scheduling alone can cost more: then 500 ms,
-    // still 10x below the polling interval.
-    const loaded = os.loadavg()[0]! > os.availableParallelism();
-    expect(delays[2], `delays ${delays.map((d) => d.toFixed(1)).join(', ')} ms`).toBeLessThan(
-      loaded ? 500 : 100,
-    );
+    // The client wakes when the server answers: milliseconds on an idle machine. The bound leaves room for a
+    // machine loaded past its cores (the 1-minute load average, consulted before, lags a sudden load) and is
+    // still 60x below the polling interval.
+    expect(delays[2], `delays ${delays.map((d) => d.toFixed(1)).join(', ')} ms`).toBeLessThan(1000);
   });
 
   it('falls back to plain polling when the gateway ignores wait_revision', async () => {
@@ -316,7 +318,8 @@ describe('DirectClient against sglang-sim processes', () => {
       const c = client({ discoveryUrl: url, pollIntervalMs: 50 });
       await c.start();
       const seen = new Promise<void>((resolve) => c.onSnapshot(() => resolve()));
-      await new Promise((r) => setTimeout(r, 120));
+      // The switch follows the first answer that ignored wait_revision; wait for it, not for a fixed 120 ms.
+      await until(() => c.watchMode === 'poll');
       expect(c.watchMode).toBe('poll');
       plain.publish(sims.map((s, i) => eng(i, s.url)));
       await seen;
@@ -398,8 +401,7 @@ describe('DirectClient against sglang-sim processes', () => {
     const c = client({ discoveryUrl: url, pollIntervalMs: 20, longPollTimeoutS: 1 });
     await c.start();
     await d.close();
-    for (let i = 0; i < 50 && c.lastWatchError === undefined; i++)
-      await new Promise((r) => setTimeout(r, 20));
+    await until(() => c.lastWatchError !== undefined);
     expect(c.lastWatchError).toBeDefined();
     const out = await c.generate<GenerateOut>(body);
     expect(out.text.length).toBeGreaterThan(0);
@@ -445,7 +447,7 @@ describe('DirectClient against sglang-sim processes', () => {
   });
 });
 
-describe('DirectClient with a static engine list and a stream that fails', () => {
+describe('DirectClient with a static engine list and a stream that fails', { timeout: 30_000 }, () => {
   let crashing: SimServer;
   beforeAll(async () => {
     // Serves one request, then dies after the first token of the next one.
