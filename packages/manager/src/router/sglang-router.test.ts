@@ -124,7 +124,10 @@ describe.skipIf(skip !== undefined)('the real sglang-router in front of sim engi
     const traffic = (async () => {
       while (!stop) answers.push(await generate(router.url));
     })();
-    await new Promise((r) => setTimeout(r, 200));
+    // Drain once traffic is flowing (a fixed 200 ms sleep could drain before any request was answered, and the
+    // test asserts some were).
+    for (const end = Date.now() + 60_000; !answers.includes(200) && Date.now() < end; )
+      await new Promise((r) => setTimeout(r, 10));
     await manager.drainModel('policy', { deadlineMs: 10_000 });
     const sleeping = manager.snapshot().models.policy?.replicas ?? [];
     expect(sleeping.map((r) => [r.state, r.memory_released])).toEqual([
