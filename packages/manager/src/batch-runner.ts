@@ -77,7 +77,8 @@ export class BatchRunner {
     const targets = this.opts.targets(batch);
     const controller = new AbortController();
     const onAbort = () => controller.abort(signal?.reason);
-    signal?.addEventListener('abort', onAbort, { once: true });
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
     let sampleFault = false;
     try {
       if (targets.length === 0)
@@ -136,7 +137,10 @@ export class BatchRunner {
       this.logger.info({ batch: id, samples: committed.samples, reused }, 'batch committed');
       return { batch: committed, scored: todo.length, reused };
     } catch (e) {
-      const reason = errorMessage(e);
+      // Cut short by the caller (the service stopping): the reason is the caller's, not the failed request's.
+      const interrupted = signal?.aborted === true;
+      if (interrupted) sampleFault = false;
+      const reason = interrupted ? `run interrupted: ${errorMessage(signal.reason)}` : errorMessage(e);
       // Only a sample fault fails the batch: a rerun cannot change it, and a requeued batch would block every later
       // scorer phase. Engine faults (unreachable, timeouts, bad answers, no replica) and interruptions leave it
       // sealed with its staged results for the next run.
@@ -149,11 +153,17 @@ export class BatchRunner {
       // A failed batch needs the operator; a requeued one runs again in the next scorer phase (a stop that cuts a
       // run short lands here too).
       if (sampleFault) this.logger.error({ batch: id, previous: before.state, reason }, 'batch failed');
+      else if (interrupted)
+        this.logger.info(
+          { batch: id, previous: before.state, reason, requeued: true },
+          'batch run interrupted; batch requeued',
+        );
       else
         this.logger.warn(
           { batch: id, previous: before.state, reason, requeued: true },
           'batch run failed; batch requeued',
         );
+      if (interrupted && signal.reason instanceof UisError) throw signal.reason;
       throw e instanceof UisError
         ? e
         : new UisError({

@@ -84,7 +84,8 @@ interface GroupState {
  * failed or timed-out transition blocks the lease until an operator resolves it. */
 export class LifecycleCoordinator {
   private readonly groups = new Map<string, GroupState>();
-  #interrupted = false;
+  /** Aborted by `interrupt()`: the service is stopping. Phase tasks of a running transition see it. */
+  readonly #stop = new AbortController();
   private readonly participants = new Map<string, PhaseParticipant>();
   private readonly tasks = new Map<string, PhaseTask[]>();
   private readonly ledger: OperationLedger;
@@ -206,7 +207,9 @@ export class LifecycleCoordinator {
    * `service_stopping`). Call before shutting the managers down, then `settled()` before closing the store.
    */
   interrupt(): void {
-    this.#interrupted = true;
+    this.#stop.abort(
+      new UisError({ code: 'service_stopping', status: 503, message: 'the service is stopping' }),
+    );
   }
 
   /** Resolves once no transition runs (or after `timeoutMs`). */
@@ -361,7 +364,7 @@ export class LifecycleCoordinator {
         }),
       );
     }
-    if (this.#interrupted)
+    if (this.#stop.signal.aborted)
       return Promise.reject(
         new UisError({
           code: 'service_stopping',
@@ -437,7 +440,7 @@ export class LifecycleCoordinator {
       });
       return result;
     } catch (e) {
-      if (this.#interrupted) {
+      if (this.#stop.signal.aborted) {
         // The service stopped its engines under this transition. Every engine stops with the service, so no
         // memory is in doubt: the lease stays held at its last completed phase (a restart resumes there), rather
         // than blocked for an operator.
@@ -571,7 +574,12 @@ export class LifecycleCoordinator {
     const tasks = this.tasks.get(to) ?? [];
     if (tasks.length > 0)
       await this.timed(result, base, to, 'tasks', () =>
-        Promise.all(tasks.map((t) => t({ group: g.plan.name, phase: to, signal }))),
+        Promise.all(
+          tasks.map((t) =>
+            // A stop cuts phase work short with its reason instead of letting it fail under stopped engines.
+            t({ group: g.plan.name, phase: to, signal: AbortSignal.any([signal, this.#stop.signal]) }),
+          ),
+        ),
       );
     g.lease.status = 'held';
     g.lease.reason = null;

@@ -254,6 +254,8 @@ export class UisService {
   private stopping: Promise<void> | null = null;
   /** Pending reruns of requeued batches of undeferred roles (cleared by `stop()`). */
   private readonly reruns = new Set<NodeJS.Timeout>();
+  /** Aborted first by `stop()`: runs of undeferred batches end as interrupted, not as failures of stopped engines. */
+  private readonly stopSignal = new AbortController();
 
   constructor(opts: UisServiceOptions) {
     this.config = opts.config;
@@ -427,8 +429,10 @@ export class UisService {
    * not finish (the runner put the batch back to sealed: no replica, engine unreachable) is run again with backoff
    * until it commits or fails, instead of waiting for a restart. */
   private runUndeferred(batchId: string, rerun: number): void {
-    this.runner.run(batchId).catch((e: unknown) => {
-      if (this.stopping !== null || this.store.get(batchId).state !== 'sealed') {
+    this.runner.run(batchId, this.stopSignal.signal).catch((e: unknown) => {
+      // Cut short by stop(): the runner logged it and put the batch back for the next start.
+      if (this.stopSignal.signal.aborted) return;
+      if (this.store.get(batchId).state !== 'sealed') {
         this.logger.error({ batch: batchId, err: String(e) }, 'batch run failed');
         return;
       }
@@ -468,6 +472,9 @@ export class UisService {
     this.stopping ??= (async () => {
       for (const timer of this.reruns) clearTimeout(timer);
       this.reruns.clear();
+      this.stopSignal.abort(
+        new UisError({ code: 'service_stopping', status: 503, message: 'the service is stopping' }),
+      );
       // A transition running now fails as its engines stop: it leaves the lease held, not blocked (a clean stop
       // must not make the next start wait for an operator), and is written down before the store closes.
       this.coordinator.interrupt();
