@@ -20,7 +20,8 @@ afterAll(async () => {
   expect(pids.filter(alive)).toEqual([]);
 }, 30_000);
 
-describe('SGLangClient against sglang-sim', () => {
+// A sim child process; its polls allow 20 s, which the 5 s default test timeout cut short on a loaded machine.
+describe('SGLangClient against sglang-sim', { timeout: 30_000 }, () => {
   it('health, models, model and server info, load', async () => {
     expect(await client.health()).toBe(true);
     expect(await client.healthGenerate()).toBe(true);
