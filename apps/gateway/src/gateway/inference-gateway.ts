@@ -95,6 +95,9 @@ const EngineQuerySchema = z.object({
     .optional(),
   schema: z.enum(['1', '2']).optional(),
   model_name: z.string().min(1).optional(),
+  /** The epoch the client's `wait_revision` belongs to: revisions restart with a new registry, so a client that
+   * saw another epoch gets the current snapshot at once instead of waiting for a revision that may never come. */
+  registry_epoch: z.string().min(1).optional(),
 });
 const HealthQuerySchema = z.object({ schema: z.enum(['1', '2']).optional() });
 
@@ -209,10 +212,11 @@ export class InferenceGateway {
     app.get(`${base}/engines`, async (c) => {
       const q = EngineQuerySchema.safeParse(c.req.query());
       if (!q.success) return c.json(queryError(q.error).toJSON(), 400);
-      const { wait_revision, timeout_s, schema, model_name } = q.data;
+      const { wait_revision, timeout_s, schema, model_name, registry_epoch } = q.data;
       const registry = this.manager.registry;
       let snapshot = registry.snapshot();
-      if (wait_revision !== undefined && snapshot.topology_revision <= wait_revision) {
+      const sameEpoch = registry_epoch === undefined || registry_epoch === snapshot.registry_epoch;
+      if (wait_revision !== undefined && sameEpoch && snapshot.topology_revision <= wait_revision) {
         const seconds = Math.min(timeout_s ?? 30, this.maxWaitSeconds);
         // Woken by the registry's publication (subscribe), not by polling; a client that leaves ends the wait.
         snapshot = await registry.waitForRevision(wait_revision + 1, seconds * 1000, c.req.raw.signal);
