@@ -380,6 +380,23 @@ describe('PlacementPlanner: every rule has a violation with a stable code and pa
     );
   });
 
+  it('refuses server_args the placement or the launcher sets, before anything starts', () => {
+    const g = 'roles.rollout.models[0].engine_groups[0].server_args';
+    const errs = codes((d) => {
+      group0(d).server_args = {
+        disaggregation_bootstrap_port: 8998,
+        'tp-size': 2,
+        'Mem Fraction': 0.8,
+        mem_fraction_static: 0.8,
+      };
+    });
+    expect(errs).toEqual([
+      `server_arg_conflicts_with_placement @ ${g}.disaggregation_bootstrap_port`,
+      `server_arg_conflicts_with_placement @ ${g}.tp-size`,
+      `invalid_server_arg @ ${g}.Mem Fraction`,
+    ]);
+  });
+
   it('accepts the reservation sum of 0.4 + 0.2 + 0.1 + 0.2 on a bundle, and an override can push it over', () => {
     const three = (genrmRay?: number) =>
       planPlacement(

@@ -14,6 +14,7 @@ import {
   type PoolPlan,
   type ReplicaPlacement,
   type Role,
+  serverArgIssue,
   TRAIN_PHASE_RESIDENT,
   type UisConfig,
 } from '@uis/spec';
@@ -431,6 +432,10 @@ export function planPlacement(config: UisConfig): PlanResult {
       let replicaIndex = 0;
       model.engine_groups.forEach((g, gi) => {
         const path = `${mpath}.engine_groups[${gi}]`;
+        for (const key of Object.keys(g.server_args)) {
+          const issue = serverArgIssue(key);
+          if (issue) fail(issue.code, `${path}.server_args.${key}`, issue.message);
+        }
         const groupStart = start;
         start += g.num_gpus;
         const ok = checkGroupShape(g, path, inv.uniform, fail);

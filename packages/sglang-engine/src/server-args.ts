@@ -3,9 +3,11 @@ import {
   groupTp,
   type InferenceModelSpec,
   type NodePlacement,
+  normalizeServerArgName,
   type ReplicaPlacement,
   type ServerArgValue,
   servedModelName,
+  serverArgIssue,
   UisError,
 } from '@uis/spec';
 
@@ -53,68 +55,19 @@ export interface ServerArgsOptions {
 
 export const DEFAULT_SGLANG_COMMAND: readonly string[] = ['python', '-m', 'sglang.launch_server'];
 
-/** Server args the placement decides. An override of one of them would make the engine disagree with the plan
- * (wrong GPUs, wrong world size, wrong port), so overrides naming them are refused, aliases included. */
-const PLACEMENT_ARGS: Readonly<Record<string, string>> = {
-  model_path: 'the model spec (model_path)',
-  served_model_name: 'the model spec (served_model_name)',
-  host: 'the launcher',
-  port: 'the launcher',
-  tp_size: 'the engine group (tp)',
-  tensor_parallel_size: 'the engine group (tp)',
-  pp_size: 'the engine group (pp)',
-  pipeline_parallel_size: 'the engine group (pp)',
-  dp_size: 'the engine group (dp)',
-  data_parallel_size: 'the engine group (dp)',
-  ep_size: 'the engine group (ep)',
-  expert_parallel_size: 'the engine group (ep)',
-  enable_dp_attention: 'the engine group (enable_dp_attention)',
-  base_gpu_id: 'the placement plan',
-  gpu_id_step: 'the placement plan',
-  nnodes: 'the placement plan',
-  node_rank: 'the placement plan',
-  dist_init_addr: 'the placement plan',
-  enable_memory_saver: 'the deployment (offload)',
-  disaggregation_mode: 'the engine group (worker_type)',
-  disaggregation_bootstrap_port: 'the launcher',
-};
-
 /** `--tp-size` style flag of a snake_case SGLang field. */
 export function flagName(field: string): string {
   return `--${field.replaceAll('_', '-')}`;
 }
-
-/** Accepts `mem_fraction_static`, `mem-fraction-static` and `--mem-fraction-static`; returns the snake_case field. */
-export function normalizeArgName(name: string): string {
-  return name.replace(/^-+/, '').replaceAll('-', '_');
-}
-
-const FIELD_RE = /^[a-z][a-z0-9_]*$/;
 
 /** The group's `server_args` overrides as argv, refusing those that would break the placement. Booleans are
  * store_true flags in SGLang: `true` adds the flag, `false` and `null` leave SGLang's default. */
 export function overrideArgs(overrides: Readonly<Record<string, ServerArgValue>>, path: string): string[] {
   const argv: string[] = [];
   for (const [raw, value] of Object.entries(overrides)) {
-    const field = normalizeArgName(raw);
-    const argPath = `${path}.${raw}`;
-    if (!FIELD_RE.test(field)) {
-      throw new UisError({
-        code: 'invalid_server_arg',
-        status: 400,
-        path: argPath,
-        message: `server arg "${raw}" is not an SGLang field name; use snake_case such as mem_fraction_static`,
-      });
-    }
-    const owner = PLACEMENT_ARGS[field];
-    if (owner !== undefined) {
-      throw new UisError({
-        code: 'server_arg_conflicts_with_placement',
-        status: 400,
-        path: argPath,
-        message: `server arg "${raw}" is set by ${owner}; remove it from server_args and change it there`,
-      });
-    }
+    const field = normalizeServerArgName(raw);
+    const issue = serverArgIssue(raw);
+    if (issue !== null) throw new UisError({ ...issue, status: 400, path: `${path}.${raw}` });
     if (value === null || value === false) continue;
     if (value === true) argv.push(flagName(field));
     else argv.push(flagName(field), String(value));

@@ -87,6 +87,55 @@ const positiveInt = z.number().int().positive();
 export const ServerArgValueSchema = z.union([z.string(), z.number(), z.boolean(), z.null()]);
 export type ServerArgValue = z.infer<typeof ServerArgValueSchema>;
 
+/** Server args the placement decides. An override of one of them would make the engine disagree with the plan
+ * (wrong GPUs, wrong world size, wrong port), so overrides naming them are refused, aliases included. */
+const PLACEMENT_SERVER_ARGS: Readonly<Record<string, string>> = {
+  model_path: 'the model spec (model_path)',
+  served_model_name: 'the model spec (served_model_name)',
+  host: 'the launcher',
+  port: 'the launcher',
+  tp_size: 'the engine group (tp)',
+  tensor_parallel_size: 'the engine group (tp)',
+  pp_size: 'the engine group (pp)',
+  pipeline_parallel_size: 'the engine group (pp)',
+  dp_size: 'the engine group (dp)',
+  data_parallel_size: 'the engine group (dp)',
+  ep_size: 'the engine group (ep)',
+  expert_parallel_size: 'the engine group (ep)',
+  enable_dp_attention: 'the engine group (enable_dp_attention)',
+  base_gpu_id: 'the placement plan',
+  gpu_id_step: 'the placement plan',
+  nnodes: 'the placement plan',
+  node_rank: 'the placement plan',
+  dist_init_addr: 'the placement plan',
+  enable_memory_saver: 'the deployment (offload)',
+  disaggregation_mode: 'the engine group (worker_type)',
+  disaggregation_bootstrap_port: 'the launcher',
+};
+
+/** Accepts `mem_fraction_static`, `mem-fraction-static` and `--mem-fraction-static`; returns the snake_case field. */
+export function normalizeServerArgName(name: string): string {
+  return name.replace(/^-+/, '').replaceAll('-', '_');
+}
+
+/** Why a `server_args` key cannot be used (not an SGLang field name, or set by the placement), or null. The
+ * planner reports it before anything starts; the server-args builder refuses it again for library callers. */
+export function serverArgIssue(raw: string): { code: string; message: string } | null {
+  const field = normalizeServerArgName(raw);
+  if (!/^[a-z][a-z0-9_]*$/.test(field))
+    return {
+      code: 'invalid_server_arg',
+      message: `server arg "${raw}" is not an SGLang field name; use snake_case such as mem_fraction_static`,
+    };
+  const owner = PLACEMENT_SERVER_ARGS[field];
+  if (owner !== undefined)
+    return {
+      code: 'server_arg_conflicts_with_placement',
+      message: `server arg "${raw}" is set by ${owner}; remove it from server_args and change it there`,
+    };
+  return null;
+}
+
 export const EngineGroupSpecSchema = z
   .object({
     worker_type: WorkerTypeSchema.default('regular'),
