@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `pnpm start` (until the demo exists): runs `uis plan` on every bundled example config. `bad-*` examples are
+// Runs `uis plan` on every bundled example config. `bad-*` examples are
 // invalid on purpose and must exit 1; anything else must plan cleanly.
 import { spawnSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
