@@ -18,6 +18,9 @@ const long = (rid: string) => ({
   sampling_params: { max_new_tokens: 10_000, ignore_eos: true },
 });
 const short = { text: 'hi', sampling_params: { max_new_tokens: 4, ignore_eos: true } };
+/** 2 s of SLOW decoding: a request still runs when a control call sent once it started lands, even on a loaded
+ * machine, and still ends in a few seconds. */
+const WINDOW_TOKENS = 100;
 
 describe('info endpoints', () => {
   it('serve model info, server info, weight version, models and health', async () => {
@@ -60,7 +63,8 @@ describe('info endpoints', () => {
 
   it('answers 503 on /health until the startup delay is over', async () => {
     const { startSimServer } = await import('./server.ts');
-    const s = await startSimServer({ simStartupMs: 300 });
+    // Long enough that both requests below are answered before it ends, even on a loaded machine.
+    const s = await startSimServer({ simStartupMs: 3000 });
     track(s);
     expect((await get(s.url, '/health')).status).toBe(503);
     expect((await post(s.url, '/generate', short)).status).toBe(503);
@@ -104,7 +108,8 @@ describe('flush, abort, pause', () => {
       ...long('y'),
       sampling_params: { max_new_tokens: 5, ignore_eos: true },
     });
-    await waitFor(() => s.stats().running >= 1);
+    // Both admitted (x may arrive after y): an abort of an rid not yet known would leave x running for 200 s.
+    await waitFor(() => s.stats().requests === 2);
     expect((await post(s.url, '/abort_request', { rid: 'x' })).status).toBe(200);
     const rx = GenerateResponseSchema.parse((await x).json);
     expect(rx.meta_info.finish_reason?.type).toBe('abort');
@@ -132,7 +137,7 @@ describe('flush, abort, pause', () => {
     const s = await start(SLOW);
     const r = post(s.url, '/generate', {
       ...long('pp'),
-      sampling_params: { max_new_tokens: 6, ignore_eos: true },
+      sampling_params: { max_new_tokens: WINDOW_TOKENS, ignore_eos: true },
     });
     await waitFor(() => s.stats().running === 1);
     const p = await post(s.url, '/pause_generation', { mode: 'in_place' });
@@ -144,7 +149,7 @@ describe('flush, abort, pause', () => {
     expect(s.state().paused).toBe('in_place');
     expect((await get(s.url, '/health_generate')).status).toBe(503);
     expect(StatusMessageSchema.parse((await post(s.url, '/continue_generation')).json).status).toBe('ok');
-    expect(GenerateResponseSchema.parse((await r).json).meta_info.completion_tokens).toBe(6);
+    expect(GenerateResponseSchema.parse((await r).json).meta_info.completion_tokens).toBe(WINDOW_TOKENS);
 
     const q = post(s.url, '/generate', long('pa'));
     await waitFor(() => s.stats().running === 1);
@@ -157,7 +162,7 @@ describe('flush, abort, pause', () => {
     const s = await start(SLOW);
     const r = post(s.url, '/generate', {
       ...long('rt'),
-      sampling_params: { max_new_tokens: 5, ignore_eos: true },
+      sampling_params: { max_new_tokens: WINDOW_TOKENS, ignore_eos: true },
     });
     await waitFor(() => s.stats().running === 1);
     await post(s.url, '/pause_generation', { mode: 'retract' });
@@ -166,12 +171,12 @@ describe('flush, abort, pause', () => {
     expect((await post(s.url, '/flush_cache')).status).toBe(200);
     await post(s.url, '/continue_generation');
     const done = GenerateResponseSchema.parse((await r).json);
-    expect(done.meta_info.completion_tokens).toBe(5);
+    expect(done.meta_info.completion_tokens).toBe(WINDOW_TOKENS);
     const fresh = GenerateResponseSchema.parse(
       (
         await post(s.url, '/generate', {
           text: 'long',
-          sampling_params: { max_new_tokens: 5, ignore_eos: true },
+          sampling_params: { max_new_tokens: WINDOW_TOKENS, ignore_eos: true },
         })
       ).json,
     );

@@ -78,13 +78,14 @@ describe('fault injection', () => {
   });
 
   it('--sim-early-release answers before the memory is free; resuming too early runs out of memory', async () => {
-    const s = await start({ enableMemorySaver: true, simEarlyRelease: true, simOffloadMs: 2000 });
+    // The early resume must land while the offload runs: 5 s leaves room for a loaded machine's round trips.
+    const s = await start({ enableMemorySaver: true, simEarlyRelease: true, simOffloadMs: 5000 });
     expect((await post(s.url, '/release_memory_occupation', { tags: ['weights'] })).status).toBe(200);
     expect(s.state().memory.weights).toBe('releasing');
     const early = await post(s.url, '/resume_memory_occupation', { tags: ['weights'] });
     expect(early.status).toBe(400);
     expect(early.json).toMatchObject({ error: { message: expect.stringContaining('out of memory') } });
-    await waitFor(() => s.state().memory.weights === 'released');
+    await waitFor(() => s.state().memory.weights === 'released', 20_000);
     expect((await post(s.url, '/resume_memory_occupation', { tags: ['weights'] })).status).toBe(200);
     expect(
       GenerateResponseSchema.parse((await post(s.url, '/generate', short)).json).meta_info.completion_tokens,

@@ -1,7 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import net from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { ServerInfoSchema } from '@uis/sglang-engine';
+import { freePorts, ServerInfoSchema } from '@uis/sglang-engine';
 import { afterAll, describe, expect, it } from 'vitest';
 import { get, waitFor } from './test-helpers.ts';
 
@@ -20,16 +19,6 @@ afterAll(() => {
     }
   }
 });
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 interface Proc {
   child: ChildProcess;
@@ -65,7 +54,7 @@ const status = async (url: string) => {
 
 describe('sglang-sim CLI', () => {
   it('serves with SGLang flags, warns about unknown ones, reports CUDA_VISIBLE_DEVICES, exits 0 on SIGTERM', async () => {
-    const port = await freePort();
+    const [port] = (await freePorts(1)) as [number];
     const p = launch(['--model-path', 'org/m', '--port', String(port), '--tp', '2', '--unknown-flag', 'x'], {
       CUDA_VISIBLE_DEVICES: '4,5',
     });
@@ -81,7 +70,8 @@ describe('sglang-sim CLI', () => {
   }, 60_000);
 
   it('runs a two-node engine: the head is healthy only while the other rank is connected', async () => {
-    const [headPort, workerPort, distPort] = [await freePort(), await freePort(), await freePort()];
+    // Held open together: ports taken one after another could come back the same.
+    const [headPort, workerPort, distPort] = (await freePorts(3)) as [number, number, number];
     const common = [
       '--model-path',
       'org/big',
@@ -118,7 +108,7 @@ describe('sglang-sim CLI', () => {
   }, 90_000);
 
   it('a worker rank exits non-zero when the head goes away', async () => {
-    const [headPort, workerPort, distPort] = [await freePort(), await freePort(), await freePort()];
+    const [headPort, workerPort, distPort] = (await freePorts(3)) as [number, number, number];
     const common = ['--nnodes', '2', '--dist-init-addr', `127.0.0.1:${distPort}`];
     const head = launch([...common, '--node-rank', '0', '--port', String(headPort)]);
     const worker = launch([...common, '--node-rank', '1', '--port', String(workerPort)]);
