@@ -90,6 +90,10 @@ class FakeEngine {
   }
 }
 
+/** How long a call may take before it counts as unanswered: a `silent` fault waits it out, and every right answer
+ * must beat it, also on a loaded machine (300 ms did not leave room for that). */
+const CALL_TIMEOUT_MS = 2_000;
+
 /** Attaches every replica to the fake engine with short control deadlines. */
 class FakeLauncher implements Launcher {
   readonly kind = 'fake';
@@ -100,9 +104,9 @@ class FakeLauncher implements Launcher {
       engineId: req.replica.engine_id,
       baseUrl: this.url,
       pollMs: 20,
-      controlTimeoutMs: 300,
-      weightUpdateTimeoutMs: 300,
-      flushDeadlineMs: 1_000,
+      controlTimeoutMs: CALL_TIMEOUT_MS,
+      weightUpdateTimeoutMs: CALL_TIMEOUT_MS,
+      flushDeadlineMs: 10_000,
     });
   }
 }
@@ -138,9 +142,9 @@ async function setup(opts: { healthIntervalMs?: number } = {}) {
     logger,
     options: {
       healthIntervalMs: opts.healthIntervalMs ?? 3_600_000,
-      healthTimeoutMs: 300,
+      healthTimeoutMs: CALL_TIMEOUT_MS,
       failuresToDead: 2,
-      drainDeadlineMs: 1_000,
+      drainDeadlineMs: 10_000,
     },
   });
   cleanups.push(() => m.shutdown());
@@ -198,7 +202,7 @@ describe('InferenceManager against an engine that answers badly', () => {
     async (fault) => {
       const { fake, logger, replica } = await setup({ healthIntervalMs: 50 });
       fake.faults.set('/health', FAULTS[fault]);
-      const until = Date.now() + 10_000;
+      const until = Date.now() + 30_000;
       while (replica()?.state !== 'dead' && Date.now() < until) await new Promise((r) => setTimeout(r, 25));
       expect(replica()?.state).toBe('dead');
       expect(deadReason(logger)).toMatch(/failed health checks \(last: .*\/health/);
@@ -223,7 +227,7 @@ describe('BatchRunner against a scorer that answers badly', () => {
         store,
         targets: () => [{ engineId: 'judge/0', servedModelName: 'judge', client }],
         concurrency: 1,
-        requestTimeoutMs: 300,
+        requestTimeoutMs: CALL_TIMEOUT_MS,
       });
       const b = store.create({ kind: 'genrm_score' });
       store.addSamples(b.id, {

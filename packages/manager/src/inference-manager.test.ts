@@ -61,7 +61,9 @@ function pidsOf(m: InferenceManager): number[] {
   return Object.values(m.snapshot().models).flatMap((x) => x.replicas.flatMap((r) => r.pids));
 }
 
-async function until<T>(what: string, fn: () => T | undefined | false, timeoutMs = 30_000): Promise<T> {
+/** Polls `fn` for a state that lasts (a replica ready again after a relaunch on a loaded machine can take a while);
+ * a passing state is caught by `published` instead. */
+async function until<T>(what: string, fn: () => T | undefined | false, timeoutMs = 60_000): Promise<T> {
   const t0 = Date.now();
   for (;;) {
     const v = fn();
@@ -72,6 +74,31 @@ async function until<T>(what: string, fn: () => T | undefined | false, timeoutMs
 }
 
 const engines = (s: DiscoverySnapshot, model: string) => s.models[model]?.engines ?? [];
+
+/** Resolves at the first snapshot (the current one or a later publication) that `pred` accepts, and runs `then`
+ * inside that publication, before anything else moves: a state that lasts less than a poll interval is not
+ * missed. */
+function published<T = void>(
+  m: InferenceManager,
+  what: string,
+  pred: (s: DiscoverySnapshot) => boolean,
+  then: () => T = () => undefined as T,
+  timeoutMs = 60_000,
+): Promise<T> {
+  if (pred(m.registry.snapshot())) return Promise.resolve(then());
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      off();
+      reject(new Error(`timed out waiting for ${what}`));
+    }, timeoutMs);
+    const off = m.registry.subscribe((s) => {
+      if (!pred(s)) return;
+      off();
+      clearTimeout(timer);
+      resolve(then());
+    });
+  });
+}
 
 describe('InferenceManager against sglang-sim processes', () => {
   it('starts the split layout of all three roles, serves, and leaves no process behind', async () => {
@@ -217,10 +244,7 @@ describe('InferenceManager against sglang-sim processes', () => {
     });
     await m.start();
     process.kill(m.snapshot().models.policy?.replicas[0]?.pids[0] as number, 'SIGKILL');
-    await until(
-      'recovery launching',
-      () => engines(m.registry.snapshot(), 'policy')[0]?.state === 'starting',
-    );
+    await published(m, 'recovery launching', (s) => engines(s, 'policy')[0]?.state === 'starting');
     const report = await m.drain();
     expect(report.memoryReleased).toBe(true);
     expect(report.engines).toEqual([
@@ -241,6 +265,9 @@ describe('InferenceManager against sglang-sim processes', () => {
       options: { ...FAST, healthTimeoutMs: 300 },
     });
     await m.start();
+    // From before the hang: the health checks may declare it dead while the requests below still wait.
+    const seen: string[] = [];
+    m.registry.subscribe((snap) => seen.push(engines(snap, 'policy')[0]?.state ?? '?'));
     const url = engines(m.registry.snapshot(), 'policy')[0]?.base_url as string;
     const client = new SGLangClient(url);
     for (let i = 0; i < 4; i++)
@@ -248,14 +275,13 @@ describe('InferenceManager against sglang-sim processes', () => {
         .generate({ text: `x${i}`, sampling_params: { max_new_tokens: 2 } }, { timeoutMs: 300 })
         .catch(() => undefined);
     await client.close();
-    const seen: string[] = [];
-    m.registry.subscribe((snap) => seen.push(engines(snap, 'policy')[0]?.state ?? '?'));
     const back = await until('restart after hang', () => {
       const e = engines(m.registry.snapshot(), 'policy')[0];
       return e?.state === 'ready' && e.generation === 1 ? e : undefined;
     });
     expect(back.direct_eligible).toBe(true);
-    expect(seen[0]).toBe('dead');
+    // The first move away from ready is the death, published before the restart.
+    expect(seen.find((state) => state !== 'ready')).toBe('dead');
   });
 
   it('a recovered replica whose weights cannot be replayed (distributed) stays ineligible until the next update', async () => {
@@ -337,11 +363,15 @@ describe('InferenceManager against sglang-sim processes', () => {
     };
     const accepted = Array.from({ length: 8 }, (_, i) => send(i));
     await new Promise((r) => setTimeout(r, 50));
-    const drained = m.drain({ policy: 'wait', deadlineMs: 60_000 });
-    await until('draining published', () =>
-      engines(m.registry.snapshot(), 'policy').every((e) => e.state === 'draining' && !e.direct_eligible),
+    // A request sent as the draining is published is refused (a poll could miss a drain that ends quickly).
+    const refused = published(
+      m,
+      'draining published',
+      (s) => engines(s, 'policy').every((e) => e.state === 'draining' && !e.direct_eligible),
+      () => outcomeCode(async () => send(99)),
     );
-    expect(await outcomeCode(async () => send(99))).toBe('replica_not_admitting');
+    const drained = m.drain({ policy: 'wait', deadlineMs: 60_000 });
+    expect(await refused).toBe('replica_not_admitting');
     const results = await Promise.all(accepted);
     expect(results.map((r) => r.meta_info.completion_tokens)).toEqual(Array(8).fill(20));
     expect(results.every((r) => r.meta_info.finish_reason?.type === 'length')).toBe(true);

@@ -146,11 +146,13 @@ describe('LifecycleCoordinator', () => {
   });
 
   it('a restart in the middle of a transition leaves the lease blocked, not guessed', async () => {
-    const { db, events, coordinator, rollout, genrm } = setup(100);
+    // The transition's own timeout stays far away: it must still run when the lease is read.
+    const { trace, db, events, coordinator, rollout, genrm } = setup();
     await coordinator.initialize();
+    trace.length = 0;
     rollout.hangDrain = true;
     void coordinator.transition().catch(() => undefined);
-    await new Promise((r) => setTimeout(r, 20));
+    while (!trace.includes('rollout.drain')) await new Promise((r) => setTimeout(r, 5));
     expect(coordinator.lease().status).toBe('transitioning');
     const restarted = new LifecycleCoordinator({
       groups: [GROUP],

@@ -165,16 +165,22 @@ export function sglangRouterSkipReason(label: string): string | undefined {
   }
 }
 
-/** An in-process sim on 127.0.0.1 serving `model` (loaded from `/models/<model>`, served under that name);
- * `options` add sim settings (e.g. a slower decode). */
-export function startModelSim(model: string, options: Partial<SimOptionsInput> = {}): Promise<SimServer> {
-  return startSimServer({
+/** An in-process sim on 127.0.0.1 serving `model` (loaded from `/models/<model>`, served under that name), ready
+ * to generate (a sim answers 503 until its startup timer fired, even a 0 ms one); `options` add sim settings
+ * (e.g. a slower decode). */
+export async function startModelSim(
+  model: string,
+  options: Partial<SimOptionsInput> = {},
+): Promise<SimServer> {
+  const sim = await startSimServer({
     host: '127.0.0.1',
     port: 0,
     modelPath: `/models/${model}`,
     servedModelName: model,
     ...options,
   });
+  await sim.ready;
+  return sim;
 }
 
 /** The GenRM outputs a batch of `samples` must end with, found outside the manager and the batch runner: each sample
