@@ -73,7 +73,10 @@ async function uis(args: string[]) {
       return false;
     }
   };
-  for (let i = 0; i < 60 && alive(); i++) await new Promise((r) => setTimeout(r, 50));
+  // A deadline, not a count of sleeps (60 x 50 ms could end within 3 s of a loaded machine): a group left alive
+  // fails only after it.
+  for (const end = Date.now() + 20_000; alive() && Date.now() < end; )
+    await new Promise((r) => setTimeout(r, 50));
   const groupAlive = alive();
   if (groupAlive) process.kill(-(child.pid as number), 'SIGKILL');
   return { code, out, err, groupAlive };
