@@ -1299,11 +1299,19 @@ export class InferenceManager implements PhaseParticipant {
         const url = s.baseUrl as string;
         const wt = s.replica.worker_type === 'placeholder' ? 'regular' : s.replica.worker_type;
         jobs.push(
-          router.addWorker({ url, worker_type: wt }).then(() => {
-            s.routerUrl = url;
-            record?.push(s);
-            this.audit('router.added', s.engineId, { url });
-          }),
+          router
+            .addWorker({
+              url,
+              worker_type: wt,
+              ...(wt === 'prefill' && s.engine?.bootstrapPort !== undefined
+                ? { bootstrap_port: s.engine.bootstrapPort }
+                : {}),
+            })
+            .then(() => {
+              s.routerUrl = url;
+              record?.push(s);
+              this.audit('router.added', s.engineId, { url });
+            }),
         );
       } else if (!want && s.routerUrl) {
         const url = s.routerUrl;

@@ -101,6 +101,8 @@ export type WeightUpdate =
 export class SGLangEngine {
   readonly engineId: string;
   readonly baseUrl: string;
+  /** A prefill worker's bootstrap port, when it was launched here (registered with the router beside its URL). */
+  readonly bootstrapPort: number | undefined;
   readonly client: SGLangClient;
   private readonly ownsClient: boolean;
   private readonly launcher: EngineLauncher | undefined;
@@ -120,6 +122,7 @@ export class SGLangEngine {
   constructor(opts: SGLangEngineOptions) {
     this.engineId = opts.engineId;
     this.baseUrl = opts.baseUrl;
+    this.bootstrapPort = opts.launchSpec?.bootstrapPort;
     this.ownsClient = opts.client === undefined;
     this.client = opts.client ?? new SGLangClient(opts.baseUrl);
     this.launcher = opts.launcher;

@@ -11,11 +11,15 @@ export async function localServerArgs(
   opts: Omit<ServerArgsOptions, 'port' | 'nodePorts' | 'distInitAddr'>,
 ): Promise<ServerArgsResult> {
   const nnodes = replica.nnodes;
-  const ports = await freePorts(nnodes + (nnodes > 1 ? 1 : 0), opts.host);
+  const rendezvous = nnodes > 1 ? 1 : 0;
+  // A prefill worker's bootstrap port: SGLang's default 8998 would collide between two on one host.
+  const prefill = replica.worker_type === 'prefill' ? 1 : 0;
+  const ports = await freePorts(nnodes + rendezvous + prefill, opts.host);
   return buildServerArgs(model, group, replica, {
     ...opts,
     port: ports[0] as number,
     nodePorts: ports.slice(0, nnodes),
-    ...(nnodes > 1 ? { distInitAddr: `${opts.host}:${ports[nnodes]}` } : {}),
+    ...(rendezvous ? { distInitAddr: `${opts.host}:${ports[nnodes]}` } : {}),
+    ...(prefill ? { bootstrapPort: ports[nnodes + rendezvous] as number } : {}),
   });
 }

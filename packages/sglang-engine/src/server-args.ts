@@ -23,6 +23,8 @@ export interface NodeProcessSpec {
 export interface ServerArgsResult {
   processes: NodeProcessSpec[];
   headUrl: string;
+  /** The prefill worker's `--disaggregation-bootstrap-port`, which the router must be told with its URL. */
+  bootstrapPort?: number;
 }
 
 export interface ServerArgsOptions {
@@ -177,7 +179,10 @@ export function buildServerArgs(
   const processes = selected.map((node) => nodeProcess(node, command, common, overrides, model, opts));
   const head = nodes[0]!;
   const headHost = isWildcard(opts.host) ? (head.node_ip ?? opts.advertiseHost ?? '127.0.0.1') : opts.host;
-  return { processes, headUrl: `http://${urlHost(headHost)}:${opts.port}` };
+  const headUrl = `http://${urlHost(headHost)}:${opts.port}`;
+  return replica.worker_type === 'prefill' && opts.bootstrapPort !== undefined
+    ? { processes, headUrl, bootstrapPort: opts.bootstrapPort }
+    : { processes, headUrl };
 }
 
 function nodeProcess(

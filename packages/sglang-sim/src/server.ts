@@ -14,6 +14,8 @@ export interface SimServer {
   /** `http://host:port` of this node. */
   url: string;
   port: number;
+  /** The bound `--disaggregation-bootstrap-port` of a prefill head, else null. */
+  bootstrapPort: number | null;
   options: SimOptions;
   /** Resolves once /health answers 200 (startup delay and multi-node rendezvous done). */
   ready: Promise<void>;
@@ -43,6 +45,7 @@ export async function startSimServer(
 ): Promise<SimServer> {
   const options = SimOptionsSchema.parse({
     port: 0,
+    disaggregationBootstrapPort: 0,
     ...input,
     cudaVisibleDevices: input.cudaVisibleDevices ?? process.env.CUDA_VISIBLE_DEVICES,
   });
@@ -90,6 +93,30 @@ export async function startSimServer(
   const url = `http://${options.host.includes(':') ? `[${options.host}]` : options.host}:${port}`;
   info(`INFO:     Uvicorn running on ${url} (node_rank=${options.nodeRank}, nnodes=${options.nnodes})`);
 
+  // A prefill head holds its bootstrap port as SGLang's KV bootstrap server does, so two prefill engines given the
+  // same port collide here as they would on GPUs. It answers /health; the KV transfer itself is not simulated.
+  let bootstrap: http.Server | null = null;
+  if (options.disaggregationMode === 'prefill' && options.nodeRank === 0) {
+    const b = http.createServer((req, res) => {
+      const health = req.url === '/health';
+      res.writeHead(health ? 200 : 404, { 'content-type': 'text/plain' }).end(health ? 'OK' : 'Not Found');
+    });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        b.once('error', reject);
+        b.listen(options.disaggregationBootstrapPort, options.host, () => resolve());
+      });
+    } catch (e) {
+      engine.close();
+      server.close();
+      throw new Error(
+        `cannot listen on --disaggregation-bootstrap-port ${options.disaggregationBootstrapPort}: ${(e as Error).message}`,
+      );
+    }
+    bootstrap = b;
+  }
+  const bootstrapPort = bootstrap === null ? null : (bootstrap.address() as AddressInfo).port;
+
   let head: HeadRendezvous | null = null;
   let worker: WorkerRendezvous | null = null;
   let markReady!: () => void;
@@ -129,6 +156,7 @@ export async function startSimServer(
         clearTimeout(startup);
         engine.close();
         server.close();
+        bootstrap?.close();
         throw new Error(`cannot listen on --dist-init-addr ${options.distInitAddr}: ${(e as Error).message}`);
       }
     } else {
@@ -148,6 +176,7 @@ export async function startSimServer(
   return {
     url,
     port,
+    bootstrapPort,
     options,
     ready,
     stats: () => engine.stats(),
@@ -159,6 +188,13 @@ export async function startSimServer(
       engine.close();
       worker?.close();
       await head?.close();
+      if (bootstrap) {
+        const b = bootstrap;
+        await new Promise<void>((r) => {
+          b.close(() => r());
+          b.closeAllConnections();
+        });
+      }
       await new Promise<void>((r) => {
         server.close(() => r());
         for (const s of sockets) s.destroy();

@@ -62,7 +62,10 @@ export class RayLauncher implements Launcher {
     const nnodes = replica.nnodes;
     // Ports are found on the node that will bind them: the head's HTTP port and rendezvous port, one per other node.
     const pg = probed.pool.pg_name;
-    const headPorts = await this.opts.bridge.freePorts(pg, firstBundle(head), nnodes > 1 ? 2 : 1, host);
+    // Head: HTTP, then the rendezvous (multi-node), then a prefill worker's bootstrap port.
+    const rendezvous = nnodes > 1 ? 1 : 0;
+    const prefill = replica.worker_type === 'prefill' ? 1 : 0;
+    const headPorts = await this.opts.bridge.freePorts(pg, firstBundle(head), 1 + rendezvous + prefill, host);
     const nodePorts: number[] = [headPorts[0] as number];
     for (const n of replica.nodes.slice(1)) {
       const [p] = await this.opts.bridge.freePorts(pg, firstBundle(n), 1, host);
@@ -75,7 +78,8 @@ export class RayLauncher implements Launcher {
       command: [...(this.opts.command ?? DEFAULT_SGLANG_COMMAND)],
       nodePorts,
       ...(head.node_ip ? { advertiseHost: head.node_ip } : {}),
-      ...(nnodes > 1 ? { distInitAddr: `${hostFor(host, head)}:${headPorts[1]}` } : {}),
+      ...(rendezvous ? { distInitAddr: `${hostFor(host, head)}:${headPorts[1]}` } : {}),
+      ...(prefill ? { bootstrapPort: headPorts[1 + rendezvous] as number } : {}),
       extraArgs: this.opts.extraArgs?.(req) ?? [],
       ...(this.opts.env ? { env: this.opts.env } : {}),
     });
