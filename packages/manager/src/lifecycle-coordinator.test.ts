@@ -212,4 +212,27 @@ describe('LifecycleCoordinator', () => {
       ['actor', ['rollout', 'genrm_score', 'train'], 'rollout'],
     ]);
   });
+
+  it('a request without a group: the only group, else a 400 naming the groups; no groups is its own 404', async () => {
+    const db = openStore();
+    const none = new LifecycleCoordinator({ groups: [], participants: [], db, events: new EventLog(db) });
+    const noGroups = await none.transition().catch((e: unknown) => e);
+    expect(noGroups).toMatchObject({ code: 'no_activation_groups', status: 404, path: 'group' });
+    expect(none.groupName()).toBeUndefined();
+
+    const two = new LifecycleCoordinator({
+      groups: [GROUP, { ...GROUP, name: 'critic', pool: 'critic' }],
+      participants: [],
+      db: openStore(),
+      events: new EventLog(openStore()),
+    });
+    const unnamed = await two.transition().catch((e: unknown) => e);
+    expect(unnamed).toMatchObject({ code: 'group_required', status: 400, path: 'group' });
+    expect((unnamed as Error).message).toContain('actor, critic');
+    expect(await outcomeCode(two.transition({ group: 'nope' }))).toBe('unknown_activation_group');
+
+    const { coordinator } = setup();
+    expect(coordinator.groupName()).toBe('actor');
+    expect(coordinator.groupName('critic')).toBe('critic');
+  });
 });

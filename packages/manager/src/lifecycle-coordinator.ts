@@ -170,15 +170,36 @@ export class LifecycleCoordinator {
     for (const w of [...(this.groups.get(lease.group)?.waiters ?? [])]) w();
   }
 
+  /** The group a request means: the one it names, else the only one (for audit subjects; undefined if none). */
+  groupName(name?: string): string | undefined {
+    return name ?? (this.groups.size === 1 ? [...this.groups.keys()][0] : undefined);
+  }
+
   private group(name?: string): GroupState {
-    const key = name ?? (this.groups.size === 1 ? [...this.groups.keys()][0] : undefined);
-    const g = key === undefined ? undefined : this.groups.get(key);
+    const known = [...this.groups.keys()];
+    if (known.length === 0)
+      throw new UisError({
+        code: 'no_activation_groups',
+        status: 404,
+        path: 'group',
+        message:
+          'this layout has no activation groups: no roles time-share GPUs (no colocated defer schedule), so there are no phases',
+      });
+    const key = this.groupName(name);
+    if (key === undefined)
+      throw new UisError({
+        code: 'group_required',
+        status: 400,
+        path: 'group',
+        message: `this layout has ${known.length} activation groups (${known.join(', ')}): name one in group`,
+      });
+    const g = this.groups.get(key);
     if (!g)
       throw new UisError({
         code: 'unknown_activation_group',
         status: 404,
         path: 'group',
-        message: `unknown activation group ${JSON.stringify(name)}; known: ${[...this.groups.keys()].join(', ')}`,
+        message: `unknown activation group ${JSON.stringify(key)}; known: ${known.join(', ')}`,
       });
     return g;
   }

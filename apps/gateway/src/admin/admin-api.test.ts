@@ -243,6 +243,12 @@ describe('admin API', { timeout: 60_000 }, () => {
     const resolve = await post('/admin/phases/resolve', { group: 'actor', phase: 'rollout' });
     expect(resolve.status).toBe(409);
     expect(errorCode(resolve.json)).toBe('lease_not_blocked');
+    // Without a group the layout's only one is meant, in the answer and in the audit trail.
+    const unnamed = await post('/admin/phases/resolve', { phase: 'rollout' });
+    expect(errorCode(unnamed.json)).toBe('lease_not_blocked');
+    const resolves = (await call('GET', '/admin/events?kind=admin.resolve_lease', undefined, AUTH)).json
+      .events as Array<{ subject: string }>;
+    expect(resolves.map((e) => e.subject)).toEqual(['actor', 'actor']);
     const missing = await call('GET', '/admin/batches/no-such-batch', undefined, AUTH);
     expect(missing.status).toBe(404);
     const metrics = await fetch(`${gw.url}/metrics`).then((r) => r.text());

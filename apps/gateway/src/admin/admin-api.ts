@@ -333,7 +333,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
           ...(b.to === undefined ? {} : { to: b.to }),
           actor: c.req.header('x-uis-actor') ?? 'admin',
         }),
-      (_c, b) => b.group ?? 'default',
+      (_c, b) => service.coordinator.groupName(b.group) ?? 'default',
     ),
   );
   app.post(
@@ -348,7 +348,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
           ...(b.group === undefined ? {} : { group: b.group }),
           ...(b.note === undefined ? {} : { note: b.note }),
         }),
-      (_c, b) => b.group ?? 'default',
+      (_c, b) => service.coordinator.groupName(b.group) ?? 'default',
     ),
   );
   // Waiting changes nothing, so it needs no operation id; it is not audited either (a trainer polls it).
@@ -376,7 +376,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
           ...(b.group === undefined ? {} : { group: b.group }),
           actor: c.req.header('x-uis-actor') ?? 'admin',
         }),
-      (_c, b) => `${b.group ?? 'default'}/${b.phase}`,
+      (_c, b) => `${service.coordinator.groupName(b.group) ?? 'default'}/${b.phase}`,
     ),
   );
 

@@ -120,7 +120,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
   const { token, generated } = adminTokenFor(opts.config);
   const servingToken = opts.config.gateway?.serving_token ?? process.env.UIS_SERVING_TOKEN;
   out(
-    `${opts.title}: starting ${[...service.managers.keys()].join(', ')} (${service.plan.placements.length} engine groups)...\n`,
+    `${opts.title}: starting ${[...service.managers.keys()].join(', ')} (${plural(service.plan.placements.length, 'engine group')})...\n`,
   );
   try {
     await service.start();
@@ -164,4 +164,9 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
   ];
   out(`${lines.join('\n')}\n`);
   if (opts.extra) extra = opts.extra({ url, adminToken: token, service, logger });
+}
+
+/** `1 engine group`, `4 engine groups`. */
+function plural(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? '' : 's'}`;
 }
