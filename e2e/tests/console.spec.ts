@@ -113,6 +113,8 @@ test('draining a model from the console takes its replicas out of service and di
     expect(['draining', 'sleeping']).toContain(state);
   }
   await expect(section.locator('[data-testid=replica-row][data-direct-eligible=true]')).toHaveCount(0);
+  // The drain holds: the demo's phase loop goes on, and the model stays out of service until activated.
+  await expect(section.getByTestId('held-badge')).toBeVisible();
   await shot(page, 'replicas-drained');
 
   const discovery = await request.get('/rollout/engines');
@@ -130,10 +132,11 @@ test('draining a model from the console takes its replicas out of service and di
     expect(['draining', 'sleeping']).toContain(e.state);
   }
 
-  // Put the demo back as it was.
+  // Put the demo back as it was: the hold is lifted (the model onloads now, or with its phase).
   await section.getByTestId('activate-model').click();
   await page.getByTestId('confirm-ok').click();
-  await expect(page.getByTestId('action-result').first()).toContainText(/activat/i);
+  await expect(page.getByTestId('action-result').first()).toContainText(/activated|released/i);
+  await expect(section.getByTestId('held-badge')).toHaveCount(0);
 });
 
 test('screenshots of every page', async ({ page }) => {

@@ -475,6 +475,31 @@ describe('ownership, rollback, router and elastic scale', () => {
     };
   }
 
+  it("an operator's drain holds the model asleep across role-wide activations until the model is activated", async () => {
+    const { plan, roles } = planConfig(decoupled());
+    const m = manager(roles.rollout as InferenceRoleSpec, plan);
+    await m.start();
+    await m.drainModel('policy');
+    const held = () => m.registry.snapshot().models.policy;
+    expect(held()).toMatchObject({ state: 'sleeping', held: true });
+    // A phase change onloads the role: the held model stays asleep, out of discovery.
+    await m.activate();
+    expect(held()).toMatchObject({ state: 'sleeping', held: true });
+    expect(m.snapshot().models.policy?.held).toBe(true);
+    expect(m.eligibleEngines('policy')).toEqual([]);
+    // A phase change that puts the role to sleep and wakes it again does not lift the hold either.
+    await m.drain();
+    await m.activate();
+    expect(held()?.state).toBe('sleeping');
+    // The operator's activation lifts it; later role-wide drains and activations apply again.
+    await m.activateModel('policy');
+    expect(held()?.state).toBe('ready');
+    expect(held()?.held).toBeUndefined();
+    await m.drain();
+    await m.activate();
+    expect(held()?.state).toBe('ready');
+  });
+
   it('a failed start rolls back exactly what it created (engines, router entries, its PG) and nothing else', async () => {
     const { plan, roles } = planConfig(decoupled({ router: true }));
     const pool = Object.values(plan.pools)[0];

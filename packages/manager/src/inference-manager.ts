@@ -119,6 +119,9 @@ interface ModelRuntime {
   /** The last weight update that can be replayed on a replica that comes back (disk / version). */
   replay: ReplayableWeightUpdate | null;
   desire: ModelDesire;
+  /** An operator drained this model (`drainModel`): role-wide activations (phase changes) skip it until
+   * `activateModel`. */
+  held: boolean;
   dcsRegistered: boolean;
 }
 
@@ -130,6 +133,8 @@ export interface ManagerSnapshot {
     string,
     {
       desire: ModelDesire;
+      /** Drained by an operator: phase changes leave it asleep until `activateModel`. */
+      held: boolean;
       target_weight_version: string | null;
       replicas: Array<{
         engine_id: string;
@@ -219,6 +224,7 @@ export class InferenceManager implements PhaseParticipant {
         target: null,
         replay: null,
         desire: 'active',
+        held: false,
         dcsRegistered: m.register_dcs,
       });
       if (capabilities(m).needs_router && !this.routers[m.name])
@@ -257,15 +263,36 @@ export class InferenceManager implements PhaseParticipant {
   }
 
   /** Onload every sleeping replica (weights first, sync to the target version, then KV cache) -> ready. With
-   * `tags`, resumes only those (e.g. `['weights']` to sync weights before the KV cache is back). */
+   * `tags`, resumes only those (e.g. `['weights']` to sync weights before the KV cache is back). Models an operator
+   * drained stay asleep: a phase change does not undo an operator's drain. */
   activate(tags?: MemoryTag[]): Promise<void> {
     const key = `activate:${(tags ?? ALL_TAGS).join(',')}`;
-    return this.op(key, () => this.doActivate([...this.models.keys()], tags));
+    return this.op(key, () =>
+      this.doActivate(
+        [...this.models].filter(([, m]) => !m.held).map(([name]) => name),
+        tags,
+      ),
+    );
   }
 
+  /** The operator's activation of one model: it also lifts the hold of an operator drain. */
   async activateModel(model: string, tags?: MemoryTag[]): Promise<void> {
     this.model(model);
-    return this.op(`activate:${model}:${(tags ?? ALL_TAGS).join(',')}`, () => this.doActivate([model], tags));
+    return this.op(`activate:${model}:${(tags ?? ALL_TAGS).join(',')}`, () => {
+      this.releaseHold(model);
+      return this.doActivate([model], tags);
+    });
+  }
+
+  /** Lifts the hold of an operator drain without onloading: the model comes back with its role's next
+   * activation (its phase). False when it was not held. */
+  releaseHold(model: string): boolean {
+    const m = this.model(model);
+    if (!m.held) return false;
+    m.held = false;
+    this.audit('model.released', model, {});
+    this.publish();
+    return true;
   }
 
   /** Publish draining -> wait for in-flight work -> pause/abort by policy -> flush -> release memory ->
@@ -274,12 +301,19 @@ export class InferenceManager implements PhaseParticipant {
     return this.op('drain', () => this.doDrain([...this.models.keys()], opts));
   }
 
+  /** The operator's drain of one model: it holds the model asleep across phase changes until `activateModel`. */
   async drainModel(
     model: string,
     opts: { deadlineMs?: number; policy?: DrainPolicy } = {},
   ): Promise<OffloadReport> {
-    this.model(model);
-    return this.op(`drain:${model}`, () => this.doDrain([model], opts));
+    const m = this.model(model);
+    return this.op(`drain:${model}`, () => {
+      if (!m.held) {
+        m.held = true;
+        this.audit('model.held', model, {});
+      }
+      return this.doDrain([model], opts);
+    });
   }
 
   /** Sleep now: abort in-flight work instead of waiting for it. */
@@ -373,6 +407,7 @@ export class InferenceManager implements PhaseParticipant {
     for (const [name, m] of this.models) {
       models[name] = {
         desire: m.desire,
+        held: m.held,
         target_weight_version: m.target,
         replicas: this.slotsOf(name).map((s) => ({
           engine_id: s.engineId,
@@ -1351,6 +1386,7 @@ export class InferenceManager implements PhaseParticipant {
         engines,
         weight_version: m.target,
         served_model_name: servedModelName(m.spec),
+        ...(m.held ? { held: true } : {}),
       };
     }
     this.registry.publish({ models });

@@ -233,6 +233,16 @@ describe('LifecycleCoordinator', () => {
 
     const { coordinator } = setup();
     expect(coordinator.groupName()).toBe('actor');
+    await coordinator.initialize();
+    // Who may hold GPU memory now: the resident phase's roles, and roles outside every group.
+    expect(coordinator.notResident('rollout')).toBeNull();
+    expect(coordinator.notResident('teacher')).toBeNull();
+    expect(coordinator.notResident('genrm')).toEqual({
+      group: 'actor',
+      phase: 'rollout',
+      status: 'held',
+      phases: ['genrm_score'],
+    });
     expect(coordinator.groupName('critic')).toBe('critic');
   });
 });

@@ -255,6 +255,21 @@ export class LifecycleCoordinator {
     return [...this.groups.values()].map((g) => structuredClone(g.lease));
   }
 
+  /** Why `role` may not hold GPU memory now, or null when it may: a role outside every activation group always
+   * may; a role that time-shares GPUs only while the lease is held by a phase it is resident in. Operator
+   * activations check this, so they never onload a role onto GPUs another phase holds. */
+  notResident(
+    role: string,
+  ): { group: string; phase: string | null; status: LeaseStatus; phases: string[] } | null {
+    for (const g of this.groups.values()) {
+      const phases = g.plan.phases.filter((p) => p.residents.includes(role)).map((p) => p.name);
+      if (phases.length === 0) continue;
+      if (g.lease.status === 'held' && g.lease.holder.includes(role)) return null;
+      return { group: g.plan.name, phase: g.lease.phase, status: g.lease.status, phases };
+    }
+    return null;
+  }
+
   /** Every activation group with its phase order and lease (for the admin API and the console). */
   describe(): Array<{ group: string; phases: Array<{ name: string; residents: string[] }>; lease: Lease }> {
     return [...this.groups.values()].map((g) => ({

@@ -125,6 +125,26 @@ describe('resolveModel', () => {
     });
   }
 
+  it('a model an operator drained says so: no phase change brings it back, an operator must activate it', () => {
+    const snap = snapshot();
+    snap.models['math-teacher'] = modelEntry('math-teacher', 2, {
+      state: 'sleeping',
+      held: true,
+      engines: [
+        { engine_id: 'math-teacher/0', base_url: 'http://a:1', state: 'sleeping', direct_eligible: false },
+      ],
+    });
+    const e = err(resolveModel(snap, { model: 'math-teacher' }));
+    expect(e).toMatchObject({
+      code: 'model_not_ready',
+      status: 503,
+      details: { held: true, state: 'sleeping' },
+    });
+    expect(e.message).toBe(
+      'model "math-teacher" is sleeping: an operator drained it; it serves again once an operator activates it; retry after 30s',
+    );
+  });
+
   it('an alias to a model missing from discovery is a 503 routing_inconsistent, not a fallback', () => {
     const snap = snapshot();
     snap.routing!.aliases.ghost = 'gone';

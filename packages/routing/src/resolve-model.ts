@@ -184,14 +184,14 @@ export function resolveModel(
 
   const entry = models[name]!;
   if (entry.state !== 'ready') {
-    const guidance = retryGuidance(entry.state);
+    const guidance = retryGuidance(entry.state, entry.held === true);
     return new UisError({
       code: 'model_not_ready',
       status: 503,
       path: 'body.model',
       // The guidance reads "model is sleeping: why"; the message names the model once instead of repeating it.
       message: `${guidance.reason.replace(/^model /, `model "${name}" `)}; retry after ${guidance.retryAfterSeconds}s`,
-      details: { model: name, state: entry.state, ...guidance },
+      details: { model: name, state: entry.state, ...(entry.held ? { held: true } : {}), ...guidance },
     });
   }
   return {

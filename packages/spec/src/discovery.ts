@@ -76,6 +76,8 @@ export const DiscoveryModelSchema = z.object({
   weight_version: z.string().nullable().optional(),
   /** Additive: the name engines answer to (`model` is rewritten to it). */
   served_model_name: z.string().optional(),
+  /** Additive: an operator drained the model; phase changes leave it asleep until an operator activates it. */
+  held: z.boolean().optional(),
 });
 export type DiscoveryModel = z.infer<typeof DiscoveryModelSchema>;
 

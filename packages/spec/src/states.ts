@@ -57,8 +57,17 @@ export function deriveModelState(replicaStates: Iterable<ReplicaState>): Replica
   return 'dead';
 }
 
-/** Seconds a caller should wait before retrying a model in this state, and why. */
-export function retryGuidance(state: ReplicaState): { retryAfterSeconds: number; reason: string } {
+/** Seconds a caller should wait before retrying a model in this state, and why. `held`: an operator drained the
+ * model, so no phase change brings it back. */
+export function retryGuidance(
+  state: ReplicaState,
+  held = false,
+): { retryAfterSeconds: number; reason: string } {
+  if (held && state !== 'ready' && state !== 'dead')
+    return {
+      retryAfterSeconds: 30,
+      reason: `model is ${state}: an operator drained it; it serves again once an operator activates it`,
+    };
   switch (state) {
     case 'sleeping':
       return {

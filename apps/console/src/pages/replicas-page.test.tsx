@@ -88,6 +88,16 @@ describe('Replicas page', () => {
     expect((screen.getByTestId('replica-filter') as HTMLInputElement).value).toBe('judge/1');
   });
 
+  it('marks a model an operator drained as held, and only that one', () => {
+    const state = demoState({ phase: 0 });
+    state.roles.find((r) => r.role === 'rollout')!.models.policy!.held = true;
+    render(<ReplicasPage state={state} />, { wrapper: Providers });
+    const held = screen
+      .getAllByTestId('held-badge')
+      .map((b) => b.closest<HTMLElement>('[data-testid=model-section]'));
+    expect(held.map((m) => m?.dataset.model)).toEqual(['policy']);
+  });
+
   it('marks replicas whose weights are behind their model target', () => {
     const state = demoState({ phase: 0 });
     const rollout = state.roles.find((r) => r.role === 'rollout')!;

@@ -58,7 +58,7 @@ function ModelActions({ role, model }: { role: Role; model: string }) {
         onClick={() =>
           request({
             title: `Drain ${role}/${model}`,
-            description: `Every replica of ${model} stops taking new work (direct_eligible false), finishes in-flight requests, flushes its cache and releases GPU memory (sleeping). Requests get 503 until it is activated.`,
+            description: `Every replica of ${model} stops taking new work (direct_eligible false), finishes in-flight requests, flushes its cache and releases GPU memory (sleeping). The model is held: phase changes leave it asleep, and requests get 503, until it is activated here.`,
             run: () => client.drainModel.mutate({ role, model }),
           })
         }
@@ -72,7 +72,7 @@ function ModelActions({ role, model }: { role: Role; model: string }) {
         onClick={() =>
           request({
             title: `Activate ${role}/${model}`,
-            description: `The replicas of ${model} resume GPU memory, sync weights to the target version and become ready.`,
+            description: `The replicas of ${model} resume GPU memory, sync weights to the target version and become ready; a hold from a drain is lifted.`,
             run: () => client.activateModel.mutate({ role, model }),
           })
         }
@@ -182,6 +182,18 @@ export function ReplicasPage({ state, initialFilter = '' }: { state: ConsoleStat
               <div className="model-block" key={model} data-testid="model-section" data-model={model}>
                 <div className="model-head">
                   <strong className="mono">{model}</strong> <StateBadge state={info.state} />
+                  {info.held ? (
+                    <>
+                      {' '}
+                      <span
+                        className="badge badge-held"
+                        data-testid="held-badge"
+                        title="Drained by an operator: phase changes leave it asleep until it is activated"
+                      >
+                        held
+                      </span>
+                    </>
+                  ) : null}
                   <span className="muted">
                     {' '}
                     target weights {info.weight_version ?? '—'} · {total} replicas

@@ -210,7 +210,11 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
     mutation(
       'activate',
       ActivateBodySchema,
-      (b, c) => manager(c.req.param('role') ?? '').activate(b.tags),
+      (b, c) => {
+        const role = c.req.param('role') ?? '';
+        manager(role);
+        return service.activateRole(role as Role, b.tags);
+      },
       roleSubject,
     ),
   );
@@ -241,7 +245,11 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
     mutation(
       'activate_model',
       ActivateBodySchema,
-      (b, c) => manager(c.req.param('role') ?? '').activateModel(c.req.param('model') ?? '', b.tags),
+      (b, c) => {
+        const role = c.req.param('role') ?? '';
+        manager(role);
+        return service.activateModel(role as Role, c.req.param('model') ?? '', b.tags);
+      },
       modelSubject,
     ),
   );

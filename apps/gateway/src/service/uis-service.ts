@@ -27,7 +27,7 @@ import {
   wireDeferredScoring,
 } from '@uis/manager';
 import { PlacementPlanner } from '@uis/planner';
-import type { SGLangEngine } from '@uis/sglang-engine';
+import type { MemoryTag, SGLangEngine } from '@uis/sglang-engine';
 import {
   capabilities,
   configuredRoles,
@@ -447,6 +447,54 @@ export class UisService {
       }, delayMs);
       this.reruns.add(timer);
     });
+  }
+
+  /** An operator's activation of one model of `role`. Outside the role's phase (it time-shares GPUs that another
+   * phase holds now) nothing onloads: only the hold of an operator drain is lifted, and the model comes back with
+   * its phase. An operator never onloads a role onto GPUs another phase holds. */
+  async activateModel(
+    role: Role,
+    model: string,
+    tags?: MemoryTag[],
+  ): Promise<{ onloaded: boolean; waits_for?: { group: string; phase: string | null; phases: string[] } }> {
+    const manager = this.managerOf(role);
+    const waiting = this.coordinator.notResident(role);
+    if (waiting === null) {
+      await manager.activateModel(model, tags);
+      return { onloaded: true };
+    }
+    manager.releaseHold(model);
+    const { group, phase, phases } = waiting;
+    return { onloaded: false, waits_for: { group, phase, phases } };
+  }
+
+  /** An operator's activation of a whole role: 409 `phase_not_resident` outside its phase (see `activateModel`). */
+  async activateRole(role: Role, tags?: MemoryTag[]): Promise<void> {
+    const manager = this.managerOf(role);
+    const waiting = this.coordinator.notResident(role);
+    if (waiting !== null)
+      throw new UisError({
+        code: 'phase_not_resident',
+        status: 409,
+        path: 'role',
+        message: `${role} shares GPUs in activation group ${waiting.group}, which ${
+          waiting.status === 'held' ? `is in phase ${waiting.phase}` : `is ${waiting.status}`
+        }; ${role} onloads with phase ${waiting.phases.join(' or ')}: advance the phase instead`,
+        details: waiting,
+      });
+    await manager.activate(tags);
+  }
+
+  private managerOf(role: Role): InferenceManager {
+    const m = this.managers.get(role);
+    if (!m)
+      throw new UisError({
+        code: 'unknown_role',
+        status: 404,
+        path: 'role',
+        message: `role ${JSON.stringify(role)} is not configured; roles: ${[...this.managers.keys()].join(', ')}`,
+      });
+    return m;
   }
 
   /** The running router of a router-mode model, or undefined. */

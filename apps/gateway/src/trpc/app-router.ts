@@ -1,5 +1,5 @@
 import { initTRPC, TRPCError } from '@trpc/server';
-import { type ConsoleState, RoleSchema, UisError, zodIssues } from '@uis/spec';
+import { type ConsoleState, type Role, RoleSchema, UisError, zodIssues } from '@uis/spec';
 import { z } from 'zod';
 import { authorized } from '../gateway/auth.ts';
 import type { UisService } from '../service/uis-service.ts';
@@ -148,8 +148,12 @@ export function buildAppRouter(deps: AppRouterDeps) {
     ),
     activateModel: admin.input(RoleModelInput).mutation(({ input }) =>
       act('activate_model', `${input.role}/${input.model}`, input, async () => {
-        await manager(input.role).activateModel(input.model);
-        return `${input.role}/${input.model} activated`;
+        manager(input.role);
+        const r = await service.activateModel(input.role as Role, input.model);
+        const name = `${input.role}/${input.model}`;
+        if (r.onloaded || r.waits_for === undefined) return `${name} activated`;
+        const w = r.waits_for;
+        return `${name} released: it onloads with phase ${w.phases.join(' or ')} (${w.group} is in ${w.phase ?? 'no phase'} now)`;
       }),
     ),
     advancePhase: admin
