@@ -241,7 +241,7 @@ export class InferenceGateway {
         const eligible = candidatesOf(m).length;
         const canServe = m.router_url !== null ? m.state === 'ready' : m.state === 'ready' && eligible > 0;
         anyServing ||= canServe;
-        const guidance = retryGuidance(m.state);
+        const guidance = retryGuidance(m.state, m.held === true);
         models[name] = {
           state: m.state,
           can_serve: canServe,
