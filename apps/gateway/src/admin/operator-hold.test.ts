@@ -59,11 +59,16 @@ describe("an operator's drain and activation on time-shared GPUs", { timeout: 90
     expect(await model('genrm', 'judge')).toMatchObject({ state: 'sleeping', held: true });
     const role = await post('/admin/roles/genrm/activate');
     expect(role.status).toBe(409);
-    expect(ErrorBodySchema.parse(role.json).error).toMatchObject({ code: 'phase_not_resident', path: 'role' });
+    expect(ErrorBodySchema.parse(role.json).error).toMatchObject({
+      code: 'phase_not_resident',
+      path: 'role',
+    });
     const one = await post('/admin/roles/genrm/models/judge/activate');
     expect(one).toMatchObject({
       status: 200,
-      json: { result: { onloaded: false, waits_for: { group: 'actor', phase: 'rollout', phases: ['genrm_score'] } } },
+      json: {
+        result: { onloaded: false, waits_for: { group: 'actor', phase: 'rollout', phases: ['genrm_score'] } },
+      },
     });
     // Nothing onloaded; the hold is lifted, so the model comes back with its phase.
     expect(await model('genrm', 'judge')).toMatchObject({ state: 'sleeping' });
