@@ -245,4 +245,41 @@ describe('LifecycleCoordinator', () => {
     });
     expect(coordinator.groupName('critic')).toBe('critic');
   });
+  it('a role may onload while its phase does its work, not while it is being drained out of the GPUs', async () => {
+    const trace: string[] = [];
+    let openDrain!: () => void;
+    const drainGate = new Promise<void>((r) => {
+      openDrain = r;
+    });
+    /** Rollout's drain waits for the test: the transition stays in its offload step meanwhile. */
+    class GatedRole extends FakeRole {
+      override async drain(): Promise<OffloadReport> {
+        if (trace.includes('rollout.activate')) await drainGate;
+        return super.drain();
+      }
+    }
+    const rollout = new GatedRole('rollout', trace);
+    const db = openStore();
+    const coordinator = new LifecycleCoordinator({
+      groups: [GROUP],
+      participants: [rollout, new FakeRole('genrm', trace)],
+      db,
+      events: new EventLog(db),
+    });
+    // The scorer phase's work (deferred batches) runs while the lease is still transitioning: an operator who
+    // activates a GenRM model then must get it onloaded now, not at the next RL step.
+    let duringWork: ReturnType<LifecycleCoordinator['notResident']> | undefined;
+    coordinator.registerPhaseTask('genrm_score', async () => {
+      duringWork = coordinator.notResident('genrm');
+    });
+    await coordinator.initialize();
+    const transition = coordinator.transition();
+    while (coordinator.lease().status !== 'transitioning') await new Promise((r) => setTimeout(r, 5));
+    // Rollout is being drained out of the GPUs: activating it would onload it beside GenRM.
+    expect(coordinator.notResident('rollout')).toMatchObject({ status: 'transitioning', phase: 'rollout' });
+    expect(coordinator.notResident('genrm')).toMatchObject({ status: 'transitioning', phase: 'rollout' });
+    openDrain();
+    expect((await transition).path).toEqual(['genrm_score', 'train']);
+    expect(duringWork).toBeNull();
+  });
 });

@@ -256,16 +256,23 @@ export class LifecycleCoordinator {
   }
 
   /** Why `role` may not hold GPU memory now, or null when it may: a role outside every activation group always
-   * may; a role that time-shares GPUs only while the lease is held by a phase it is resident in. Operator
-   * activations check this, so they never onload a role onto GPUs another phase holds. */
+   * may; a role that time-shares GPUs only while it holds the lease and no transition is draining it out (it
+   * stays resident in the target: e.g. while its phase's work runs). Operator activations check this, so they
+   * never onload a role onto GPUs another phase holds. */
   notResident(
     role: string,
   ): { group: string; phase: string | null; status: LeaseStatus; phases: string[] } | null {
     for (const g of this.groups.values()) {
       const phases = g.plan.phases.filter((p) => p.residents.includes(role)).map((p) => p.name);
       if (phases.length === 0) continue;
-      if (g.lease.status === 'held' && g.lease.holder.includes(role)) return null;
-      return { group: g.plan.name, phase: g.lease.phase, status: g.lease.status, phases };
+      const l = g.lease;
+      const staying =
+        l.status === 'held' ||
+        (l.status === 'transitioning' &&
+          l.target !== null &&
+          this.phaseOf(g, l.target).residents.includes(role));
+      if (staying && l.holder.includes(role)) return null;
+      return { group: g.plan.name, phase: l.phase, status: l.status, phases };
     }
     return null;
   }
