@@ -46,7 +46,9 @@ function grandchildren(r: LaunchedReplica): number[] {
   return [...r.logTail(1000).matchAll(/grandchild=(\d+)/g)].map((m) => Number(m[1]));
 }
 
-describe('LocalProcessLauncher', () => {
+// Each test starts node processes (and their grandchildren), which a loaded 2-core machine can take seconds to
+// spawn; the 5 s default would cut short their 30 s waits.
+describe('LocalProcessLauncher', { timeout: 30_000 }, () => {
   it('starts one process per node with its env, captures stdout and stderr, kills the whole group on stop', async () => {
     const r = await launch(['run', 'run']);
     expect(r.pids()).toHaveLength(2);
@@ -108,7 +110,7 @@ describe('process exit', () => {
     const { stdout } = await execa(process.execPath, ['--import', 'tsx', fixture], { cwd: REPO });
     const pid = Number(/pid=(\d+)/.exec(stdout)?.[1]);
     expect(pid).toBeGreaterThan(0);
-    await waitUntil(() => !alive(pid), 10_000);
+    await waitUntil(() => !alive(pid));
   }, 60_000);
 });
 

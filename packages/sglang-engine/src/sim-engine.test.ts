@@ -92,7 +92,8 @@ describe('SGLangEngine lifecycle on sglang-sim', () => {
     void short.then(() => {
       gatewayInflight = 0;
     });
-    await waitUntil(async () => (await engineLoad(e)) > 0);
+    // The drain starts while the caller still counts the request in flight; no wait for the engine to show it,
+    // which a loaded machine could poll only after the 200 ms request has ended.
     const report = await e.drain({ policy: 'wait', deadlineMs: 60_000, inflight: () => gatewayInflight });
     expect(report).toMatchObject({
       policy: 'wait',
@@ -126,7 +127,9 @@ describe('SGLangEngine lifecycle on sglang-sim', () => {
 
   it('drain in_place pauses without flushing; continue resumes the frozen request', async () => {
     const e = await started({ simFlags: ['--sim-decode-us-per-token', '1000'] });
-    const req = { text: 'frozen', sampling_params: { max_new_tokens: 300, ignore_eos: true } };
+    // 5 s of decoding: the request must still run when the pause lands, after a poll, a load read and the pause
+    // call (300 ms could pass in those on a loaded machine), and still finish once continued.
+    const req = { text: 'frozen', sampling_params: { max_new_tokens: 5_000, ignore_eos: true } };
     const frozen = consume(e, req);
     await waitUntil(async () => (await engineLoad(e)) > 0);
     const report = await e.drain({ policy: 'in_place', deadlineMs: 30_000 });
@@ -189,7 +192,11 @@ describe('injected faults end in typed errors, not hangs', () => {
   }, 90_000);
 
   it('early release: resuming right after a release that answered early fails with a typed error', async () => {
-    const e = await started({ offload: true, simFlags: ['--sim-early-release', '--sim-offload-ms', '3000'] });
+    // The offload outlasts the test, so the resume meets memory still being released however slow the machine.
+    const e = await started({
+      offload: true,
+      simFlags: ['--sim-early-release', '--sim-offload-ms', '60000'],
+    });
     await e.sleep();
     const err = await failure(e.wake(), EngineError);
     expect(err.code).toBe('engine_http_error');
