@@ -71,7 +71,8 @@ async function stream(): Promise<FakeEventSource> {
   return es;
 }
 
-describe('App: live data from the changes stream', () => {
+// Several waits of up to 10 s each (see testing/setup.ts): the 5 s default would cut them short.
+describe('App: live data from the changes stream', { timeout: 30_000 }, () => {
   it('shows a loading state, then the pushed state, updates live, and says when the gateway is gone', async () => {
     renderApp();
     expect(screen.getByTestId('loading').textContent).toMatch(/gateway/);
