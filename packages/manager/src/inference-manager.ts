@@ -275,12 +275,21 @@ export class InferenceManager implements PhaseParticipant {
     );
   }
 
-  /** The operator's activation of one model: it also lifts the hold of an operator drain. */
-  async activateModel(model: string, tags?: MemoryTag[]): Promise<void> {
+  /** The operator's activation of one model: it lifts the hold of an operator drain, then onloads the model.
+   * `mayOnload` is asked in turn, after the operations queued before this one (a drain, a phase change's onload),
+   * whether the model's GPUs are its role's now; when not, only the hold is lifted and the model comes back with
+   * its role's next activation (its phase). Resolves whether it onloaded. */
+  async activateModel(
+    model: string,
+    tags?: MemoryTag[],
+    opts: { mayOnload?: () => boolean } = {},
+  ): Promise<boolean> {
     this.model(model);
-    return this.op(`activate:${model}:${(tags ?? ALL_TAGS).join(',')}`, () => {
+    return this.op(`activate:${model}:${(tags ?? ALL_TAGS).join(',')}`, async () => {
       this.releaseHold(model);
-      return this.doActivate([model], tags);
+      if (opts.mayOnload && !opts.mayOnload()) return false;
+      await this.doActivate([model], tags);
+      return true;
     });
   }
 

@@ -451,20 +451,23 @@ export class UisService {
 
   /** An operator's activation of one model of `role`. Outside the role's phase (it time-shares GPUs that another
    * phase holds now) nothing onloads: only the hold of an operator drain is lifted, and the model comes back with
-   * its phase. An operator never onloads a role onto GPUs another phase holds. */
+   * its phase. An operator never onloads a role onto GPUs another phase holds. Both are decided in the manager's
+   * turn, so a drain or a phase change queued before this activation is seen, not overtaken. */
   async activateModel(
     role: Role,
     model: string,
     tags?: MemoryTag[],
   ): Promise<{ onloaded: boolean; waits_for?: { group: string; phase: string | null; phases: string[] } }> {
     const manager = this.managerOf(role);
-    const waiting = this.coordinator.notResident(role);
-    if (waiting === null) {
-      await manager.activateModel(model, tags);
-      return { onloaded: true };
-    }
-    manager.releaseHold(model);
-    const { group, phase, phases } = waiting;
+    const seen: { waiting: ReturnType<LifecycleCoordinator['notResident']> } = { waiting: null };
+    const onloaded = await manager.activateModel(model, tags, {
+      mayOnload: () => {
+        seen.waiting = this.coordinator.notResident(role);
+        return seen.waiting === null;
+      },
+    });
+    if (onloaded || seen.waiting === null) return { onloaded };
+    const { group, phase, phases } = seen.waiting;
     return { onloaded: false, waits_for: { group, phase, phases } };
   }
 
