@@ -31,7 +31,7 @@ afterEach(async () => {
   manager = undefined;
 });
 
-describe('PD prefill workers on one host', { timeout: 60_000 }, () => {
+describe('PD prefill workers on one host', { timeout: 120_000 }, () => {
   it('each gets a bootstrap port of its own, bound by the engine and registered with the router', async () => {
     const { plan, roles } = planConfig({
       cluster: { nodes: [{ name: 'node-0', gpus: 8 }] },
@@ -57,7 +57,8 @@ describe('PD prefill workers on one host', { timeout: 60_000 }, () => {
       // port 8998 would make the second one fail to start.
       launcher: new SimLauncher(),
       routers: { policy: router },
-      options: { healthIntervalMs: 100, startDeadlineMs: 30_000 },
+      // Three simulator processes start at once (each loads its sources through tsx): slow on a loaded machine.
+      options: { healthIntervalMs: 100, startDeadlineMs: 60_000 },
     });
     await manager.start();
     const byType = (t: string) => router.added.filter((w) => w.worker_type === t);
