@@ -37,4 +37,31 @@ describe('PD bootstrap port', () => {
     servers.push(again);
     expect(again.bootstrapPort).toBe(port);
   });
+  it('a prefill engine whose scheduler dies lets go of its bootstrap port with its HTTP port', {
+    timeout: 20_000,
+  }, async () => {
+    const prefill = await startSimServer({ disaggregationMode: 'prefill', simCrashAfter: 0 });
+    servers.push(prefill);
+    await prefill.ready;
+    const port = prefill.bootstrapPort as number;
+    await fetch(`${prefill.url}/generate`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ text: 'x', sampling_params: { max_new_tokens: 4 } }),
+    }).then(
+      (r) => r.text(),
+      () => undefined,
+    );
+    // As a real SGLang process that died: a relaunch on the same port binds it.
+    let again: SimServer | undefined;
+    for (let i = 0; i < 80 && !again; i++) {
+      again = await startSimServer({
+        disaggregationMode: 'prefill',
+        disaggregationBootstrapPort: port,
+      }).catch(() => undefined);
+      if (!again) await new Promise((r) => setTimeout(r, 25));
+    }
+    expect(again?.bootstrapPort).toBe(port);
+    if (again) servers.push(again);
+  });
 });

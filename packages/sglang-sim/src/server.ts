@@ -59,11 +59,17 @@ export async function startSimServer(
   const info = (msg: string) => log(`[${stamp()}] ${msg}`);
   const sockets = new Set<Socket>();
   let server: http.Server;
+  /** A prefill head's KV bootstrap server (see below). */
+  let bootstrap: http.Server | null = null;
   let closed = false;
 
+  // The scheduler died: as SGLang's process exits, its ports go with it (the bootstrap port too, so a relaunch on
+  // it binds).
   const dropAll = () => {
     for (const s of sockets) s.destroy();
     server.close();
+    bootstrap?.closeAllConnections();
+    bootstrap?.close();
   };
   const engine = new SimEngine(options, (reason) => {
     info(`ERROR: scheduler died: ${reason}`);
@@ -95,7 +101,6 @@ export async function startSimServer(
 
   // A prefill head holds its bootstrap port as SGLang's KV bootstrap server does, so two prefill engines given the
   // same port collide here as they would on GPUs. It answers /health; the KV transfer itself is not simulated.
-  let bootstrap: http.Server | null = null;
   if (options.disaggregationMode === 'prefill' && options.nodeRank === 0) {
     const b = http.createServer((req, res) => {
       const health = req.url === '/health';
