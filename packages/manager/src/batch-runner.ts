@@ -23,6 +23,8 @@ export interface BatchRunnerOptions {
   store: BatchStore;
   /** The scorer's eligible replicas at run time (read when a run starts). */
   targets: (batch: BatchInfo) => ScoringTarget[];
+  /** Why a batch has no eligible replica (e.g. its model is held by an operator), for the error. */
+  whyNoTarget?: (batch: BatchInfo) => string | undefined;
   /** Requests in flight per run. Default 16. */
   concurrency?: number;
   scoreParser?: ScoreParser;
@@ -81,12 +83,14 @@ export class BatchRunner {
     else signal?.addEventListener('abort', onAbort, { once: true });
     let sampleFault = false;
     try {
-      if (targets.length === 0)
+      if (targets.length === 0) {
+        const why = this.opts.whyNoTarget?.(batch);
         throw new UisError({
           code: 'no_scorer_replica',
           status: 503,
-          message: `no eligible ${batch.role} replica to run batch ${id}`,
+          message: `no eligible ${batch.role} replica to run batch ${id}${why === undefined ? '' : `: ${why}`}`,
         });
+      }
       let next = 0;
       let rr = 0;
       // The first failure is the reason; the aborts it causes in the other workers are not.

@@ -23,17 +23,31 @@ export function wireDeferredScoring(opts: {
   unregister: () => void;
 } {
   const recovered = opts.store.recover(opts.recover ?? 'resume');
-  const targets = (batch: BatchInfo): ScoringTarget[] => {
+  /** The scorer model a batch runs on: its own, else the role's default, else the role's only one. */
+  const modelOf = (batch: BatchInfo) => {
     const manager = opts.managers[batch.role];
-    if (!manager) return [];
+    if (!manager) return undefined;
     const snapshot = manager.registry.snapshot();
-    const model = batch.model ?? snapshot.routing?.default_model ?? Object.keys(snapshot.models)[0] ?? '';
-    const served = snapshot.models[model]?.served_model_name ?? model;
-    return manager
-      .eligibleEngines(model)
+    const name = batch.model ?? snapshot.routing?.default_model ?? Object.keys(snapshot.models)[0] ?? '';
+    return { manager, name, entry: snapshot.models[name] };
+  };
+  const targets = (batch: BatchInfo): ScoringTarget[] => {
+    const m = modelOf(batch);
+    if (!m) return [];
+    const served = m.entry?.served_model_name ?? m.name;
+    return m.manager
+      .eligibleEngines(m.name)
       .map((e) => ({ engineId: e.engineId, servedModelName: served, client: e.engine.client }));
   };
-  const runner = new BatchRunner({ ...opts.runner, store: opts.store, targets });
+  const whyNoTarget = (batch: BatchInfo): string | undefined => {
+    const m = modelOf(batch);
+    if (!m) return `no ${batch.role} role is configured`;
+    if (!m.entry) return undefined;
+    if (m.entry.held)
+      return `model ${m.name} is held: an operator drained it; activate it, then resolve the lease`;
+    return `model ${m.name} is ${m.entry.state}`;
+  };
+  const runner = new BatchRunner({ ...opts.runner, store: opts.store, targets, whyNoTarget });
   const offs: Array<() => void> = [];
   for (const phase of opts.phases) {
     const roles = SCORER_ROLES.filter((r) => phase.residents.includes(r));

@@ -856,6 +856,18 @@ export class InferenceManager implements PhaseParticipant {
         (s.state === 'ready' || s.state === 'onloading' || s.state === 'draining') &&
         s.resumed.has('weights'),
     );
+    if (req.source === 'distributed' && req.action === 'init' && resident.length === 0)
+      // Nothing would join the trainer's group: it would wait for a world that never forms.
+      throw new UisError({
+        code: 'no_resident_replica',
+        status: 409,
+        path: 'body.action',
+        message: `no replica of ${m.spec.name} has its weights loaded to join weight group ${req.group_name}${
+          m.held
+            ? ': an operator drained the model; activate it first'
+            : '; activate the model (or its phase) first'
+        }`,
+      });
     const gpusPerEngine = m.spec.engine_groups[0]?.gpus_per_engine ?? 1;
     const results = await Promise.all(
       resident.map(async (s, i) => {

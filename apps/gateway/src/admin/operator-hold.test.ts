@@ -85,4 +85,22 @@ describe("an operator's drain and activation on time-shared GPUs", { timeout: 90
     }
     expect(inItsPhase).toBe('ready');
   });
+
+  it('a batch of a held scorer blocks its phase with the hold as the reason; nothing is lost', async () => {
+    expect(phase()).toBe('rollout');
+    expect((await post('/admin/roles/genrm/models/judge/drain')).status).toBe(200);
+    const batch = await post('/admin/batches', {
+      kind: 'genrm_score',
+      samples: [{ sample_id: 's0', input: { messages: [{ role: 'user', content: 'Judgement:' }] } }],
+    });
+    expect(batch.status).toBe(200);
+    const advance = await post('/admin/phases/advance', { group: 'actor' });
+    expect(advance.status).toBeGreaterThanOrEqual(500);
+    const lease = gw.service.coordinator.lease('actor');
+    expect(lease.status).toBe('blocked');
+    expect(lease.reason).toContain('model judge is held: an operator drained it');
+    // The batch waits, sealed, for the next scorer phase.
+    const id = (batch.json.result as { id: string }).id;
+    expect(gw.service.store.get(id).state).toBe('sealed');
+  });
 });

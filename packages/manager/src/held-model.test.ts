@@ -1,0 +1,51 @@
+import { type InferenceRoleSpec, isUisError } from '@uis/spec';
+import { afterEach, describe, expect, it } from 'vitest';
+import { InferenceManager } from './inference-manager.ts';
+import { SimLauncher } from './launchers.ts';
+import { layoutRole, planConfig } from './testing.ts';
+
+let manager: InferenceManager | undefined;
+afterEach(async () => {
+  await manager?.shutdown();
+  manager = undefined;
+});
+
+const INIT = {
+  source: 'distributed' as const,
+  action: 'init' as const,
+  master_address: '127.0.0.1',
+  master_port: 29500,
+  world_size: 5,
+};
+
+describe('a held model and the trainer', { timeout: 60_000 }, () => {
+  it('refuses a weight group no replica could join, naming the hold, instead of answering ok with no engine', async () => {
+    const { plan, roles } = planConfig({
+      cluster: { nodes: [{ name: 'node-0', gpus: 8 }] },
+      training: { actor_gpus: 0 },
+      roles: {
+        rollout: layoutRole('decoupled', {
+          name: 'policy',
+          weight_source: 'dcs',
+          engine_groups: [{ num_gpus: 4, gpus_per_engine: 2 }],
+        }),
+      },
+    });
+    manager = new InferenceManager({
+      role: roles.rollout as InferenceRoleSpec,
+      placements: plan.placements,
+      pools: plan.pools,
+      launcher: new SimLauncher(),
+      options: { healthIntervalMs: 100, startDeadlineMs: 30_000 },
+    });
+    await manager.start();
+    await manager.drainModel('policy');
+    const err = await manager.updateWeights('policy', INIT).catch((e: unknown) => e);
+    expect(isUisError(err) && err.code).toBe('no_resident_replica');
+    expect((err as Error).message).toContain('an operator drained the model');
+    // Once activated, the replicas join.
+    await manager.activateModel('policy');
+    const init = await manager.updateWeights('policy', INIT);
+    expect(init.engines.map((e) => e.ok)).toEqual([true, true]);
+  });
+});
