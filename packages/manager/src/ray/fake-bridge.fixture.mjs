@@ -8,6 +8,12 @@ if (address === 'fatal') {
   out({ event: 'fatal', code: 'ray_connect_failed', message: 'ConnectionError: no cluster at fatal' });
   process.exit(1);
 }
+if (address === 'fatal-linger') {
+  // Reports the failure, then hangs (e.g. stuck in Ray's shutdown) instead of exiting.
+  out({ event: 'fatal', code: 'ray_connect_failed', message: 'ConnectionError: no cluster at fatal-linger' });
+  setInterval(() => {}, 1_000);
+  await new Promise(() => {});
+}
 process.stdout.write('not json: a stray print\n');
 out({ event: 'ready', ray_version: '0.0.0-fake', namespace: 'uis', nodes: 2 });
 const state = { placement_groups: [{ name: 'p', state: 'CREATED' }], actors: [] };

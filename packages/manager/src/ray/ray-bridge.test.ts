@@ -3,6 +3,7 @@ import { isUisError } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ActorExitEvent } from './bridge-protocol.ts';
 import { RayBridge } from './ray-bridge.ts';
+import { pidsMentioning } from './ray-head.ts';
 
 const FAKE = fileURLToPath(new URL('./fake-bridge.fixture.mjs', import.meta.url));
 const bridges: RayBridge[] = [];
@@ -72,5 +73,10 @@ describe('RayBridge protocol (scripted bridge, no Ray needed)', () => {
 
   it('reports a failed connection with the bridge code', async () => {
     expect(await code(fake('fatal'))).toBe('ray_connect_failed/502');
+  });
+
+  it('a bridge that reports a failed connection and lingers is gone when start() fails', async () => {
+    expect(await code(fake('fatal-linger'))).toBe('ray_connect_failed/502');
+    expect(pidsMentioning(`${FAKE} --address fatal-linger`)).toEqual([]);
   });
 });

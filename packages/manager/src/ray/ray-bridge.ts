@@ -149,7 +149,19 @@ export class RayBridge {
         } else early.push(line);
       });
     });
-    const info = await ready;
+    let info: { version: string; nodes: number };
+    try {
+      info = await ready;
+    } catch (e) {
+      // A bridge that failed to connect leaves with the error, not after it: it is given a moment to exit by
+      // itself (a fatal event), then killed. A spawn that failed has no process to wait for.
+      if (child.pid !== undefined && child.exitCode === null && child.signalCode === null) {
+        const kill = setTimeout(() => child.kill('SIGKILL'), 5_000);
+        await exitPromise;
+        clearTimeout(kill);
+      }
+      throw e;
+    }
     bridge = new RayBridge(child, opts, info.version, info.nodes, exitPromise);
     child.on('exit', (code, signal) => bridge?.onExit(code, signal));
     for (const l of early) bridge.onLine(l);
