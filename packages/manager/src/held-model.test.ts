@@ -2,7 +2,7 @@ import { type InferenceRoleSpec, isUisError } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InferenceManager } from './inference-manager.ts';
 import { SimLauncher } from './launchers.ts';
-import { layoutRole, planConfig } from './testing.ts';
+import { layoutRole, planConfig, splitConfig } from './testing.ts';
 
 let manager: InferenceManager | undefined;
 afterEach(async () => {
@@ -47,5 +47,29 @@ describe('a held model and the trainer', { timeout: 60_000 }, () => {
     await manager.activateModel('policy');
     const init = await manager.updateWeights('policy', INIT);
     expect(init.engines.map((e) => e.ok)).toEqual([true, true]);
+  });
+
+  it("an operator's restart of an asleep replica stops it now and relaunches it when the model onloads", async () => {
+    const { plan, roles } = planConfig(splitConfig());
+    manager = new InferenceManager({
+      role: roles.rollout as InferenceRoleSpec,
+      placements: plan.placements,
+      pools: plan.pools,
+      launcher: new SimLauncher(),
+      options: { healthIntervalMs: 100, startDeadlineMs: 30_000 },
+    });
+    await manager.start();
+    await manager.drainModel('policy');
+    const replica = () => manager?.snapshot().models.policy?.replicas.find((r) => r.engine_id === 'policy/0');
+    const before = replica();
+    expect(before?.state).toBe('sleeping');
+    // Its GPUs may belong to another phase now: launching there is what must not happen.
+    expect(await manager.restartReplica('policy/0')).toEqual({ restarted: false });
+    expect(replica()).toMatchObject({ state: 'dead', pids: [] });
+    await manager.activateModel('policy');
+    expect(replica()).toMatchObject({ state: 'ready', generation: (before?.generation ?? 0) + 1 });
+    // Awake, a restart is at once.
+    expect(await manager.restartReplica('policy/0')).toEqual({ restarted: true });
+    expect(replica()).toMatchObject({ state: 'ready', generation: (before?.generation ?? 0) + 2 });
   });
 });

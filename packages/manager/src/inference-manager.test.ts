@@ -197,12 +197,17 @@ describe('InferenceManager against sglang-sim processes', () => {
     const pid = m.snapshot().models.policy?.replicas[0]?.pids[0] as number;
     process.kill(pid, 'SIGKILL');
     await until('dead published', () => engines(m.registry.snapshot(), 'policy')[0]?.state === 'dead');
-    // Several health intervals later it is still dead: nothing was launched while the model sleeps.
+    // What was left of the dead incarnation is cleaned up; several health intervals later it is still dead:
+    // nothing was launched while the model sleeps.
+    await until(
+      'old incarnation cleaned up',
+      () => m.snapshot().models.policy?.replicas[0]?.pids.length === 0,
+    );
     await new Promise((r) => setTimeout(r, 600));
     expect(m.snapshot().models.policy?.replicas[0]).toMatchObject({
       state: 'dead',
       generation: 0,
-      pids: [pid],
+      pids: [],
     });
     expect(alive(pid)).toBe(false);
     await m.activate();

@@ -403,11 +403,14 @@ export class InferenceManager implements PhaseParticipant {
   }
 
   /** Operator restart of one replica (kills and relaunches owned engines; re-attaches external ones). */
-  async restartReplica(engineId: string): Promise<void> {
+  /** The operator's restart of one replica. A replica of a sleeping model (its GPUs may belong to another phase)
+   * is stopped now and relaunched when the model onloads: `{restarted: false}`. */
+  async restartReplica(engineId: string): Promise<{ restarted: boolean }> {
     const s = this.slot(engineId);
     return this.op(`restart:${engineId}`, async () => {
       if (s.state !== 'dead') await this.markDead(s, 'restart requested by operator', false);
       await this.restart(s, false);
+      return { restarted: !s.restartPending };
     });
   }
 
@@ -1230,18 +1233,6 @@ export class InferenceManager implements PhaseParticipant {
     try {
       for (;;) {
         if (this.closed || !this.slots.has(s.engineId)) return;
-        // The model went to sleep while this replica was down: relaunching now would put it next to the phase
-        // that holds the GPUs. The next onload restarts it.
-        if (
-          retry &&
-          s.state === 'dead' &&
-          this.model(s.model).desire === 'sleeping' &&
-          this.offloadEnabled(s)
-        ) {
-          s.restartPending = true;
-          this.audit('replica.restart_deferred', s.engineId, { reason: 'model is sleeping' });
-          return;
-        }
         const old = s.engine;
         // Stop what is left of the old incarnation first (never an external engine's processes).
         if (old && !s.external) {
@@ -1249,6 +1240,13 @@ export class InferenceManager implements PhaseParticipant {
           s.engine = null;
         }
         if (this.closed) return;
+        // The model went to sleep while this replica was down (or an operator restarts a sleeping one): relaunching
+        // now would put it next to the phase that holds the GPUs. The next onload restarts it.
+        if (s.state === 'dead' && this.model(s.model).desire === 'sleeping' && this.offloadEnabled(s)) {
+          s.restartPending = true;
+          this.audit('replica.restart_deferred', s.engineId, { reason: 'model is sleeping' });
+          return;
+        }
         s.generation++;
         this.setState(s, 'starting');
         this.publish();

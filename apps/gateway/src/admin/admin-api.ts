@@ -316,8 +316,14 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
       'restart_replica',
       EngineBodySchema,
       async (b, c) => {
-        await manager(c.req.param('role') ?? '').restartReplica(b.engine_id);
-        return { engine_id: b.engine_id, restarted: true };
+        const r = await manager(c.req.param('role') ?? '').restartReplica(b.engine_id);
+        return {
+          engine_id: b.engine_id,
+          restarted: r.restarted,
+          ...(r.restarted
+            ? {}
+            : { deferred: 'the model is asleep: the replica relaunches when the model onloads' }),
+        };
       },
       (_c, b) => b.engine_id,
     ),

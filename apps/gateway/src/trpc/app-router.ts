@@ -175,8 +175,10 @@ export function buildAppRouter(deps: AppRouterDeps) {
             x.replicas.some((r) => r.engine_id === input.engine_id),
           );
           if (owns) {
-            await m.restartReplica(input.engine_id);
-            return `${input.engine_id} restarted`;
+            const r = await m.restartReplica(input.engine_id);
+            return r.restarted
+              ? `${input.engine_id} restarted`
+              : `${input.engine_id} stopped; it relaunches when its model onloads (the model is asleep)`;
           }
         }
         throw new UisError({
