@@ -43,6 +43,9 @@ describe('a held model and the trainer', { timeout: 60_000 }, () => {
     const err = await manager.updateWeights('policy', INIT).catch((e: unknown) => e);
     expect(isUisError(err) && err.code).toBe('no_resident_replica');
     expect((err as Error).message).toContain('an operator drained the model');
+    // Nor does an engine attached from outside serve it meanwhile.
+    const attach = await manager.registerExternal('policy', 'http://127.0.0.1:9').catch((e: unknown) => e);
+    expect(isUisError(attach) && attach.code).toBe('model_held');
     // Once activated, the replicas join.
     await manager.activateModel('policy');
     const init = await manager.updateWeights('policy', INIT);

@@ -385,7 +385,17 @@ export class InferenceManager implements PhaseParticipant {
     // The same rule as the discovery schema (http(s), host, no credentials/query/fragment), checked before the
     // URL can reach a publication.
     const base = new URL(parseOrThrow(EngineUrlSchema, url, 'url', 'invalid_url')).origin;
-    return this.op(`external:${model}:${base}`, () => this.doRegisterExternal(m, base));
+    return this.op(`external:${model}:${base}`, () => {
+      // An engine attached to a held model would serve what the operator took out of service.
+      if (m.held)
+        throw new UisError({
+          code: 'model_held',
+          status: 409,
+          path: 'model',
+          message: `model ${model} is held: an operator drained it; activate it before attaching engines`,
+        });
+      return this.doRegisterExternal(m, base);
+    });
   }
 
   async unregisterExternal(engineId: string): Promise<void> {
@@ -402,9 +412,9 @@ export class InferenceManager implements PhaseParticipant {
     });
   }
 
-  /** Operator restart of one replica (kills and relaunches owned engines; re-attaches external ones). */
   /** The operator's restart of one replica. A replica of a sleeping model (its GPUs may belong to another phase)
-   * is stopped now and relaunched when the model onloads: `{restarted: false}`. */
+   * is stopped now and relaunched when the model onloads: `{restarted: false}`. Owned engines are killed and
+   * relaunched; external ones re-attached. */
   async restartReplica(engineId: string): Promise<{ restarted: boolean }> {
     const s = this.slot(engineId);
     return this.op(`restart:${engineId}`, async () => {
