@@ -104,6 +104,9 @@ interface Slot {
   /** Added by `scale` on reserved bundles. */
   elastic: boolean;
   routerUrl: string | null;
+  /** URLs the router may still list for this slot (a removal that failed, e.g. when the replica died); removal is
+   * retried on every sync, and never keeps the replica's current URL from being added. */
+  routerStale: string[];
   restarting: boolean;
   /** Died while its model slept: restarted by the next onload instead of at once. */
   restartPending: boolean;
@@ -618,6 +621,7 @@ export class InferenceManager implements PhaseParticipant {
       external: false,
       elastic,
       routerUrl: null,
+      routerStale: [],
       restarting: false,
       restartPending: false,
       recovery: null,
@@ -1305,8 +1309,9 @@ export class InferenceManager implements PhaseParticipant {
     await Promise.allSettled(
       slots.map(async (s) => {
         const router = this.routers[s.model];
-        if (router && s.routerUrl) await router.removeWorker(s.routerUrl);
+        const urls = [...(s.routerUrl ? [s.routerUrl] : []), ...s.routerStale.splice(0)];
         s.routerUrl = null;
+        if (router) await Promise.allSettled(urls.map((u) => router.removeWorker(u)));
       }),
     );
     for (const s of slots) s.epoch++;
@@ -1359,31 +1364,42 @@ export class InferenceManager implements PhaseParticipant {
       const router = this.routers[s.model];
       if (!router) continue;
       const want = s.state === 'ready' && s.baseUrl !== null && this.versionOk(s);
+      // An entry that is not the replica's current wanted URL goes: a replica that left service, or the URL of an
+      // earlier incarnation whose removal failed (a restarted replica comes back on another port).
+      if (s.routerUrl !== null && (!want || s.routerUrl !== s.baseUrl)) {
+        s.routerStale.push(s.routerUrl);
+        s.routerUrl = null;
+      }
+      const removals = s.routerStale.splice(0).map((url) =>
+        router.removeWorker(url).then(
+          () => this.audit('router.removed', s.engineId, { url }),
+          (e: unknown) => {
+            s.routerStale.push(url);
+            throw e;
+          },
+        ),
+      );
+      jobs.push(...removals);
       if (want && !s.routerUrl) {
         const url = s.baseUrl as string;
         const wt = s.replica.worker_type === 'placeholder' ? 'regular' : s.replica.worker_type;
         jobs.push(
-          router
-            .addWorker({
-              url,
-              worker_type: wt,
-              ...(wt === 'prefill' && s.engine?.bootstrapPort !== undefined
-                ? { bootstrap_port: s.engine.bootstrapPort }
-                : {}),
-            })
+          // After the removals settle (one may be this very URL), whatever they answered: the replica serves.
+          Promise.allSettled(removals)
+            .then(() =>
+              router.addWorker({
+                url,
+                worker_type: wt,
+                ...(wt === 'prefill' && s.engine?.bootstrapPort !== undefined
+                  ? { bootstrap_port: s.engine.bootstrapPort }
+                  : {}),
+              }),
+            )
             .then(() => {
               s.routerUrl = url;
               record?.push(s);
               this.audit('router.added', s.engineId, { url });
             }),
-        );
-      } else if (!want && s.routerUrl) {
-        const url = s.routerUrl;
-        jobs.push(
-          router.removeWorker(url).then(() => {
-            s.routerUrl = null;
-            this.audit('router.removed', s.engineId, { url });
-          }),
         );
       }
     }
