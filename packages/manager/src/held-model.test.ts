@@ -1,8 +1,7 @@
-import { type InferenceRoleSpec, isUisError } from '@uis/spec';
+import { isUisError } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
-import { InferenceManager } from './inference-manager.ts';
-import { SimLauncher } from './launchers.ts';
-import { layoutRole, planConfig, splitConfig } from './testing.ts';
+import type { InferenceManager } from './inference-manager.ts';
+import { simRolloutManager } from './testing.ts';
 
 let manager: InferenceManager | undefined;
 afterEach(async () => {
@@ -20,23 +19,10 @@ const INIT = {
 
 describe('a held model and the trainer', { timeout: 60_000 }, () => {
   it('refuses a weight group no replica could join, naming the hold, instead of answering ok with no engine', async () => {
-    const { plan, roles } = planConfig({
-      cluster: { nodes: [{ name: 'node-0', gpus: 8 }] },
-      training: { actor_gpus: 0 },
-      roles: {
-        rollout: layoutRole('decoupled', {
-          name: 'policy',
-          weight_source: 'dcs',
-          engine_groups: [{ num_gpus: 4, gpus_per_engine: 2 }],
-        }),
-      },
-    });
-    manager = new InferenceManager({
-      role: roles.rollout as InferenceRoleSpec,
-      placements: plan.placements,
-      pools: plan.pools,
-      launcher: new SimLauncher(),
-      options: { healthIntervalMs: 100, startDeadlineMs: 30_000 },
+    manager = simRolloutManager({
+      name: 'policy',
+      weight_source: 'dcs',
+      engine_groups: [{ num_gpus: 4, gpus_per_engine: 2 }],
     });
     await manager.start();
     await manager.drainModel('policy');
@@ -53,14 +39,11 @@ describe('a held model and the trainer', { timeout: 60_000 }, () => {
   });
 
   it("an operator's restart of an asleep replica stops it now and relaunches it when the model onloads", async () => {
-    const { plan, roles } = planConfig(splitConfig());
-    manager = new InferenceManager({
-      role: roles.rollout as InferenceRoleSpec,
-      placements: plan.placements,
-      pools: plan.pools,
-      launcher: new SimLauncher(),
-      options: { healthIntervalMs: 100, startDeadlineMs: 30_000 },
-    });
+    manager = simRolloutManager(
+      { name: 'policy', weight_source: 'disk', engine_groups: [{ num_gpus: 4, gpus_per_engine: 2 }] },
+      {},
+      { offload: true },
+    );
     await manager.start();
     await manager.drainModel('policy');
     const replica = () => manager?.snapshot().models.policy?.replicas.find((r) => r.engine_id === 'policy/0');

@@ -1,8 +1,6 @@
-import type { InferenceRoleSpec } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
-import { InferenceManager } from './inference-manager.ts';
-import { SimLauncher } from './launchers.ts';
-import { layoutRole, planConfig } from './testing.ts';
+import type { InferenceManager } from './inference-manager.ts';
+import { simRolloutManager } from './testing.ts';
 
 let manager: InferenceManager | undefined;
 afterEach(async () => {
@@ -11,23 +9,10 @@ afterEach(async () => {
 });
 
 function rollout(): InferenceManager {
-  const { plan, roles } = planConfig({
-    cluster: { nodes: [{ name: 'node-0', gpus: 8 }] },
-    training: { actor_gpus: 0 },
-    roles: {
-      rollout: layoutRole('decoupled', {
-        name: 'policy',
-        weight_source: 'disk',
-        engine_groups: [{ num_gpus: 4, gpus_per_engine: 2 }],
-      }),
-    },
-  });
-  manager = new InferenceManager({
-    role: roles.rollout as InferenceRoleSpec,
-    placements: plan.placements,
-    pools: plan.pools,
-    launcher: new SimLauncher(),
-    options: { healthIntervalMs: 100, startDeadlineMs: 30_000 },
+  manager = simRolloutManager({
+    name: 'policy',
+    weight_source: 'disk',
+    engine_groups: [{ num_gpus: 4, gpus_per_engine: 2 }],
   });
   return manager;
 }

@@ -1,29 +1,6 @@
-import { createConnection } from 'node:net';
-import type { InferenceRoleSpec } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
-import { InferenceManager, type RouterRegistrar } from './inference-manager.ts';
-import { SimLauncher } from './launchers.ts';
-import { layoutRole, planConfig } from './testing.ts';
-
-/** Records what the manager registers, as a PD router would receive it. */
-class RecordingRouter implements RouterRegistrar {
-  readonly added: Array<{ url: string; worker_type?: string; bootstrap_port?: number }> = [];
-  async addWorker(req: { url: string; worker_type?: string; bootstrap_port?: number }): Promise<unknown> {
-    this.added.push(req);
-    return { api: 'workers' };
-  }
-  async removeWorker(): Promise<void> {}
-}
-
-const listening = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const s = createConnection({ host: '127.0.0.1', port });
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
+import type { InferenceManager } from './inference-manager.ts';
+import { portListening, RecordingRouter, simRolloutManager } from './testing.ts';
 
 let manager: InferenceManager | undefined;
 afterEach(async () => {
@@ -31,48 +8,65 @@ afterEach(async () => {
   manager = undefined;
 });
 
+/** A PD model behind a (recording) router: `prefill` prefill engines and one decode engine of 2 GPUs each. */
+function pd(prefill: number, router: RecordingRouter): InferenceManager {
+  return simRolloutManager(
+    {
+      name: 'policy',
+      weight_source: 'disk',
+      route_mode: 'sglang_router',
+      engine_groups: [
+        { worker_type: 'prefill', num_gpus: 2 * prefill, gpus_per_engine: 2 },
+        { worker_type: 'decode', num_gpus: 2, gpus_per_engine: 2 },
+      ],
+    },
+    { routers: { policy: router } },
+    { gpus: 2 * prefill + 2 },
+  );
+}
+
 describe('PD prefill workers on one host', { timeout: 120_000 }, () => {
   it('each gets a bootstrap port of its own, bound by the engine and registered with the router', async () => {
-    const { plan, roles } = planConfig({
-      cluster: { nodes: [{ name: 'node-0', gpus: 8 }] },
-      training: { actor_gpus: 0 },
-      roles: {
-        rollout: layoutRole('decoupled', {
-          name: 'policy',
-          weight_source: 'disk',
-          route_mode: 'sglang_router',
-          engine_groups: [
-            { worker_type: 'prefill', num_gpus: 4, gpus_per_engine: 2 },
-            { worker_type: 'decode', num_gpus: 2, gpus_per_engine: 2 },
-          ],
-        }),
-      },
-    });
     const router = new RecordingRouter();
-    manager = new InferenceManager({
-      role: roles.rollout as InferenceRoleSpec,
-      placements: plan.placements,
-      pools: plan.pools,
-      // Real sglang-sim processes from the real command line: two prefill engines on SGLang's default bootstrap
-      // port 8998 would make the second one fail to start.
-      launcher: new SimLauncher(),
-      routers: { policy: router },
-      // Three simulator processes start at once (each loads its sources through tsx): slow on a loaded machine.
-      options: { healthIntervalMs: 100, startDeadlineMs: 60_000 },
-    });
+    // Real sglang-sim processes from the real command line: two prefill engines on SGLang's default bootstrap
+    // port 8998 would make the second one fail to start.
+    manager = pd(2, router);
     await manager.start();
-    const byType = (t: string) => router.added.filter((w) => w.worker_type === t);
+    const byType = (t: string) => router.added().filter((w) => w.worker_type === t);
     const prefill = byType('prefill');
     expect(prefill).toHaveLength(2);
     const ports = prefill.map((w) => w.bootstrap_port);
     expect(ports.every((p) => typeof p === 'number' && p > 0 && p !== 8998)).toBe(true);
     expect(new Set(ports).size).toBe(2);
-    for (const p of ports) expect(await listening(p as number)).toBe(true);
+    for (const p of ports) expect(await portListening(p as number)).toBe(true);
     // A decode worker has no bootstrap port to register.
     expect(byType('decode')).toEqual([{ url: expect.any(String), worker_type: 'decode' }]);
 
     await manager.shutdown();
     manager = undefined;
-    for (const p of ports) expect(await listening(p as number)).toBe(false);
+    for (const p of ports) expect(await portListening(p as number)).toBe(false);
+  });
+
+  it('a restarted prefill worker comes back on a bootstrap port of its own, and the router is told the new one', async () => {
+    const router = new RecordingRouter();
+    manager = pd(1, router);
+    await manager.start();
+    const first = router.log.find((w) => w.worker_type === 'prefill');
+    const engineId = manager
+      .snapshot()
+      .models.policy?.replicas.find((r) => r.base_url === first?.url)?.engine_id;
+    expect(first?.bootstrap_port).toBeGreaterThan(0);
+    router.log.length = 0;
+
+    await manager.restartReplica(engineId as string);
+    // The old worker leaves the router before the new one joins with the port its new engine bound.
+    expect(router.log.map((w) => w.op)).toEqual(['remove', 'add']);
+    expect(router.log[0]?.url).toBe(first?.url);
+    const again = router.log[1];
+    expect(again).toMatchObject({ worker_type: 'prefill', bootstrap_port: expect.any(Number) });
+    expect(again?.url).toBe(
+      manager.snapshot().models.policy?.replicas.find((r) => r.engine_id === engineId)?.base_url,
+    );
+    expect(await portListening(again?.bootstrap_port as number)).toBe(true);
   });
 });

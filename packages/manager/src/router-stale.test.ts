@@ -1,8 +1,6 @@
-import type { InferenceRoleSpec } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
-import { InferenceManager, type RouterRegistrar } from './inference-manager.ts';
-import { SimLauncher } from './launchers.ts';
-import { layoutRole, planConfig } from './testing.ts';
+import type { InferenceManager, RouterRegistrar } from './inference-manager.ts';
+import { simRolloutManager } from './testing.ts';
 
 /** Holds worker URLs like a router; its removals fail while `failRemovals` > 0. */
 class FlakyRouter implements RouterRegistrar {
@@ -37,34 +35,20 @@ async function until(what: string, done: () => boolean, ms = 60_000): Promise<vo
 
 describe('router entries of a replica that dies', { timeout: 120_000 }, () => {
   it('a removal the router refused does not keep the restarted replica out of the router, and is retried', async () => {
-    const { plan, roles } = planConfig({
-      cluster: { nodes: [{ name: 'node-0', gpus: 8 }] },
-      training: { actor_gpus: 0 },
-      roles: {
-        rollout: layoutRole('decoupled', {
-          name: 'policy',
-          weight_source: 'disk',
-          route_mode: 'sglang_router',
-          fault_tolerance_enabled: true,
-          engine_groups: [{ num_gpus: 4, gpus_per_engine: 2 }],
-        }),
-      },
-    });
     const router = new FlakyRouter();
-    manager = new InferenceManager({
-      role: roles.rollout as InferenceRoleSpec,
-      placements: plan.placements,
-      pools: plan.pools,
-      launcher: new SimLauncher(),
-      routers: { policy: router },
-      options: {
-        healthIntervalMs: 100,
-        healthTimeoutMs: 2_000,
-        failuresToDead: 2,
-        restartBackoffMs: 100,
-        startDeadlineMs: 60_000,
+    manager = simRolloutManager(
+      {
+        name: 'policy',
+        weight_source: 'disk',
+        route_mode: 'sglang_router',
+        fault_tolerance_enabled: true,
+        engine_groups: [{ num_gpus: 4, gpus_per_engine: 2 }],
       },
-    });
+      {
+        routers: { policy: router },
+        options: { healthIntervalMs: 100, healthTimeoutMs: 2_000, failuresToDead: 2, restartBackoffMs: 100 },
+      },
+    );
     await manager.start();
     const replica = () => manager?.snapshot().models.policy?.replicas.find((r) => r.engine_id === 'policy/0');
     const oldUrl = replica()?.base_url as string;

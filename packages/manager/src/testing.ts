@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { createConnection } from 'node:net';
 import { planPlacement } from '@uis/planner';
 import { type ChatCompletionRequest, SGLangClient } from '@uis/sglang-engine';
 import { type SimOptionsInput, type SimServer, startSimServer } from '@uis/sglang-sim';
@@ -12,6 +13,8 @@ import {
   UisConfigSchema,
 } from '@uis/spec';
 import type { GenrmOutput } from './batch-store.ts';
+import { InferenceManager, type InferenceManagerInit, type RouterRegistrar } from './inference-manager.ts';
+import { SimLauncher } from './launchers.ts';
 import type { ScoreParser } from './score-parsers.ts';
 
 // Test and bench support, exported as `@uis/manager/testing` so the gateway's tests share these layouts.
@@ -228,3 +231,56 @@ export const RAY_TEST_MANAGER_OPTIONS = {
   restartBackoffMs: 200,
   startDeadlineMs: 120_000,
 };
+
+/** A manager of one decoupled rollout `model` on a node of `gpus` GPUs, launching real sglang-sim processes from
+ * the real command line (`offload`: the memory saver is on, so the model may sleep). Not started; the caller shuts
+ * it down. */
+export function simRolloutManager(
+  model: LayoutModel,
+  init: Partial<Omit<InferenceManagerInit, 'role' | 'placements' | 'pools'>> = {},
+  { gpus = 8, offload = false }: { gpus?: number; offload?: boolean } = {},
+): InferenceManager {
+  const { plan, roles } = planConfig({
+    cluster: { nodes: [{ name: 'node-0', gpus }] },
+    training: { actor_gpus: 0 },
+    roles: {
+      rollout: layoutRole('decoupled', model, offload ? { deployment: { mode: 'decoupled', offload } } : {}),
+    },
+  });
+  return new InferenceManager({
+    role: roles.rollout as InferenceRoleSpec,
+    placements: plan.placements,
+    pools: plan.pools,
+    launcher: new SimLauncher(),
+    ...init,
+    options: { healthIntervalMs: 100, startDeadlineMs: 60_000, ...init.options },
+  });
+}
+
+/** Records what a manager registers with and removes from its router, in order, as a router would receive it. */
+export class RecordingRouter implements RouterRegistrar {
+  readonly log: Array<{ op: 'add' | 'remove'; url: string; worker_type?: string; bootstrap_port?: number }> =
+    [];
+  async addWorker(req: { url: string; worker_type?: string; bootstrap_port?: number }): Promise<unknown> {
+    this.log.push({ op: 'add', ...req });
+    return { api: 'workers' };
+  }
+  async removeWorker(url: string): Promise<void> {
+    this.log.push({ op: 'remove', url });
+  }
+  added(): Array<{ url: string; worker_type?: string; bootstrap_port?: number }> {
+    return this.log.filter((w) => w.op === 'add').map(({ op: _op, ...w }) => w);
+  }
+}
+
+/** Whether something accepts TCP connections on 127.0.0.1:`port`. */
+export function portListening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createConnection({ host: '127.0.0.1', port });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
