@@ -8,7 +8,7 @@ import {
   TeacherInputSchema,
   WeightUpdateRequestSchema,
 } from '@uis/manager';
-import { parseOrThrow, type Role, RoleSchema, UisError, zodError } from '@uis/spec';
+import { parseOrThrow, type Role, UisError, zodError } from '@uis/spec';
 import { type Context, Hono } from 'hono';
 import { z } from 'zod';
 import { authorized, unauthorized } from '../gateway/auth.ts';
@@ -142,18 +142,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
   });
   app.use('*', jsonBodyLimit(opts.maxBodyBytes));
 
-  const manager = (role: string) => {
-    const r = RoleSchema.safeParse(role);
-    const m = r.success ? service.managers.get(r.data as Role) : undefined;
-    if (!m)
-      throw new UisError({
-        code: 'unknown_role',
-        status: 404,
-        path: 'role',
-        message: `role ${JSON.stringify(role)} is not configured; roles: ${[...service.managers.keys()].join(', ')}`,
-      });
-    return m;
-  };
+  const manager = (role: string) => service.managerOf(role);
 
   /** One idempotent, audited mutation. */
   function mutation<S extends z.ZodType, R>(
@@ -210,11 +199,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
     mutation(
       'activate',
       ActivateBodySchema,
-      (b, c) => {
-        const role = c.req.param('role') ?? '';
-        manager(role);
-        return service.activateRole(role as Role, b.tags);
-      },
+      (b, c) => service.activateRole(c.req.param('role') ?? '', b.tags),
       roleSubject,
     ),
   );
@@ -245,11 +230,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
     mutation(
       'activate_model',
       ActivateBodySchema,
-      (b, c) => {
-        const role = c.req.param('role') ?? '';
-        manager(role);
-        return service.activateModel(role as Role, c.req.param('model') ?? '', b.tags);
-      },
+      (b, c) => service.activateModel(c.req.param('role') ?? '', c.req.param('model') ?? '', b.tags),
       modelSubject,
     ),
   );

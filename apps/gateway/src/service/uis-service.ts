@@ -38,6 +38,7 @@ import {
   type RayGatewayConfig,
   RayGatewayConfigSchema,
   type Role,
+  RoleSchema,
   roleSpec,
   type UisConfig,
   UisError,
@@ -454,7 +455,7 @@ export class UisService {
    * its phase. An operator never onloads a role onto GPUs another phase holds. Both are decided in the manager's
    * turn, so a drain or a phase change queued before this activation is seen, not overtaken. */
   async activateModel(
-    role: Role,
+    role: string,
     model: string,
     tags?: MemoryTag[],
   ): Promise<{ onloaded: boolean; waits_for?: { group: string; phase: string | null; phases: string[] } }> {
@@ -472,7 +473,7 @@ export class UisService {
   }
 
   /** An operator's activation of a whole role: 409 `phase_not_resident` outside its phase (see `activateModel`). */
-  async activateRole(role: Role, tags?: MemoryTag[]): Promise<void> {
+  async activateRole(role: string, tags?: MemoryTag[]): Promise<void> {
     const manager = this.managerOf(role);
     const waiting = this.coordinator.notResident(role);
     if (waiting !== null)
@@ -488,8 +489,11 @@ export class UisService {
     await manager.activate(tags);
   }
 
-  private managerOf(role: Role): InferenceManager {
-    const m = this.managers.get(role);
+  /** The manager of a role named by a caller (a path segment, a body field): 404 `unknown_role` at `role` if the
+   * name is no role or the role is not configured. */
+  managerOf(role: string): InferenceManager {
+    const r = RoleSchema.safeParse(role);
+    const m = r.success ? this.managers.get(r.data) : undefined;
     if (!m)
       throw new UisError({
         code: 'unknown_role',
