@@ -1,3 +1,4 @@
+import { deriveModelState } from '@uis/spec';
 import { BatchRunner, type BatchRunnerOptions, type ScoringTarget } from './batch-runner.ts';
 import type { BatchInfo, BatchStore } from './batch-store.ts';
 import type { InferenceManager } from './inference-manager.ts';
@@ -42,10 +43,12 @@ export function wireDeferredScoring(opts: {
   const whyNoTarget = (batch: BatchInfo): string | undefined => {
     const m = modelOf(batch);
     if (!m) return `no ${batch.role} role is configured`;
-    if (!m.entry) return undefined;
-    if (m.entry.held)
+    // The manager's own state, not its last publication: a drain that just began is not published yet.
+    const live = m.manager.snapshot().models[m.name];
+    if (!live) return undefined;
+    if (live.held)
       return `model ${m.name} is held: an operator drained it; activate it, then resolve the lease`;
-    return `model ${m.name} is ${m.entry.state}`;
+    return `model ${m.name} is ${deriveModelState(live.replicas.map((r) => r.state))}`;
   };
   const runner = new BatchRunner({ ...opts.runner, store: opts.store, targets, whyNoTarget });
   const offs: Array<() => void> = [];
