@@ -11,6 +11,10 @@ const gateway = await startMockGateway({
   tickMs: Number(process.env.MOCK_TICK_MS ?? 4000),
   // MOCK_MOVED=1 runs policy/1 on node-1 GPUs 4-7 instead of where the plan put it.
   moved: process.env.MOCK_MOVED ? { 'policy/1': [{ node: 'node-1', gpu_ids: [4, 5, 6, 7] }] } : undefined,
+  // MOCK_BLOCKED=1 starts with the lease blocked, as after a failed transition, to try the Resolve control.
+  blocked: process.env.MOCK_BLOCKED
+    ? 'transition rollout -> score failed: engines did not report memory released'
+    : undefined,
 });
 console.log(`mock gateway: ${gateway.url}/ (tRPC at ${gateway.url}/trpc)`);
 const stop = () => void gateway.close().then(() => process.exit(0));

@@ -16,9 +16,15 @@ export const AdvancePhaseInputSchema = z.object({
   group: z.string().min(1),
   to: z.string().min(1).optional(),
 });
+export const ResolveLeaseInputSchema = z.object({
+  group: z.string().min(1),
+  phase: z.string().min(1),
+  note: z.string().optional(),
+});
 export const RestartReplicaInputSchema = z.object({ engine_id: z.string().min(1) });
 export type RoleModelInput = z.infer<typeof RoleModelInputSchema>;
 export type AdvancePhaseInput = z.infer<typeof AdvancePhaseInputSchema>;
+export type ResolveLeaseInput = z.infer<typeof ResolveLeaseInputSchema>;
 export type RestartReplicaInput = z.infer<typeof RestartReplicaInputSchema>;
 
 export interface ActionResult {
@@ -35,6 +41,8 @@ export interface ConsoleApiImpl {
   drainModel(input: RoleModelInput): Promise<string>;
   activateModel(input: RoleModelInput): Promise<string>;
   advancePhase(input: AdvancePhaseInput): Promise<string>;
+  /** Unblocks a blocked lease: the operator attests the GPUs are in `phase`'s state; the lease is held there. */
+  resolveLease(input: ResolveLeaseInput): Promise<string>;
   restartReplica(input: RestartReplicaInput): Promise<string>;
 }
 
@@ -71,6 +79,9 @@ export function buildConsoleApiRouter(impl: ConsoleApiImpl) {
     advancePhase: admin
       .input(AdvancePhaseInputSchema)
       .mutation(({ input }) => act(() => impl.advancePhase(input))),
+    resolveLease: admin
+      .input(ResolveLeaseInputSchema)
+      .mutation(({ input }) => act(() => impl.resolveLease(input))),
     restartReplica: admin
       .input(RestartReplicaInputSchema)
       .mutation(({ input }) => act(() => impl.restartReplica(input))),

@@ -1,7 +1,11 @@
 // @vitest-environment node
+
+import type { inferRouterInputs, inferRouterOutputs } from '@trpc/server';
 import { ConsoleStateSchema } from '@uis/spec';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from 'vitest';
 import { type MockGateway, startMockGateway } from '../testing/mock-gateway-server.ts';
+import type { AppRouter } from './app-router.ts';
+import type { ConsoleApiRouter } from './console-api.ts';
 import { createConsoleClient, describeError } from './trpc.ts';
 
 // The console's tRPC client over real HTTP against the contract served by the mock gateway: what it sends (the
@@ -28,6 +32,16 @@ async function refusal(promise: Promise<unknown>) {
 }
 
 describe('console client', () => {
+  it('is the same contract as the gateway: procedure names and outputs (checked by tsc)', () => {
+    expectTypeOf<keyof inferRouterInputs<AppRouter>>().toEqualTypeOf<
+      keyof inferRouterInputs<ConsoleApiRouter>
+    >();
+    expectTypeOf<inferRouterOutputs<AppRouter>>().toEqualTypeOf<inferRouterOutputs<ConsoleApiRouter>>();
+    expectTypeOf<inferRouterInputs<ConsoleApiRouter>['resolveLease']>().toExtend<
+      inferRouterInputs<AppRouter>['resolveLease']
+    >();
+  });
+
   it('reads a state that satisfies the console schema', async () => {
     const state = await client.state.query();
     expect(ConsoleStateSchema.safeParse(state).success).toBe(true);
@@ -55,6 +69,19 @@ describe('console client', () => {
     const policy = state.replicas.filter((x) => x.model === 'policy');
     expect(policy.every((x) => x.state === 'sleeping' && !x.direct_eligible)).toBe(true);
     expect(state.events.at(-1)?.kind).toBe('admin.drain');
+  });
+
+  it('resolves a blocked lease (the contract the gateway implements), and only a blocked one', async () => {
+    token = 'right-token';
+    const idle = await refusal(client.resolveLease.mutate({ group: 'actor', phase: 'rollout' }));
+    expect(idle).toEqual({ unauthorized: false, message: 'lease of actor is not blocked' });
+    gateway.api.block('transition rollout -> score timed out');
+    const unknown = await refusal(client.resolveLease.mutate({ group: 'actor', phase: 'nope' }));
+    expect(unknown.message).toContain('unknown phase "nope"');
+    const ok = await client.resolveLease.mutate({ group: 'actor', phase: 'score', note: 'checked' });
+    expect(ok).toEqual({ ok: true, message: 'actor: lease resolved at score' });
+    const group = (await client.state.query()).activation_groups[0];
+    expect(group).toMatchObject({ current_phase: 'score', blocked: null });
   });
 
   it('passes an action refusal through as a message that is not an auth problem', async () => {

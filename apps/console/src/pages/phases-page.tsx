@@ -18,7 +18,7 @@ function AdvanceControl({ group }: { group: ActivationGroupView }) {
   const next = nextPhase(group);
   const to = target || next;
   return (
-    <div className="card-actions">
+    <div className="inline-actions">
       <select
         aria-label={`target phase of ${group.name}`}
         value={target}
@@ -51,6 +51,59 @@ function AdvanceControl({ group }: { group: ActivationGroupView }) {
   );
 }
 
+/** Unblocks a blocked lease at a phase the operator chose after checking the engines by hand. */
+function ResolveControl({ group, blocked }: { group: ActivationGroupView; blocked: string }) {
+  const client = useTRPCClient();
+  const request = useAdminAction();
+  const [choice, setChoice] = useState<string | null>(null);
+  const [note, setNote] = useState('');
+  const phase = choice ?? group.current_phase ?? group.phases[0]?.name ?? null;
+  const residents = group.phases.find((p) => p.name === phase)?.residents ?? [];
+  return (
+    <div className="inline-actions">
+      <select
+        aria-label={`phase to resolve the lease of ${group.name} at`}
+        value={phase ?? ''}
+        onChange={(e) => setChoice(e.target.value)}
+        data-testid="resolve-phase"
+      >
+        {group.phases.map((p) => (
+          <option key={p.name} value={p.name}>
+            {p.name === group.current_phase ? `${p.name} (lease's phase)` : p.name}
+          </option>
+        ))}
+      </select>
+      <input
+        type="text"
+        placeholder="note (optional)"
+        aria-label={`note on resolving the lease of ${group.name}`}
+        value={note}
+        onChange={(e) => setNote(e.target.value)}
+        data-testid="resolve-note"
+      />
+      <button
+        type="button"
+        disabled={phase === null}
+        data-testid="resolve-lease"
+        onClick={() => {
+          if (phase === null) return;
+          const text = note.trim();
+          request({
+            title: `Resolve the lease of ${group.name} at ${phase}`,
+            description: `The lease is blocked: ${blocked}. Resolving attests that you have checked the engines and that the GPUs of ${group.name} are in the state of phase ${phase}: ${residents.join(', ') || 'no role'} resident, every other role's memory released. The lease becomes held at ${phase} and phase transitions are allowed again.`,
+            run: () =>
+              client.resolveLease.mutate(
+                text === '' ? { group: group.name, phase } : { group: group.name, phase, note: text },
+              ),
+          });
+        }}
+      >
+        Resolve lease
+      </button>
+    </div>
+  );
+}
+
 export function PhasesPage({ state }: { state: ConsoleState }) {
   if (state.activation_groups.length === 0) {
     return (
@@ -69,7 +122,12 @@ export function PhasesPage({ state }: { state: ConsoleState }) {
           key={g.name}
           group={g}
           now={state.generated_at}
-          actions={<AdvanceControl group={g} />}
+          actions={
+            <div className="card-actions">
+              <AdvanceControl group={g} />
+              {g.blocked && <ResolveControl group={g} blocked={g.blocked.reason} />}
+            </div>
+          }
         />
       ))}
     </div>

@@ -15,6 +15,8 @@ export class MockConsoleApi implements ConsoleApiImpl {
   private readonly listeners = new Set<() => void>();
   private readonly now: () => number;
   private readonly moved: DemoOptions['moved'];
+  /** Why the lease is blocked (as after a failed transition), or null. */
+  private blocked: string | null = null;
 
   constructor(options: { adminToken: string; now?: () => number; moved?: DemoOptions['moved'] }) {
     this.adminToken = options.adminToken;
@@ -33,6 +35,7 @@ export class MockConsoleApi implements ConsoleApiImpl {
       transitions: this.transitions.slice(-50),
       weightVersion: 3 + Math.floor(this.phase / DEMO_PHASES.length),
       moved: this.moved,
+      blocked: this.blocked,
     });
   }
 
@@ -64,9 +67,15 @@ export class MockConsoleApi implements ConsoleApiImpl {
     }
   }
 
-  /** Moves the lease to the next phase (what the demo's RL loop does). */
+  /** Moves the lease to the next phase (what the demo's RL loop does); a blocked lease stays where it is. */
   tick(): void {
-    this.advance(null, 'driver');
+    if (this.blocked === null) this.advance(null, 'driver');
+  }
+
+  /** Blocks the lease as a failed transition does, until an operator resolves it. */
+  block(reason: string): void {
+    this.blocked = reason;
+    this.record('system', 'lease.blocked', 'actor', reason);
   }
 
   async drainModel(input: { role: string; model: string }): Promise<string> {
@@ -84,12 +93,24 @@ export class MockConsoleApi implements ConsoleApiImpl {
   }
 
   async advancePhase(input: { group: string; to?: string }): Promise<string> {
-    if (input.group !== 'actor') throw new Error(`unknown activation group "${input.group}"; known: actor`);
-    if (input.to !== undefined && !DEMO_PHASES.some((p) => p.name === input.to)) {
-      throw new Error(`unknown phase "${input.to}"; phases: ${DEMO_PHASES.map((p) => p.name).join(', ')}`);
+    this.group(input.group);
+    if (input.to !== undefined) this.phaseIndex(input.to);
+    if (this.blocked !== null) {
+      throw new Error(`activation lease of actor is blocked: ${this.blocked}; an operator must resolve it`);
     }
     const to = this.advance(input.to ?? null, 'console');
     return `actor advanced to ${to}`;
+  }
+
+  async resolveLease(input: { group: string; phase: string; note?: string }): Promise<string> {
+    this.group(input.group);
+    const index = this.phaseIndex(input.phase);
+    if (this.blocked === null) throw new Error('lease of actor is not blocked');
+    this.blocked = null;
+    while (this.phase % DEMO_PHASES.length !== index) this.phase++;
+    const note = input.note ? `: ${input.note}` : '';
+    this.record('console', 'lease.resolved', 'actor', `resolved at ${input.phase}${note}`);
+    return `actor: lease resolved at ${input.phase}`;
   }
 
   async restartReplica(input: { engine_id: string }): Promise<string> {
@@ -98,6 +119,17 @@ export class MockConsoleApi implements ConsoleApiImpl {
     this.restarted[input.engine_id] = (this.restarted[input.engine_id] ?? 0) + 1;
     this.record('console', 'admin.restart', input.engine_id, 'restarted by operator');
     return `${input.engine_id} restarting`;
+  }
+
+  private group(name: string): void {
+    if (name !== 'actor') throw new Error(`unknown activation group "${name}"; known: actor`);
+  }
+
+  private phaseIndex(name: string): number {
+    const i = DEMO_PHASES.findIndex((p) => p.name === name);
+    if (i === -1)
+      throw new Error(`unknown phase "${name}"; phases: ${DEMO_PHASES.map((p) => p.name).join(', ')}`);
+    return i;
   }
 
   private model(input: { role: string; model: string }): void {

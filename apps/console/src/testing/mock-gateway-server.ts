@@ -31,8 +31,11 @@ export async function startMockGateway(options: {
   tickMs?: number;
   /** Replicas that run elsewhere than planned (to see the mismatch highlight). */
   moved?: ConstructorParameters<typeof MockConsoleApi>[0]['moved'];
+  /** Start with the lease blocked for this reason (to try resolving it). */
+  blocked?: string;
 }): Promise<MockGateway> {
   const api = new MockConsoleApi({ adminToken: options.adminToken, moved: options.moved });
+  if (options.blocked) api.block(options.blocked);
   const trpc = createHTTPHandler({
     router: buildConsoleApiRouter(api),
     basePath: '/trpc/',

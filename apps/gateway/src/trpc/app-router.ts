@@ -58,7 +58,7 @@ function inInput(e: unknown, input: object): unknown {
 
 /**
  * The console's API (the contract in apps/console/README.md): `state`, the `changes` subscription (SSE), the
- * token check, and four admin actions that need the admin token and are written to the event log with actor
+ * token check, and five admin actions that need the admin token and are written to the event log with actor
  * `console`.
  */
 export function buildAppRouter(deps: AppRouterDeps) {
@@ -166,6 +166,20 @@ export function buildAppRouter(deps: AppRouterDeps) {
             ...(input.to === undefined ? {} : { to: input.to }),
           });
           return `${r.group}: ${r.from ?? '(none)'} -> ${r.path.join(' -> ')} in ${Math.round(r.duration_ms)} ms`;
+        }),
+      ),
+    // The operator attests the engines are in `phase`'s state (checked by hand): the lease is held there again.
+    resolveLease: admin
+      .input(z.object({ group: z.string().min(1), phase: z.string().min(1), note: z.string().optional() }))
+      .mutation(({ input }) =>
+        act('resolve_lease', input.group, input, async () => {
+          const lease = service.coordinator.resolve({
+            group: input.group,
+            phase: input.phase,
+            actor: 'console',
+            ...(input.note === undefined ? {} : { note: input.note }),
+          });
+          return `${lease.group}: lease resolved at ${lease.phase}, held by ${lease.holder.join(', ') || 'nobody'}`;
         }),
       ),
     restartReplica: admin.input(z.object({ engine_id: z.string().min(1) })).mutation(({ input }) =>

@@ -1,0 +1,92 @@
+import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
+import { fireEvent, render, screen } from '@testing-library/react';
+import type { ReactNode } from 'react';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { getAdminToken, setAdminToken } from '../api/admin-token.ts';
+import { createConsoleClient, TRPCProvider } from '../api/trpc.ts';
+import { AdminActionsProvider } from '../components/admin-actions.tsx';
+import { demoState } from '../testing/demo-state.ts';
+import { type MockGateway, startMockGateway } from '../testing/mock-gateway-server.ts';
+import { PhasesPage } from './phases-page.tsx';
+
+const TOKEN = 'phases-token';
+const REASON = 'transition rollout -> score failed: engines did not report memory released';
+let gateway: MockGateway;
+
+beforeAll(async () => {
+  gateway = await startMockGateway({ adminToken: TOKEN, blocked: REASON });
+  // The page runs on the gateway's origin, as when the gateway serves the console: no CORS preflight.
+  (window as unknown as { happyDOM: { setURL(url: string): void } }).happyDOM.setURL(gateway.url);
+});
+afterAll(async () => {
+  await gateway.close();
+});
+afterEach(() => setAdminToken(null));
+
+function Providers({ children }: { children: ReactNode }) {
+  const queryClient = new QueryClient();
+  const client = createConsoleClient(`${gateway.url}/trpc`, getAdminToken);
+  return (
+    <QueryClientProvider client={queryClient}>
+      <TRPCProvider trpcClient={client} queryClient={queryClient}>
+        <AdminActionsProvider>{children}</AdminActionsProvider>
+      </TRPCProvider>
+    </QueryClientProvider>
+  );
+}
+
+describe('Phases page', { timeout: 15_000 }, () => {
+  it('offers to resolve the lease only while it is blocked, at its phase by default', () => {
+    const { unmount } = render(<PhasesPage state={demoState({ phase: 1 })} />, { wrapper: Providers });
+    expect(screen.getByTestId('advance-phase')).toBeTruthy();
+    expect(screen.queryByTestId('resolve-lease')).toBeNull();
+    expect(screen.queryByTestId('resolve-phase')).toBeNull();
+    unmount();
+
+    render(<PhasesPage state={demoState({ phase: 1, blocked: REASON })} />, { wrapper: Providers });
+    expect(screen.getByTestId('advance-phase')).toBeTruthy();
+    const phase = screen.getByTestId('resolve-phase') as HTMLSelectElement;
+    expect(phase.value).toBe('score');
+    expect([...phase.options].map((o) => o.value)).toEqual(['rollout', 'score', 'opd', 'train']);
+    expect((screen.getByTestId('resolve-note') as HTMLInputElement).value).toBe('');
+  });
+
+  it('asks for confirmation and the token, saying what resolving attests; cancelling changes nothing', () => {
+    render(<PhasesPage state={gateway.api.state()} />, { wrapper: Providers });
+    fireEvent.click(screen.getByTestId('resolve-lease'));
+    const dialog = screen.getByTestId('confirm-dialog');
+    expect(dialog.textContent).toContain('Resolve the lease of actor at rollout');
+    expect(dialog.textContent).toContain(REASON);
+    expect(dialog.textContent).toContain('checked the engines');
+    expect(dialog.textContent).toContain('GPUs of actor are in the state of phase rollout');
+    expect(dialog.textContent).toContain('held at rollout and phase transitions are allowed again');
+    const ok = screen.getByTestId('confirm-ok') as HTMLButtonElement;
+    expect(ok.disabled).toBe(true);
+    fireEvent.click(screen.getByTestId('confirm-cancel'));
+    expect(screen.queryByTestId('confirm-dialog')).toBeNull();
+    expect(gateway.api.state().activation_groups[0]?.blocked?.reason).toBe(REASON);
+  });
+
+  it('resolves the lease at the chosen phase with the note once confirmed', async () => {
+    render(<PhasesPage state={gateway.api.state()} />, { wrapper: Providers });
+    fireEvent.change(screen.getByTestId('resolve-phase'), { target: { value: 'opd' } });
+    fireEvent.change(screen.getByTestId('resolve-note'), {
+      target: { value: 'nvidia-smi: only the teacher' },
+    });
+    fireEvent.click(screen.getByTestId('resolve-lease'));
+    expect(screen.getByTestId('confirm-dialog').textContent).toContain('at opd');
+    fireEvent.change(screen.getByTestId('confirm-token'), { target: { value: TOKEN } });
+    fireEvent.click(screen.getByTestId('confirm-ok'));
+    expect((await screen.findByTestId('action-result')).textContent).toContain(
+      'actor: lease resolved at opd',
+    );
+    const group = gateway.api.state().activation_groups[0];
+    expect(group?.blocked).toBeNull();
+    expect(group?.current_phase).toBe('opd');
+    expect(gateway.api.state().events.at(-1)).toMatchObject({
+      kind: 'lease.resolved',
+      actor: 'console',
+      message: 'resolved at opd: nvidia-smi: only the teacher',
+    });
+  });
+});
