@@ -1,20 +1,19 @@
-import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
 import { fireEvent, render, screen } from '@testing-library/react';
-import type { ReactNode } from 'react';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { getAdminToken, setAdminToken } from '../api/admin-token.ts';
-import { createConsoleClient, TRPCProvider } from '../api/trpc.ts';
-import { AdminActionsProvider } from '../components/admin-actions.tsx';
 import { demoState } from '../testing/demo-state.ts';
 import { type MockGateway, startMockGateway } from '../testing/mock-gateway-server.ts';
+import { providersFor } from '../testing/providers.tsx';
 import { PhasesPage } from './phases-page.tsx';
 
 const TOKEN = 'phases-token';
 const REASON = 'transition rollout -> score failed: engines did not report memory released';
 let gateway: MockGateway;
+let Providers: ReturnType<typeof providersFor>;
 
 beforeAll(async () => {
   gateway = await startMockGateway({ adminToken: TOKEN, blocked: REASON });
+  Providers = providersFor(`${gateway.url}/trpc`, getAdminToken);
   // The page runs on the gateway's origin, as when the gateway serves the console: no CORS preflight.
   (window as unknown as { happyDOM: { setURL(url: string): void } }).happyDOM.setURL(gateway.url);
 });
@@ -22,18 +21,6 @@ afterAll(async () => {
   await gateway.close();
 });
 afterEach(() => setAdminToken(null));
-
-function Providers({ children }: { children: ReactNode }) {
-  const queryClient = new QueryClient();
-  const client = createConsoleClient(`${gateway.url}/trpc`, getAdminToken);
-  return (
-    <QueryClientProvider client={queryClient}>
-      <TRPCProvider trpcClient={client} queryClient={queryClient}>
-        <AdminActionsProvider>{children}</AdminActionsProvider>
-      </TRPCProvider>
-    </QueryClientProvider>
-  );
-}
 
 describe('Phases page', { timeout: 15_000 }, () => {
   it('offers to resolve the lease only while it is blocked, at its phase by default', () => {

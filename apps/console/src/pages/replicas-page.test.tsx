@@ -1,24 +1,11 @@
-import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
 import { fireEvent, render, screen, within } from '@testing-library/react';
-import type { ReactNode } from 'react';
 import { describe, expect, it } from 'vitest';
-import { createConsoleClient, TRPCProvider } from '../api/trpc.ts';
-import { AdminActionsProvider } from '../components/admin-actions.tsx';
 import { demoState } from '../testing/demo-state.ts';
+import { providersFor } from '../testing/providers.tsx';
 import { ReplicasPage } from './replicas-page.tsx';
 
-function Providers({ children }: { children: ReactNode }) {
-  const queryClient = new QueryClient();
-  // Never called by these tests: nothing is confirmed.
-  const client = createConsoleClient('http://127.0.0.1:9/trpc', () => null);
-  return (
-    <QueryClientProvider client={queryClient}>
-      <TRPCProvider trpcClient={client} queryClient={queryClient}>
-        <AdminActionsProvider>{children}</AdminActionsProvider>
-      </TRPCProvider>
-    </QueryClientProvider>
-  );
-}
+// Never called by these tests: nothing is confirmed.
+const Providers = providersFor('http://127.0.0.1:9/trpc', () => null);
 
 const engines = () => screen.getAllByTestId('replica-row').map((r) => r.dataset.engineId);
 

@@ -1,5 +1,5 @@
 import { initTRPC, TRPCError } from '@trpc/server';
-import { type ConsoleState, type Role, RoleSchema, UisError, zodIssues } from '@uis/spec';
+import { type ConsoleState, type Role, UisError, zodIssues } from '@uis/spec';
 import { z } from 'zod';
 import { authorized } from '../gateway/auth.ts';
 import type { UisService } from '../service/uis-service.ts';
@@ -107,18 +107,8 @@ export function buildAppRouter(deps: AppRouterDeps) {
       throw new TRPCError({ code: 'BAD_REQUEST', message, cause: inInput(e, input) });
     }
   };
-  const manager = (role: string) => {
-    const parsed = RoleSchema.safeParse(role);
-    const m = parsed.success ? service.managers.get(parsed.data) : undefined;
-    if (!m)
-      throw new UisError({
-        code: 'unknown_role',
-        status: 400,
-        path: 'input.role',
-        message: `role ${role} is not configured (roles: ${[...service.managers.keys()].join(', ')})`,
-      });
-    return m;
-  };
+  // An unknown role is the service's unknown_role at `role`, which `act` reports at `input.role`.
+  const manager = (role: string) => service.managerOf(role);
   return t.router({
     state: t.procedure.query(() => deps.state()),
     changes: t.procedure.subscription(async function* (opts) {
