@@ -529,7 +529,7 @@ export class LifecycleCoordinator {
           e instanceof UisError && e.code === 'transition_timeout'
             ? 'transition_timeout'
             : 'transition_failed',
-        status: e instanceof UisError ? e.status : 500,
+        relayedStatus: e instanceof UisError ? e.status : undefined,
         message: g.lease.reason,
         cause: e,
       });
