@@ -24,7 +24,6 @@ import {
   type UpstreamPoolOptions,
   UpstreamPools,
 } from '../proxy/index.ts';
-import { batchCounts } from '../service/batch-queries.ts';
 import type { UisService } from '../service/uis-service.ts';
 import { buildAppRouter } from '../trpc/app-router.ts';
 import { ChangeFeed } from '../trpc/change-feed.ts';
@@ -100,7 +99,7 @@ export class UisServer {
       },
       topologyRevisions: () =>
         [...service.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
-      batchCounts: () => batchCounts(service.store),
+      batchCounts: () => service.store.counts(),
     });
     const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
     const onServed = (r: ServedRequest) => {
@@ -126,8 +125,7 @@ export class UisServer {
       this.app.route('/', gateway.app);
       this.unsubscribe.push(manager.registry.subscribe(this.feed.notify));
     }
-    const newest = service.db.prepare('SELECT COALESCE(MAX(seq), 0) AS n FROM events').get() as { n: number };
-    this.journal.backfill(service.events.list({ afterSeq: Math.max(0, newest.n - 500), limit: 500 }));
+    this.journal.backfill(service.events.latest(500));
     this.unsubscribe.push(
       service.events.subscribe((e) => {
         this.journal.record(e);
