@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import type { Launcher } from '@uis/manager';
 import { forceStopEngines } from '@uis/sglang-engine';
-import { type UisConfig, UisError } from '@uis/spec';
+import { type ErrorCode, type UisConfig, UisError } from '@uis/spec';
 import type pino from 'pino';
 import { createLogger, UisServer } from '../server/uis-server.ts';
 import { type LauncherKind, UisService } from '../service/uis-service.ts';
@@ -72,7 +72,7 @@ export function listenError(
   paths: { port: string; host: string },
 ): UisError {
   const errno = (e as NodeJS.ErrnoException).code;
-  const [code, path, message] =
+  const [code, path, message]: [ErrorCode, string, string] =
     errno === 'EADDRINUSE'
       ? [
           'port_in_use',
