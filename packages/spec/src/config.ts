@@ -262,7 +262,6 @@ export function configIssues(error: z.ZodError, root = ''): PathIssue[] {
 function configError(code: ErrorCode, issues: PathIssue[], filename: string): UisError {
   return new UisError({
     code,
-    status: 400,
     path: issues[0]?.path,
     message: `${filename}: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`,
     details: issues,

@@ -91,7 +91,6 @@ export function zodError(error: z.ZodError, root = '', code: ErrorCode = 'invali
   const issues = zodIssues(error, root);
   return new UisError({
     code,
-    status: 400,
     path: issues[0]?.path ?? (root === '' ? undefined : root),
     message: issues.map((i) => `${i.path}: ${i.message}`).join('; '),
     details: issues,
