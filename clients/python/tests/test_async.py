@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from uis_client import AsyncUisClient, BadRequestError
+from uis_client import AsyncUisClient, NotFoundError
 
 from .conftest import Service
 
@@ -20,7 +20,7 @@ def test_async_reads_serving_and_errors(service: Service) -> None:
             assert "actor" in {m.id for m in models.data}
             chat = await c.chat_completions("rollout", {"messages": [{"role": "user", "content": "hi"}]})
             assert chat["choices"][0]["message"]["content"]
-            with pytest.raises(BadRequestError):
+            with pytest.raises(NotFoundError):
                 await c.generate("rollout", {"model": "nope", "text": "x"})
             watch = c.watch("rollout", poll_timeout_s=5)
             first = await watch.__anext__()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from uis_client import BadRequestError, UisClient, UnavailableError
+from uis_client import NotFoundError, UisClient, UnavailableError
 
 
 def test_round_robin_over_the_live_replicas_in_discovery_order(client: UisClient) -> None:
@@ -30,7 +30,7 @@ def test_generate_chat_and_stream_go_to_the_engines(client: UisClient) -> None:
 
 def test_local_errors_match_the_gateway(client: UisClient) -> None:
     with client.direct("rollout", watch=False) as direct:
-        with pytest.raises(BadRequestError) as info:
+        with pytest.raises(NotFoundError) as info:
             direct.generate({"model": "nope", "text": "x"})
         assert (info.value.code, info.value.path) == ("unknown_model", "body.model")
         with pytest.raises(UnavailableError) as version:
