@@ -8,13 +8,13 @@ import {
   TeacherInputSchema,
   WeightUpdateRequestSchema,
 } from '@uis/manager';
-import { parseOrThrow, type Role, UisError, zodError } from '@uis/spec';
+import { parseOrThrow, scorerOf, UisError, zodError } from '@uis/spec';
 import { type Context, Hono } from 'hono';
 import { z } from 'zod';
 import { authorized, unauthorized } from '../gateway/auth.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { methodNotAllowed } from '../gateway/inference-gateway.ts';
-import { asUisError, parseJsonObject } from '../proxy/index.ts';
+import { asUisError, errorJson, parseJsonObject } from '../proxy/index.ts';
 import type { UisService } from '../service/uis-service.ts';
 import type { BarrierBoard } from './barrier-board.ts';
 
@@ -76,7 +76,7 @@ const EventsQuerySchema = z.object({
 
 function fail(c: Context, e: unknown) {
   const err = asUisError(e);
-  return c.json(err.toJSON(), err.status as 400);
+  return errorJson(c, err);
 }
 
 /** Reads a JSON object body; an empty body is `{}`. */
@@ -97,7 +97,6 @@ function operationIdOf(header: string | undefined, fromBody: unknown): string | 
     if (id.trim() === '' || id.length > MAX_OPERATION_ID)
       throw new UisError({
         code: 'invalid_input',
-        status: 400,
         path,
         message: `an operation id must be 1 to ${MAX_OPERATION_ID} characters, not blank; omit it to run without one`,
       });
@@ -106,7 +105,6 @@ function operationIdOf(header: string | undefined, fromBody: unknown): string | 
   if (fromBody !== undefined && typeof fromBody !== 'string')
     throw new UisError({
       code: 'invalid_input',
-      status: 400,
       path: 'body.operation_id',
       message: 'operation_id must be a string',
     });
@@ -115,7 +113,6 @@ function operationIdOf(header: string | undefined, fromBody: unknown): string | 
   if (body !== undefined && head !== undefined && body !== head)
     throw new UisError({
       code: 'invalid_input',
-      status: 400,
       path: 'body.operation_id',
       message: `the Idempotency-Key header (${head}) and the body's operation_id (${body}) differ; send one id`,
     });
@@ -136,7 +133,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
   app.use('*', async (c, next) => {
     if (!authorized(c.req.header('authorization'), [opts.adminToken])) {
       const err = unauthorized('the admin API');
-      return c.json(err.toJSON(), 401);
+      return errorJson(c, err);
     }
     await next();
   });
@@ -430,12 +427,11 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
     const allow = [...new Set(patterns.filter((p) => p.match.test(rel)).map((p) => p.method))];
     if (allow.length > 0) {
       c.header('allow', allow.join(', '));
-      return c.json(methodNotAllowed(c.req.method, c.req.path, allow.join(', ')).toJSON(), 405);
+      return errorJson(c, methodNotAllowed(c.req.method, c.req.path, allow.join(', ')));
     }
     return c.json(
       new UisError({
         code: 'not_found',
-        status: 404,
         path: c.req.path,
         message: `no admin endpoint ${c.req.method} ${c.req.path}`,
       }).toJSON(),
@@ -454,18 +450,16 @@ function routePattern(path: string): RegExp {
 }
 
 const INPUT_SCHEMA = { genrm_score: GenrmInputSchema, teacher_logprobs: TeacherInputSchema } as const;
-const ROLE_OF_KIND: Record<BatchKind, Role> = { genrm_score: 'genrm', teacher_logprobs: 'teacher' };
 
 /** Everything a batch needs before it exists: a configured scorer role, a model of it, valid samples with
  * distinct ids. A batch that could never run would otherwise block its scorer phase (the runner stops the phase at
  * the first failed batch), and a refused one would linger as a failed batch. */
 function checkBatch(service: UisService, kind: BatchKind, model: string | null, samples: unknown[]): void {
-  const role = ROLE_OF_KIND[kind];
+  const role = scorerOf(kind);
   const manager = service.managers.get(role);
   if (!manager)
     throw new UisError({
       code: 'unknown_role',
-      status: 400,
       path: 'kind',
       message: `${kind} batches are scored by the ${role} role, which is not configured; roles: ${[...service.managers.keys()].join(', ')}`,
     });
@@ -473,7 +467,6 @@ function checkBatch(service: UisService, kind: BatchKind, model: string | null, 
   if (model !== null && !models.includes(model))
     throw new UisError({
       code: 'unknown_model',
-      status: 400,
       path: 'model',
       message: `the ${role} role has no model ${JSON.stringify(model)}; models: ${models.join(', ')}`,
     });
@@ -485,7 +478,6 @@ function checkBatch(service: UisService, kind: BatchKind, model: string | null, 
     if (first !== undefined)
       throw new UisError({
         code: 'duplicate_sample',
-        status: 400,
         path: `samples[${i}].sample_id`,
         message: `sample_id ${JSON.stringify(s.sample_id)} is also samples[${first}]; sample ids must be unique`,
       });

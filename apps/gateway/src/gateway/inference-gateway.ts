@@ -11,7 +11,14 @@ import {
   requestKeys,
   resolveModel,
 } from '@uis/routing';
-import { type GroupPlacement, type InferenceRoleSpec, retryGuidance, UisError, zodError } from '@uis/spec';
+import {
+  capabilitiesOf,
+  type GroupPlacement,
+  type InferenceRoleSpec,
+  retryGuidance,
+  UisError,
+  zodError,
+} from '@uis/spec';
 import { type Context, Hono } from 'hono';
 import { z } from 'zod';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.ts';
@@ -20,6 +27,7 @@ import {
   type CompletionEvent,
   createServingHandler,
   DEFAULT_MAX_BODY_BYTES,
+  errorJson,
   type FastHandler,
   type FastRoutes,
   type ForwardRoute,
@@ -110,7 +118,6 @@ const OTHER_METHODS = {
 export function methodNotAllowed(method: string, path: string, allow: string): UisError {
   return new UisError({
     code: 'method_not_allowed',
-    status: 405,
     path: 'method',
     message: `${method} ${path} is not supported; use ${allow}`,
   });
@@ -204,14 +211,14 @@ export class InferenceGateway {
       const tokens = this.servingTokens;
       app.use(`${base}/*`, async (c, next) => {
         if (!authorized(c.req.header('authorization'), tokens)) {
-          return c.json(unauthorized(`${this.role} discovery`).toJSON(), 401);
+          return errorJson(c, unauthorized(`${this.role} discovery`));
         }
         await next();
       });
     }
     app.get(`${base}/engines`, async (c) => {
       const q = EngineQuerySchema.safeParse(c.req.query());
-      if (!q.success) return c.json(queryError(q.error).toJSON(), 400);
+      if (!q.success) return errorJson(c, queryError(q.error));
       const { wait_revision, timeout_s, schema, model_name, registry_epoch } = q.data;
       const registry = this.manager.registry;
       let snapshot = registry.snapshot();
@@ -233,7 +240,7 @@ export class InferenceGateway {
     });
     app.get(`${base}/health`, (c) => {
       const q = HealthQuerySchema.safeParse(c.req.query());
-      if (!q.success) return c.json(queryError(q.error).toJSON(), 400);
+      if (!q.success) return errorJson(c, queryError(q.error));
       const snapshot = this.manager.registry.snapshot();
       const models: Record<string, unknown> = {};
       let anyServing = false;
@@ -286,7 +293,7 @@ export class InferenceGateway {
     const { generate, chat } = servingPaths(this.role);
     const refuse = (allow: string) => (c: Context) => {
       c.header('allow', allow);
-      return c.json(methodNotAllowed(c.req.method, c.req.path, allow).toJSON(), 405);
+      return errorJson(c, methodNotAllowed(c.req.method, c.req.path, allow));
     };
     app.on([...OTHER_METHODS.read], read, refuse('GET, HEAD'));
     // POST never gets here: the serving routes answer it on the fast path.
@@ -318,7 +325,7 @@ export class InferenceGateway {
     };
     const generate = createServingHandler(options, (body, req, requestId, res) =>
       // GenRM: a body with `messages` is Relax's GenRM call, answered `{"response": ...}` by the adapter.
-      this.role === 'genrm' && body.json.messages !== undefined
+      capabilitiesOf(this.role)?.messageAdapter === 'genrm_messages' && body.json.messages !== undefined
         ? { respond: () => this.genrmMessages(body, req, res, requestId) }
         : this.resolve(body, req, requestId, res, '/generate', { remove: ['model', 'route_key'] }),
     );
@@ -562,7 +569,7 @@ export class InferenceGateway {
         if (r.statusCode !== 200) {
           const err = new UisError({
             code: 'engine_error',
-            status: r.statusCode >= 400 && r.statusCode < 500 ? r.statusCode : 502,
+            relayedStatus: r.statusCode < 500 ? r.statusCode : undefined,
             message: `GenRM engine ${target.id} answered ${r.statusCode}: ${text.slice(0, 500)}`,
           });
           return finish(err.status, err, model.name, target.id, ttfb);
@@ -589,7 +596,6 @@ export class InferenceGateway {
         if (typeof code === 'string' && TIMEOUT_CODES.has(code)) {
           const err = new UisError({
             code: ProxyErrorCode.engineTimeout,
-            status: 504,
             message: `GenRM engine ${target.id} did not answer in time`,
           });
           return finish(504, err, model.name, target.id);
@@ -598,7 +604,6 @@ export class InferenceGateway {
         if (attempt === 1) {
           const err = new UisError({
             code: ProxyErrorCode.engineUnreachable,
-            status: 502,
             message: `GenRM engine ${target.id} is unreachable: ${e instanceof Error ? e.message : String(e)}`,
           });
           return finish(502, err, model.name, target.id);

@@ -3,6 +3,7 @@ import { extname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { UisError } from '@uis/spec';
 import type { Context } from 'hono';
+import { errorJson } from '../proxy/index.ts';
 
 /** Where the console's Vite build lands in this repo. */
 export const CONSOLE_DIST = fileURLToPath(new URL('../../../console/dist', import.meta.url));
@@ -40,11 +41,10 @@ export function consoleHandler(root: string = CONSOLE_DIST) {
     } catch {
       const err = new UisError({
         code: 'invalid_path',
-        status: 400,
         path: 'path',
         message: `the path ${c.req.path} has a malformed percent-encoding`,
       });
-      return c.json(err.toJSON(), 400);
+      return errorJson(c, err);
     }
     const index = join(root, 'index.html');
     if (!existsSync(index)) return c.html(MISSING, 200);

@@ -9,7 +9,7 @@ import {
 import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
-import { type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
+import { asRole, type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
 import { createAdminApi } from '../admin/admin-api.ts';
@@ -19,6 +19,7 @@ import { InferenceGateway, type ServedRequest } from '../gateway/inference-gatew
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import {
   createCombinedListener,
+  errorJson,
   FastRoutes,
   servingPaths,
   type UpstreamPoolOptions,
@@ -226,31 +227,27 @@ export class UisServer {
       if (!this.gateways.has(first as Role) && isRolePath(first, c.req.path)) {
         const err = new UisError({
           code: 'unknown_role',
-          status: 404,
           path: 'role',
           message: `role ${JSON.stringify(first)} is not configured; roles: ${[...this.gateways.keys()].join(', ')}`,
         });
-        return c.json(err.toJSON(), 404);
+        return errorJson(c, err);
       }
       // API paths answer JSON; only browser paths fall back to the console.
-      if (c.req.method !== 'GET' || roles.has(first) || ['rollout', 'genrm', 'teacher'].includes(first)) {
+      if (c.req.method !== 'GET' || roles.has(first) || asRole(first) !== undefined) {
         const err = new UisError({
           code: 'not_found',
-          status: 404,
           path: c.req.path,
           message: `no route ${c.req.method} ${c.req.path}`,
         });
-        return c.json(err.toJSON(), 404);
+        return errorJson(c, err);
       }
       return console(c);
     });
     this.app.onError((e, c) => {
       const err =
-        e instanceof UisError
-          ? e
-          : new UisError({ code: 'internal_error', status: 500, message: e.message, cause: e });
+        e instanceof UisError ? e : new UisError({ code: 'internal_error', message: e.message, cause: e });
       if (err.status >= 500) this.logger.error({ err: e.message, path: c.req.path }, 'request failed');
-      return c.json(err.toJSON(), err.status as 500);
+      return errorJson(c, err);
     });
   }
 
@@ -303,15 +300,13 @@ export class UisServer {
 }
 
 /** The JSON answers to what node's HTTP parser refuses, by error code (anything else: 400 `invalid_http`). */
-const PARSER_REFUSALS: Record<string, { status: number; code: ErrorCode; path?: string; message: string }> = {
+const PARSER_REFUSALS: Record<string, { code: ErrorCode; path?: string; message: string }> = {
   HPE_HEADER_OVERFLOW: {
-    status: 431,
     code: 'headers_too_large',
     path: 'headers',
     message: 'request headers are too large; send fewer or shorter headers',
   },
   ERR_HTTP_REQUEST_TIMEOUT: {
-    status: 408,
     code: 'request_timeout',
     path: 'headers',
     message: 'the request headers did not arrive in time',
@@ -330,14 +325,15 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
     return;
   }
   const known = err.code === undefined ? undefined : PARSER_REFUSALS[err.code];
-  const init = known ?? {
-    status: 400,
-    code: 'invalid_http',
-    message: `the request is not valid HTTP/1.1 (${err.code ?? err.message}); fix the client's request framing`,
-  };
-  const body = JSON.stringify(new UisError(init).toJSON());
+  const refusal = new UisError(
+    known ?? {
+      code: 'invalid_http',
+      message: `the request is not valid HTTP/1.1 (${err.code ?? err.message}); fix the client's request framing`,
+    },
+  );
+  const body = JSON.stringify(refusal.toJSON());
   socket.end(
-    `HTTP/1.1 ${init.status} ${STATUS_CODES[init.status]}\r\ncontent-type: application/json\r\n` +
+    `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\ncontent-type: application/json\r\n` +
       `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
 }

@@ -75,7 +75,6 @@ function lateRegistrar(holder: RoleRouters, model: string): RouterRegistrar {
     if (!r)
       throw new UisError({
         code: 'router_not_started',
-        status: 503,
         path: `models.${model}.route_mode`,
         message: `the SGLang router of model ${model} is not running (the service is not started)`,
       });
@@ -115,7 +114,6 @@ export class RayServiceRuntime {
       if (!this.runtime)
         throw new UisError({
           code: 'ray_not_started',
-          status: 503,
           path: 'gateway.ray',
           message: 'the Ray runtime is not running (the service is not started, or it stopped)',
         });
@@ -214,7 +212,7 @@ function configPathed(e: unknown): unknown {
   if (!(e instanceof UisError) || (e.path !== 'address' && e.path !== 'python')) return e;
   return new UisError({
     code: e.code,
-    status: e.status,
+    relayedStatus: e.status,
     path: `gateway.ray.${e.path}`,
     message: `gateway.ray.${e.path}: ${e.message}`,
     ...(e.details === undefined ? {} : { details: e.details }),
@@ -265,7 +263,6 @@ export class UisService {
     if (!result.ok)
       throw new UisError({
         code: 'invalid_layout',
-        status: 400,
         path: result.errors[0]?.path,
         message: `the layout is invalid: ${result.errors.map((e) => `${e.path}: ${e.message}`).join('; ')}`,
         details: result.errors,
@@ -479,7 +476,6 @@ export class UisService {
     if (waiting !== null)
       throw new UisError({
         code: 'phase_not_resident',
-        status: 409,
         path: 'role',
         message: `${role} shares GPUs in activation group ${waiting.group}, which ${
           waiting.status === 'held' ? `is in phase ${waiting.phase}` : `is ${waiting.status}`
@@ -497,7 +493,6 @@ export class UisService {
     if (!m)
       throw new UisError({
         code: 'unknown_role',
-        status: 404,
         path: 'role',
         message: `role ${JSON.stringify(role)} is not configured; roles: ${[...this.managers.keys()].join(', ')}`,
       });
@@ -527,9 +522,7 @@ export class UisService {
     this.stopping ??= (async () => {
       for (const timer of this.reruns) clearTimeout(timer);
       this.reruns.clear();
-      this.stopSignal.abort(
-        new UisError({ code: 'service_stopping', status: 503, message: 'the service is stopping' }),
-      );
+      this.stopSignal.abort(new UisError({ code: 'service_stopping', message: 'the service is stopping' }));
       // A transition running now fails as its engines stop: it leaves the lease held, not blocked (a clean stop
       // must not make the next start wait for an operator), and is written down before the store closes.
       this.coordinator.interrupt();

@@ -1,5 +1,5 @@
 import type { BatchInfo } from '@uis/manager';
-import type { BatchView, ConsoleState, ReplicaView, Role } from '@uis/spec';
+import { type BatchView, type ConsoleState, type ReplicaView, type Role, scorerOf } from '@uis/spec';
 import type { BarrierBoard } from '../admin/barrier-board.ts';
 import type { InferenceGateway } from '../gateway/inference-gateway.ts';
 import type { UisService } from '../service/uis-service.ts';
@@ -27,7 +27,7 @@ export function batchView(b: BatchInfo): BatchView {
   const ended = b.state === 'committed' ? b.committed_at : b.state === 'failed' ? b.updated_at : null;
   return {
     id: b.id,
-    kind: b.kind === 'genrm_score' ? 'genrm' : 'teacher',
+    kind: scorerOf(b.kind),
     state,
     size: b.samples,
     created_at: b.created_at,
