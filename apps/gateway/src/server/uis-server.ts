@@ -9,7 +9,7 @@ import {
 import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
-import { type ConsoleState, type Role, UisError } from '@uis/spec';
+import { type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
 import { createAdminApi } from '../admin/admin-api.ts';
@@ -26,7 +26,6 @@ import {
   type UpstreamPoolOptions,
   UpstreamPools,
 } from '../proxy/index.ts';
-import { batchCounts } from '../service/batch-queries.ts';
 import type { UisService } from '../service/uis-service.ts';
 import { buildAppRouter } from '../trpc/app-router.ts';
 import { ChangeFeed } from '../trpc/change-feed.ts';
@@ -102,7 +101,7 @@ export class UisServer {
       },
       topologyRevisions: () =>
         [...service.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
-      batchCounts: () => batchCounts(service.store),
+      batchCounts: () => service.store.counts(),
       replicaWeights: () => weightHistory.rows(service.managers),
     });
     const weightHistory = new WeightVersionHistory();
@@ -131,8 +130,7 @@ export class UisServer {
       this.app.route('/', gateway.app);
       this.unsubscribe.push(manager.registry.subscribe(this.feed.notify));
     }
-    const newest = service.db.prepare('SELECT COALESCE(MAX(seq), 0) AS n FROM events').get() as { n: number };
-    this.journal.backfill(service.events.list({ afterSeq: Math.max(0, newest.n - 500), limit: 500 }));
+    this.journal.backfill(service.events.latest(500));
     this.unsubscribe.push(
       service.events.subscribe((e) => {
         this.journal.record(e);
@@ -305,7 +303,7 @@ export class UisServer {
 }
 
 /** The JSON answers to what node's HTTP parser refuses, by error code (anything else: 400 `invalid_http`). */
-const PARSER_REFUSALS: Record<string, { status: number; code: string; path?: string; message: string }> = {
+const PARSER_REFUSALS: Record<string, { status: number; code: ErrorCode; path?: string; message: string }> = {
   HPE_HEADER_OVERFLOW: {
     status: 431,
     code: 'headers_too_large',

@@ -2,7 +2,6 @@ import type { BatchInfo } from '@uis/manager';
 import type { BatchView, ConsoleState, ReplicaView, Role } from '@uis/spec';
 import type { BarrierBoard } from '../admin/barrier-board.ts';
 import type { InferenceGateway } from '../gateway/inference-gateway.ts';
-import { newestBatches } from '../service/batch-queries.ts';
 import type { UisService } from '../service/uis-service.ts';
 import type { ConsoleJournal } from './console-journal.ts';
 
@@ -100,7 +99,7 @@ export function consoleState(src: ConsoleStateSources): ConsoleState {
       transitions: journal.transitionsOf(g.name),
     };
   });
-  const batches = newestBatches(service.store, MAX_BATCHES).map(batchView);
+  const batches = service.store.newest(MAX_BATCHES).map(batchView);
   return {
     generated_at: (src.now ?? Date.now)(),
     cluster: { nodes: service.config.cluster.nodes.map((n) => ({ name: n.name, gpus: n.gpus })) },
