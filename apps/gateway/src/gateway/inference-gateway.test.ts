@@ -341,9 +341,9 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     expect(errorCode(bad.json)).toBe('invalid_body');
   });
 
-  it('refuses bad requests with 400 / 413 JSON errors that name the problem', async () => {
+  it('refuses bad requests with 400 / 404 / 413 JSON errors that name the problem', async () => {
     const unknown = await post('/rollout/generate', { model: 'nope', text: 'x' });
-    expect(unknown.status).toBe(400);
+    expect(unknown.status).toBe(404);
     expect(errorCode(unknown.json)).toBe('unknown_model');
     const key = await post('/rollout/generate', { route_key: 'nope', text: 'x' });
     expect(key.status).toBe(400);
