@@ -13,7 +13,7 @@ import { type Context, Hono } from 'hono';
 import { z } from 'zod';
 import { authorized, unauthorized } from '../gateway/auth.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
-import { methodNotAllowed } from '../gateway/inference-gateway.ts';
+import { methodNotAllowed } from '../gateway/read-routes.ts';
 import { asUisError, parseJsonObject } from '../proxy/index.ts';
 import type { UisService } from '../service/uis-service.ts';
 import type { BarrierBoard } from './barrier-board.ts';
