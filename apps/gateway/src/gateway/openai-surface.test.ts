@@ -10,7 +10,7 @@ function config() {
   return c;
 }
 
-const gw = gatewayOnSims({ config: config() });
+const gw = gatewayOnSims({ config: config(), server: { adminToken: 'the-admin-token' } });
 const client = (base: string) => new OpenAI({ baseURL: `${gw.url}${base}`, apiKey: 'unused', maxRetries: 0 });
 const hi = [{ role: 'user' as const, content: 'hi' }];
 
@@ -64,7 +64,11 @@ describe('OpenAI surface: the official openai client, per role and at the root',
 
   it('routes root chat and completions to the role serving the model, plain and streaming', async () => {
     const root = client('/v1');
-    const teacher = await root.chat.completions.create({ model: 'math-teacher', messages: hi, max_tokens: 4 });
+    const teacher = await root.chat.completions.create({
+      model: 'math-teacher',
+      messages: hi,
+      max_tokens: 4,
+    });
     expect(teacher.model).toBe('math-teacher');
     const before = gw.launcher.serversOf('math-teacher/0')[0]!.stats().requests;
     const stream = await root.chat.completions.create({
@@ -79,7 +83,12 @@ describe('OpenAI surface: the official openai client, per role and at the root',
     expect(gw.launcher.serversOf('math-teacher/0')[0]!.stats().requests).toBe(before + 1);
     const code = await root.completions.create({ model: 'policy-code', prompt: 'x', max_tokens: 3 });
     expect(code.choices[0]!.text.length).toBeGreaterThan(0);
-    const streamed = await root.completions.create({ model: 'actor', prompt: 'x', max_tokens: 5, stream: true });
+    const streamed = await root.completions.create({
+      model: 'actor',
+      prompt: 'x',
+      max_tokens: 5,
+      stream: true,
+    });
     let n = 0;
     for await (const chunk of streamed) n += chunk.choices[0]?.text.length ?? 0;
     expect(n).toBeGreaterThan(0);
@@ -88,7 +97,9 @@ describe('OpenAI surface: the official openai client, per role and at the root',
   });
 
   it('answers OpenAI’s error shape on OpenAI routes, keeping code, path and details', async () => {
-    const unknown = await openAIError(client('/v1').chat.completions.create({ model: 'gpt-9', messages: hi }));
+    const unknown = await openAIError(
+      client('/v1').chat.completions.create({ model: 'gpt-9', messages: hi }),
+    );
     expect(unknown.status).toBe(404);
     expect(unknown.error).toMatchObject({
       type: 'invalid_request_error',
@@ -106,9 +117,18 @@ describe('OpenAI surface: the official openai client, per role and at the root',
         { role: 'genrm', url: '/genrm/v1' },
       ],
     });
-    const perRole = await openAIError(client('/rollout/v1').completions.create({ model: 'gpt-9', prompt: 'x' }));
-    expect(perRole.error).toMatchObject({ code: 'unknown_model', param: 'model', type: 'invalid_request_error' });
-    const missing = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', body: '{"messages": []}' });
+    const perRole = await openAIError(
+      client('/rollout/v1').completions.create({ model: 'gpt-9', prompt: 'x' }),
+    );
+    expect(perRole.error).toMatchObject({
+      code: 'unknown_model',
+      param: 'model',
+      type: 'invalid_request_error',
+    });
+    const missing = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      body: '{"messages": []}',
+    });
     expect(missing.status).toBe(400);
     expect(await missing.json()).toMatchObject({ error: { code: 'model_required', param: 'model' } });
     const get = await fetch(`${gw.url}/v1/completions`);
