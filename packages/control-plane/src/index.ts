@@ -1,5 +1,4 @@
 export { BarrierBoard, type BarrierWait } from './barrier-board.ts';
-export { batchCounts, newestBatches } from './batch-queries.ts';
 export { ControlPlane } from './control-plane.ts';
 export {
   type ControlPlaneOptions,

@@ -1,5 +1,6 @@
 import { UisError } from '@uis/spec';
 import { SGLangClient } from './client.ts';
+import { type Clock, systemClock } from './clock.ts';
 import { isEngineError } from './engine-error.ts';
 import type { EngineLauncher, LaunchedReplica, LaunchSpec, ProcessExit } from './launcher.ts';
 import {
@@ -12,17 +13,6 @@ import {
 } from './protocol.ts';
 
 const groupName = (req: { group_name?: string | undefined }) => req.group_name ?? DEFAULT_WEIGHT_UPDATE_GROUP;
-
-/** Time source; tests pass a fake one. */
-export interface Clock {
-  now(): number;
-  sleep(ms: number): Promise<void>;
-}
-
-export const systemClock: Clock = {
-  now: () => Date.now(),
-  sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
-};
 
 /** The subset of a pino-style logger the engine writes to. */
 export interface EngineLogger {

@@ -1,5 +1,6 @@
 export { sseData } from '@uis/spec';
 export * from './client.ts';
+export * from './clock.ts';
 export * from './engine.ts';
 export * from './engine-error.ts';
 export * from './launcher.ts';

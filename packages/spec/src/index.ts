@@ -3,6 +3,7 @@ export * from './console.ts';
 export * from './discovery.ts';
 export * from './errors.ts';
 export * from './gateway-config.ts';
+export * from './lease-states.ts';
 export * from './legacy.ts';
 export * from './model.ts';
 export * from './plan.ts';

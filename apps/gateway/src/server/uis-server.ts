@@ -10,7 +10,6 @@ import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
 import type { ControlPlane } from '@uis/control-plane';
-import { batchCounts } from '@uis/control-plane';
 import { type ConsoleState, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
@@ -96,7 +95,7 @@ export class UisServer {
       },
       topologyRevisions: () =>
         [...plane.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
-      batchCounts: () => batchCounts(plane.store),
+      batchCounts: () => plane.store.counts(),
     });
     const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
     const onServed = (r: ServedRequest) => {
@@ -121,8 +120,7 @@ export class UisServer {
       gateway.registerServing(this.routes);
       this.app.route('/', gateway.app);
     }
-    const newest = plane.db.prepare('SELECT COALESCE(MAX(seq), 0) AS n FROM events').get() as { n: number };
-    this.journal.backfill(plane.events.list({ afterSeq: Math.max(0, newest.n - 500), limit: 500 }));
+    this.journal.backfill(plane.events.latest(500));
     // Every change of the control plane (audit events, publications, barrier waiters, batch progress) wakes the
     // console; audit events also feed its journal and the phase-transition histogram.
     this.unsubscribe.push(

@@ -1,5 +1,4 @@
 import type { BarrierBoard, ControlPlane } from '@uis/control-plane';
-import { newestBatches } from '@uis/control-plane';
 import type { BatchInfo } from '@uis/manager';
 import type { BatchView, ConsoleState, ReplicaView, Role } from '@uis/spec';
 import type { InferenceGateway } from '../gateway/inference-gateway.ts';
@@ -99,7 +98,7 @@ export function consoleState(src: ConsoleStateSources): ConsoleState {
       transitions: journal.transitionsOf(g.name),
     };
   });
-  const batches = newestBatches(plane.store, MAX_BATCHES).map(batchView);
+  const batches = plane.store.newest(MAX_BATCHES).map(batchView);
   return {
     generated_at: (src.now ?? Date.now)(),
     cluster: { nodes: plane.config.cluster.nodes.map((n) => ({ name: n.name, gpus: n.gpus })) },
