@@ -8,7 +8,7 @@ import {
   planOf,
 } from '@uis/control-plane';
 import type { Launcher } from '@uis/manager';
-import { configuredRoles, type UisConfig, UisError } from '@uis/spec';
+import { configuredRoles, type ErrorCode, type UisConfig, UisError } from '@uis/spec';
 import type pino from 'pino';
 import { createLogger, UisServer } from '../server/uis-server.ts';
 
@@ -47,7 +47,7 @@ export function listenError(
   paths: { port: string; host: string },
 ): UisError {
   const errno = (e as NodeJS.ErrnoException).code;
-  const [code, path, message] =
+  const [code, path, message]: [ErrorCode, string, string] =
     errno === 'EADDRINUSE'
       ? [
           'port_in_use',
