@@ -174,6 +174,8 @@ export const ERROR_CODES = {
   discovery_unavailable: 503,
   engine_missing: 503,
   engine_start_failed: 503,
+  /** Another replica's start failed or the engine is being stopped: this start gave up at once. */
+  engine_start_cancelled: 503,
   engine_unavailable: 503,
   ray_not_started: 503,
   router_not_started: 503,

@@ -8,6 +8,7 @@ import {
   planOf,
 } from '@uis/control-plane';
 import type { Launcher } from '@uis/manager';
+import { forceStopEngines } from '@uis/sglang-engine';
 import { configuredRoles, type ErrorCode, type UisConfig, UisError } from '@uis/spec';
 import type pino from 'pino';
 import { createLogger, UisServer } from '../server/uis-server.ts';
@@ -30,6 +31,36 @@ export interface RunServerOptions {
   /** Extra cleanup after the service stopped (e.g. in-process engines). */
   cleanup?: () => Promise<void>;
   out?: (text: string) => void;
+  /** How long a shutdown (or the cleanup of a failed start) may take before every engine this process launched
+   * and still runs is killed. Default 30 s, `UIS_SHUTDOWN_DEADLINE_MS` overrides. */
+  shutdownDeadlineMs?: number;
+}
+
+const DEFAULT_SHUTDOWN_DEADLINE_MS = 30_000;
+
+function shutdownDeadline(opts: RunServerOptions): number {
+  const env = Number(process.env.UIS_SHUTDOWN_DEADLINE_MS);
+  return opts.shutdownDeadlineMs ?? (Number.isFinite(env) && env > 0 ? env : DEFAULT_SHUTDOWN_DEADLINE_MS);
+}
+
+/** Runs `stop`; when it is still running after `ms`, kills every engine process group left and says which. A
+ * shutdown never waits on an engine (or anything else) that does not answer. */
+export async function stopWithin(
+  ms: number,
+  stop: () => Promise<void>,
+  out: (text: string) => void,
+): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<'expired'>((r) => {
+    timer = setTimeout(() => r('expired'), ms);
+  });
+  const outcome = await Promise.race([stop().then(() => 'done' as const), expired]);
+  clearTimeout(timer);
+  if (outcome === 'done') return;
+  const killed = forceStopEngines();
+  out(
+    `shutdown did not finish within ${ms} ms: ${killed.length === 0 ? 'no engine process was left to kill' : `killed ${killed.join(', ')}`}\n`,
+  );
 }
 
 /** The admin token: config, else `UIS_ADMIN_TOKEN`, else a fresh random one (printed once). */
@@ -101,23 +132,27 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     ...(opts.dbPath === undefined ? {} : { dbPath: opts.dbPath }),
     ...(opts.managerOptions === undefined ? {} : { managerOptions: opts.managerOptions }),
   });
+  const deadlineMs = shutdownDeadline(opts);
   const stop = (signal: string) => {
     if (stopping) {
       out(`\n${signal} again: exiting now\n`);
       process.exit(130);
     }
     out(`\n${signal}: stopping (engines are shut down first)...\n`);
-    stopping = (async () => {
-      await extra?.stop().catch(() => undefined);
-      // Relayed requests get a few seconds to finish; hour-long streams are cut (clients retry elsewhere).
-      await server?.close({ graceMs: 5000 }).catch(() => undefined);
-      // A signal during the start waits for it: nothing it brings up may outlive the stop (a failed start has
-      // stopped what it started).
-      const started = plane ?? (await starting.catch(() => null));
-      await started?.stop();
-      await opts.cleanup?.();
-      out('stopped\n');
-    })();
+    stopping = stopWithin(
+      deadlineMs,
+      async () => {
+        await extra?.stop().catch(() => undefined);
+        // Relayed requests get a few seconds to finish; hour-long streams are cut (clients retry elsewhere).
+        await server?.close({ graceMs: 5000 }).catch(() => undefined);
+        // A signal during the start waits for it: nothing it brings up may outlive the stop (a failed start has
+        // stopped what it started).
+        const started = plane ?? (await starting.catch(() => null));
+        await started?.stop();
+        await opts.cleanup?.();
+      },
+      out,
+    ).then(() => out('stopped\n'));
     stopping.then(
       () => process.exit(0),
       (e: unknown) => {
@@ -136,7 +171,8 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
   try {
     plane = await starting;
   } catch (e) {
-    await opts.cleanup?.();
+    // The failed start was rolled back; whatever still runs behind it is killed at the deadline.
+    await stopWithin(deadlineMs, async () => opts.cleanup?.(), out);
     throw e;
   }
   if (stopping) return;

@@ -17,6 +17,8 @@ import { createAdminApi } from '../admin/admin-api.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
+import { TransitionParts } from '../metrics/transition-parts.ts';
+import { WeightVersionHistory } from '../metrics/weight-versions.ts';
 import {
   createCombinedListener,
   FastRoutes,
@@ -96,7 +98,10 @@ export class UisServer {
       topologyRevisions: () =>
         [...plane.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
       batchCounts: () => plane.store.counts(),
+      replicaWeights: () => weightHistory.rows(plane.managers),
     });
+    const weightHistory = new WeightVersionHistory();
+    const parts = new TransitionParts(this.metrics);
     const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
     const onServed = (r: ServedRequest) => {
       this.journal.served(r);
@@ -126,15 +131,9 @@ export class UisServer {
     this.unsubscribe.push(
       plane.stream.subscribe((change) => {
         if (change.type === 'audit') {
-          const e = change.event;
-          this.journal.record(e);
-          if (e.kind === 'transition.completed' || e.kind === 'lease.blocked') {
-            const to = typeof e.data.to === 'string' ? e.data.to : '?';
-            this.metrics.phaseTransitions.observe(
-              { group: e.subject, to, outcome: e.kind === 'lease.blocked' ? 'failed' : 'ok' },
-              (e.duration_ms ?? 0) / 1000,
-            );
-          }
+          this.journal.record(change.event);
+          parts.observe(change.event);
+          weightHistory.observe(change.event);
         }
         this.feed.notify();
       }),
