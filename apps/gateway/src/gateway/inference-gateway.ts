@@ -32,6 +32,7 @@ import {
   type TokenUsage,
   UpstreamPools,
 } from '../proxy/index.ts';
+import { accessLine } from './access-log.ts';
 import { authorized, unauthorized } from './auth.ts';
 import { type GenrmHost, genrmCall, refusedModel } from './genrm-call.ts';
 import { legacyEngines } from './legacy-engines.ts';
@@ -83,6 +84,8 @@ export interface InferenceGatewayOptions {
   /** Longest long-poll a client may ask for. Default 300 s. */
   maxWaitSeconds?: number;
   onServed?: (r: ServedRequest) => void;
+  /** Log one `access` line per serving request at info (see {@link accessLine}). */
+  accessLog?: boolean;
   now?: () => number;
 }
 
@@ -177,6 +180,7 @@ export class InferenceGateway {
   private readonly maxBodyBytes: number;
   private readonly maxWaitSeconds: number;
   private readonly onServed: ((r: ServedRequest) => void) | undefined;
+  private readonly accessLog: boolean;
   private readonly now: () => number;
   /** Model of each forwarded request id, for the completion metrics. */
   private readonly modelOf = new Map<string, string>();
@@ -202,6 +206,7 @@ export class InferenceGateway {
     this.maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.maxWaitSeconds = opts.maxWaitSeconds ?? 300;
     this.onServed = opts.onServed;
+    this.accessLog = opts.accessLog ?? false;
     this.now = opts.now ?? (() => performance.now());
     this.genrmHost = {
       spec: this.spec,
@@ -507,6 +512,7 @@ export class InferenceGateway {
     const { requestId, ...rest } = r;
     const entry: ServedRequest = { role: this.role, at: Date.now(), ...rest };
     this.onServed?.(entry);
+    if (this.accessLog) this.logger.info(accessLine(entry, requestId), 'access');
     // Refusals by design (4xx, 503 for a model that is not ready) are the service working: debug, not warn.
     if (r.status >= 500 && r.status !== 503)
       this.logger.warn({ requestId, role: this.role, ...rest }, 'request failed');

@@ -48,6 +48,8 @@ export interface UisServerOptions {
   upstream?: UpstreamPoolOptions;
   /** Period of the console's replica health probes; 0 turns them off. Default 5 s. */
   healthProbeMs?: number;
+  /** One `access` log line per serving request (`gateway.access_log`). */
+  accessLog?: boolean;
 }
 
 /** pino to stderr (stdout stays for what a command prints); silent under vitest unless UIS_LOG_LEVEL says. */
@@ -119,6 +121,7 @@ export class UisServer {
         logger: this.logger.child({ role }),
         servingTokens,
         onServed,
+        accessLog: opts.accessLog ?? false,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
       });
       this.gateways.set(role, gateway);
