@@ -3,7 +3,6 @@ export * from './console.ts';
 export * from './discovery.ts';
 export * from './errors.ts';
 export * from './gateway-config.ts';
-export * from './legacy.ts';
 export * from './model.ts';
 export * from './plan.ts';
 export * from './sse.ts';
