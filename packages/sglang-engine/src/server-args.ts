@@ -69,7 +69,7 @@ export function overrideArgs(overrides: Readonly<Record<string, ServerArgValue>>
   for (const [raw, value] of Object.entries(overrides)) {
     const field = normalizeServerArgName(raw);
     const issue = serverArgIssue(raw);
-    if (issue !== null) throw new UisError({ ...issue, status: 400, path: `${path}.${raw}` });
+    if (issue !== null) throw new UisError({ ...issue, path: `${path}.${raw}` });
     if (value === null || value === false) continue;
     if (value === true) argv.push(flagName(field));
     else argv.push(flagName(field), String(value));

@@ -9,7 +9,7 @@ import {
 import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
-import { type ConsoleState, type Role, UisError } from '@uis/spec';
+import { type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
 import { createAdminApi } from '../admin/admin-api.ts';
@@ -303,7 +303,7 @@ export class UisServer {
 }
 
 /** The JSON answers to what node's HTTP parser refuses, by error code (anything else: 400 `invalid_http`). */
-const PARSER_REFUSALS: Record<string, { status: number; code: string; path?: string; message: string }> = {
+const PARSER_REFUSALS: Record<string, { status: number; code: ErrorCode; path?: string; message: string }> = {
   HPE_HEADER_OVERFLOW: {
     status: 431,
     code: 'headers_too_large',

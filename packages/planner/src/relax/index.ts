@@ -41,7 +41,6 @@ export function fromRelaxArgs(argv: readonly string[], options: RelaxArgsOptions
   if (flags.issues.length > 0) {
     throw new UisError({
       code: 'invalid_relax_args',
-      status: 400,
       path: flags.issues[0]?.path,
       message: flags.issues.map((i) => `${i.path}: ${i.message}`).join('; '),
       details: flags.issues,

@@ -1,4 +1,4 @@
-import { formatPath, type PathIssue, type ServerArgValue } from '@uis/spec';
+import { type ErrorCode, formatPath, type PathIssue, type ServerArgValue } from '@uis/spec';
 import type { z } from 'zod';
 import type { FlagValue } from './argparse.ts';
 
@@ -9,7 +9,7 @@ export class FlagReader {
     readonly issues: PathIssue[] = [],
   ) {}
 
-  add(flag: string, message: string, code = 'invalid_flag'): void {
+  add(flag: string, message: string, code: ErrorCode = 'invalid_flag'): void {
     this.issues.push({ code, path: flag.startsWith('--') ? flag : `--${flag}`, message });
   }
 

@@ -109,12 +109,13 @@ function poolSizes(
   const managed = Object.entries(roles).filter(([, r]) => r && !r.external_engine_urls);
   const anyColocated = managed.some(([, r]) => r?.deployment.mode !== 'decoupled');
   const criticShares = anyColocated && training.critic_gpus === training.actor_gpus;
-  const out: Array<[string, number]> = [
-    ['actor', training.actor_gpus],
-    ['critic', criticShares ? 0 : training.critic_gpus],
-    ['reference', training.reference_gpus],
-    ['actor_fwd', training.actor_fwd_gpus],
-  ];
+  const sizes: Record<TrainingRole, number> = {
+    actor: training.actor_gpus,
+    critic: criticShares ? 0 : training.critic_gpus,
+    reference: training.reference_gpus,
+    actor_fwd: training.actor_fwd_gpus,
+  };
+  const out: Array<[string, number]> = Object.entries(sizes);
   for (const [role, spec] of Object.entries(roles))
     if (spec?.external_engine_urls) out.push([role, spec.reserved_gpus ?? 0]);
   for (const [role, spec] of managed) {
