@@ -128,7 +128,6 @@ export class SGLangEngine {
     if (this.launcher && !this.launchSpec) {
       throw new UisError({
         code: 'invalid_engine_options',
-        status: 400,
         path: 'launchSpec',
         message: `${this.engineId}: a launcher needs a launchSpec`,
       });
@@ -323,7 +322,6 @@ export class SGLangEngine {
     if (reported !== null && reported !== req.weightVersion) {
       throw new UisError({
         code: 'weight_version_mismatch',
-        status: 502,
         path: 'weightVersion',
         message: `${this.engineId} (${this.client.baseUrl}): engine reports weight version ${reported} after updating to ${req.weightVersion}`,
       });
@@ -388,7 +386,6 @@ export class SGLangEngine {
     if (result.success) return;
     throw new UisError({
       code: 'weight_update_failed',
-      status: 502,
       path: field,
       message: `${this.engineId}: POST ${this.client.baseUrl}${path}: ${what} failed: ${result.message}`,
     });
@@ -413,7 +410,6 @@ export class SGLangEngine {
     await this.replica?.stop(5000);
     throw new UisError({
       code: 'engine_start_failed',
-      status: 503,
       path: this.engineId,
       message: `${this.engineId} did not start: ${reason}${tail ? `\n--- engine log tail ---\n${tail}` : ''}`,
       details: { reason, logTail: tail },

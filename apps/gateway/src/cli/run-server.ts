@@ -176,6 +176,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     service,
     adminToken: token,
     logger,
+    accessLog: opts.config.gateway?.access_log ?? false,
     ...(servingToken ? { servingToken } : {}),
     ...(opts.config.gateway?.max_body_bytes === undefined
       ? {}
