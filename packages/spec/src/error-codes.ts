@@ -26,6 +26,8 @@ export const ERROR_CODES = {
   /** A submitted batch names one sample id twice (the request is wrong on its own; see `sample_exists`). */
   duplicate_sample: 400,
   model_required: 400,
+  /** A root OpenAI route (`/v1/...`) got a model name that several roles serve: the details name the candidates. */
+  ambiguous_model: 400,
   group_required: 400,
   unknown_route_key: 400,
   unknown_group: 400,
