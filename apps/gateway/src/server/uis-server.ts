@@ -310,15 +310,13 @@ export class UisServer {
 }
 
 /** The JSON answers to what node's HTTP parser refuses, by error code (anything else: 400 `invalid_http`). */
-const PARSER_REFUSALS: Record<string, { status: number; code: ErrorCode; path?: string; message: string }> = {
+const PARSER_REFUSALS: Record<string, { code: ErrorCode; path?: string; message: string }> = {
   HPE_HEADER_OVERFLOW: {
-    status: 431,
     code: 'headers_too_large',
     path: 'headers',
     message: 'request headers are too large; send fewer or shorter headers',
   },
   ERR_HTTP_REQUEST_TIMEOUT: {
-    status: 408,
     code: 'request_timeout',
     path: 'headers',
     message: 'the request headers did not arrive in time',
@@ -337,14 +335,15 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
     return;
   }
   const known = err.code === undefined ? undefined : PARSER_REFUSALS[err.code];
-  const init = known ?? {
-    status: 400,
-    code: 'invalid_http',
-    message: `the request is not valid HTTP/1.1 (${err.code ?? err.message}); fix the client's request framing`,
-  };
-  const body = JSON.stringify(new UisError(init).toJSON());
+  const refusal = new UisError(
+    known ?? {
+      code: 'invalid_http',
+      message: `the request is not valid HTTP/1.1 (${err.code ?? err.message}); fix the client's request framing`,
+    },
+  );
+  const body = JSON.stringify(refusal.toJSON());
   socket.end(
-    `HTTP/1.1 ${init.status} ${STATUS_CODES[init.status]}\r\ncontent-type: application/json\r\n` +
+    `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\ncontent-type: application/json\r\n` +
       `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
 }
