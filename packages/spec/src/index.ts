@@ -7,6 +7,7 @@ export * from './gateway-config.ts';
 export * from './lease-states.ts';
 export * from './legacy.ts';
 export * from './model.ts';
+export * from './observability.ts';
 export * from './plan.ts';
 export * from './sse.ts';
 export * from './states.ts';

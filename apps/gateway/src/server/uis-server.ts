@@ -17,8 +17,7 @@ import { BarrierBoard } from '../admin/barrier-board.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
-import { TransitionParts } from '../metrics/transition-parts.ts';
-import { WeightVersionHistory } from '../metrics/weight-versions.ts';
+import { Observability } from '../metrics/observability.ts';
 import {
   createCombinedListener,
   FastRoutes,
@@ -69,6 +68,7 @@ export class UisServer {
   readonly gateways = new Map<Role, InferenceGateway>();
   readonly app = new Hono();
   readonly metrics: GatewayMetrics;
+  readonly observability: Observability;
   readonly journal = new ConsoleJournal();
   readonly barriers = new BarrierBoard();
   readonly feed = new ChangeFeed();
@@ -104,13 +104,13 @@ export class UisServer {
       topologyRevisions: () =>
         [...service.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
       batchCounts: () => service.store.counts(),
-      replicaWeights: () => weightHistory.rows(service.managers),
+      replicaWeights: () => this.observability.weights.rows(service.managers),
     });
-    const weightHistory = new WeightVersionHistory();
-    const parts = new TransitionParts(this.metrics);
+    this.observability = new Observability(this.metrics, service.plan);
     const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
     const onServed = (r: ServedRequest) => {
       this.journal.served(r);
+      this.observability.served(r);
       this.feed.notify();
     };
     for (const [role, manager] of service.managers) {
@@ -134,14 +134,15 @@ export class UisServer {
       this.unsubscribe.push(manager.registry.subscribe(this.feed.notify));
     }
     this.journal.backfill(service.events.latest(500));
+    for (const e of service.events.latest(20_000)) this.observability.audit(e, false);
     this.unsubscribe.push(
       service.events.subscribe((e) => {
         this.journal.record(e);
-        parts.observe(e);
-        weightHistory.observe(e);
+        this.observability.audit(e);
         this.feed.notify();
       }),
       this.barriers.subscribe(this.feed.notify),
+      this.barriers.subscribe(() => this.observability.barriers(this.barriers.list(), Date.now())),
     );
 
     this.scoringTicker = setInterval(() => {
@@ -191,6 +192,7 @@ export class UisServer {
       adminToken: opts.adminToken,
       state,
       feed: this.feed,
+      observability: this.observability,
       ...(opts.throttleMs === undefined ? {} : { throttleMs: opts.throttleMs }),
     });
     this.app.route(
