@@ -1,5 +1,13 @@
 import { initTRPC, TRPCError } from '@trpc/server';
-import { type ConsoleState, isErrorCode, type Role, UisError, zodIssues } from '@uis/spec';
+import {
+  type ConsoleState,
+  type GpuTimeReport,
+  isErrorCode,
+  type Role,
+  type TimeSeriesUpdate,
+  UisError,
+  zodIssues,
+} from '@uis/spec';
 import { z } from 'zod';
 import { authorized } from '../gateway/auth.ts';
 import type { Observability } from '../metrics/observability.ts';
@@ -131,10 +139,12 @@ export function buildAppRouter(deps: AppRouterDeps) {
       }
     }),
     timeSeries: t.procedure.subscription(async function* (opts) {
-      if (deps.observability) yield* timeSeriesUpdates(deps.observability.ring, opts.signal);
+      if (deps.observability)
+        yield* timeSeriesUpdates(deps.observability.ring, opts.signal) as AsyncIterable<TimeSeriesUpdate>;
     }),
     gpuTime: t.procedure.subscription(async function* (opts) {
-      if (deps.observability) yield* gpuTimeUpdates(deps.observability.gpuTime, opts.signal);
+      if (deps.observability)
+        yield* gpuTimeUpdates(deps.observability.gpuTime, opts.signal) as AsyncIterable<GpuTimeReport>;
     }),
     checkToken: t.procedure.input(z.object({ token: z.string() })).mutation(({ input }) => {
       if (!authorized(`Bearer ${input.token}`, [deps.adminToken]))
