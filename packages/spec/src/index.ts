@@ -8,5 +8,6 @@ export * from './lease-states.ts';
 export * from './model.ts';
 export * from './observability.ts';
 export * from './plan.ts';
+export * from './roles.ts';
 export * from './sse.ts';
 export * from './states.ts';
