@@ -18,7 +18,7 @@ import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import type { InferenceRoleSpec } from '@uis/spec';
+import { deferPhases, type InferenceRoleSpec } from '@uis/spec';
 import {
   EventLog,
   ExternalLauncher,
@@ -56,11 +56,7 @@ function config(n: number) {
       activation_groups: [
         {
           name: 'actor',
-          phases: [
-            { name: 'rollout', residents: ['rollout'] },
-            { name: 'genrm_score', residents: ['genrm'] },
-            { name: 'train', residents: ['train'] },
-          ],
+          phases: deferPhases(['genrm']),
         },
       ],
     },

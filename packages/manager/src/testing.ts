@@ -5,6 +5,7 @@ import { type ChatCompletionRequest, SGLangClient } from '@uis/sglang-engine';
 import { type SimOptionsInput, type SimServer, startSimServer } from '@uis/sglang-sim';
 import {
   configuredRoles,
+  deferPhases,
   type InferenceRoleSpec,
   isUisError,
   type PlacementPlan,
@@ -110,12 +111,7 @@ export function deferConfig() {
       activation_groups: [
         {
           name: 'actor',
-          phases: [
-            { name: 'rollout', residents: ['rollout'] },
-            { name: 'genrm_score', residents: ['genrm'] },
-            { name: 'teacher_score', residents: ['teacher'] },
-            { name: 'train', residents: ['train'] },
-          ],
+          phases: deferPhases(['genrm', 'teacher']),
         },
       ],
     },

@@ -3,6 +3,7 @@ import { RoleSchema } from './model.ts';
 import {
   BatchKindSchema,
   capabilitiesOf,
+  deferPhases,
   PRODUCER_ROLE,
   ROLE_CAPABILITIES,
   SCORER_ROLES,
@@ -43,5 +44,15 @@ describe('the role capability table', () => {
       expect(c.rayGpuFraction > 0 && c.rayGpuFraction <= 1).toBe(true);
       expect(c.rayGpuFractionBesideProducer <= c.rayGpuFraction).toBe(true);
     }
+  });
+
+  it('builds the defer schedule: producer, the deferred scorers in table order, then the trainer', () => {
+    expect(deferPhases(['teacher', 'genrm']).map((p) => [p.name, p.residents])).toEqual([
+      ['rollout', ['rollout']],
+      ['genrm_score', ['genrm']],
+      ['teacher_score', ['teacher']],
+      ['train', ['train']],
+    ]);
+    expect(deferPhases(['genrm']).map((p) => p.name)).toEqual(['rollout', 'genrm_score', 'train']);
   });
 });

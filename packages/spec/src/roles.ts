@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { TRAIN_PHASE_RESIDENT } from './config.ts';
 import { type Role, RoleSchema } from './model.ts';
 
 /** What a scorer computes for samples the rollout stored instead of calling inline (deferred scoring / OPD). */
@@ -86,3 +87,20 @@ export function scorerOf(kind: BatchKind): Role {
 
 /** The role whose samples deferred roles score (the one they follow in a defer schedule). */
 export const PRODUCER_ROLE: Role = ROLES.find((r) => ROLE_CAPABILITIES[r].producesSamples) ?? 'rollout';
+
+/** A phase of a defer schedule: its name and who is resident (roles, or the trainer). */
+export interface DeferPhase {
+  name: string;
+  residents: Array<Role | typeof TRAIN_PHASE_RESIDENT>;
+}
+
+/** The phases of the defer transition on one activation group: the sample producer, then each deferred scorer
+ * (`<role>_score`, in table order), then the trainer. */
+export function deferPhases(deferred: Iterable<Role>): DeferPhase[] {
+  const wanted = new Set(deferred);
+  return [
+    { name: PRODUCER_ROLE, residents: [PRODUCER_ROLE] },
+    ...SCORER_ROLES.filter((r) => wanted.has(r)).map((r) => ({ name: `${r}_score`, residents: [r] })),
+    { name: TRAIN_PHASE_RESIDENT, residents: [TRAIN_PHASE_RESIDENT] },
+  ];
+}
