@@ -1,5 +1,6 @@
 import { createServer } from 'node:http';
 import { SGLangClient, SGLangRouterClient } from '@uis/sglang-engine';
+import { waitFor } from '@uis/sglang-engine/testing';
 import { type DiscoverySnapshot, type InferenceRoleSpec, isUisError, type PlacementPlan } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InferenceManager, type InferenceManagerInit, type RouterRegistrar } from './inference-manager.ts';
@@ -63,16 +64,6 @@ function pidsOf(m: InferenceManager): number[] {
 
 /** Polls `fn` for a state that lasts (a replica ready again after a relaunch on a loaded machine can take a while);
  * a passing state is caught by `published` instead. */
-async function until<T>(what: string, fn: () => T | undefined | false, timeoutMs = 60_000): Promise<T> {
-  const t0 = Date.now();
-  for (;;) {
-    const v = fn();
-    if (v) return v;
-    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
 const engines = (s: DiscoverySnapshot, model: string) => s.models[model]?.engines ?? [];
 
 /** Resolves at the first snapshot (the current one or a later publication) that `pred` accepts, and runs `then`
@@ -158,10 +149,14 @@ describe('InferenceManager against sglang-sim processes', () => {
     const victim = m.snapshot().models.policy?.replicas[0];
     const pid = victim?.pids[0] as number;
     process.kill(pid, 'SIGKILL');
-    const recovered = await until('recovery', () => {
-      const e = engines(m.registry.snapshot(), 'policy')[0];
-      return e?.state === 'ready' && e.direct_eligible && e.generation === 1 ? e : undefined;
-    });
+    const recovered = await waitFor(
+      () => {
+        const e = engines(m.registry.snapshot(), 'policy')[0];
+        return e?.state === 'ready' && e.direct_eligible && e.generation === 1 ? e : undefined;
+      },
+      60_000,
+      'recovery',
+    );
     expect(recovered.weight_version).toBe('v1');
     expect(m.registry.revision).toBeGreaterThan(before);
     const states = seen.map((s) => engines(s, 'policy')[0]?.state);
@@ -179,7 +174,11 @@ describe('InferenceManager against sglang-sim processes', () => {
     const m = manager(roles.rollout as InferenceRoleSpec, plan);
     await m.start();
     process.kill(m.snapshot().models.policy?.replicas[1]?.pids[0] as number, 'SIGKILL');
-    await until('dead published', () => engines(m.registry.snapshot(), 'policy')[1]?.state === 'dead');
+    await waitFor(
+      () => engines(m.registry.snapshot(), 'policy')[1]?.state === 'dead',
+      60_000,
+      'dead published',
+    );
     const report = await m.drain();
     expect(report.engines).toEqual([
       { engine_id: 'policy/0', memory_released: true, state: 'sleeping' },
@@ -196,12 +195,17 @@ describe('InferenceManager against sglang-sim processes', () => {
     await m.drain();
     const pid = m.snapshot().models.policy?.replicas[0]?.pids[0] as number;
     process.kill(pid, 'SIGKILL');
-    await until('dead published', () => engines(m.registry.snapshot(), 'policy')[0]?.state === 'dead');
+    await waitFor(
+      () => engines(m.registry.snapshot(), 'policy')[0]?.state === 'dead',
+      60_000,
+      'dead published',
+    );
     // What was left of the dead incarnation is cleaned up; several health intervals later it is still dead:
     // nothing was launched while the model sleeps.
-    await until(
-      'old incarnation cleaned up',
+    await waitFor(
       () => m.snapshot().models.policy?.replicas[0]?.pids.length === 0,
+      60_000,
+      'old incarnation cleaned up',
     );
     await new Promise((r) => setTimeout(r, 600));
     expect(m.snapshot().models.policy?.replicas[0]).toMatchObject({
@@ -280,10 +284,14 @@ describe('InferenceManager against sglang-sim processes', () => {
         .generate({ text: `x${i}`, sampling_params: { max_new_tokens: 2 } }, { timeoutMs: 300 })
         .catch(() => undefined);
     await client.close();
-    const back = await until('restart after hang', () => {
-      const e = engines(m.registry.snapshot(), 'policy')[0];
-      return e?.state === 'ready' && e.generation === 1 ? e : undefined;
-    });
+    const back = await waitFor(
+      () => {
+        const e = engines(m.registry.snapshot(), 'policy')[0];
+        return e?.state === 'ready' && e.generation === 1 ? e : undefined;
+      },
+      60_000,
+      'restart after hang',
+    );
     expect(back.direct_eligible).toBe(true);
     // The first move away from ready is the death, published before the restart.
     expect(seen.find((state) => state !== 'ready')).toBe('dead');
@@ -309,10 +317,14 @@ describe('InferenceManager against sglang-sim processes', () => {
       ...tensors,
     });
     process.kill(m.snapshot().models.policy?.replicas[1]?.pids[0] as number, 'SIGKILL');
-    const back = await until('restart', () => {
-      const e = engines(m.registry.snapshot(), 'policy')[1];
-      return e?.state === 'ready' && e.generation === 1 ? e : undefined;
-    });
+    const back = await waitFor(
+      () => {
+        const e = engines(m.registry.snapshot(), 'policy')[1];
+        return e?.state === 'ready' && e.generation === 1 ? e : undefined;
+      },
+      60_000,
+      'restart',
+    );
     expect(back.direct_eligible).toBe(false);
     expect(back.weight_version).not.toBe('v7');
     expect(m.eligibleEngines('policy').map((e) => e.engineId)).toEqual(['policy/0']);

@@ -1,3 +1,4 @@
+import { waitFor } from '@uis/sglang-engine/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { InferenceManager, RouterRegistrar } from './inference-manager.ts';
 import { simRolloutManager } from './testing.ts';
@@ -25,14 +26,6 @@ afterEach(async () => {
   manager = undefined;
 });
 
-async function until(what: string, done: () => boolean, ms = 60_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!done()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 describe('router entries of a replica that dies', { timeout: 120_000 }, () => {
   it('a removal the router refused does not keep the restarted replica out of the router, and is retried', async () => {
     const router = new FlakyRouter();
@@ -56,12 +49,17 @@ describe('router entries of a replica that dies', { timeout: 120_000 }, () => {
     router.failRemovals = 1;
     process.kill(replica()?.pids[0] as number, 'SIGKILL');
     // It comes back on another port and is in the router; the entry of the dead incarnation is gone too.
-    await until('the restart', () => (replica()?.generation ?? 0) >= 1 && replica()?.state === 'ready');
+    await waitFor(
+      () => (replica()?.generation ?? 0) >= 1 && replica()?.state === 'ready',
+      60_000,
+      'the restart',
+    );
     const newUrl = replica()?.base_url as string;
     expect(newUrl).not.toBe(oldUrl);
-    await until(
-      'the router to hold the new URL only',
+    await waitFor(
       () => router.workers.has(newUrl) && !router.workers.has(oldUrl),
+      60_000,
+      'the router to hold the new URL only',
     );
     expect(router.failRemovals).toBe(0);
   });

@@ -1,4 +1,5 @@
 import { SGLangClient } from '@uis/sglang-engine';
+import { waitFor } from '@uis/sglang-engine/testing';
 import type { SimServer } from '@uis/sglang-sim';
 import { isUisError, UisError } from '@uis/spec';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -46,18 +47,13 @@ function runnerOn(store: BatchStore) {
   });
 }
 
-const until = async (done: () => boolean) => {
-  const end = Date.now() + 30_000;
-  while (!done() && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
-};
-
 describe('a stopping service interrupts batch runs', { timeout: 60_000 }, () => {
   it('puts the batch back with the stop as its reason, keeps what was scored, and throws service_stopping', async () => {
     const store = new BatchStore(openStore());
     const id = sealedBatch(store, 8);
     const stop = new AbortController();
     const run = runnerOn(store).run(id, stop.signal);
-    await until(() => store.get(id).results >= 1);
+    await waitFor(() => store.get(id).results >= 1, 30_000);
     stop.abort(stopping());
     const err = await run.catch((e: unknown) => e);
     expect(isUisError(err) && err.code).toBe('service_stopping');
@@ -119,7 +115,7 @@ describe('a stopping service interrupts batch runs', { timeout: 60_000 }, () => 
       );
     });
     const transition = coordinator.transition({ to: 'genrm_score' });
-    await until(() => started);
+    await waitFor(() => started, 30_000);
     coordinator.interrupt();
     expect(await outcomeCode(transition)).toBe('service_stopping');
     expect(isUisError(seen) && seen.code).toBe('service_stopping');

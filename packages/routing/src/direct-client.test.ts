@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { waitFor } from '@uis/sglang-engine/testing';
 import { type SimServer, startSimServer } from '@uis/sglang-sim';
 import type { DiscoveryEngine, DiscoverySnapshot } from '@uis/spec';
 import { UisError } from '@uis/spec';
@@ -190,11 +191,6 @@ afterAll(async () => {
 });
 
 /** Polls `done` until it holds or `ms` pass (a count of short sleeps gave up after ~1 s of a loaded machine). */
-async function until(done: () => boolean, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!done() && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
-}
-
 const body = { text: 'The answer is', sampling_params: { max_new_tokens: 4, ignore_eos: true } };
 
 // Engines are child processes: room for a loaded machine beyond the 5 s default.
@@ -287,7 +283,7 @@ describe('DirectClient against sglang-sim processes', { timeout: 30_000 }, () =>
     for (let round = 0; round < 5; round++) {
       const before = discovery.longPolls;
       // Wait until the client's long-poll is parked at the server.
-      await until(() => discovery.longPolls > before);
+      await waitFor(() => discovery.longPolls > before);
       expect(discovery.longPolls).toBeGreaterThan(before);
       const target = discovery.snapshot.topology_revision + 1;
       const seen = new Promise<number>((resolve) => {
@@ -319,7 +315,7 @@ describe('DirectClient against sglang-sim processes', { timeout: 30_000 }, () =>
       await c.start();
       const seen = new Promise<void>((resolve) => c.onSnapshot(() => resolve()));
       // The switch follows the first answer that ignored wait_revision; wait for it, not for a fixed 120 ms.
-      await until(() => c.watchMode === 'poll');
+      await waitFor(() => c.watchMode === 'poll');
       expect(c.watchMode).toBe('poll');
       plain.publish(sims.map((s, i) => eng(i, s.url)));
       await seen;
@@ -401,7 +397,7 @@ describe('DirectClient against sglang-sim processes', { timeout: 30_000 }, () =>
     const c = client({ discoveryUrl: url, pollIntervalMs: 20, longPollTimeoutS: 1 });
     await c.start();
     await d.close();
-    await until(() => c.lastWatchError !== undefined);
+    await waitFor(() => c.lastWatchError !== undefined);
     expect(c.lastWatchError).toBeDefined();
     const out = await c.generate<GenerateOut>(body);
     expect(out.text.length).toBeGreaterThan(0);

@@ -2,7 +2,8 @@ import { UisError } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SGLangEngine } from './engine.ts';
 import { LocalProcessLauncher } from './launcher.ts';
-import { alive, waitUntil } from './sim-harness.ts';
+import { alive } from './sim-harness.ts';
+import { waitFor } from './wait-for.ts';
 
 // An engine that never becomes healthy: a process that listens on nothing (its URL refuses connections).
 function hangingEngine(id: string): SGLangEngine {
@@ -31,7 +32,7 @@ describe('SGLangEngine.start cancellation', { timeout: 30_000 }, () => {
     const engine = hangingEngine('hang/0');
     engines.push(engine);
     const starting = engine.start({ deadlineMs: 600_000 }).catch((e: unknown) => e);
-    await waitUntil(() => engine.pids().length === 1);
+    await waitFor(() => engine.pids().length === 1, 30_000);
     const pid = engine.pids()[0]!;
     await engine.shutdown(500);
     const err = await starting;
@@ -45,12 +46,12 @@ describe('SGLangEngine.start cancellation', { timeout: 30_000 }, () => {
     engines.push(engine);
     const cancel = new AbortController();
     const starting = engine.start({ deadlineMs: 600_000, signal: cancel.signal }).catch((e: unknown) => e);
-    await waitUntil(() => engine.pids().length === 1);
+    await waitFor(() => engine.pids().length === 1, 30_000);
     const pid = engine.pids()[0]!;
     cancel.abort(new Error('replica hang/0 failed'));
     const err = await starting;
     expect((err as UisError).code).toBe('engine_start_cancelled');
-    await waitUntil(() => !alive(pid), 5000);
+    await waitFor(() => !alive(pid), 5000);
   });
 
   it('an aborted signal before the launch starts nothing', async () => {

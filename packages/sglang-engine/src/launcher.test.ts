@@ -4,7 +4,8 @@ import { UisError } from '@uis/spec';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type LaunchedReplica, LocalProcessLauncher, LogRing, type ProcessExit } from './launcher.ts';
-import { alive, waitUntil } from './sim-harness.ts';
+import { alive } from './sim-harness.ts';
+import { waitFor } from './wait-for.ts';
 
 const REPO = fileURLToPath(new URL('../../..', import.meta.url));
 
@@ -53,7 +54,7 @@ describe('LocalProcessLauncher', { timeout: 30_000 }, () => {
   it('starts one process per node with its env, captures stdout and stderr, kills the whole group on stop', async () => {
     const r = await launch(['run', 'run']);
     expect(r.pids()).toHaveLength(2);
-    await waitUntil(() => grandchildren(r).length === 2);
+    await waitFor(() => grandchildren(r).length === 2, 30_000);
     const tail = r.logTail(1000);
     expect(tail).toContain('[node 0] cvd=0');
     expect(tail).toContain('[node 1] cvd=1');
@@ -72,7 +73,7 @@ describe('LocalProcessLauncher', { timeout: 30_000 }, () => {
 
   it('escalates to SIGKILL after the grace period', async () => {
     const r = await launch(['ignore-term']);
-    await waitUntil(() => grandchildren(r).length === 1 && r.logTail().includes('grandchild='));
+    await waitFor(() => grandchildren(r).length === 1 && r.logTail().includes('grandchild='), 30_000);
     const all = [...r.pids(), ...grandchildren(r)];
     await r.stop(300);
     expect(all.filter(alive)).toEqual([]);
@@ -80,7 +81,7 @@ describe('LocalProcessLauncher', { timeout: 30_000 }, () => {
 
   it('reports an unexpected exit with its code, even before a listener is attached', async () => {
     const r = await launch(['crash']);
-    await waitUntil(() => r.logTail().includes('exited code=3'));
+    await waitFor(() => r.logTail().includes('exited code=3'), 30_000);
     const exits: ProcessExit[] = [];
     r.onExit((e) => exits.push(e));
     expect(exits).toEqual([{ nodeRank: 0, code: 3, signal: null }]);
@@ -111,7 +112,7 @@ describe('process exit', () => {
     const { stdout } = await execa(process.execPath, ['--import', 'tsx', fixture], { cwd: REPO });
     const pid = Number(/pid=(\d+)/.exec(stdout)?.[1]);
     expect(pid).toBeGreaterThan(0);
-    await waitUntil(() => !alive(pid));
+    await waitFor(() => !alive(pid), 30_000);
   }, 60_000);
 
   it('kills the launched groups within 5 s when the launching process is SIGKILLed (the watchdog)', async () => {
@@ -123,7 +124,7 @@ describe('process exit', () => {
     expect(run.signal).toBe('SIGKILL');
     const pid = Number(/pid=(\d+)/.exec(run.stdout)?.[1]);
     expect(pid).toBeGreaterThan(0);
-    await waitUntil(() => !alive(pid), 5000);
+    await waitFor(() => !alive(pid), 5000);
   }, 60_000);
 
   it('a replica stopped normally releases its watchdog (nothing left that could signal a reused group id)', async () => {
@@ -132,7 +133,7 @@ describe('process exit', () => {
     const watchdogs = () => watchdogsOf(pgid);
     expect(watchdogs()).toHaveLength(1);
     await r.stop(500);
-    await waitUntil(() => watchdogs().length === 0, 5000);
+    await waitFor(() => watchdogs().length === 0, 5000);
   });
 
   it('launches no watchdog when engines are meant to outlive this process (watchdog: false)', async () => {

@@ -4,7 +4,8 @@ import type { SGLangEngine } from './engine.ts';
 import { EngineError } from './engine-error.ts';
 import type { ProcessExit } from './launcher.ts';
 import type { GenerateReqInput } from './protocol.ts';
-import { alive, failure, type SimEngineOptions, simEngine, waitUntil } from './sim-harness.ts';
+import { alive, failure, type SimEngineOptions, simEngine } from './sim-harness.ts';
+import { waitFor } from './wait-for.ts';
 
 /** SGLangEngine, the local launcher and the client's fault handling against real sglang-sim processes. */
 const engines: SGLangEngine[] = [];
@@ -106,7 +107,7 @@ describe('SGLangEngine lifecycle on sglang-sim', () => {
     expect((await short).meta_info.finish_reason?.type).toBe('length');
 
     const long = consume(e);
-    await waitUntil(async () => (await engineLoad(e)) > 0);
+    await waitFor(async () => (await engineLoad(e)) > 0, 30_000);
     const timed = await e.drain({ policy: 'wait', deadlineMs: 500 });
     expect(timed).toMatchObject({ timedOut: true, aborted: true, flushed: true });
     expect(await long).toBe('abort');
@@ -115,7 +116,7 @@ describe('SGLangEngine lifecycle on sglang-sim', () => {
   it('drain abort stops running requests at once; wake continues generation', async () => {
     const e = await started({ offload: true, simFlags: ['--sim-decode-us-per-token', '1000'] });
     const long = consume(e);
-    await waitUntil(async () => (await engineLoad(e)) > 0);
+    await waitFor(async () => (await engineLoad(e)) > 0, 30_000);
     const report = await e.drain({ policy: 'abort', deadlineMs: 30_000 });
     expect(report).toMatchObject({ paused: 'abort', aborted: true, flushed: true, inflightAtEnd: 0 });
     expect(await long).toBe('abort');
@@ -131,7 +132,7 @@ describe('SGLangEngine lifecycle on sglang-sim', () => {
     // call (300 ms could pass in those on a loaded machine), and still finish once continued.
     const req = { text: 'frozen', sampling_params: { max_new_tokens: 5_000, ignore_eos: true } };
     const frozen = consume(e, req);
-    await waitUntil(async () => (await engineLoad(e)) > 0);
+    await waitFor(async () => (await engineLoad(e)) > 0, 30_000);
     const report = await e.drain({ policy: 'in_place', deadlineMs: 30_000 });
     expect(report).toMatchObject({ paused: 'in_place', aborted: false, flushed: false });
     const paused = await engineLoad(e);
@@ -153,7 +154,7 @@ describe('injected faults end in typed errors, not hangs', () => {
       EngineError,
     );
     expect(['engine_stream_error', 'engine_unreachable']).toContain(err.code);
-    await waitUntil(() => exits.length === 1);
+    await waitFor(() => exits.length === 1, 30_000);
     expect(exits[0]!.nodeRank).toBe(0);
     expect(exits[0]!.code !== 0 || exits[0]!.signal !== null).toBe(true);
     const next = await failure(e.client.health(), EngineError);
@@ -224,7 +225,7 @@ describe('multi-node engine on one machine', () => {
     const exits: ProcessExit[] = [];
     e.onExit((x) => exits.push(x));
     process.kill(-e.pids()[1]!, 'SIGKILL');
-    await waitUntil(() => exits.some((x) => x.nodeRank === 1));
+    await waitFor(() => exits.some((x) => x.nodeRank === 1), 30_000);
     expect(exits.find((x) => x.nodeRank === 1)!.signal).toBe('SIGKILL');
   }, 90_000);
 });

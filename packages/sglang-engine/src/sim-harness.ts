@@ -74,14 +74,6 @@ export function alive(pid: number): boolean {
   }
 }
 
-export async function waitUntil(cond: () => boolean | Promise<boolean>, ms = 30_000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > until) throw new Error(`condition not met within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
 /** The error `p` rejects with, which must be a `type` (an EngineError unless told); resolving fails the test. */
 export function failure(p: Promise<unknown>): Promise<EngineError>;
 export function failure<T extends Error>(p: Promise<unknown>, type: new (...a: never[]) => T): Promise<T>;

@@ -2,6 +2,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
 export { ManualClock } from './manual-clock.ts';
+export { waitFor } from './wait-for.ts';
 
 /** One way an engine (or a proxy in front of it) answers badly, as a node:http handler. */
 export type EngineFault = (req: IncomingMessage, res: ServerResponse) => void;

@@ -6,8 +6,9 @@ import {
   ServerInfoSchema,
   StatusMessageSchema,
 } from '@uis/sglang-engine';
+import { waitFor } from '@uis/sglang-engine/testing';
 import { describe, expect, it } from 'vitest';
-import { get, post, simsPerTest, waitFor } from './test-helpers.ts';
+import { get, post, simsPerTest } from './test-helpers.ts';
 
 const { start, track } = simsPerTest();
 /** 20 ms per decode step: long generations stay running long enough to act on them. */

@@ -1,8 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { freePorts, ServerInfoSchema } from '@uis/sglang-engine';
+import { waitFor } from '@uis/sglang-engine/testing';
 import { afterAll, describe, expect, it } from 'vitest';
-import { get, waitFor } from './test-helpers.ts';
+import { get } from './test-helpers.ts';
 
 const BIN = fileURLToPath(new URL('../bin/sglang-sim.mjs', import.meta.url));
 const children: ChildProcess[] = [];

@@ -69,11 +69,3 @@ export async function sse(
   }
   return { status: res.status, events };
 }
-
-export const waitFor = async (cond: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> => {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-};

@@ -3,9 +3,10 @@ import {
   SuccessMessageSchema,
   UpdateWeightsFromDiskResponseSchema,
 } from '@uis/sglang-engine';
+import { waitFor } from '@uis/sglang-engine/testing';
 import { describe, expect, it } from 'vitest';
 import type { SimServer } from './server.ts';
-import { get, post, simsPerTest, waitFor } from './test-helpers.ts';
+import { get, post, simsPerTest } from './test-helpers.ts';
 
 const { start } = simsPerTest();
 const probe = {

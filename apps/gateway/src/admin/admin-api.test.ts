@@ -1,3 +1,4 @@
+import { waitFor } from '@uis/sglang-engine/testing';
 import { encode } from '@uis/sglang-sim';
 import { DiscoverySnapshotSchema, ErrorBodySchema } from '@uis/spec';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -29,10 +30,6 @@ const post = (path: string, body: unknown, headers: Record<string, string> = AUT
   call('POST', path, body, headers);
 const errorCode = (json: unknown) => ErrorBodySchema.parse(json).error.code;
 /** Polls `done` until it holds or `ms` pass (a count of short sleeps gave up after ~2 s of a loaded machine). */
-async function until(done: () => boolean, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!done() && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
-}
 const states = (role: 'rollout' | 'genrm' | 'teacher') =>
   Object.values(gw.plane.managers.get(role)!.snapshot().models).flatMap((m) =>
     m.replicas.map((r) => r.state),
@@ -48,12 +45,12 @@ describe('admin API', { timeout: 60_000 }, () => {
       signal: gone.signal,
     }).catch((e: unknown) => e);
     const waiting = () => gw.plane.barriers.list().reduce((n, b) => n + b.waiting, 0);
-    await until(() => waiting() > 0);
+    await waitFor(() => waiting() > 0, 20_000);
     expect(gw.plane.barriers.list()).toMatchObject([{ group: 'actor', phase: 'train', waiting: 1 }]);
     gone.abort();
     expect(await wait).toBeInstanceOf(Error);
     // Well below the waiter's own 600 s timeout: it is the disconnect that removes it.
-    await until(() => waiting() === 0);
+    await waitFor(() => waiting() === 0, 20_000);
     expect(gw.plane.barriers.list()).toEqual([]);
   });
 

@@ -1,3 +1,4 @@
+import { waitFor } from '@uis/sglang-engine/testing';
 import { encode } from '@uis/sglang-sim';
 import { DiscoverySnapshotSchema, ErrorBodySchema } from '@uis/spec';
 import OpenAI from 'openai';
@@ -52,20 +53,6 @@ function simStat(engineIds: string[], stat: 'requests' | 'completed'): number {
 /** Total generation requests the in-process sims of some engines have seen. */
 const simRequests = (engineIds: string[]) => simStat(engineIds, 'requests');
 
-async function until<T>(
-  what: string,
-  fn: () => Promise<T | undefined> | T | undefined,
-  ms = 15_000,
-): Promise<T> {
-  const t0 = Date.now();
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
 describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000 }, () => {
   it('serves discovery in the RFC schema, filtered by model, and the legacy Rollout shape on schema=1', async () => {
     const d = await get('/rollout/engines');
@@ -119,7 +106,11 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
       at: performance.now(),
       json: (await r.json()) as { topology_revision: number; phase: string | null },
     }));
-    await until('the long-poll parked at the registry', () => parked.mock.calls.length > 0 || undefined);
+    await waitFor(
+      () => parked.mock.calls.length > 0 || undefined,
+      15_000,
+      'the long-poll parked at the registry',
+    );
     parked.mockRestore();
     registry.publish({ phase: 'long-poll-test' });
     const woke = await waiting;
@@ -385,8 +376,10 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     expect(chat?.body).not.toHaveProperty('route_key');
     const rid = chat?.body?.rid;
     expect(rid).toEqual(expect.any(String));
-    const abort = await until('abort_request at the engine', () =>
-      fake.calls('/abort_request').find((c) => c.body?.rid === rid),
+    const abort = await waitFor(
+      () => fake.calls('/abort_request').find((c) => c.body?.rid === rid),
+      15_000,
+      'abort_request at the engine',
     );
     expect(abort.body).toEqual({ rid });
     const metrics = await fetch(`${gw.url}/metrics`).then((r) => r.text());
@@ -415,10 +408,11 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
         signal: controller.signal,
       }).catch(() => undefined);
       // Disconnect once an engine has the call (a fixed sleep could abort before it got there).
-      await until(
-        'the GenRM call at an engine',
+      await waitFor(
         () =>
           fake.calls('/v1/chat/completions').length > atFake || simRequests(['judge/0']) > atSim || undefined,
+        15_000,
+        'the GenRM call at an engine',
       );
       controller.abort();
       await pending;
@@ -428,8 +422,10 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     expect(chat?.body?.chat_template_kwargs).toEqual({ enable_thinking: false });
     const rid = chat?.body?.rid;
     expect(rid).toEqual(expect.any(String));
-    await until('abort_request at the GenRM engine', () =>
-      fake.calls('/abort_request').find((c) => c.body?.rid === rid),
+    await waitFor(
+      () => fake.calls('/abort_request').find((c) => c.body?.rid === rid),
+      15_000,
+      'abort_request at the GenRM engine',
     );
     const un = await post(
       '/admin/roles/genrm/engines/unregister',

@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { waitFor } from '@uis/sglang-engine/testing';
 import { type SimServer, startSimServer } from '@uis/sglang-sim';
 import { UisError } from '@uis/spec';
 import { Agent, request } from 'undici';
@@ -93,14 +94,6 @@ async function post(path: string, body: unknown) {
   return { status: r.statusCode, headers: r.headers, json: (await r.body.json()) as Record<string, unknown> };
 }
 
-async function until(cond: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 // Real engines decoding at 20 ms a token: room for a loaded machine beyond the 5 s default.
 describe('proxy in front of sglang-sim', { timeout: 30_000 }, () => {
   it('forwards /generate without model/route_key and with an injected rid the engine uses', async () => {
@@ -176,13 +169,14 @@ describe('proxy in front of sglang-sim', { timeout: 30_000 }, () => {
     await once(res, 'data');
     const calls = abortCalls.length;
     req.destroy();
-    await until(() => abortCalls.length > calls, 'the abort hook');
+    await waitFor(() => abortCalls.length > calls, 10_000, 'the abort hook');
     expect(await abortCalls.at(-1)).toBe(200);
-    await until(
+    await waitFor(
       () => engines[0]!.stats().aborted > before && engines[0]!.stats().running === 0,
+      10_000,
       'engine abort',
     );
-    await until(() => inFlight.total === 0, 'in-flight release');
+    await waitFor(() => inFlight.total === 0, 10_000, 'in-flight release');
   });
 
   it('retries an unreachable engine on another one', async () => {

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type ControlPlane, createControlPlane, InProcessSimLauncher, submitBatch } from '@uis/control-plane';
+import { waitFor } from '@uis/sglang-engine/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { UisServer } from '../server/uis-server.ts';
 import { deferTestConfig, splitTestConfig } from '../testing/fixtures.ts';
@@ -81,21 +82,15 @@ describe('ControlPlane: batches of a role without a defer schedule', { timeout: 
         { sample_id: 's0', input: { messages: [{ role: 'user', content: 'Judgement:' }] } },
       ]);
       // Generous: the reruns back off 1 s doubling, and a loaded machine slows the reactivation in between.
-      const until = (done: () => boolean) =>
-        new Promise<void>((resolve) => {
-          const end = Date.now() + 45_000;
-          const poll = () => (done() || Date.now() > end ? resolve() : setTimeout(poll, 25));
-          poll();
-        });
       // No replica: the run puts the batch back with the reason.
-      await until(() => s.store.get(batch.id).reason !== null);
+      await waitFor(() => s.store.get(batch.id).reason !== null, 45_000);
       expect(s.store.get(batch.id)).toMatchObject({
         state: 'sealed',
         reason: expect.stringContaining('no eligible'),
       });
       await genrm.activate();
       // Wait for an end state: the rerun passes through 'running' on its way.
-      await until(() => ['committed', 'failed'].includes(s.store.get(batch.id).state));
+      await waitFor(() => ['committed', 'failed'].includes(s.store.get(batch.id).state), 45_000);
       expect(s.store.get(batch.id).state).toBe('committed');
       expect(s.store.samples(batch.id)[0]?.output).toMatchObject({ score: expect.any(Number) });
     } finally {

@@ -1,3 +1,4 @@
+import { waitFor } from '@uis/sglang-engine/testing';
 import {
   type DiscoverySnapshot,
   type InferenceRoleSpec,
@@ -64,20 +65,6 @@ function config(
 }
 
 const engines = (s: DiscoverySnapshot, m: string) => s.models[m]?.engines ?? [];
-
-async function until<T>(
-  what: string,
-  fn: () => T | undefined | false | Promise<T | undefined | false>,
-  timeoutMs = 90_000,
-): Promise<T> {
-  const t0 = Date.now();
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 async function generate(url: string): Promise<number> {
   const res = await fetch(`${url}/generate`, {
@@ -170,10 +157,14 @@ describe.skipIf(skip !== undefined)('Ray launcher and placement groups on a loca
       // Killed through Ray (not through us): the manager sees an unexpected exit and restarts the replica.
       const victim = alive('uis:policy/1/')[0]?.name as string;
       cluster.python(`ray.kill(ray.get_actor(${JSON.stringify(victim)}), no_restart=True)`);
-      const back = await until('policy/1 restarted', () => {
-        const e = engines(rollout.registry.snapshot(), 'policy')[1];
-        return e?.state === 'ready' && (e.generation ?? 0) >= 1 ? e : undefined;
-      });
+      const back = await waitFor(
+        () => {
+          const e = engines(rollout.registry.snapshot(), 'policy')[1];
+          return e?.state === 'ready' && (e.generation ?? 0) >= 1 ? e : undefined;
+        },
+        90_000,
+        'policy/1 restarted',
+      );
       expect(await generate(back.base_url as string)).toBe(200);
       expect(alive('uis:policy/1/').map((a) => a.name)).not.toContain(victim);
       expect(alive('uis:policy/1/')).toHaveLength(1);
@@ -294,18 +285,24 @@ describe.skipIf(skip !== undefined)('Ray launcher and placement groups on a loca
     expect(livePgs()).toContain('crash-pg');
     expect(alive('uis:crash')).toHaveLength(1);
     process.kill(doomed.pid as number, 'SIGKILL');
-    await until('Ray cleaned up after the dead driver', () =>
-      !livePgs().includes('crash-pg') && alive('uis:crash').length === 0 ? true : undefined,
+    await waitFor(
+      () => (!livePgs().includes('crash-pg') && alive('uis:crash').length === 0 ? true : undefined),
+      90_000,
+      'Ray cleaned up after the dead driver',
     );
     // The engine process went with its actor.
-    await until('engine process gone', () => {
-      try {
-        process.kill(p.pid, 0);
-        return undefined;
-      } catch {
-        return true;
-      }
-    });
+    await waitFor(
+      () => {
+        try {
+          process.kill(p.pid, 0);
+          return undefined;
+        } catch {
+          return true;
+        }
+      },
+      90_000,
+      'engine process gone',
+    );
   });
 
   it('a start that fails midway removes only our PG and actors', async () => {

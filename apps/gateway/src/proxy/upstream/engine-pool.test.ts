@@ -6,6 +6,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { waitFor } from '@uis/sglang-engine/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { deadPort, listen, readAll } from '../test-helpers.ts';
 import { UpstreamPools } from '../upstream-pools.ts';
@@ -113,11 +114,6 @@ function recorder(
 /** Polls `done` until it holds or `ms` pass: a count of 10 ms sleeps gave up after 0.5-1 s of a loaded machine.
  * Where the deadline could outlast a pool timer that would make `done` hold anyway, the test sets that timer far
  * beyond it. */
-async function until(done: () => boolean, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!done() && Date.now() < end) await new Promise((res) => setTimeout(res, 10));
-}
-
 const post = (path = '/generate', body = '{}') => ({
   path,
   headers: ['content-type', 'application/json'],
@@ -248,7 +244,7 @@ describe('EnginePool', { timeout: 30_000 }, () => {
     const first = recorder();
     p.get(engine.url).dispatch(post(), first.handler);
     await first.done;
-    await until(() => p.stats()[engine.url]!.connected === 0);
+    await waitFor(() => p.stats()[engine.url]!.connected === 0);
     expect(p.stats()[engine.url]).toMatchObject({ connected: 0, free: 0 });
     const second = recorder();
     p.get(engine.url).dispatch(post(), second.handler);
@@ -301,7 +297,7 @@ describe('EnginePool', { timeout: 30_000 }, () => {
     await r.done;
     // timeout=1 leaves no margin: the socket is not kept at all (the pool's own keep-alive is 60 s).
     expect(p.stats()[engine.url]).toMatchObject({ connected: 0, free: 0, running: 0 });
-    await until(() => engine.sockets.size === 0);
+    await waitFor(() => engine.sockets.size === 0);
     expect(engine.sockets.size).toBe(0);
   });
 
@@ -313,7 +309,7 @@ describe('EnginePool', { timeout: 30_000 }, () => {
     p.get(engine.url).dispatch(post(), r.handler);
     await r.done;
     expect(p.origins).toEqual([engine.url]);
-    await until(() => p.origins.length === 0);
+    await waitFor(() => p.origins.length === 0);
     expect(p.origins).toEqual([]);
     // A later request simply opens a new pool.
     const again = recorder();
@@ -355,7 +351,7 @@ describe('EnginePool', { timeout: 30_000 }, () => {
     expect(queued.seen.error?.message).toBe('never mind');
     await running.done;
     expect(running.seen.error?.message).toBe('client left');
-    await until(() => engine.sockets.size === 0);
+    await waitFor(() => engine.sockets.size === 0);
     expect(engine.sockets.size).toBe(0);
   });
 
@@ -387,7 +383,7 @@ describe('EnginePool', { timeout: 30_000 }, () => {
       },
     });
     pools().get(engine.url).dispatch(post(), r.handler);
-    await until(() => engineWaited);
+    await waitFor(() => engineWaited);
     expect(engineWaited).toBe(true);
     paused!.resume();
     await r.done;
@@ -401,7 +397,7 @@ describe('EnginePool', { timeout: 30_000 }, () => {
     const p = new UpstreamPools();
     const r = recorder();
     p.get(engine.url).dispatch(post(), r.handler);
-    await until(() => engine.sockets.size > 0);
+    await waitFor(() => engine.sockets.size > 0);
     await p.close();
     await r.done;
     expect(errorCode(r.seen.error)).toBe('UPSTREAM_DESTROYED');
