@@ -328,7 +328,7 @@ describe('InferenceManager against sglang-sim processes', () => {
     expect(back.direct_eligible).toBe(false);
     expect(back.weight_version).not.toBe('v7');
     expect(m.eligibleEngines('policy').map((e) => e.engineId)).toEqual(['policy/0']);
-    expect(await outcomeCode(async () => m.inflight.acquire('policy/1'))).toBe('replica_not_admitting');
+    expect(await outcomeCode(async () => m.inFlight.acquire('policy/1'))).toBe('replica_not_admitting');
     await m.updateWeights('policy', {
       source: 'distributed',
       action: 'init',
@@ -373,7 +373,7 @@ describe('InferenceManager against sglang-sim processes', () => {
     });
     const send = (i: number) => {
       const t = targets[i % targets.length] as (typeof targets)[number];
-      const release = m.inflight.acquire(t.engineId);
+      const release = m.inFlight.acquire(t.engineId);
       return (clients[i % clients.length] as SGLangClient)
         .generate({ text: `request ${i}`, sampling_params: { max_new_tokens: 20, ignore_eos: true } })
         .finally(release);

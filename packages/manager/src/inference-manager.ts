@@ -22,7 +22,7 @@ import {
   UisError,
 } from '@uis/spec';
 import { EventLog } from './event-log.ts';
-import { InflightTracker } from './inflight.ts';
+import { InFlightTracker } from './in-flight.ts';
 import { ExternalLauncher, type Launcher, type LaunchRequest } from './launchers.ts';
 import type { OffloadReport, PhaseParticipant } from './lifecycle-coordinator.ts';
 import type { PlacementGroups } from './placement-groups.ts';
@@ -165,7 +165,7 @@ const ALL_TAGS: readonly MemoryTag[] = ['weights', 'kv_cache', 'cuda_graph'];
 export class InferenceManager implements PhaseParticipant {
   readonly role: string;
   readonly registry: Registry;
-  readonly inflight: InflightTracker;
+  readonly inFlight: InFlightTracker;
   /** The role spec this manager serves (models, routing, deployment). */
   readonly spec: InferenceRoleSpec;
   private readonly launcher: Launcher;
@@ -244,7 +244,7 @@ export class InferenceManager implements PhaseParticipant {
           path: `placements.${p.model}`,
           message: `placement names model ${p.model}, which role ${this.role} does not define`,
         });
-    this.inflight = new InflightTracker((id) => {
+    this.inFlight = new InFlightTracker((id) => {
       const s = this.slots.get(id);
       return s !== undefined && this.eligible(s);
     });
@@ -830,7 +830,7 @@ export class InferenceManager implements PhaseParticipant {
       const report = await engine.drain({
         deadlineMs,
         policy,
-        inflight: () => this.inflight.count(s.engineId),
+        inFlight: () => this.inFlight.count(s.engineId),
       });
       if (this.offloadEnabled(s)) {
         // drain() already flushed the cache (except in_place); a second flush would only cost a round trip.
@@ -1086,7 +1086,7 @@ export class InferenceManager implements PhaseParticipant {
         await this.engineOf(s).drain({
           deadlineMs: this.opts.drainDeadlineMs,
           policy: this.opts.drainPolicy,
-          inflight: () => this.inflight.count(s.engineId),
+          inFlight: () => this.inFlight.count(s.engineId),
         });
       } catch (e) {
         this.logger.warn({ engineId: s.engineId, err: errorMessage(e) }, 'drain before removal failed');

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { config, role, schedule } from './fixtures.test-util.ts';
 import { PlacementPlanner, planPlacement } from './planner.ts';
+import { config, role, schedule } from './testing.ts';
 
 type Doc = Parameters<NonNullable<Parameters<typeof config>[0]>>[0];
 const rollout = (doc: Doc) =>

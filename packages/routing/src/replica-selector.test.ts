@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ReplicaSelector, type Selection } from './replica-selector.ts';
 import { type ResolvedModel, resolveModel } from './resolve-model.ts';
-import { engine, modelEntry, snapshot } from './test-fixtures.ts';
+import { engine, modelEntry, snapshot } from './testing.ts';
 
 function resolved(entry: DiscoveryModel, policy: ReplicaPolicy = 'round_robin', epoch = 'e1'): ResolvedModel {
   const snap = snapshot({ models: { m: entry }, registry_epoch: epoch });

@@ -1,7 +1,7 @@
 import { type ReplicaState, UisError } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { type ResolvedModel, resolveModel } from './resolve-model.ts';
-import { modelEntry, snapshot } from './test-fixtures.ts';
+import { modelEntry, snapshot } from './testing.ts';
 
 function ok(result: ResolvedModel | UisError): ResolvedModel {
   if (result instanceof UisError) throw new Error(`expected a model, got ${result.code}: ${result.message}`);

@@ -5,7 +5,7 @@ import { loadavg } from 'node:os';
 import { Pool } from 'undici';
 import { SGLangClient } from '../src/client.ts';
 import { freePort } from '../src/ports.ts';
-import { SIM_BIN } from '../src/sim-harness.ts';
+import { SIM_BIN } from '../src/testing.ts';
 
 const DURATION_MS = Number(process.env.BENCH_MS ?? 3000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);

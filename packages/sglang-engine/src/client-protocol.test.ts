@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { sseData } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SGLangClient } from './client.ts';
-import { failure } from './sim-harness.ts';
+import { failure } from './testing.ts';
 
 /** Wire-level edge cases against a scripted server: things a healthy simulator never does (renamed endpoints,
  * schema drift, broken streams), each of which must end in a typed error or the documented fallback. */

@@ -2,7 +2,7 @@ import { UisError } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SGLangEngine } from './engine.ts';
 import { LocalProcessLauncher } from './launcher.ts';
-import { alive } from './sim-harness.ts';
+import { alive } from './testing.ts';
 import { waitFor } from './wait-for.ts';
 
 // An engine that never becomes healthy: a process that listens on nothing (its URL refuses connections).

@@ -46,7 +46,7 @@ export interface DrainOptions {
   deadlineMs: number;
   policy: DrainPolicy;
   /** Requests the caller (gateway) still has in flight to this engine. */
-  inflight?: () => number;
+  inFlight?: () => number;
 }
 
 export interface DrainReport {
@@ -235,7 +235,7 @@ export class SGLangEngine {
    *   offload); the cache is not flushed. */
   async drain(opts: DrainOptions): Promise<DrainReport> {
     const t0 = this.clock.now();
-    const work = async () => (opts.inflight?.() ?? 0) + (await this.engineWork());
+    const work = async () => (opts.inFlight?.() ?? 0) + (await this.engineWork());
     const inflightAtStart = await work();
     const report: DrainReport = {
       policy: opts.policy,

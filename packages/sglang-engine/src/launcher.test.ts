@@ -4,7 +4,7 @@ import { UisError } from '@uis/spec';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type LaunchedReplica, LocalProcessLauncher, LogRing, type ProcessExit } from './launcher.ts';
-import { alive } from './sim-harness.ts';
+import { alive } from './testing.ts';
 import { waitFor } from './wait-for.ts';
 
 const REPO = fileURLToPath(new URL('../../..', import.meta.url));

@@ -5,7 +5,7 @@ import { SGLangEngine } from './engine.ts';
 import { LocalProcessLauncher } from './launcher.ts';
 import { freePort } from './ports.ts';
 import { buildServerArgs } from './server-args.ts';
-import { alive, simReplica } from './sim-harness.ts';
+import { alive, simReplica } from './testing.ts';
 
 /** Smoke test of the local launcher, sleep/wake and a weight update on the real SGLang. Needs a GPU, an importable
  * `sglang` and a small model in UIS_SGLANG_TEST_MODEL; otherwise it is skipped with the reason printed. */

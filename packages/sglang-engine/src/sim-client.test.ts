@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SGLangClient } from './client.ts';
 import type { SGLangEngine } from './engine.ts';
-import { alive, failure, simEngine } from './sim-harness.ts';
+import { alive, failure, simEngine } from './testing.ts';
 
 /** Every client endpoint over real HTTP against one sglang-sim process started through buildServerArgs and the
  * local launcher. */

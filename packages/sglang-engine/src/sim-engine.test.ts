@@ -4,7 +4,7 @@ import type { SGLangEngine } from './engine.ts';
 import { EngineError } from './engine-error.ts';
 import type { ProcessExit } from './launcher.ts';
 import type { GenerateReqInput } from './protocol.ts';
-import { alive, failure, type SimEngineOptions, simEngine } from './sim-harness.ts';
+import { alive, failure, type SimEngineOptions, simEngine } from './testing.ts';
 import { waitFor } from './wait-for.ts';
 
 /** SGLangEngine, the local launcher and the client's fault handling against real sglang-sim processes. */
@@ -95,7 +95,7 @@ describe('SGLangEngine lifecycle on sglang-sim', () => {
     });
     // The drain starts while the caller still counts the request in flight; no wait for the engine to show it,
     // which a loaded machine could poll only after the 200 ms request has ended.
-    const report = await e.drain({ policy: 'wait', deadlineMs: 60_000, inflight: () => gatewayInflight });
+    const report = await e.drain({ policy: 'wait', deadlineMs: 60_000, inFlight: () => gatewayInflight });
     expect(report).toMatchObject({
       policy: 'wait',
       timedOut: false,

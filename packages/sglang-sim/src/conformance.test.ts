@@ -24,7 +24,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
 import type { SimServer } from './server.ts';
-import { sim } from './test-helpers.ts';
+import { sim } from './testing.ts';
 
 /** What an endpoint answers: a JSON body of a schema, SSE events of a schema, plain text, a JSON null, nothing. */
 type Answer = { json: z.ZodType } | { sse: z.ZodType } | { text: string } | { null: true } | { empty: true };

@@ -8,7 +8,7 @@ import {
 } from '@uis/sglang-engine';
 import { waitFor } from '@uis/sglang-engine/testing';
 import { describe, expect, it } from 'vitest';
-import { get, post, simsPerTest } from './test-helpers.ts';
+import { get, post, simsPerTest } from './testing.ts';
 
 const { start, track } = simsPerTest();
 /** 20 ms per decode step: long generations stay running long enough to act on them. */

@@ -1,7 +1,7 @@
 import { GenerateResponseSchema } from '@uis/sglang-engine';
 import { waitFor } from '@uis/sglang-engine/testing';
 import { describe, expect, it } from 'vitest';
-import { get, post, simsPerTest } from './test-helpers.ts';
+import { get, post, simsPerTest } from './testing.ts';
 
 const { start, track } = simsPerTest();
 const short = { text: 'hi', sampling_params: { max_new_tokens: 3, ignore_eos: true } };

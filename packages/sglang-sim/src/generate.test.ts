@@ -8,7 +8,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderChatTemplate } from './chat.ts';
 import type { SimServer } from './server.ts';
-import { post, sim, sse } from './test-helpers.ts';
+import { post, sim, sse } from './testing.ts';
 import { EOS_ID, encode } from './tokenizer.ts';
 
 let a: SimServer;

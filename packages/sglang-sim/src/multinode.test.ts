@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { freePorts, ServerInfoSchema } from '@uis/sglang-engine';
 import { waitFor } from '@uis/sglang-engine/testing';
 import { afterAll, describe, expect, it } from 'vitest';
-import { get } from './test-helpers.ts';
+import { get } from './testing.ts';
 
 const BIN = fileURLToPath(new URL('../bin/sglang-sim.mjs', import.meta.url));
 const children: ChildProcess[] = [];

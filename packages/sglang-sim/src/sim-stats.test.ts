@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { get, post, simsPerTest } from './test-helpers.ts';
+import { get, post, simsPerTest } from './testing.ts';
 
 const { start } = simsPerTest();
 

@@ -6,7 +6,7 @@ import {
 import { waitFor } from '@uis/sglang-engine/testing';
 import { describe, expect, it } from 'vitest';
 import type { SimServer } from './server.ts';
-import { get, post, simsPerTest } from './test-helpers.ts';
+import { get, post, simsPerTest } from './testing.ts';
 
 const { start } = simsPerTest();
 const probe = {

@@ -28,13 +28,14 @@ function codesIn(text: string): string[] {
   return [...found].filter((c) => !NOT_OURS.has(c));
 }
 
-/** Product source: every tracked .ts/.tsx under packages/ and apps/ but tests, test helpers and the simulator
+/** Product source: every tracked .ts/.tsx under packages/ and apps/ but tests, test helpers (`testing.ts`,
+ * `testing/`) and the simulator
  * (sglang-sim speaks SGLang's own error shape, not ours). */
 function productFiles(): string[] {
   const out = execFileSync('git', ['ls-files', 'packages', 'apps'], { cwd: repo, encoding: 'utf8' });
   return out
     .split('\n')
-    .filter((f) => /\.tsx?$/.test(f) && !/\.test\.tsx?$|\.test-util\.ts$|test-helpers|\/testing\//.test(f))
+    .filter((f) => /\.tsx?$/.test(f) && !/\.test\.tsx?$|\/testing(\.tsx?$|\/)/.test(f))
     .filter((f) => !f.startsWith('packages/sglang-sim/') && !f.includes('/bench/') && !f.endsWith('.d.ts'));
 }
 

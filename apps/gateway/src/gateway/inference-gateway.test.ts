@@ -270,7 +270,7 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     });
     const reader = r.body!.getReader();
     await reader.read();
-    const busy = engines.find((id) => manager.inflight.count(id) === 1);
+    const busy = engines.find((id) => manager.inFlight.count(id) === 1);
     expect(busy).toBeDefined();
     expect(gw.server.gateways.get('rollout')!.inFlight.get(busy!)).toBe(1);
     const idle = engines.find((id) => id !== busy)!;
@@ -301,7 +301,7 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     expect(drained.status).toBe(200);
     expect(streamEnded).toBeGreaterThan(0);
     expect(drainedAt).toBeGreaterThanOrEqual(streamEnded);
-    expect(manager.inflight.count(busy!)).toBe(0);
+    expect(manager.inFlight.count(busy!)).toBe(0);
     const refused = await post('/rollout/generate', { model: 'policy', text: 'x' });
     expect(refused.status).toBe(503);
     const back = await post(

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import type { InferenceManager, InflightTracker } from '@uis/manager';
+import type { InFlightTracker, InferenceManager } from '@uis/manager';
 import {
   promptText,
   ReplicaSelector,
@@ -95,7 +95,7 @@ const ROUTER_PREFIX = 'router:';
 /** The proxy's in-flight counter, mirrored into the manager's tracker so drain waits for what the gateway forwards.
  * Admission (the tracker's acquire, which refuses draining replicas) happens when a replica is picked. */
 class TrackedInFlight extends InFlightCounter {
-  constructor(private readonly tracker: InflightTracker) {
+  constructor(private readonly tracker: InFlightTracker) {
     super();
   }
   override release(targetId: string): void {
@@ -159,7 +159,7 @@ export class InferenceGateway {
     this.placements = opts.placements ?? [];
     this.ownsPools = opts.pools === undefined;
     this.pools = opts.pools ?? new UpstreamPools();
-    this.inFlight = new TrackedInFlight(opts.manager.inflight);
+    this.inFlight = new TrackedInFlight(opts.manager.inFlight);
     this.owner = {
       inFlight: this.inFlight,
       hooks: {
@@ -333,7 +333,7 @@ export class InferenceGateway {
       if (sel.engineId === null)
         return { id: `${ROUTER_PREFIX}${model.name}`, origin: this.originOf(sel.url) };
       try {
-        this.manager.inflight.acquire(sel.engineId);
+        this.manager.inFlight.acquire(sel.engineId);
       } catch {
         const next = new Set(exclude);
         next.add(sel.engineId);

@@ -6,6 +6,7 @@ import { type ErrorBody, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import { Agent, request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { deadPort, deferred, listen, readAll, type TestServer } from '../testing/proxy.ts';
 import { createCombinedListener, FastRoutes } from './fast-routes.ts';
 import {
   type CompletionEvent,
@@ -15,7 +16,6 @@ import {
   type ServingProxyOptions,
 } from './forward.ts';
 import { InFlightCounter } from './in-flight.ts';
-import { deadPort, deferred, listen, readAll, type TestServer } from './test-helpers.ts';
 import { UpstreamPools } from './upstream-pools.ts';
 
 interface Seen {

@@ -5,10 +5,10 @@ import { type SimServer, startSimServer } from '@uis/sglang-sim';
 import { UisError } from '@uis/spec';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deadPort, listen, type TestServer } from '../testing/proxy.ts';
 import { createCombinedListener, FastRoutes } from './fast-routes.ts';
 import { type CompletionEvent, createServingHandler, type ProxyTarget } from './forward.ts';
 import { InFlightCounter } from './in-flight.ts';
-import { deadPort, listen, type TestServer } from './test-helpers.ts';
 import { UpstreamPools } from './upstream-pools.ts';
 
 /** The proxy against real sglang-sim engines: SGLang's own wire format, rid handling and abort_request. */

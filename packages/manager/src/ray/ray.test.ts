@@ -10,10 +10,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InferenceManager } from '../inference-manager.ts';
 import { SIM_BIN } from '../launchers.ts';
 import { planConfig, RAY_TEST_MANAGER_OPTIONS } from '../testing.ts';
-import { LocalRayCluster, rayUnavailable } from './local-ray-cluster.test-util.ts';
 import { RayBridge } from './ray-bridge.ts';
 import { RayLauncher } from './ray-launcher.ts';
 import { RayPlacementGroups } from './ray-placement-groups.ts';
+import { LocalRayCluster, rayUnavailable } from './testing.ts';
 
 const skip = rayUnavailable();
 if (skip) console.log(`[ray tests skipped] ${skip}`);

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { waitFor } from '@uis/sglang-engine/testing';
 import { afterEach, describe, expect, it } from 'vitest';
-import { deadPort, listen, readAll } from '../test-helpers.ts';
+import { deadPort, listen, readAll } from '../../testing/proxy.ts';
 import { UpstreamPools } from '../upstream-pools.ts';
 import { errorCode, type UpstreamController, type UpstreamHandler } from './engine-pool.ts';
 

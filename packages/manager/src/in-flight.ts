@@ -3,7 +3,7 @@ import { UisError } from '@uis/spec';
 /** Requests the gateway has in flight per engine. The gateway acquires before proxying and releases when the
  * answer (or stream) ends; drain waits for these counts to reach zero. `acquire` refuses (503) an engine the
  * manager no longer admits work for, so no request slips in after a drain began. */
-export class InflightTracker {
+export class InFlightTracker {
   private readonly counts = new Map<string, number>();
   private readonly waiters = new Set<() => void>();
 
