@@ -18,8 +18,7 @@ import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
 import { mountOpenAIRoot } from '../gateway/openai-surface.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
-import { TransitionParts } from '../metrics/transition-parts.ts';
-import { WeightVersionHistory } from '../metrics/weight-versions.ts';
+import { Observability } from '../metrics/observability.ts';
 import { mountDocs } from '../openapi/docs-routes.ts';
 import {
   createCombinedListener,
@@ -71,6 +70,7 @@ export class UisServer {
   readonly gateways = new Map<Role, InferenceGateway>();
   readonly app = new Hono();
   readonly metrics: GatewayMetrics;
+  readonly observability: Observability;
   readonly journal = new ConsoleJournal();
   readonly feed = new ChangeFeed();
   readonly logger: pino.Logger;
@@ -104,13 +104,13 @@ export class UisServer {
       topologyRevisions: () =>
         [...plane.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
       batchCounts: () => plane.store.counts(),
-      replicaWeights: () => weightHistory.rows(plane.managers),
+      replicaWeights: () => this.observability.weights.rows(plane.managers),
     });
-    const weightHistory = new WeightVersionHistory();
-    const parts = new TransitionParts(this.metrics);
+    this.observability = new Observability(this.metrics, plane.plan);
     const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
     const onServed = (r: ServedRequest) => {
       this.journal.served(r);
+      this.observability.served(r);
       this.feed.notify();
     };
     for (const [role, manager] of plane.managers) {
@@ -133,15 +133,15 @@ export class UisServer {
       this.app.route('/', gateway.app);
     }
     this.journal.backfill(plane.events.latest(500));
+    for (const e of plane.events.latest(20_000)) this.observability.audit(e, false);
     // Every change of the control plane (audit events, publications, barrier waiters, batch progress) wakes the
-    // console; audit events also feed its journal and the phase-transition histogram.
+    // console; audit events also feed its journal, the metrics and the time views, barrier waits the GPU-time view.
     this.unsubscribe.push(
       plane.stream.subscribe((change) => {
         if (change.type === 'audit') {
           this.journal.record(change.event);
-          parts.observe(change.event);
-          weightHistory.observe(change.event);
-        }
+          this.observability.audit(change.event);
+        } else if (change.type === 'barriers') this.observability.barriers(change.barriers, Date.now());
         this.feed.notify();
       }),
     );
@@ -188,6 +188,7 @@ export class UisServer {
       adminToken: opts.adminToken,
       state,
       feed: this.feed,
+      observability: this.observability,
       ...(opts.throttleMs === undefined ? {} : { throttleMs: opts.throttleMs }),
     });
     this.app.route(
