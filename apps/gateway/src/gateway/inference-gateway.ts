@@ -17,6 +17,7 @@ import { z } from 'zod';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import {
   asUisError,
+  type BodyBudget,
   type CompletionEvent,
   createServingHandler,
   DEFAULT_MAX_BODY_BYTES,
@@ -73,6 +74,10 @@ export interface InferenceGatewayOptions {
   /** When set, discovery and serving need one of these bearer tokens (RFC open question 3). */
   servingTokens?: readonly string[];
   maxBodyBytes?: number;
+  /** Deepest JSON nesting a serving body may have. */
+  maxJsonDepth?: number;
+  /** The process-wide budget for bytes of bodies still arriving. */
+  bodyBudget?: BodyBudget;
   /** Longest long-poll a client may ask for. Default 300 s. */
   maxWaitSeconds?: number;
   onServed?: (r: ServedRequest) => void;
@@ -165,6 +170,7 @@ export class InferenceGateway {
   private readonly logger: GatewayLogger;
   private readonly servingTokens: readonly string[];
   private readonly maxBodyBytes: number;
+  private readonly bodyRules: Pick<InferenceGatewayOptions, 'maxJsonDepth' | 'bodyBudget'>;
   private readonly maxWaitSeconds: number;
   private readonly onServed: ((r: ServedRequest) => void) | undefined;
   private readonly now: () => number;
@@ -189,6 +195,10 @@ export class InferenceGateway {
     this.logger = opts.logger ?? silent;
     this.servingTokens = opts.servingTokens ?? [];
     this.maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    this.bodyRules = {
+      ...(opts.maxJsonDepth === undefined ? {} : { maxJsonDepth: opts.maxJsonDepth }),
+      ...(opts.bodyBudget === undefined ? {} : { bodyBudget: opts.bodyBudget }),
+    };
     this.maxWaitSeconds = opts.maxWaitSeconds ?? 300;
     this.onServed = opts.onServed;
     this.now = opts.now ?? (() => performance.now());
@@ -310,6 +320,7 @@ export class InferenceGateway {
       pools: this.pools,
       inFlight: this.inFlight,
       maxBodyBytes: this.maxBodyBytes,
+      ...this.bodyRules,
       hooks: {
         onClientAbort: (rid: string | string[], target: ProxyTarget, requestId: string) =>
           this.abortAtEngine(rid, target, requestId),
@@ -361,6 +372,18 @@ export class InferenceGateway {
     return model;
   }
 
+  /** The model's engine key, when its engines check one (`engine_api_key`). */
+  private engineAuth(model: string): { engineApiKey?: string } {
+    const key = this.spec.models.find((m) => m.name === model)?.engine_api_key;
+    return key === undefined ? {} : { engineApiKey: key };
+  }
+
+  /** The same key as a raw header pair for the gateway's own engine calls (abort_request). */
+  private engineAuthHeader(model: string | undefined): string[] {
+    const key = model === undefined ? undefined : this.engineAuth(model).engineApiKey;
+    return key === undefined ? [] : ['authorization', `Bearer ${key}`];
+  }
+
   private resolve(
     body: ParsedBody,
     req: IncomingMessage,
@@ -383,6 +406,7 @@ export class InferenceGateway {
       pick: (excluding) => this.pick(model, keys, res, excluding),
       // Chat: `model` becomes the engine's served name; `route_key` is the gateway's, never the engine's.
       edit: edit ?? { set: { model: model.servedName }, remove: ['route_key'] },
+      ...this.engineAuth(model.name),
     };
   }
 
@@ -437,7 +461,13 @@ export class InferenceGateway {
         .request(
           {
             path: '/abort_request',
-            headers: ['content-type', 'application/json', 'x-request-id', requestId],
+            headers: [
+              'content-type',
+              'application/json',
+              'x-request-id',
+              requestId,
+              ...this.engineAuthHeader(this.modelOf.get(requestId)),
+            ],
             body: Buffer.from(JSON.stringify({ rid: one })),
           },
           AbortSignal.timeout(10_000),
@@ -552,7 +582,13 @@ export class InferenceGateway {
         const r = await this.pools.get(target.origin).request(
           {
             path: '/v1/chat/completions',
-            headers: ['content-type', 'application/json', 'x-request-id', requestId],
+            headers: [
+              'content-type',
+              'application/json',
+              'x-request-id',
+              requestId,
+              ...(spec?.engine_api_key ? ['authorization', `Bearer ${spec.engine_api_key}`] : []),
+            ],
             body: Buffer.from(payload),
           },
           controller.signal,

@@ -18,7 +18,10 @@ import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import {
+  BodyBudget,
   createCombinedListener,
+  DEFAULT_MAX_BODY_BYTES,
+  DEFAULT_MAX_JSON_DEPTH,
   FastRoutes,
   servingPaths,
   type UpstreamPoolOptions,
@@ -29,8 +32,11 @@ import { buildAppRouter } from '../trpc/app-router.ts';
 import { ChangeFeed } from '../trpc/change-feed.ts';
 import { ConsoleJournal } from '../trpc/console-journal.ts';
 import { consoleState } from '../trpc/console-state.ts';
+import { bodyGuard } from './body-guard.ts';
 import { CONSOLE_DIST, consoleHandler } from './console-static.ts';
 import { HealthProbe } from './health-probe.ts';
+
+const DEFAULT_BODY_TIMEOUT_MS = 60_000;
 
 export interface UisServerOptions {
   service: UisService;
@@ -39,6 +45,13 @@ export interface UisServerOptions {
   servingToken?: string | undefined;
   logger?: pino.Logger;
   maxBodyBytes?: number;
+  /** Time a client has to send a whole request, headers and body (408 and the connection closed after). Default
+   * 60 s. */
+  bodyTimeoutMs?: number;
+  /** Bytes all request bodies still arriving may hold at once (503 + Retry-After beyond). Default 512 MiB. */
+  bodyBudgetBytes?: number;
+  /** Deepest JSON nesting any route accepts. Default 128. */
+  maxJsonDepth?: number;
   /** The console build to serve at `/`. */
   consoleDist?: string;
   /** Least time between two console pushes. */
@@ -76,12 +89,27 @@ export class UisServer {
   private readonly scoringTicker: NodeJS.Timeout;
   private readonly probe: HealthProbe | null;
   private readonly unsubscribe: Array<() => void> = [];
+  private readonly bodyTimeoutMs: number;
+  /** Bytes of request bodies still arriving, process-wide. */
+  readonly bodyBudget: BodyBudget;
 
   constructor(opts: UisServerOptions) {
     const service = opts.service;
     this.service = service;
     this.pools = new UpstreamPools(opts.upstream);
     this.logger = opts.logger ?? createLogger();
+    this.bodyTimeoutMs = opts.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
+    this.bodyBudget = new BodyBudget(opts.bodyBudgetBytes);
+    const maxJsonDepth = opts.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH;
+    // First, so it runs before every framework route: the serving fast path applies the same rules itself.
+    this.app.use(
+      '*',
+      bodyGuard({
+        budget: this.bodyBudget,
+        maxBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+        maxJsonDepth,
+      }),
+    );
     this.metrics = new GatewayMetrics({
       inFlight: () =>
         [...this.gateways].flatMap(([role, g]) =>
@@ -118,6 +146,8 @@ export class UisServer {
         logger: this.logger.child({ role }),
         servingTokens,
         onServed,
+        bodyBudget: this.bodyBudget,
+        maxJsonDepth,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
       });
       this.gateways.set(role, gateway);
@@ -262,11 +292,18 @@ export class UisServer {
 
   /** Listens (port 0: ephemeral). Resolves with the base URL. */
   async listen(port = 0, host = '127.0.0.1'): Promise<{ url: string; port: number }> {
-    const server = createServer({ keepAliveTimeout: 120_000 }, this.requestListener());
+    // The request (headers and body) must arrive within the body deadline, checked every second; the answer may
+    // take as long as it takes (hour-long generations are never cut for taking long).
+    const server = createServer(
+      {
+        keepAliveTimeout: 120_000,
+        requestTimeout: this.bodyTimeoutMs,
+        headersTimeout: Math.min(60_000, this.bodyTimeoutMs),
+        connectionsCheckingInterval: Math.min(1000, this.bodyTimeoutMs),
+      },
+      this.requestListener(),
+    );
     server.on('clientError', answerClientError);
-    // Hour-long generations: never cut a request for taking long.
-    server.requestTimeout = 0;
-    server.headersTimeout = 60_000;
     this.server = server;
     server.listen(port, host);
     await once(server, 'listening');
@@ -313,8 +350,8 @@ const PARSER_REFUSALS: Record<string, { status: number; code: ErrorCode; path?: 
   ERR_HTTP_REQUEST_TIMEOUT: {
     status: 408,
     code: 'request_timeout',
-    path: 'headers',
-    message: 'the request headers did not arrive in time',
+    path: 'body',
+    message: "the request (headers and body) did not arrive within the gateway's deadline; send it faster",
   },
 };
 
