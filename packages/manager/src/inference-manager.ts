@@ -792,8 +792,14 @@ export class InferenceManager implements PhaseParticipant {
     const engine = this.engineOf(s);
     s.weightVersion = await engine.weightVersion();
     if (s.weightVersion === m.target || !m.replay) return;
+    const t0 = this.clock.now();
     s.weightVersion = (await engine.updateWeights(engineWeightUpdate(m.replay))).weightVersion;
-    this.audit('replica.weights_synced', s.engineId, { weight_version: s.weightVersion, target: m.target });
+    this.audit(
+      'replica.weights_synced',
+      s.engineId,
+      { model: s.model, weight_version: s.weightVersion, target: m.target },
+      this.clock.now() - t0,
+    );
   }
 
   private async doDrain(

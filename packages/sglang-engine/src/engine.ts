@@ -131,7 +131,6 @@ export class SGLangEngine {
     if (this.launcher && !this.launchSpec) {
       throw new UisError({
         code: 'invalid_engine_options',
-        status: 400,
         path: 'launchSpec',
         message: `${this.engineId}: a launcher needs a launchSpec`,
       });
@@ -326,7 +325,6 @@ export class SGLangEngine {
     if (reported !== null && reported !== req.weightVersion) {
       throw new UisError({
         code: 'weight_version_mismatch',
-        status: 502,
         path: 'weightVersion',
         message: `${this.engineId} (${this.client.baseUrl}): engine reports weight version ${reported} after updating to ${req.weightVersion}`,
       });
@@ -391,7 +389,6 @@ export class SGLangEngine {
     if (result.success) return;
     throw new UisError({
       code: 'weight_update_failed',
-      status: 502,
       path: field,
       message: `${this.engineId}: POST ${this.client.baseUrl}${path}: ${what} failed: ${result.message}`,
     });
@@ -416,7 +413,6 @@ export class SGLangEngine {
     await this.replica?.stop(5000);
     throw new UisError({
       code: 'engine_start_failed',
-      status: 503,
       path: this.engineId,
       message: `${this.engineId} did not start: ${reason}${tail ? `\n--- engine log tail ---\n${tail}` : ''}`,
       details: { reason, logTail: tail },

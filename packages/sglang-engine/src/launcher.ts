@@ -191,8 +191,7 @@ export class LocalProcessLauncher implements EngineLauncher {
       const [file, ...args] = p.argv;
       if (file === undefined) {
         throw new UisError({
-          code: 'launch_failed',
-          status: 400,
+          code: 'invalid_launch_spec',
           path: `processes[${p.nodeRank}].argv`,
           message: `${spec.engineId}: empty argv`,
         });
@@ -239,7 +238,6 @@ export class LocalProcessLauncher implements EngineLauncher {
         await started.stop(0);
         throw new UisError({
           code: 'launch_failed',
-          status: 500,
           path: `processes[${p.nodeRank}].argv[0]`,
           message: `${spec.engineId}: cannot start "${file}" on node rank ${p.nodeRank}\n${ring.tail(20)}`,
         });

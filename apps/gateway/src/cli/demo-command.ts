@@ -1,8 +1,8 @@
 import { fileURLToPath } from 'node:url';
+import { InProcessSimLauncher } from '@uis/control-plane';
 import { SimLauncher } from '@uis/manager';
 import type { Command } from 'commander';
 import { RlLoopDriver } from '../demo/rl-loop-driver.ts';
-import { InProcessSimLauncher } from '../service/in-process-sim-launcher.ts';
 import { runServer } from './run-server.ts';
 import { parseHost, parsePort, readConfig, withLayoutExit } from './serve-command.ts';
 

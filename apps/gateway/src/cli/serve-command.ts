@@ -1,8 +1,8 @@
 import { readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import type { LauncherKind } from '@uis/control-plane';
 import { isUisError, loadConfig, type PathIssue, type UisConfig, UisError } from '@uis/spec';
 import { type Command, InvalidArgumentError } from 'commander';
-import type { LauncherKind } from '../service/uis-service.ts';
 import { EXIT_INVALID_LAYOUT, renderIssues } from './cli-errors.ts';
 import { readInputFile } from './input-file.ts';
 import { runServer } from './run-server.ts';

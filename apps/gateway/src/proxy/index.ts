@@ -9,3 +9,4 @@ export * from './json-depth.ts';
 export * from './upstream/engine-pool.ts';
 export * from './upstream/http1.ts';
 export * from './upstream-pools.ts';
+export * from './usage.ts';

@@ -107,7 +107,7 @@ describe('tRPC router for the console', { timeout: 60_000 }, () => {
       expect(r.json.error?.data.code).toBe('UNAUTHORIZED');
     }
     expect(
-      gw.service.managers
+      gw.plane.managers
         .get('rollout')!
         .snapshot()
         .models.policy?.replicas.map((x) => x.state),
@@ -125,7 +125,7 @@ describe('tRPC router for the console', { timeout: 60_000 }, () => {
     const unknown = await mutate('restartReplica', { engine_id: 'nope/9' }, TOKEN);
     expect(unknown.status).toBe(400);
     expect(unknown.json.error?.message).toContain('nope/9');
-    const events = gw.service.events.list({ kind: 'admin.drain_model', limit: 10 });
+    const events = gw.plane.events.list({ kind: 'admin.drain_model', limit: 10 });
     expect(events.at(-1)).toMatchObject({ actor: 'console', subject: 'rollout/policy' });
   });
 
