@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { InferenceManager, InflightTracker } from '@uis/manager';
@@ -26,7 +25,6 @@ import {
   type ForwardRoute,
   InFlightCounter,
   type ParsedBody,
-  ProxyErrorCode,
   type ProxyTarget,
   sendError,
   servingPaths,
