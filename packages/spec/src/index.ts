@@ -5,7 +5,6 @@ export * from './error-codes.ts';
 export * from './errors.ts';
 export * from './gateway-config.ts';
 export * from './lease-states.ts';
-export * from './legacy.ts';
 export * from './model.ts';
 export * from './plan.ts';
 export * from './sse.ts';

@@ -6,7 +6,7 @@ import { type Context, Hono } from 'hono';
 import { z } from 'zod';
 import { authorized, unauthorized } from '../gateway/auth.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
-import { methodNotAllowed } from '../gateway/inference-gateway.ts';
+import { methodNotAllowed } from '../gateway/read-routes.ts';
 import { asUisError, parseJsonObject } from '../proxy/index.ts';
 
 export interface AdminApiOptions {

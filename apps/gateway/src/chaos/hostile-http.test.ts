@@ -118,15 +118,21 @@ describe('chaos: deep JSON', { timeout: 60_000 }, () => {
     const framework = gw.server.app.routes
       .filter((r) => r.method !== 'GET')
       .map((r) => fill(r.path).replace(/\/\*$/, '/drainModel'));
-    const serving = ['rollout', 'genrm', 'teacher'].flatMap((role) =>
-      ['generate', 'chat/completions', 'v1/chat/completions'].map((p) => `/${role}/${p}`),
-    );
+    const serving = [
+      ...['rollout', 'genrm', 'teacher'].flatMap((role) =>
+        ['generate', 'chat/completions', 'v1/chat/completions', 'v1/completions'].map((p) => `/${role}/${p}`),
+      ),
+      '/v1/chat/completions',
+      '/v1/completions',
+    ];
     const paths = [...new Set([...serving, ...framework, '/trpc/drainModel', '/no/such/route'])];
     expect(paths.filter((p) => p.startsWith('/admin/')).length).toBeGreaterThan(5);
     const answers = await Promise.all(
       paths.map(async (path) => {
         const r = await call(path, { body: deep, headers: { authorization: `Bearer ${ADMIN}` } });
-        return { path, status: r.status, code: r.json?.error?.code, at: r.json?.error?.path };
+        // OpenAI routes answer in OpenAI's error shape: the code is `code`, the path `param`.
+        const e = r.json?.error as { code?: string; path?: string; param?: string } | undefined;
+        return { path, status: r.status, code: e?.code, at: e?.path ?? e?.param };
       }),
     );
     for (const a of answers) {

@@ -4,7 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { UisError } from '@uis/spec';
 import { type BodyEdit, collectBody, forwardedBody, type ParsedBody, parseServingBody } from './body.ts';
 import { BODY_BUDGET_RETRY_AFTER_S, type BodyBudget } from './body-budget.ts';
-import { asUisError, ProxyErrorCode, sendError } from './errors.ts';
+import { asUisError, type ErrorBodyOf, ProxyErrorCode, sendError } from './errors.ts';
 import type { FastHandler } from './fast-routes.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
 import type { InFlightCounter } from './in-flight.ts';
@@ -38,6 +38,9 @@ export interface ForwardRoute {
   edit?: BodyEdit;
   /** The key the model's engines were started with (SGLang `--api-key`), sent as their bearer token. */
   engineApiKey?: string;
+  /** The gateway that owns the request once routed, when it is not the handler's (the root OpenAI routes find
+   * the role from the model): its in-flight counter and hooks count the request. */
+  owner?: Pick<ServingProxyOptions, 'inFlight' | 'hooks'>;
 }
 
 /** A request the resolver answers itself instead of forwarding it as is (e.g. the GenRM messages adapter, which
@@ -110,6 +113,8 @@ export interface ServingProxyOptions {
   injectRid?: boolean;
   now?: () => number;
   newId?: () => string;
+  /** Error body of this route (default: the product's); OpenAI routes answer OpenAI's shape. */
+  errorBody?: ErrorBodyOf;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
@@ -144,7 +149,7 @@ function canRelayChunked(req: IncomingMessage, res: ServerResponse): boolean {
  */
 class Exchange implements UpstreamHandler {
   readonly #res: ServerResponse;
-  readonly #opts: ServingProxyOptions;
+  #opts: ServingProxyOptions;
   readonly #now: () => number;
   readonly #start: number;
   readonly #requestId: string;
@@ -206,6 +211,7 @@ class Exchange implements UpstreamHandler {
     }
     this.#route = route;
     this.#req = req;
+    if (route.owner !== undefined) this.#opts = { ...this.#opts, ...route.owner };
     let inject: string | undefined;
     if (body.fields.rid === undefined && this.#opts.injectRid !== false) inject = nextId();
     this.#rid = body.fields.rid ?? inject;
@@ -398,7 +404,7 @@ class Exchange implements UpstreamHandler {
 
   /** Answers with an error (nothing has been sent yet) and ends the exchange. */
   #fail(err: UisError): void {
-    sendError(this.#res, err, this.#requestId);
+    sendError(this.#res, err, this.#requestId, this.#opts.errorBody);
     this.#finish('error', err.status, err);
   }
 

@@ -16,6 +16,7 @@ import pino from 'pino';
 import { createAdminApi } from '../admin/admin-api.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
+import { mountOpenAIRoot } from '../gateway/openai-surface.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import { TransitionParts } from '../metrics/transition-parts.ts';
 import { WeightVersionHistory } from '../metrics/weight-versions.ts';
@@ -239,12 +240,28 @@ export class UisServer {
       c.body(await this.metrics.text(), 200, { 'content-type': this.metrics.contentType }),
     );
     this.app.get('/healthz', (c) => c.json({ status: 'ok', roles: [...this.gateways.keys()] }));
+    // One base URL for a whole job: /v1/models, /v1/chat/completions, /v1/completions find the role by model.
+    mountOpenAIRoot(this.app, this.routes, {
+      roles: () => this.gateways.values(),
+      pools: this.pools,
+      servingTokens,
+      bodyRules: { bodyBudget: this.bodyBudget, maxJsonDepth },
+      ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
+    });
     const roles = new Set<string>([...this.gateways.keys(), 'admin', 'trpc', 'metrics']);
     const console = consoleHandler(opts.consoleDist ?? CONSOLE_DIST);
     // A role's API paths: under a role that is not configured they answer JSON, not the console's page.
     const isRolePath = (role: string, path: string) => {
-      const { generate, chat } = servingPaths(role);
-      return [`/${role}/engines`, `/${role}/health`, `/${role}/v1/models`, generate, ...chat].includes(path);
+      const { generate, chat, completions } = servingPaths(role);
+      const paths = [
+        `/${role}/engines`,
+        `/${role}/health`,
+        `/${role}/v1/models`,
+        generate,
+        ...chat,
+        ...completions,
+      ];
+      return paths.includes(path);
     };
     this.app.all('*', (c) => {
       const first = c.req.path.split('/')[1] ?? '';
