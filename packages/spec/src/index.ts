@@ -7,5 +7,6 @@ export * from './gateway-config.ts';
 export * from './lease-states.ts';
 export * from './model.ts';
 export * from './plan.ts';
+export * from './roles.ts';
 export * from './sse.ts';
 export * from './states.ts';

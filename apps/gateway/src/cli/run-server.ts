@@ -98,7 +98,7 @@ export function listenError(
               paths.port,
               `cannot listen on ${host}:${port}: ${e instanceof Error ? e.message : String(e)}`,
             ];
-  return new UisError({ code, status: 400, path, message, cause: e });
+  return new UisError({ code, path, message, cause: e });
 }
 
 /** Binds and releases the address once, so a taken port or a foreign host fails before any engine starts. */

@@ -9,7 +9,7 @@ import {
   requestKeys,
   resolveModel,
 } from '@uis/routing';
-import { type GroupPlacement, type InferenceRoleSpec, UisError } from '@uis/spec';
+import { capabilitiesOf, type GroupPlacement, type InferenceRoleSpec, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import {
@@ -218,7 +218,7 @@ export class InferenceGateway {
     const openai = { ...options, errorBody: openAIErrorBody };
     const generate = createServingHandler(options, (body, req, requestId, res) =>
       // GenRM: a body with `messages` is Relax's GenRM call, answered `{"response": ...}` by the adapter.
-      this.role === 'genrm' && body.json.messages !== undefined
+      capabilitiesOf(this.role)?.messageAdapter === 'genrm_messages' && body.json.messages !== undefined
         ? {
             respond: () =>
               genrmCall(this.genrmHost, body, req, res, requestId).catch((e: unknown) =>

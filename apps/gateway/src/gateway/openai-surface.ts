@@ -71,7 +71,6 @@ export function roleForModel(roles: Iterable<OpenAIRole>, body: ParsedBody): Ope
   if (typeof model !== 'string' || model === '') {
     return new UisError({
       code: 'model_required',
-      status: 400,
       path: 'body.model',
       message: `the root OpenAI routes find the role from "model"; send one of: ${rootNames(all).join(', ')} (or use /<role>/v1/...)`,
       details: { models: rootNames(all) },
@@ -82,7 +81,6 @@ export function roleForModel(roles: Iterable<OpenAIRole>, body: ParsedBody): Ope
   if (matches.length === 0) {
     return new UisError({
       code: 'unknown_model',
-      status: 404,
       path: 'body.model',
       message: `no role serves model "${model}"; models: ${rootNames(all).join(', ')}`,
       details: { requested: model, models: rootNames(all) },
@@ -91,7 +89,6 @@ export function roleForModel(roles: Iterable<OpenAIRole>, body: ParsedBody): Ope
   const candidates = matches.map((r) => r.role);
   return new UisError({
     code: 'ambiguous_model',
-    status: 400,
     path: 'body.model',
     message: `model "${model}" is served by several roles (${candidates.join(', ')}); call /<role>/v1/... of one of them`,
     details: { requested: model, candidates: candidates.map((role) => ({ role, url: `/${role}/v1` })) },

@@ -32,7 +32,6 @@ export interface BodyEdit {
 export function bodyTooLarge(limit: number): UisError {
   return new UisError({
     code: ProxyErrorCode.bodyTooLarge,
-    status: 413,
     path: 'body',
     message: `request body exceeds the ${limit} byte limit; send a smaller body or raise the gateway's body limit`,
   });
@@ -142,7 +141,6 @@ export function parseJsonObject(
   if (!isUtf8(raw))
     return new UisError({
       code: ProxyErrorCode.invalidJson,
-      status: 400,
       path: 'body',
       message: 'request body is not valid UTF-8; send JSON encoded as UTF-8',
     });
@@ -154,7 +152,6 @@ export function parseJsonObject(
   } catch (e) {
     return new UisError({
       code: ProxyErrorCode.invalidJson,
-      status: 400,
       path: 'body',
       message: `request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`,
     });
@@ -162,7 +159,6 @@ export function parseJsonObject(
   if (typeof json !== 'object' || json === null || Array.isArray(json)) {
     return new UisError({
       code: ProxyErrorCode.invalidBody,
-      status: 400,
       path: 'body',
       message: 'request body must be a JSON object',
     });

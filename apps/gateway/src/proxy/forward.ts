@@ -347,7 +347,6 @@ class Exchange implements UpstreamHandler {
             code !== undefined && TIMEOUT_CODES.has(code)
               ? ProxyErrorCode.engineTimeout
               : ProxyErrorCode.engineResponseIncomplete,
-          status: 502,
           message: `engine ${target.id} broke the stream: ${err.message}`,
         }),
       );
@@ -357,7 +356,6 @@ class Exchange implements UpstreamHandler {
       this.#fail(
         new UisError({
           code: ProxyErrorCode.engineTimeout,
-          status: 504,
           message: `engine ${target.id} did not answer in time (${code === 'UPSTREAM_HEADERS_TIMEOUT' ? 'headers' : 'body'} timeout)`,
           cause: err,
         }),
@@ -367,7 +365,6 @@ class Exchange implements UpstreamHandler {
     if (!this.#gotResponse && code !== undefined && UNREACHABLE_CODES.has(code)) {
       const unreachable = new UisError({
         code: ProxyErrorCode.engineUnreachable,
-        status: 502,
         message: `engine ${target.id} at ${target.origin} is unreachable: ${err.message}`,
         cause: err,
       });
@@ -395,7 +392,6 @@ class Exchange implements UpstreamHandler {
             : this.#gotResponse
               ? ProxyErrorCode.engineResponseIncomplete
               : ProxyErrorCode.engineUnreachable,
-        status: 502,
         message: `engine ${target.id} failed: ${err.message}`,
         cause: err,
       }),

@@ -3,6 +3,7 @@ import { extname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { UisError } from '@uis/spec';
 import type { Context } from 'hono';
+import { errorJson } from '../proxy/index.ts';
 
 /** Where the console's Vite build lands in this repo. */
 export const CONSOLE_DIST = fileURLToPath(new URL('../../../console/dist', import.meta.url));
@@ -41,11 +42,10 @@ export function consoleHandler(root: string = CONSOLE_DIST) {
     } catch {
       const err = new UisError({
         code: 'invalid_path',
-        status: 400,
         path: 'path',
         message: `the path ${c.req.path} has a malformed percent-encoding`,
       });
-      return c.json(err.toJSON(), 400);
+      return errorJson(c, err);
     }
     const index = join(root, 'index.html');
     const rel = normalize(decoded).replace(/^([/\\])+/, '');
@@ -65,10 +65,9 @@ export function consoleHandler(root: string = CONSOLE_DIST) {
     }
     const err = new UisError({
       code: 'not_found',
-      status: 404,
       path: c.req.path,
       message: `no route GET ${c.req.path}; the console is at / and the API is described at /openapi.json`,
     });
-    return c.json(err.toJSON(), 404);
+    return errorJson(c, err);
   };
 }

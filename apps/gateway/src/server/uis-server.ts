@@ -10,7 +10,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
 import type { ControlPlane } from '@uis/control-plane';
-import { type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
+import { asRole, type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
 import { createAdminApi } from '../admin/admin-api.ts';
@@ -25,6 +25,7 @@ import {
   createCombinedListener,
   DEFAULT_MAX_BODY_BYTES,
   DEFAULT_MAX_JSON_DEPTH,
+  errorJson,
   FastRoutes,
   servingPaths,
   type UpstreamPoolOptions,
@@ -268,31 +269,27 @@ export class UisServer {
       if (!this.gateways.has(first as Role) && isRolePath(first, c.req.path)) {
         const err = new UisError({
           code: 'unknown_role',
-          status: 404,
           path: 'role',
           message: `role ${JSON.stringify(first)} is not configured; roles: ${[...this.gateways.keys()].join(', ')}`,
         });
-        return c.json(err.toJSON(), 404);
+        return errorJson(c, err);
       }
       // API paths answer JSON; only browser paths fall back to the console.
-      if (c.req.method !== 'GET' || roles.has(first) || ['rollout', 'genrm', 'teacher'].includes(first)) {
+      if (c.req.method !== 'GET' || roles.has(first) || asRole(first) !== undefined) {
         const err = new UisError({
           code: 'not_found',
-          status: 404,
           path: c.req.path,
           message: `no route ${c.req.method} ${c.req.path}`,
         });
-        return c.json(err.toJSON(), 404);
+        return errorJson(c, err);
       }
       return console(c);
     });
     this.app.onError((e, c) => {
       const err =
-        e instanceof UisError
-          ? e
-          : new UisError({ code: 'internal_error', status: 500, message: e.message, cause: e });
+        e instanceof UisError ? e : new UisError({ code: 'internal_error', message: e.message, cause: e });
       if (err.status >= 500) this.logger.error({ err: e.message, path: c.req.path }, 'request failed');
-      return c.json(err.toJSON(), err.status as 500);
+      return errorJson(c, err);
     });
   }
 

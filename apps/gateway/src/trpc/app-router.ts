@@ -32,13 +32,12 @@ function productError(error: TRPCError): UisError {
     const issues = zodIssues(cause, 'input');
     return new UisError({
       code: 'invalid_input',
-      status: 400,
       path: issues[0]?.path ?? 'input',
       message: issues.map((i) => `${i.path}: ${i.message}`).join('; '),
     });
   }
   if (cause instanceof SyntaxError)
-    return new UisError({ code: 'invalid_json', status: 400, path: 'input', message: error.message });
+    return new UisError({ code: 'invalid_json', path: 'input', message: error.message });
   const code = error.code.toLowerCase();
   return new UisError({ code: isErrorCode(code) ? code : 'internal_error', message: error.message });
 }
@@ -49,7 +48,7 @@ function inInput(e: unknown, input: object): unknown {
   if (!(e instanceof UisError) || e.path === undefined || !Object.hasOwn(input, e.path)) return e;
   return new UisError({
     code: e.code,
-    status: e.status,
+    relayedStatus: e.status,
     path: `input.${e.path}`,
     message: e.message,
     details: e.details,
@@ -188,7 +187,6 @@ export function buildAppRouter(deps: AppRouterDeps) {
         }
         throw new UisError({
           code: 'unknown_engine',
-          status: 400,
           path: 'input.engine_id',
           message: `no replica ${input.engine_id}`,
         });
