@@ -18,8 +18,7 @@ import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
 import { mountOpenAIRoot } from '../gateway/openai-surface.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
-import { TransitionParts } from '../metrics/transition-parts.ts';
-import { WeightVersionHistory } from '../metrics/weight-versions.ts';
+import { Observability } from '../metrics/observability.ts';
 import {
   BodyBudget,
   createCombinedListener,
@@ -83,6 +82,7 @@ export class UisServer {
   readonly gateways = new Map<Role, InferenceGateway>();
   readonly app = new Hono();
   readonly metrics: GatewayMetrics;
+  readonly observability: Observability;
   readonly journal = new ConsoleJournal();
   readonly feed = new ChangeFeed();
   readonly logger: pino.Logger;
@@ -130,13 +130,13 @@ export class UisServer {
       topologyRevisions: () =>
         [...plane.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
       batchCounts: () => plane.store.counts(),
-      replicaWeights: () => weightHistory.rows(plane.managers),
+      replicaWeights: () => this.observability.weights.rows(plane.managers),
     });
-    const weightHistory = new WeightVersionHistory();
-    const parts = new TransitionParts(this.metrics);
+    this.observability = new Observability(this.metrics, plane.plan);
     const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
     const onServed = (r: ServedRequest) => {
       this.journal.served(r);
+      this.observability.served(r);
       this.feed.notify();
     };
     for (const [role, manager] of plane.managers) {
@@ -161,15 +161,15 @@ export class UisServer {
       this.app.route('/', gateway.app);
     }
     this.journal.backfill(plane.events.latest(500));
+    for (const e of plane.events.latest(20_000)) this.observability.audit(e, false);
     // Every change of the control plane (audit events, publications, barrier waiters, batch progress) wakes the
-    // console; audit events also feed its journal and the phase-transition histogram.
+    // console; audit events also feed its journal, the metrics and the time views, barrier waits the GPU-time view.
     this.unsubscribe.push(
       plane.stream.subscribe((change) => {
         if (change.type === 'audit') {
           this.journal.record(change.event);
-          parts.observe(change.event);
-          weightHistory.observe(change.event);
-        }
+          this.observability.audit(change.event);
+        } else if (change.type === 'barriers') this.observability.barriers(change.barriers, Date.now());
         this.feed.notify();
       }),
     );
@@ -216,6 +216,7 @@ export class UisServer {
       adminToken: opts.adminToken,
       state,
       feed: this.feed,
+      observability: this.observability,
       ...(opts.throttleMs === undefined ? {} : { throttleMs: opts.throttleMs }),
     });
     this.app.route(
@@ -348,15 +349,13 @@ export class UisServer {
 }
 
 /** The JSON answers to what node's HTTP parser refuses, by error code (anything else: 400 `invalid_http`). */
-const PARSER_REFUSALS: Record<string, { status: number; code: ErrorCode; path?: string; message: string }> = {
+const PARSER_REFUSALS: Record<string, { code: ErrorCode; path?: string; message: string }> = {
   HPE_HEADER_OVERFLOW: {
-    status: 431,
     code: 'headers_too_large',
     path: 'headers',
     message: 'request headers are too large; send fewer or shorter headers',
   },
   ERR_HTTP_REQUEST_TIMEOUT: {
-    status: 408,
     code: 'request_timeout',
     path: 'body',
     message: "the request (headers and body) did not arrive within the gateway's deadline; send it faster",
@@ -375,14 +374,15 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
     return;
   }
   const known = err.code === undefined ? undefined : PARSER_REFUSALS[err.code];
-  const init = known ?? {
-    status: 400,
-    code: 'invalid_http',
-    message: `the request is not valid HTTP/1.1 (${err.code ?? err.message}); fix the client's request framing`,
-  };
-  const body = JSON.stringify(new UisError(init).toJSON());
+  const refusal = new UisError(
+    known ?? {
+      code: 'invalid_http',
+      message: `the request is not valid HTTP/1.1 (${err.code ?? err.message}); fix the client's request framing`,
+    },
+  );
+  const body = JSON.stringify(refusal.toJSON());
   socket.end(
-    `HTTP/1.1 ${init.status} ${STATUS_CODES[init.status]}\r\ncontent-type: application/json\r\n` +
+    `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\ncontent-type: application/json\r\n` +
       `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
 }

@@ -1,9 +1,19 @@
 import { initTRPC, TRPCError } from '@trpc/server';
 import type { ControlPlane } from '@uis/control-plane';
-import { type ConsoleState, isErrorCode, type Role, UisError, zodIssues } from '@uis/spec';
+import {
+  type ConsoleState,
+  type GpuTimeReport,
+  isErrorCode,
+  type Role,
+  type TimeSeriesUpdate,
+  UisError,
+  zodIssues,
+} from '@uis/spec';
 import { z } from 'zod';
 import { authorized } from '../gateway/auth.ts';
+import type { Observability } from '../metrics/observability.ts';
 import { type ChangeFeed, pause } from './change-feed.ts';
+import { gpuTimeUpdates, timeSeriesUpdates } from './observability-feeds.ts';
 
 /** Per request: the raw `Authorization` header (`Bearer <token>`), or null. */
 export interface TrpcContext {
@@ -17,6 +27,8 @@ export interface AppRouterDeps {
   feed: ChangeFeed;
   /** Least time between two pushed states. Default 250 ms. */
   throttleMs?: number;
+  /** Time series and GPU-time view (absent: those subscriptions end at once). */
+  observability?: Observability;
 }
 
 // Role as a plain string, as the console sends it; an unknown role is refused with a message.
@@ -124,6 +136,14 @@ export function buildAppRouter(deps: AppRouterDeps) {
         seen = deps.feed.current;
         yield deps.state();
       }
+    }),
+    timeSeries: t.procedure.subscription(async function* (opts) {
+      if (deps.observability)
+        yield* timeSeriesUpdates(deps.observability.ring, opts.signal) as AsyncIterable<TimeSeriesUpdate>;
+    }),
+    gpuTime: t.procedure.subscription(async function* (opts) {
+      if (deps.observability)
+        yield* gpuTimeUpdates(deps.observability.gpuTime, opts.signal) as AsyncIterable<GpuTimeReport>;
     }),
     checkToken: t.procedure.input(z.object({ token: z.string() })).mutation(({ input }) => {
       if (!authorized(`Bearer ${input.token}`, [deps.adminToken]))
