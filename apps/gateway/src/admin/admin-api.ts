@@ -10,8 +10,8 @@ import { UisError } from '@uis/spec';
 import { type Context, Hono } from 'hono';
 import { authorized, unauthorized } from '../gateway/auth.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
-import { methodNotAllowed } from '../gateway/inference-gateway.ts';
-import { asUisError, parseJsonObject } from '../proxy/index.ts';
+import { methodNotAllowed } from '../gateway/read-routes.ts';
+import { asUisError, errorJson, parseJsonObject } from '../proxy/index.ts';
 
 export interface AdminApiOptions {
   plane: ControlPlane;
@@ -24,7 +24,7 @@ export interface AdminApiOptions {
 
 function fail(c: Context, e: unknown) {
   const err = asUisError(e);
-  return c.json(err.toJSON(), err.status as 400);
+  return errorJson(c, err);
 }
 
 /** Reads a JSON object body; an empty body is `{}`. */
@@ -72,8 +72,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
   // No token, no answer (not even a 404): the per-command check below then asks for the command's permission.
   app.use('*', async (c, next) => {
     const any = opts.servingToken === undefined ? [opts.adminToken] : [opts.adminToken, opts.servingToken];
-    if (!authorized(c.req.header('authorization'), any))
-      return c.json(unauthorized('the admin API').toJSON(), 401);
+    if (!authorized(c.req.header('authorization'), any)) return errorJson(c, unauthorized('the admin API'));
     await next();
   });
   app.use('*', jsonBodyLimit(opts.maxBodyBytes));
@@ -123,12 +122,11 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
     const allow = [...new Set(patterns.filter((p) => p.match.test(rel)).map((p) => p.method))];
     if (allow.length > 0) {
       c.header('allow', allow.join(', '));
-      return c.json(methodNotAllowed(c.req.method, c.req.path, allow.join(', ')).toJSON(), 405);
+      return errorJson(c, methodNotAllowed(c.req.method, c.req.path, allow.join(', ')));
     }
     return c.json(
       new UisError({
         code: 'not_found',
-        status: 404,
         path: c.req.path,
         message: `no admin endpoint ${c.req.method} ${c.req.path}`,
       }).toJSON(),

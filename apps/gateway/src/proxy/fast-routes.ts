@@ -17,6 +17,13 @@ export class FastRoutes {
     return this;
   }
 
+  /** Every registered route as `[method, path]` (for the OpenAPI coverage test). */
+  list(): Array<[string, string]> {
+    return [...this.#byMethod].flatMap(([method, paths]) =>
+      [...paths.keys()].map((p): [string, string] => [method, p]),
+    );
+  }
+
   /** The handler for `method` and the path part of `url` (query ignored), if any. */
   match(method: string | undefined, url: string | undefined): FastHandler | undefined {
     if (method === undefined || url === undefined) return undefined;
@@ -27,11 +34,12 @@ export class FastRoutes {
   }
 }
 
-/** The serving paths of a role: raw SGLang generate and both OpenAI chat spellings. */
-export function servingPaths(role: string): { generate: string; chat: string[] } {
+/** The serving paths of a role: raw SGLang generate and both spellings of OpenAI chat and completions. */
+export function servingPaths(role: string): { generate: string; chat: string[]; completions: string[] } {
   return {
     generate: `/${role}/generate`,
     chat: [`/${role}/chat/completions`, `/${role}/v1/chat/completions`],
+    completions: [`/${role}/completions`, `/${role}/v1/completions`],
   };
 }
 

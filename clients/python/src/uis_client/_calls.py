@@ -141,8 +141,13 @@ def restart_replica(role: str, engine_id: str) -> Call[Operation[Any]]:
     return Call("POST", path, _any, {"engine_id": engine_id}, mutation=True)
 
 
+def _result(body: Any) -> Any:
+    # Every admin answer is the envelope {ok, operation_id, result}; reads included.
+    return body["result"]
+
+
 def roles() -> Call[dict[str, Any]]:
-    return Call("GET", "/admin/roles", lambda b: dict(b["roles"]))
+    return Call("GET", "/admin/roles", lambda b: dict(_result(b)["roles"]))
 
 
 # ---- phases and barriers --------------------------------------------------------------------------------------
@@ -151,7 +156,7 @@ _leases: TypeAdapter[list[Lease]] = TypeAdapter(list[Lease])
 
 
 def phases() -> Call[list[Lease]]:
-    return Call("GET", "/admin/phases", lambda b: _leases.validate_python(b["leases"]))
+    return Call("GET", "/admin/phases", lambda b: _leases.validate_python(_result(b)["leases"]))
 
 
 def advance_phase(group: str | None, to: str | None) -> Call[Operation[Any]]:
@@ -164,8 +169,7 @@ def resolve_lease(phase: str, group: str | None, note: str | None) -> Call[Opera
 
 
 def _lease_of(body: Any) -> Lease:
-    # The lease is the envelope's result (older services answered it as `lease`).
-    return Lease.model_validate(body["result"] if "result" in body else body["lease"])
+    return Lease.model_validate(_result(body))
 
 
 def wait_barrier(phase: str, group: str | None, timeout_s: float) -> Call[Lease]:
@@ -192,7 +196,7 @@ def batches(state: str | None, role: str | None) -> Call[list[Batch]]:
     return Call(
         "GET",
         "/admin/batches",
-        lambda b: _batches.validate_python(b["batches"]),
+        lambda b: _batches.validate_python(_result(b)["batches"]),
         params=_clean({"state": state, "role": role}),
     )
 
@@ -203,7 +207,7 @@ def batch_page(batch_id: str, after: str | None, limit: int | None) -> Call[Batc
         params["after"] = after
     if limit is not None:
         params["limit"] = str(limit)
-    return Call("GET", f"/admin/batches/{_p(batch_id)}", BatchPage.model_validate, params=params)
+    return Call("GET", f"/admin/batches/{_p(batch_id)}", lambda b: BatchPage.model_validate(_result(b)), params=params)
 
 
 _events: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
@@ -211,4 +215,4 @@ _events: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
 
 def events(after: int | None, limit: int | None, kind: str | None, subject: str | None) -> Call[list[Event]]:
     params = {k: str(v) for k, v in _clean({"after": after, "limit": limit, "kind": kind, "subject": subject}).items()}
-    return Call("GET", "/admin/events", lambda b: _events.validate_python(b["events"]), params=params)
+    return Call("GET", "/admin/events", lambda b: _events.validate_python(_result(b)["events"]), params=params)

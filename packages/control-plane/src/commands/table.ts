@@ -336,63 +336,36 @@ const batchCommands = {
   get_batch: defineCommand({
     ...adminRead,
     name: 'get_batch',
-    summary: "One batch; a committed batch's outputs too",
+    summary: 'One batch and, once committed, its outputs page by page (`after` a sample_id, at most `limit`)',
     method: 'GET',
     path: '/batches/:id',
-    params: Batch,
-    input: None,
-    output: z.object({
-      batch: BatchInfoSchema,
-      samples: z.array(z.object({ sample_id: z.string(), output: SampleOutputSchema.nullable() })).optional(),
-    }),
-    handler: (plane, { params }) => {
-      const batch = plane.store.get(params.id);
-      if (batch.state !== 'committed') return { batch };
-      const samples = plane.store
-        .samples(params.id)
-        .map((s) => ({ sample_id: s.sample_id, output: s.output }));
-      return { batch, samples } as never;
-    },
-  }),
-  batch_results: defineCommand({
-    ...adminRead,
-    name: 'batch_results',
-    summary: "A committed batch's outputs page by page: `after` a sample_id, at most `limit`",
-    method: 'GET',
-    path: '/batches/:id/results',
     params: Batch,
     input: z.object({
       after: z.string().min(1).optional(),
       limit: z.coerce.number().int().positive().max(MAX_RESULTS).default(MAX_RESULTS),
     }),
     output: z.object({
-      batch_id: z.string(),
-      state: BatchInfoSchema.shape.state,
-      samples: z.array(z.object({ sample_id: z.string(), output: SampleOutputSchema.nullable() })),
-      /** The cursor of the next page; null at the end. */
+      batch: BatchInfoSchema,
+      /** Present once the batch is committed. */
+      samples: z.array(z.object({ sample_id: z.string(), output: SampleOutputSchema.nullable() })).optional(),
+      /** The cursor of the next page; null at the end (and before the batch is committed). */
       next_after: z.string().nullable(),
     }),
     handler: (plane, { params, input }) => {
       const batch = plane.store.get(params.id);
-      if (batch.state !== 'committed')
-        throw new UisError({
-          code: 'batch_incomplete',
-          path: 'id',
-          message: `batch ${params.id} is ${batch.state}; its results exist once it is committed`,
-        });
+      if (batch.state !== 'committed') return { batch, next_after: null };
       const all = plane.store.samples(params.id);
       const start = input.after === undefined ? 0 : all.findIndex((s) => s.sample_id === input.after) + 1;
       if (start === 0 && input.after !== undefined)
         throw new UisError({
           code: 'invalid_input',
           path: 'query.after',
-          message: `batch ${params.id} has no sample ${JSON.stringify(input.after)}; pass a sample_id of the last page`,
+          message: `batch ${params.id} has no sample ${JSON.stringify(input.after)}; pass the last sample_id of a page`,
         });
       const page = all.slice(start, start + input.limit);
       const more = start + page.length < all.length;
       return {
-        batch_id: batch.id,
-        state: batch.state,
+        batch,
         samples: page.map((s) => ({ sample_id: s.sample_id, output: s.output })) as never,
         next_after: more ? (page.at(-1)?.sample_id ?? null) : null,
       };

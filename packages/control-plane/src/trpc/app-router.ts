@@ -1,5 +1,12 @@
 import { initTRPC, TRPCError, type TRPCMutationProcedure, type TRPCQueryProcedure } from '@trpc/server';
-import { type ConsoleState, isErrorCode, UisError, zodIssues } from '@uis/spec';
+import {
+  type ConsoleState,
+  type GpuTimeReport,
+  isErrorCode,
+  type TimeSeriesUpdate,
+  UisError,
+  zodIssues,
+} from '@uis/spec';
 import { z } from 'zod';
 import type { AnyCommand, Command, Permission } from '../commands/define.ts';
 import { type CommandAnswer, checkOperationId, runCommand } from '../commands/run-command.ts';
@@ -20,6 +27,11 @@ export interface AppRouterDeps {
   feed: ChangeFeed;
   /** Least time between two pushed states. Default 250 ms. */
   throttleMs?: number;
+  /** The console's time series and GPU-time feeds (absent: those subscriptions end at once). */
+  observability?: {
+    timeSeries(signal: AbortSignal | undefined): AsyncIterable<TimeSeriesUpdate>;
+    gpuTime(signal: AbortSignal | undefined): AsyncIterable<GpuTimeReport>;
+  };
 }
 
 /** `drain_model` -> `drainModel`. */
@@ -67,7 +79,7 @@ function inInput(e: unknown, input: object): unknown {
   if (!(e instanceof UisError) || e.path === undefined || !Object.hasOwn(input, e.path)) return e;
   return new UisError({
     code: e.code,
-    status: e.status,
+    relayedStatus: e.status,
     path: `input.${e.path}`,
     message: e.message,
     details: e.details,
@@ -159,6 +171,12 @@ export function buildAppRouter(deps: AppRouterDeps) {
         seen = deps.feed.current;
         yield deps.state();
       }
+    }),
+    timeSeries: t.procedure.subscription(async function* (opts) {
+      if (deps.observability) yield* deps.observability.timeSeries(opts.signal);
+    }),
+    gpuTime: t.procedure.subscription(async function* (opts) {
+      if (deps.observability) yield* deps.observability.gpuTime(opts.signal);
     }),
     checkToken: t.procedure.input(z.object({ token: z.string() })).mutation(({ input }) => {
       if (!deps.authorize(`Bearer ${input.token}`, 'admin'))
