@@ -2,3 +2,8 @@ export { checkEngineSites, type EngineChunk, type EngineSitesResult } from './en
 export { type BundleSite, Inventory } from './inventory.ts';
 export { PlacementPlanner, planPlacement, RAY_GPU_FRACTION } from './planner.ts';
 export { type BundleProbeEntry, BundleProbeEntrySchema, validateBundleProbe } from './probe.ts';
+export {
+  placeReservedReplicas,
+  type ReservedReplicasInput,
+  type ReservedReplicasResult,
+} from './reserved-replicas.ts';
