@@ -5,6 +5,7 @@ import {
   configuredRoles,
   type DeploymentMode,
   type EngineGroupSpec,
+  type ErrorCode,
   engineId,
   type GroupPlacement,
   groupTp,
@@ -66,7 +67,7 @@ export class PlacementPlanner {
 
 export function planPlacement(config: UisConfig): PlanResult {
   const errors: PlanViolation[] = [];
-  const fail = (code: string, path: string, message: string): void => {
+  const fail = (code: ErrorCode, path: string, message: string): void => {
     errors.push({ code, path, message });
   };
   const inv = new Inventory(config.cluster);
@@ -602,7 +603,7 @@ export function planPlacement(config: UisConfig): PlanResult {
   };
 }
 
-type Fail = (code: string, path: string, message: string) => void;
+type Fail = (code: ErrorCode, path: string, message: string) => void;
 
 const range = (a: number, b: number) => Array.from({ length: b - a }, (_, i) => a + i);
 const round = (x: number) => Math.round(x * 1000) / 1000;

@@ -1,4 +1,5 @@
 import {
+  type ErrorCode,
   engineId,
   type GroupPlacement,
   type NodePlacement,
@@ -27,7 +28,7 @@ export interface ReservedReplicasInput {
 
 export type ReservedReplicasResult =
   | { ok: true; replicas: ReplicaPlacement[] }
-  | { ok: false; code: string; path: string; message: string };
+  | { ok: false; code: ErrorCode; path: string; message: string };
 
 /** Elastic scale-up: `count` more replicas on the free reserved bundles, in plan order, each checked with the
  * engine-site rule (one node, ascending contiguous local GPUs; a multi-node engine takes whole nodes) before
@@ -56,7 +57,7 @@ function placeOne(
   input: ReservedReplicasInput,
   index: number,
   bundles: number[],
-): { ok: true; replica: ReplicaPlacement } | { ok: false; code: string; path: string; message: string } {
+): { ok: true; replica: ReplicaPlacement } | { ok: false; code: ErrorCode; path: string; message: string } {
   const { pool, base } = input;
   const sites = bundles.map((b) => {
     const bundle = pool?.bundles.find((x) => x.index === b);

@@ -9,3 +9,4 @@ export * from './ports.ts';
 export * from './protocol.ts';
 export * from './router-client.ts';
 export * from './server-args.ts';
+export * from './watchdog.ts';

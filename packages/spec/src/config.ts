@@ -1,6 +1,7 @@
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { z } from 'zod';
 import { EngineAddressSchema } from './discovery.ts';
+import type { ErrorCode } from './error-codes.ts';
 import { formatPath, issueCode, type PathIssue, UisError } from './errors.ts';
 import { GatewayConfigSchema } from './gateway-config.ts';
 import {
@@ -258,10 +259,9 @@ export function configIssues(error: z.ZodError, root = ''): PathIssue[] {
   return out;
 }
 
-function configError(code: string, issues: PathIssue[], filename: string): UisError {
+function configError(code: ErrorCode, issues: PathIssue[], filename: string): UisError {
   return new UisError({
     code,
-    status: 400,
     path: issues[0]?.path,
     message: `${filename}: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`,
     details: issues,

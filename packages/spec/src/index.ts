@@ -1,6 +1,7 @@
 export * from './config.ts';
 export * from './console.ts';
 export * from './discovery.ts';
+export * from './error-codes.ts';
 export * from './errors.ts';
 export * from './gateway-config.ts';
 export * from './lease-states.ts';

@@ -62,7 +62,7 @@ type FlagValue = string | boolean | string[];
 
 class Issues {
   readonly list: PathIssue[] = [];
-  add(flag: string, message: string, code = 'invalid_flag'): void {
+  add(flag: string, message: string, code: PathIssue['code'] = 'invalid_flag'): void {
     this.list.push({ code, path: flag.startsWith('--') ? flag : `--${flag}`, message });
   }
 }

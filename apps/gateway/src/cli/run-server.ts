@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import type { Launcher } from '@uis/manager';
-import { type UisConfig, UisError } from '@uis/spec';
+import { forceStopEngines } from '@uis/sglang-engine';
+import { type ErrorCode, type UisConfig, UisError } from '@uis/spec';
 import type pino from 'pino';
 import { createLogger, UisServer } from '../server/uis-server.ts';
 import { type LauncherKind, UisService } from '../service/uis-service.ts';
@@ -24,6 +25,36 @@ export interface RunServerOptions {
   /** Extra cleanup after the service stopped (e.g. in-process engines). */
   cleanup?: () => Promise<void>;
   out?: (text: string) => void;
+  /** How long a shutdown (or the cleanup of a failed start) may take before every engine this process launched
+   * and still runs is killed. Default 30 s, `UIS_SHUTDOWN_DEADLINE_MS` overrides. */
+  shutdownDeadlineMs?: number;
+}
+
+const DEFAULT_SHUTDOWN_DEADLINE_MS = 30_000;
+
+function shutdownDeadline(opts: RunServerOptions): number {
+  const env = Number(process.env.UIS_SHUTDOWN_DEADLINE_MS);
+  return opts.shutdownDeadlineMs ?? (Number.isFinite(env) && env > 0 ? env : DEFAULT_SHUTDOWN_DEADLINE_MS);
+}
+
+/** Runs `stop`; when it is still running after `ms`, kills every engine process group left and says which. A
+ * shutdown never waits on an engine (or anything else) that does not answer. */
+export async function stopWithin(
+  ms: number,
+  stop: () => Promise<void>,
+  out: (text: string) => void,
+): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<'expired'>((r) => {
+    timer = setTimeout(() => r('expired'), ms);
+  });
+  const outcome = await Promise.race([stop().then(() => 'done' as const), expired]);
+  clearTimeout(timer);
+  if (outcome === 'done') return;
+  const killed = forceStopEngines();
+  out(
+    `shutdown did not finish within ${ms} ms: ${killed.length === 0 ? 'no engine process was left to kill' : `killed ${killed.join(', ')}`}\n`,
+  );
 }
 
 /** The admin token: config, else `UIS_ADMIN_TOKEN`, else a fresh random one (printed once). */
@@ -41,7 +72,7 @@ export function listenError(
   paths: { port: string; host: string },
 ): UisError {
   const errno = (e as NodeJS.ErrnoException).code;
-  const [code, path, message] =
+  const [code, path, message]: [ErrorCode, string, string] =
     errno === 'EADDRINUSE'
       ? [
           'port_in_use',
@@ -92,20 +123,24 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
   let stopping: Promise<void> | null = null;
   let server: UisServer | null = null;
   let extra: { stop(): Promise<void> } | null = null;
+  const deadlineMs = shutdownDeadline(opts);
   const stop = (signal: string) => {
     if (stopping) {
       out(`\n${signal} again: exiting now\n`);
       process.exit(130);
     }
     out(`\n${signal}: stopping (engines are shut down first)...\n`);
-    stopping = (async () => {
-      await extra?.stop().catch(() => undefined);
-      // Relayed requests get a few seconds to finish; hour-long streams are cut (clients retry elsewhere).
-      await server?.close({ graceMs: 5000 }).catch(() => undefined);
-      await service.stop();
-      await opts.cleanup?.();
-      out('stopped\n');
-    })();
+    stopping = stopWithin(
+      deadlineMs,
+      async () => {
+        await extra?.stop().catch(() => undefined);
+        // Relayed requests get a few seconds to finish; hour-long streams are cut (clients retry elsewhere).
+        await server?.close({ graceMs: 5000 }).catch(() => undefined);
+        await service.stop();
+        await opts.cleanup?.();
+      },
+      out,
+    ).then(() => out('stopped\n'));
     stopping.then(
       () => process.exit(0),
       (e: unknown) => {
@@ -125,8 +160,15 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
   try {
     await service.start();
   } catch (e) {
-    await service.stop();
-    await opts.cleanup?.();
+    // The failed start was rolled back; whatever still runs behind it is killed at the deadline.
+    await stopWithin(
+      deadlineMs,
+      async () => {
+        await service.stop();
+        await opts.cleanup?.();
+      },
+      out,
+    );
     throw e;
   }
   if (stopping) return;
@@ -134,6 +176,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     service,
     adminToken: token,
     logger,
+    accessLog: opts.config.gateway?.access_log ?? false,
     ...(servingToken ? { servingToken } : {}),
     ...(opts.config.gateway?.max_body_bytes === undefined
       ? {}

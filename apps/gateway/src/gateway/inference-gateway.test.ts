@@ -341,9 +341,9 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     expect(errorCode(bad.json)).toBe('invalid_body');
   });
 
-  it('refuses bad requests with 400 / 413 JSON errors that name the problem', async () => {
+  it('refuses bad requests with 400 / 404 / 413 JSON errors that name the problem', async () => {
     const unknown = await post('/rollout/generate', { model: 'nope', text: 'x' });
-    expect(unknown.status).toBe(400);
+    expect(unknown.status).toBe(404);
     expect(errorCode(unknown.json)).toBe('unknown_model');
     const key = await post('/rollout/generate', { route_key: 'nope', text: 'x' });
     expect(key.status).toBe(400);
@@ -390,7 +390,7 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     );
     expect(abort.body).toEqual({ rid });
     const metrics = await fetch(`${gw.url}/metrics`).then((r) => r.text());
-    expect(metrics).toMatch(/uis_client_aborts_total\{role="teacher"\} [1-9]/);
+    expect(metrics).toMatch(/uis_client_aborts_total\{role="teacher",model="[^"]+"\} [1-9]/);
   });
 
   it('aborts the GenRM adapter call at the engine when its client disconnects', async () => {
@@ -460,6 +460,10 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
       expect(r.status).toBe(200);
     }
     expect(fake.calls('/generate').length).toBe(before);
+    const metrics = await fetch(`${gw.url}/metrics`).then((r) => r.text());
+    expect(metrics).toMatch(
+      /uis_upstream_retries_total\{role="teacher",model="[^"]+",reason="engine_unreachable"\} [1-9]/,
+    );
     await launcher.serversOf('math-teacher/0')[0]?.close();
     const r = await post('/teacher/generate', { text: 'none left', sampling_params: { max_new_tokens: 2 } });
     expect(r.status).toBe(502);

@@ -29,11 +29,12 @@ import {
   type ProxyTarget,
   sendError,
   servingPaths,
-  TIMEOUT_CODES,
+  type TokenUsage,
   UpstreamPools,
 } from '../proxy/index.ts';
+import { accessLine } from './access-log.ts';
 import { authorized, unauthorized } from './auth.ts';
-import { genrmChatBody, genrmResponse, parseGenrmRequest } from './genrm-adapter.ts';
+import { type GenrmHost, genrmCall, refusedModel } from './genrm-call.ts';
 import { legacyEngines } from './legacy-engines.ts';
 
 /** What the gateway logs through (pino loggers satisfy it). */
@@ -56,6 +57,13 @@ export interface ServedRequest {
   outcome: CompletionEvent['outcome'];
   totalMs: number;
   ttfbMs: number | undefined;
+  /** Streamed answers only: arrival to the first token sent to the client. */
+  ttftMs?: number | undefined;
+  usage?: TokenUsage | undefined;
+  /** Error codes of the attempts that were retried on another replica. */
+  retries?: readonly string[] | undefined;
+  /** The engine error code when the request failed at or with its engine. */
+  upstreamError?: string | undefined;
   error: string | undefined;
   at: number;
 }
@@ -76,6 +84,8 @@ export interface InferenceGatewayOptions {
   /** Longest long-poll a client may ask for. Default 300 s. */
   maxWaitSeconds?: number;
   onServed?: (r: ServedRequest) => void;
+  /** Log one `access` line per serving request at info (see {@link accessLine}). */
+  accessLog?: boolean;
   now?: () => number;
 }
 
@@ -130,6 +140,15 @@ class TrackedInFlight extends InFlightCounter {
   }
 }
 
+/** The engine error a finished request met, if an engine was involved: the proxy's error code, or
+ * `engine_status_5xx` when the engine itself answered a server error. Refusals before any engine are not upstream
+ * errors. */
+function upstreamErrorOf(e: CompletionEvent): string | undefined {
+  if (e.target === undefined) return undefined;
+  if (e.error !== undefined) return e.error.code;
+  return e.outcome === 'ok' && e.status >= 500 ? 'engine_status_5xx' : undefined;
+}
+
 const queryError = (error: z.ZodError): UisError => zodError(error, 'query', 'invalid_query');
 
 /** Seconds a client should wait before retrying a refusal (503s carry them in `details`). */
@@ -137,12 +156,6 @@ function retryAfterOf(err: UisError): number | undefined {
   if (err.status !== 503) return undefined;
   const d = err.details as { retryAfterSeconds?: unknown } | undefined;
   return typeof d?.retryAfterSeconds === 'number' ? d.retryAfterSeconds : 5;
-}
-
-/** The model a routing refusal concerns, when it names one (`model_not_ready` does). */
-function refusedModel(err: UisError): string | undefined {
-  const d = err.details as { model?: unknown } | undefined;
-  return typeof d?.model === 'string' ? d.model : undefined;
 }
 
 /**
@@ -167,11 +180,13 @@ export class InferenceGateway {
   private readonly maxBodyBytes: number;
   private readonly maxWaitSeconds: number;
   private readonly onServed: ((r: ServedRequest) => void) | undefined;
+  private readonly accessLog: boolean;
   private readonly now: () => number;
   /** Model of each forwarded request id, for the completion metrics. */
   private readonly modelOf = new Map<string, string>();
   private readonly origins = new Map<string, string>();
   private readonly ownsPools: boolean;
+  private readonly genrmHost: GenrmHost<ResolvedModel, RequestKeys>;
 
   constructor(opts: InferenceGatewayOptions) {
     this.manager = opts.manager;
@@ -191,7 +206,19 @@ export class InferenceGateway {
     this.maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.maxWaitSeconds = opts.maxWaitSeconds ?? 300;
     this.onServed = opts.onServed;
+    this.accessLog = opts.accessLog ?? false;
     this.now = opts.now ?? (() => performance.now());
+    this.genrmHost = {
+      spec: this.spec,
+      pools: this.pools,
+      inFlight: this.inFlight,
+      now: this.now,
+      keys: (body, req) => this.keys(body, req),
+      resolveModel: (keys, body, res) => this.resolveModel(keys, body, res),
+      pick: (model, keys, res, excluding) => this.pick(model, keys, res, excluding),
+      abortAtEngine: (rid, target, requestId) => this.abortAtEngine(rid, target, requestId),
+      served: (r) => this.served(r),
+    };
     this.mountReadRoutes();
   }
 
@@ -319,7 +346,12 @@ export class InferenceGateway {
     const generate = createServingHandler(options, (body, req, requestId, res) =>
       // GenRM: a body with `messages` is Relax's GenRM call, answered `{"response": ...}` by the adapter.
       this.role === 'genrm' && body.json.messages !== undefined
-        ? { respond: () => this.genrmMessages(body, req, res, requestId) }
+        ? {
+            respond: () =>
+              genrmCall(this.genrmHost, body, req, res, requestId).catch((e: unknown) =>
+                sendError(res, asUisError(e), requestId),
+              ),
+          }
         : this.resolve(body, req, requestId, res, '/generate', { remove: ['model', 'route_key'] }),
     );
     const chat = createServingHandler(options, (body, req, requestId, res) =>
@@ -429,7 +461,7 @@ export class InferenceGateway {
   }
 
   private abortAtEngine(rid: string | string[], target: ProxyTarget, requestId: string): void {
-    this.metrics?.clientAborts.inc({ role: this.role });
+    this.metrics?.clientAborts.inc({ role: this.role, model: this.modelOf.get(requestId) ?? '(none)' });
     const rids = Array.isArray(rid) ? rid : [rid];
     for (const one of rids) {
       this.pools
@@ -457,14 +489,19 @@ export class InferenceGateway {
   private completed(e: CompletionEvent): void {
     const model = this.modelOf.get(e.requestId) ?? '(none)';
     this.modelOf.delete(e.requestId);
+    // The first byte handed to the client: for a stream, the first token (headers leave with it).
+    const ttfbMs = e.firstByteOutMs ?? e.ttfbMs;
     this.served({
       model,
       engineId: e.target?.id,
       status: e.status,
       outcome: e.outcome,
       totalMs: e.totalMs,
-      // The first byte handed to the client: for a stream, the first token (headers leave with it).
-      ttfbMs: e.firstByteOutMs ?? e.ttfbMs,
+      ttfbMs,
+      ttftMs: e.streamed ? ttfbMs : undefined,
+      usage: e.usage,
+      retries: e.retries.length > 0 ? e.retries : undefined,
+      upstreamError: upstreamErrorOf(e),
       error: e.error?.message,
       requestId: e.requestId,
     });
@@ -475,6 +512,7 @@ export class InferenceGateway {
     const { requestId, ...rest } = r;
     const entry: ServedRequest = { role: this.role, at: Date.now(), ...rest };
     this.onServed?.(entry);
+    if (this.accessLog) this.logger.info(accessLine(entry, requestId), 'access');
     // Refusals by design (4xx, 503 for a model that is not ready) are the service working: debug, not warn.
     if (r.status >= 500 && r.status !== 503)
       this.logger.warn({ requestId, role: this.role, ...rest }, 'request failed');
@@ -482,131 +520,6 @@ export class InferenceGateway {
       this.logger.warn({ requestId, role: this.role, ...rest }, 'stream broke');
     else if (this.logger.isLevelEnabled?.('debug') ?? true)
       this.logger.debug({ requestId, role: this.role, ...rest }, 'request served');
-  }
-
-  // ---- GenRM messages adapter --------------------------------------------------------------------------------
-
-  /** Relax's GenRM call: resolve the model, call the engine's chat completions with the merged sampling
-   * parameters (one retry elsewhere if the engine is unreachable), answer `{"response": "<text>"}` stripped. */
-  private genrmMessages(
-    body: ParsedBody,
-    req: IncomingMessage,
-    res: ServerResponse,
-    requestId: string,
-  ): void {
-    this.genrmCall(body, req, res, requestId).catch((e: unknown) => sendError(res, asUisError(e), requestId));
-  }
-
-  private async genrmCall(
-    body: ParsedBody,
-    req: IncomingMessage,
-    res: ServerResponse,
-    requestId: string,
-  ): Promise<void> {
-    const start = this.now();
-    const finish = (
-      status: number,
-      err: UisError | undefined,
-      model: string,
-      engineId?: string,
-      ttfb?: number,
-    ) => {
-      if (err) sendError(res, err, requestId);
-      this.served({
-        requestId,
-        model,
-        engineId,
-        status,
-        outcome: err ? 'error' : 'ok',
-        totalMs: this.now() - start,
-        ttfbMs: ttfb,
-        error: err?.message,
-      });
-    };
-    const parsed = parseGenrmRequest(body.json);
-    if (parsed instanceof UisError) return finish(400, parsed, '(none)');
-    const keys = this.keys(body, req);
-    const model = this.resolveModel(keys, body, res);
-    if (model instanceof UisError) return finish(model.status, model, refusedModel(model) ?? '(none)');
-    const spec = this.spec.models.find((m) => m.name === model.name);
-    // SGLang takes a rid on chat too: a client that leaves is aborted at the engine by it, as on the fast path.
-    const rid = typeof parsed.rid === 'string' && parsed.rid !== '' ? parsed.rid : randomUUID();
-    const payload = JSON.stringify({
-      ...genrmChatBody(parsed, spec ?? { sampling_defaults: {}, chat_template_kwargs: {} }, model.servedName),
-      rid,
-    });
-    const controller = new AbortController();
-    let current: ProxyTarget | undefined;
-    res.on('close', () => {
-      if (res.writableFinished || controller.signal.aborted) return;
-      controller.abort();
-      if (current !== undefined) this.abortAtEngine(rid, current, requestId);
-    });
-    const tried = new Set<string>();
-    for (let attempt = 0; attempt < 2; attempt++) {
-      const target = this.pick(model, keys, res, tried);
-      if (target instanceof UisError) return finish(target.status, target, model.name);
-      current = target;
-      this.inFlight.acquire(target.id);
-      try {
-        const r = await this.pools.get(target.origin).request(
-          {
-            path: '/v1/chat/completions',
-            headers: ['content-type', 'application/json', 'x-request-id', requestId],
-            body: Buffer.from(payload),
-          },
-          controller.signal,
-        );
-        const ttfb = this.now() - start;
-        const text = r.body.toString('utf8');
-        if (r.statusCode !== 200) {
-          const err = new UisError({
-            code: 'engine_error',
-            status: r.statusCode >= 400 && r.statusCode < 500 ? r.statusCode : 502,
-            message: `GenRM engine ${target.id} answered ${r.statusCode}: ${text.slice(0, 500)}`,
-          });
-          return finish(err.status, err, model.name, target.id, ttfb);
-        }
-        let answer: unknown;
-        try {
-          answer = JSON.parse(text);
-        } catch {
-          answer = undefined;
-        }
-        const out = genrmResponse(answer);
-        if (out instanceof UisError) return finish(out.status, out, model.name, target.id, ttfb);
-        const json = JSON.stringify(out);
-        res.writeHead(200, {
-          'content-type': 'application/json',
-          'content-length': Buffer.byteLength(json),
-          'x-request-id': requestId,
-        });
-        res.end(json);
-        return finish(200, undefined, model.name, target.id, ttfb);
-      } catch (e) {
-        if (controller.signal.aborted) return finish(0, undefined, model.name, target.id);
-        const code = (e as { code?: unknown }).code;
-        if (typeof code === 'string' && TIMEOUT_CODES.has(code)) {
-          const err = new UisError({
-            code: ProxyErrorCode.engineTimeout,
-            status: 504,
-            message: `GenRM engine ${target.id} did not answer in time`,
-          });
-          return finish(504, err, model.name, target.id);
-        }
-        tried.add(target.id);
-        if (attempt === 1) {
-          const err = new UisError({
-            code: ProxyErrorCode.engineUnreachable,
-            status: 502,
-            message: `GenRM engine ${target.id} is unreachable: ${e instanceof Error ? e.message : String(e)}`,
-          });
-          return finish(502, err, model.name, target.id);
-        }
-      } finally {
-        this.inFlight.release(target.id);
-      }
-    }
   }
 
   /** Closes the engine connection pools this gateway created. */

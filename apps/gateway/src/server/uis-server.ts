@@ -9,7 +9,7 @@ import {
 import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
-import { type ConsoleState, type Role, UisError } from '@uis/spec';
+import { type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
 import { createAdminApi } from '../admin/admin-api.ts';
@@ -17,6 +17,8 @@ import { BarrierBoard } from '../admin/barrier-board.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
+import { TransitionParts } from '../metrics/transition-parts.ts';
+import { WeightVersionHistory } from '../metrics/weight-versions.ts';
 import {
   createCombinedListener,
   FastRoutes,
@@ -47,6 +49,8 @@ export interface UisServerOptions {
   upstream?: UpstreamPoolOptions;
   /** Period of the console's replica health probes; 0 turns them off. Default 5 s. */
   healthProbeMs?: number;
+  /** One `access` log line per serving request (`gateway.access_log`). */
+  accessLog?: boolean;
 }
 
 /** pino to stderr (stdout stays for what a command prints); silent under vitest unless UIS_LOG_LEVEL says. */
@@ -100,7 +104,10 @@ export class UisServer {
       topologyRevisions: () =>
         [...service.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
       batchCounts: () => service.store.counts(),
+      replicaWeights: () => weightHistory.rows(service.managers),
     });
+    const weightHistory = new WeightVersionHistory();
+    const parts = new TransitionParts(this.metrics);
     const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
     const onServed = (r: ServedRequest) => {
       this.journal.served(r);
@@ -118,6 +125,7 @@ export class UisServer {
         logger: this.logger.child({ role }),
         servingTokens,
         onServed,
+        accessLog: opts.accessLog ?? false,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
       });
       this.gateways.set(role, gateway);
@@ -129,13 +137,8 @@ export class UisServer {
     this.unsubscribe.push(
       service.events.subscribe((e) => {
         this.journal.record(e);
-        if (e.kind === 'transition.completed' || e.kind === 'lease.blocked') {
-          const to = typeof e.data.to === 'string' ? e.data.to : '?';
-          this.metrics.phaseTransitions.observe(
-            { group: e.subject, to, outcome: e.kind === 'lease.blocked' ? 'failed' : 'ok' },
-            (e.duration_ms ?? 0) / 1000,
-          );
-        }
+        parts.observe(e);
+        weightHistory.observe(e);
         this.feed.notify();
       }),
       this.barriers.subscribe(this.feed.notify),
@@ -303,7 +306,7 @@ export class UisServer {
 }
 
 /** The JSON answers to what node's HTTP parser refuses, by error code (anything else: 400 `invalid_http`). */
-const PARSER_REFUSALS: Record<string, { status: number; code: string; path?: string; message: string }> = {
+const PARSER_REFUSALS: Record<string, { status: number; code: ErrorCode; path?: string; message: string }> = {
   HPE_HEADER_OVERFLOW: {
     status: 431,
     code: 'headers_too_large',

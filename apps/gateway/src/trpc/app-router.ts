@@ -1,5 +1,5 @@
 import { initTRPC, TRPCError } from '@trpc/server';
-import { type ConsoleState, type Role, UisError, zodIssues } from '@uis/spec';
+import { type ConsoleState, isErrorCode, type Role, UisError, zodIssues } from '@uis/spec';
 import { z } from 'zod';
 import { authorized } from '../gateway/auth.ts';
 import type { UisService } from '../service/uis-service.ts';
@@ -39,7 +39,8 @@ function productError(error: TRPCError): UisError {
   }
   if (cause instanceof SyntaxError)
     return new UisError({ code: 'invalid_json', status: 400, path: 'input', message: error.message });
-  return new UisError({ code: error.code.toLowerCase(), message: error.message });
+  const code = error.code.toLowerCase();
+  return new UisError({ code: isErrorCode(code) ? code : 'internal_error', message: error.message });
 }
 
 /** A manager's error about one of the procedure's input fields (`model`), named as the console sent it

@@ -36,7 +36,7 @@ class UisError(Exception):
 
 
 class BadRequestError(UisError):
-    """400: the request must change (unknown model, invalid body, a bad field named by ``path``)."""
+    """400: the request must change (invalid body, a bad field named by ``path``, no model chosen)."""
 
 
 class AuthenticationError(UisError):

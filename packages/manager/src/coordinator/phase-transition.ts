@@ -125,7 +125,7 @@ export class PhaseTransition {
     return new UisError({
       code:
         e instanceof UisError && e.code === 'transition_timeout' ? 'transition_timeout' : 'transition_failed',
-      status: e instanceof UisError ? e.status : 500,
+      relayedStatus: e instanceof UisError ? e.status : undefined,
       message: reason,
       cause: e,
     });

@@ -1,5 +1,5 @@
 import type { SGLangEngine } from '@uis/sglang-engine';
-import { type GroupPlacement, type PoolPlan, UisError } from '@uis/spec';
+import { type GroupPlacement, isUisError, type PoolPlan, UisError } from '@uis/spec';
 import type { Launcher, LaunchRequest } from '../launchers.ts';
 import type { PlacementGroups } from '../placement-groups.ts';
 import { errorMessage } from '../runtime.ts';
@@ -61,7 +61,7 @@ export class EnginePool {
         for (const r of p.replicas) createdSlots.push(replicas.add(m.spec, group, p, r));
       }
       publication.publish(); // candidates, all starting
-      await Promise.all(createdSlots.map((s) => this.launch(s)));
+      await this.launchAll(createdSlots);
       for (const m of replicas.models.values()) this.ctx.weights.adoptTarget(m);
       for (const s of createdSlots) replicas.setState(s, 'ready');
       // Starting to sleep: never registered or published as eligible, the drain that follows publishes.
@@ -82,6 +82,25 @@ export class EnginePool {
         details: { rolled_back: { engines: createdSlots.map((s) => s.engineId), pgs: pgsCreatedNow } },
       });
     }
+  }
+
+  /** Starts every slot's engine at once. The first failure cancels the other starts (their engines stop instead
+   * of polling for health until the start deadline) and is thrown once every start has ended, so the rollback
+   * that follows never races an engine still being launched. */
+  private async launchAll(slots: Slot[]): Promise<void> {
+    const cancel = new AbortController();
+    const results = await Promise.allSettled(
+      slots.map((s) =>
+        this.launch(s, cancel.signal).catch((e: unknown) => {
+          cancel.abort(e);
+          throw e;
+        }),
+      ),
+    );
+    const failed = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+    const first = failed.find((r) => !isUisError(r.reason) || r.reason.code !== 'engine_start_cancelled');
+    const reported = first ?? failed[0];
+    if (reported) throw reported.reason;
   }
 
   private async createPgs(createdNow: string[]): Promise<void> {
@@ -144,7 +163,7 @@ export class EnginePool {
   }
 
   /** Creates the engine (launcher), starts it (launch + healthy + flush) and reads its weight version. */
-  async launch(s: Slot): Promise<void> {
+  async launch(s: Slot, signal?: AbortSignal): Promise<void> {
     // A free port can be taken by another process between the probe and the engine's bind: one more try.
     for (let attempt = 1; ; attempt++) {
       const engine = s.external && s.engine ? s.engine : await this.launcher.create(this.launchRequest(s));
@@ -164,7 +183,7 @@ export class EnginePool {
           );
       });
       try {
-        await engine.start({ deadlineMs: this.ctx.opts.startDeadlineMs });
+        await engine.start({ deadlineMs: this.ctx.opts.startDeadlineMs, ...(signal ? { signal } : {}) });
       } catch (e) {
         if (attempt < 2 && !s.external && /EADDRINUSE|address already in use/i.test(errorMessage(e))) {
           this.ctx.logger.warn(

@@ -58,11 +58,14 @@ export class WeightSync {
     const engine = this.ctx.replicas.engineOf(s);
     s.weightVersion = await engine.weightVersion();
     if (s.weightVersion === m.target || !m.replay) return;
+    const t0 = this.ctx.clock.now();
     s.weightVersion = (await engine.updateWeights(engineWeightUpdate(m.replay))).weightVersion;
-    this.ctx.audit('replica.weights_synced', s.engineId, {
-      weight_version: s.weightVersion,
-      target: m.target,
-    });
+    this.ctx.audit(
+      'replica.weights_synced',
+      s.engineId,
+      { model: s.model, weight_version: s.weightVersion, target: m.target },
+      this.ctx.clock.now() - t0,
+    );
   }
 
   /** Updates every resident replica; moves the target (and the replayable update) unless every replica failed. */

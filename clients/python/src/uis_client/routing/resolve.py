@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..discovery import DiscoveryModel, DiscoverySnapshot, ReplicaPolicy, ReplicaState, check_snapshot
-from ..errors import BadRequestError, UisError, UnavailableError
+from ..errors import BadRequestError, NotFoundError, UisError, UnavailableError
 from .states import retry_guidance
 
 Via = Literal["model", "alias", "served_name", "route_key", "default", "only_model"]
@@ -72,10 +72,10 @@ def _pick_name(
         served = [m for m, e in models.items() if e.served_model_name == model]
         if len(served) != 1:
             k = _known(snapshot)
-            return BadRequestError(
+            return NotFoundError(
                 "unknown_model",
                 f'unknown model "{model}"; models: {_names(k["models"])}; aliases: {_names(k["aliases"])}',
-                status=400,
+                status=404,
                 path="body.model",
                 details={"requested": model, **k},
             )
