@@ -57,8 +57,7 @@ function modelsOf(init: InferenceManagerInit): Map<string, ModelRuntime> {
   for (const m of init.role.models) {
     if (m.register_dcs && m.weight_source === 'static')
       throw new UisError({
-        code: 'static_model',
-        status: 400,
+        code: 'static_model_dcs',
         path: `models.${m.name}.register_dcs`,
         message: `model ${m.name} has weight_source static: it cannot register for DCS; drop register_dcs`,
       });
@@ -73,7 +72,6 @@ function modelsOf(init: InferenceManagerInit): Map<string, ModelRuntime> {
     if (capabilities(m).needs_router && !init.routers?.[m.name])
       throw new UisError({
         code: 'router_missing',
-        status: 400,
         path: `models.${m.name}.route_mode`,
         message: `model ${m.name} uses sglang_router: pass a router client (routers.${m.name})`,
       });
@@ -82,7 +80,6 @@ function modelsOf(init: InferenceManagerInit): Map<string, ModelRuntime> {
     if (p.role === init.role.role && !models.has(p.model))
       throw new UisError({
         code: 'unknown_model',
-        status: 400,
         path: `placements.${p.model}`,
         message: `placement names model ${p.model}, which role ${init.role.role} does not define`,
       });
@@ -293,14 +290,12 @@ export class InferenceManager implements PhaseParticipant {
     if (!m.spec.elastic_enabled)
       throw new UisError({
         code: 'not_elastic',
-        status: 409,
         path: `models.${model}.elastic_enabled`,
         message: `model ${model} is not elastic; set elastic_enabled and reserve bundles with a placeholder group`,
       });
     if (!Number.isInteger(replicas) || replicas < 0)
       throw new UisError({
         code: 'invalid_replicas',
-        status: 400,
         path: 'replicas',
         message: 'replicas must be an integer >= 0',
       });
@@ -321,7 +316,6 @@ export class InferenceManager implements PhaseParticipant {
       if (m.held)
         throw new UisError({
           code: 'model_held',
-          status: 409,
           path: 'model',
           message: `model ${model} is held: an operator drained it; activate it before attaching engines`,
         });
@@ -334,7 +328,6 @@ export class InferenceManager implements PhaseParticipant {
     if (!s.external)
       throw new UisError({
         code: 'not_external',
-        status: 409,
         path: 'engine_id',
         message: `${engineId} was launched by this manager; only external engines can be unregistered`,
       });

@@ -102,7 +102,6 @@ export class ExternalLauncher implements Launcher {
     if (!url)
       throw new UisError({
         code: 'external_url_missing',
-        status: 400,
         path: req.replica.engine_id,
         message: `no external URL configured for ${req.replica.engine_id}`,
       });

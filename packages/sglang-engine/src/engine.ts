@@ -397,7 +397,6 @@ export class SGLangEngine {
     await this.replica?.stop(5000);
     throw new UisError({
       code: 'engine_start_cancelled',
-      status: 503,
       path: this.engineId,
       message: `${this.engineId}: start cancelled (the engine is being stopped or another replica's start failed)`,
     });

@@ -26,6 +26,8 @@ export const ERROR_CODES = {
   /** A submitted batch names one sample id twice (the request is wrong on its own; see `sample_exists`). */
   duplicate_sample: 400,
   model_required: 400,
+  /** A root OpenAI route (`/v1/...`) got a model name that several roles serve: the details name the candidates. */
+  ambiguous_model: 400,
   group_required: 400,
   unknown_route_key: 400,
   unknown_group: 400,
@@ -255,6 +257,14 @@ export const ERROR_CODES = {
   invalid_server_arg: 400,
   server_arg_conflicts_with_placement: 400,
   // ---- issue codes: Relax flags (the legacy adapter) ------------------------------------------------------
+  /** A prefix that argparse's allow_abbrev would find ambiguous; the message names every candidate. */
+  ambiguous_flag: 400,
+  /** A prefix of a known flag where flags we do not know (training flags, SGLang fields) may share it. */
+  abbreviated_flag: 400,
+  /** A switch given a value (argparse: "ignored explicit argument"). */
+  unexpected_value: 400,
+  /** An --advantage-estimator / --loss-type Relax does not register. */
+  unsupported_algorithm: 400,
   contradictory_flags: 400,
   duplicate_flag: 400,
   invalid_flag: 400,

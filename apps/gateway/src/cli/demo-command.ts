@@ -1,8 +1,9 @@
 import { fileURLToPath } from 'node:url';
+import { InProcessSimLauncher } from '@uis/control-plane';
 import { SimLauncher } from '@uis/manager';
+import { PRODUCER_ROLE } from '@uis/spec';
 import type { Command } from 'commander';
 import { RlLoopDriver } from '../demo/rl-loop-driver.ts';
-import { InProcessSimLauncher } from '../service/in-process-sim-launcher.ts';
 import { runServer } from './run-server.ts';
 import { parseHost, parsePort, readConfig, withLayoutExit } from './serve-command.ts';
 
@@ -63,7 +64,7 @@ export function registerDemoCommand(program: Command): void {
                       adminToken,
                       group: group?.name ?? 'actor',
                       rolloutPhase:
-                        group?.phases.find((p) => p.residents.includes('rollout'))?.name ?? 'rollout',
+                        group?.phases.find((p) => p.residents.includes(PRODUCER_ROLE))?.name ?? PRODUCER_ROLE,
                       trainPhase: group?.phases.find((p) => p.residents.includes('train'))?.name ?? 'train',
                       ...(alias === undefined ? {} : { chatModel: alias }),
                       ...(routeKey === undefined ? {} : { generateRouteKey: routeKey }),

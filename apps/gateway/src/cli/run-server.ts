@@ -1,11 +1,17 @@
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
+import {
+  type ControlPlane,
+  type ControlPlaneOptions,
+  createControlPlane,
+  type LauncherKind,
+  planOf,
+} from '@uis/control-plane';
 import type { Launcher } from '@uis/manager';
 import { forceStopEngines } from '@uis/sglang-engine';
-import { type ErrorCode, type UisConfig, UisError } from '@uis/spec';
+import { configuredRoles, type ErrorCode, type UisConfig, UisError } from '@uis/spec';
 import type pino from 'pino';
 import { createLogger, UisServer } from '../server/uis-server.ts';
-import { type LauncherKind, UisService } from '../service/uis-service.ts';
 
 export interface RunServerOptions {
   config: UisConfig;
@@ -18,10 +24,10 @@ export interface RunServerOptions {
   /** Printed banner title. */
   title: string;
   /** Started once the server listens (the demo's driver); stopped first on shutdown. */
-  extra?: (ctx: { url: string; adminToken: string; service: UisService; logger: pino.Logger }) => {
+  extra?: (ctx: { url: string; adminToken: string; plane: ControlPlane; logger: pino.Logger }) => {
     stop(): Promise<void>;
   };
-  managerOptions?: ConstructorParameters<typeof UisService>[0]['managerOptions'];
+  managerOptions?: ControlPlaneOptions['managerOptions'];
   /** Extra cleanup after the service stopped (e.g. in-process engines). */
   cleanup?: () => Promise<void>;
   out?: (text: string) => void;
@@ -92,7 +98,7 @@ export function listenError(
               paths.port,
               `cannot listen on ${host}:${port}: ${e instanceof Error ? e.message : String(e)}`,
             ];
-  return new UisError({ code, status: 400, path, message, cause: e });
+  return new UisError({ code, path, message, cause: e });
 }
 
 /** Binds and releases the address once, so a taken port or a foreign host fails before any engine starts. */
@@ -105,7 +111,7 @@ async function checkListen(port: number, host: string, paths: { port: string; ho
 }
 
 /**
- * Starts a UisService and its UisServer, prints where everything is, and stops cleanly on SIGINT/SIGTERM (engines
+ * Starts a ControlPlane and its UisServer, prints where everything is, and stops cleanly on SIGINT/SIGTERM (engines
  * stopped, their process groups gone) before exiting. A second signal exits at once.
  */
 export async function runServer(opts: RunServerOptions): Promise<void> {
@@ -113,16 +119,19 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
   const listenPaths = opts.listenPaths ?? { port: '--port', host: '--host' };
   await checkListen(opts.port, opts.host, listenPaths);
   const logger = createLogger();
-  const service = new UisService({
+  // Planned first: an invalid layout is refused before anything starts, and the banner names what will run.
+  const plan = planOf(opts.config);
+  let plane: ControlPlane | null = null;
+  let stopping: Promise<void> | null = null;
+  let server: UisServer | null = null;
+  let extra: { stop(): Promise<void> } | null = null;
+  const starting = createControlPlane({
     config: opts.config,
     launcher: opts.launcher,
     logger,
     ...(opts.dbPath === undefined ? {} : { dbPath: opts.dbPath }),
     ...(opts.managerOptions === undefined ? {} : { managerOptions: opts.managerOptions }),
   });
-  let stopping: Promise<void> | null = null;
-  let server: UisServer | null = null;
-  let extra: { stop(): Promise<void> } | null = null;
   const deadlineMs = shutdownDeadline(opts);
   const stop = (signal: string) => {
     if (stopping) {
@@ -136,7 +145,10 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
         await extra?.stop().catch(() => undefined);
         // Relayed requests get a few seconds to finish; hour-long streams are cut (clients retry elsewhere).
         await server?.close({ graceMs: 5000 }).catch(() => undefined);
-        await service.stop();
+        // A signal during the start waits for it: nothing it brings up may outlive the stop (a failed start has
+        // stopped what it started).
+        const started = plane ?? (await starting.catch(() => null));
+        await started?.stop();
         await opts.cleanup?.();
       },
       out,
@@ -154,26 +166,18 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
 
   const { token, generated } = adminTokenFor(opts.config);
   const servingToken = opts.config.gateway?.serving_token ?? process.env.UIS_SERVING_TOKEN;
-  out(
-    `${opts.title}: starting ${[...service.managers.keys()].join(', ')} (${plural(service.plan.placements.length, 'engine group')})...\n`,
-  );
+  const roles = configuredRoles(opts.config).map((r) => r.role);
+  out(`${opts.title}: starting ${roles.join(', ')} (${plural(plan.placements.length, 'engine group')})...\n`);
   try {
-    await service.start();
+    plane = await starting;
   } catch (e) {
     // The failed start was rolled back; whatever still runs behind it is killed at the deadline.
-    await stopWithin(
-      deadlineMs,
-      async () => {
-        await service.stop();
-        await opts.cleanup?.();
-      },
-      out,
-    );
+    await stopWithin(deadlineMs, async () => opts.cleanup?.(), out);
     throw e;
   }
   if (stopping) return;
   server = new UisServer({
-    service,
+    plane,
     adminToken: token,
     logger,
     accessLog: opts.config.gateway?.access_log ?? false,
@@ -188,14 +192,14 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
   } catch (e) {
     // The port was taken since the check: nothing may stay running behind the error.
     await server.close().catch(() => undefined);
-    await service.stop();
+    await plane.stop();
     await opts.cleanup?.();
     throw listenError(e, opts.port, opts.host, listenPaths);
   }
   const lines = [
     '',
     `  console     ${url}/`,
-    ...[...service.managers.keys()].map(
+    ...[...plane.managers.keys()].map(
       (r) => `  ${r.padEnd(11)} ${url}/${r}/engines   ${url}/${r}/v1/chat/completions`,
     ),
     `  admin API   ${url}/admin   (Authorization: Bearer <token>)`,
@@ -206,7 +210,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     '',
   ];
   out(`${lines.join('\n')}\n`);
-  if (opts.extra) extra = opts.extra({ url, adminToken: token, service, logger });
+  if (opts.extra) extra = opts.extra({ url, adminToken: token, plane, logger });
 }
 
 /** `1 engine group`, `4 engine groups`. */

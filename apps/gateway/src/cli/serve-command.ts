@@ -1,8 +1,8 @@
 import { readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import type { LauncherKind } from '@uis/control-plane';
 import { isUisError, loadConfig, type PathIssue, type UisConfig, UisError } from '@uis/spec';
 import { type Command, InvalidArgumentError } from 'commander';
-import type { LauncherKind } from '../service/uis-service.ts';
 import { EXIT_INVALID_LAYOUT, renderIssues } from './cli-errors.ts';
 import { readInputFile } from './input-file.ts';
 import { runServer } from './run-server.ts';
@@ -40,7 +40,7 @@ export function checkDbPath(dbPath: string, flag: string): void {
   if (dbPath === ':memory:') return;
   const path = resolve(process.cwd(), dbPath);
   const fail = (message: string) => {
-    throw new UisError({ code: 'invalid_db_path', status: 400, path: flag, message });
+    throw new UisError({ code: 'invalid_db_path', path: flag, message });
   };
   const stat = (p: string) => statSync(p, { throwIfNoEntry: false });
   if (stat(path)?.isDirectory()) fail(`${path} is a directory; give the path of a database file`);

@@ -123,7 +123,7 @@ export async function genrmCall<M extends Resolved, K>(
       if (r.statusCode !== 200) {
         const err = new UisError({
           code: 'engine_error',
-          status: r.statusCode >= 400 && r.statusCode < 500 ? r.statusCode : 502,
+          relayedStatus: r.statusCode < 500 ? r.statusCode : undefined,
           message: `GenRM engine ${target.id} answered ${r.statusCode}: ${text.slice(0, 500)}`,
         });
         return finish(err.status, err, model.name, engine);
@@ -150,7 +150,6 @@ export async function genrmCall<M extends Resolved, K>(
       if (typeof code === 'string' && TIMEOUT_CODES.has(code)) {
         const err = new UisError({
           code: ProxyErrorCode.engineTimeout,
-          status: 504,
           message: `GenRM engine ${target.id} did not answer in time`,
         });
         return finish(504, err, model.name, { id: target.id });
@@ -159,7 +158,6 @@ export async function genrmCall<M extends Resolved, K>(
       if (attempt === 1) {
         const err = new UisError({
           code: ProxyErrorCode.engineUnreachable,
-          status: 502,
           message: `GenRM engine ${target.id} is unreachable: ${e instanceof Error ? e.message : String(e)}`,
         });
         return finish(502, err, model.name, { id: target.id });

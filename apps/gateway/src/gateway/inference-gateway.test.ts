@@ -102,7 +102,7 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
   });
 
   it('long-polls discovery: times out unchanged, and wakes on a publication, not at its timeout', async () => {
-    const registry = gw.service.managers.get('teacher')!.registry;
+    const registry = gw.plane.managers.get('teacher')!.registry;
     const rev = registry.revision;
     const t0 = Date.now();
     const idle = await get(`/teacher/engines?wait_revision=${rev}&timeout_s=0.3`);
@@ -261,7 +261,7 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
   });
 
   it('feeds its in-flight counts to least_outstanding and to the manager, whose drain waits for them', async () => {
-    const manager = gw.service.managers.get('rollout')!;
+    const manager = gw.plane.managers.get('rollout')!;
     const engines = ['policy/0', 'policy/1'];
     const controller = new AbortController();
     const r = await fetch(`${gw.url}/rollout/v1/chat/completions`, {
@@ -494,7 +494,7 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     });
     expect((await get('/genrm/health?schema=1')).json).toEqual({ status: 'unhealthy', service: 'genrm' });
     // Requests never woke it.
-    expect(gw.service.managers.get('genrm')!.snapshot().models.judge?.replicas[0]?.state).toBe('sleeping');
+    expect(gw.plane.managers.get('genrm')!.snapshot().models.judge?.replicas[0]?.state).toBe('sleeping');
   });
 
   it('counts requests by role, model and status in /metrics', async () => {

@@ -3,7 +3,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { InferenceManager, InflightTracker } from '@uis/manager';
 import {
-  candidatesOf,
   promptText,
   ReplicaSelector,
   type RequestKeys,
@@ -11,15 +10,15 @@ import {
   requestKeys,
   resolveModel,
 } from '@uis/routing';
-import { type GroupPlacement, type InferenceRoleSpec, retryGuidance, UisError, zodError } from '@uis/spec';
-import { type Context, Hono } from 'hono';
-import { z } from 'zod';
+import { capabilitiesOf, type GroupPlacement, type InferenceRoleSpec, UisError } from '@uis/spec';
+import { Hono } from 'hono';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import {
   asUisError,
   type CompletionEvent,
   createServingHandler,
   DEFAULT_MAX_BODY_BYTES,
+  type ErrorBodyOf,
   type FastHandler,
   type FastRoutes,
   type ForwardRoute,
@@ -27,6 +26,7 @@ import {
   type ParsedBody,
   ProxyErrorCode,
   type ProxyTarget,
+  type ServingProxyOptions,
   sendError,
   servingPaths,
   type TokenUsage,
@@ -35,7 +35,8 @@ import {
 import { accessLine } from './access-log.ts';
 import { authorized, unauthorized } from './auth.ts';
 import { type GenrmHost, genrmCall, refusedModel } from './genrm-call.ts';
-import { legacyEngines } from './legacy-engines.ts';
+import { openAIErrorBody } from './openai-surface.ts';
+import { modelList, mountReadRoutes } from './read-routes.ts';
 
 /** What the gateway logs through (pino loggers satisfy it). */
 export interface GatewayLogger {
@@ -89,43 +90,6 @@ export interface InferenceGatewayOptions {
   now?: () => number;
 }
 
-const EngineQuerySchema = z.object({
-  // Decimal digits only: `Number()` would read '' as 0 and '0x10' as 16, answering a revision nobody asked for.
-  wait_revision: z
-    .string()
-    .regex(/^\d{1,15}$/, 'must be a topology revision: a non-negative decimal integer')
-    .transform(Number)
-    .optional(),
-  timeout_s: z
-    .string()
-    .trim()
-    .min(1, 'must be a number of seconds')
-    .transform(Number)
-    .pipe(z.number().nonnegative())
-    .optional(),
-  schema: z.enum(['1', '2']).optional(),
-  model_name: z.string().min(1).optional(),
-  /** The epoch the client's `wait_revision` belongs to: revisions restart with a new registry, so a client that
-   * saw another epoch gets the current snapshot at once instead of waiting for a revision that may never come. */
-  registry_epoch: z.string().min(1).optional(),
-});
-const HealthQuerySchema = z.object({ schema: z.enum(['1', '2']).optional() });
-
-/** Methods other than the ones a route answers get 405 + `Allow` instead of a 404 that hides the route. */
-const OTHER_METHODS = {
-  read: ['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
-  serving: ['GET', 'HEAD', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
-} as const;
-
-export function methodNotAllowed(method: string, path: string, allow: string): UisError {
-  return new UisError({
-    code: 'method_not_allowed',
-    status: 405,
-    path: 'method',
-    message: `${method} ${path} is not supported; use ${allow}`,
-  });
-}
-
 const ROUTER_PREFIX = 'router:';
 
 /** The proxy's in-flight counter, mirrored into the manager's tracker so drain waits for what the gateway forwards.
@@ -148,8 +112,6 @@ function upstreamErrorOf(e: CompletionEvent): string | undefined {
   if (e.error !== undefined) return e.error.code;
   return e.outcome === 'ok' && e.status >= 500 ? 'engine_status_5xx' : undefined;
 }
-
-const queryError = (error: z.ZodError): UisError => zodError(error, 'query', 'invalid_query');
 
 /** Seconds a client should wait before retrying a refusal (503s carry them in `details`). */
 function retryAfterOf(err: UisError): number | undefined {
@@ -186,6 +148,8 @@ export class InferenceGateway {
   private readonly modelOf = new Map<string, string>();
   private readonly origins = new Map<string, string>();
   private readonly ownsPools: boolean;
+  /** What the proxy counts and reports a request of this role through (the root OpenAI routes borrow it). */
+  private readonly owner: Pick<ServingProxyOptions, 'inFlight' | 'hooks'>;
   private readonly genrmHost: GenrmHost<ResolvedModel, RequestKeys>;
 
   constructor(opts: InferenceGatewayOptions) {
@@ -196,6 +160,13 @@ export class InferenceGateway {
     this.ownsPools = opts.pools === undefined;
     this.pools = opts.pools ?? new UpstreamPools();
     this.inFlight = new TrackedInFlight(opts.manager.inflight);
+    this.owner = {
+      inFlight: this.inFlight,
+      hooks: {
+        onClientAbort: (rid, target, requestId) => this.abortAtEngine(rid, target, requestId),
+        onComplete: (e) => this.completed(e),
+      },
+    };
     this.selector = new ReplicaSelector({
       inFlight: (id) => this.inFlight.get(id),
       cacheAware: opts.spec.routing.cache_aware,
@@ -219,133 +190,27 @@ export class InferenceGateway {
       abortAtEngine: (rid, target, requestId) => this.abortAtEngine(rid, target, requestId),
       served: (r) => this.served(r),
     };
-    this.mountReadRoutes();
-  }
-
-  // ---- discovery, health, models (Hono) ----------------------------------------------------------------------
-
-  private mountReadRoutes(): void {
-    const base = `/${this.role}`;
-    const app = this.app;
-    if (this.servingTokens.length > 0) {
-      const tokens = this.servingTokens;
-      app.use(`${base}/*`, async (c, next) => {
-        if (!authorized(c.req.header('authorization'), tokens)) {
-          return c.json(unauthorized(`${this.role} discovery`).toJSON(), 401);
-        }
-        await next();
-      });
-    }
-    app.get(`${base}/engines`, async (c) => {
-      const q = EngineQuerySchema.safeParse(c.req.query());
-      if (!q.success) return c.json(queryError(q.error).toJSON(), 400);
-      const { wait_revision, timeout_s, schema, model_name, registry_epoch } = q.data;
-      const registry = this.manager.registry;
-      let snapshot = registry.snapshot();
-      const sameEpoch = registry_epoch === undefined || registry_epoch === snapshot.registry_epoch;
-      if (wait_revision !== undefined && sameEpoch && snapshot.topology_revision <= wait_revision) {
-        const seconds = Math.min(timeout_s ?? 30, this.maxWaitSeconds);
-        // Woken by the registry's publication (subscribe), not by polling; a client that leaves ends the wait.
-        snapshot = await registry.waitForRevision(wait_revision + 1, seconds * 1000, c.req.raw.signal);
-      }
-      if (schema === '1') {
-        const pids = (id: string) => this.pidsOf(id);
-        return c.json(legacyEngines(snapshot, this.placements, pids, model_name));
-      }
-      if (model_name !== undefined) {
-        const entry = snapshot.models[model_name];
-        return c.json({ ...snapshot, models: entry === undefined ? {} : { [model_name]: entry } });
-      }
-      return c.json(snapshot);
+    mountReadRoutes(this.app, {
+      role: this.role,
+      manager: this.manager,
+      aliases: this.spec.routing.aliases,
+      placements: this.placements,
+      servingTokens: this.servingTokens,
+      maxWaitSeconds: this.maxWaitSeconds,
     });
-    app.get(`${base}/health`, (c) => {
-      const q = HealthQuerySchema.safeParse(c.req.query());
-      if (!q.success) return c.json(queryError(q.error).toJSON(), 400);
-      const snapshot = this.manager.registry.snapshot();
-      const models: Record<string, unknown> = {};
-      let anyServing = false;
-      for (const [name, m] of Object.entries(snapshot.models)) {
-        const eligible = candidatesOf(m).length;
-        const canServe = m.router_url !== null ? m.state === 'ready' : m.state === 'ready' && eligible > 0;
-        anyServing ||= canServe;
-        const guidance = retryGuidance(m.state, m.held === true);
-        models[name] = {
-          state: m.state,
-          can_serve: canServe,
-          replicas: m.engines.length,
-          eligible_replicas: eligible,
-          weight_version: m.weight_version ?? null,
-          ...(canServe ? {} : { reason: guidance.reason, retry_after_s: guidance.retryAfterSeconds }),
-        };
-      }
-      if (q.data.schema === '1') {
-        // Relax's GenRM service answered this shape; healthy means it can score now.
-        return c.json({ status: anyServing ? 'healthy' : 'unhealthy', service: this.role });
-      }
-      return c.json({
-        status: 'ok',
-        role: this.role,
-        phase: snapshot.phase,
-        topology_revision: snapshot.topology_revision,
-        registry_epoch: snapshot.registry_epoch ?? null,
-        can_serve: anyServing,
-        models,
-      });
-    });
-    app.get(`${base}/v1/models`, (c) => {
-      const snapshot = this.manager.registry.snapshot();
-      const created = Math.floor(Date.now() / 1000);
-      const data: Array<Record<string, unknown>> = Object.entries(snapshot.models).map(([name, m]) => ({
-        id: name,
-        object: 'model',
-        created,
-        owned_by: 'uis',
-        root: m.served_model_name ?? name,
-        state: m.state,
-      }));
-      for (const [alias, target] of Object.entries(this.spec.routing.aliases)) {
-        if (Object.hasOwn(snapshot.models, alias)) continue;
-        data.push({ id: alias, object: 'model', created, owned_by: 'uis', root: target, alias_of: target });
-      }
-      return c.json({ object: 'list', data });
-    });
-    const read = [`${base}/engines`, `${base}/health`, `${base}/v1/models`];
-    const { generate, chat } = servingPaths(this.role);
-    const refuse = (allow: string) => (c: Context) => {
-      c.header('allow', allow);
-      return c.json(methodNotAllowed(c.req.method, c.req.path, allow).toJSON(), 405);
-    };
-    app.on([...OTHER_METHODS.read], read, refuse('GET, HEAD'));
-    // POST never gets here: the serving routes answer it on the fast path.
-    app.on([...OTHER_METHODS.serving], [generate, ...chat], refuse('POST'));
-  }
-
-  private pidsOf(engineId: string): number[] {
-    for (const m of Object.values(this.manager.snapshot().models)) {
-      const r = m.replicas.find((x) => x.engine_id === engineId);
-      if (r) return r.pids;
-    }
-    return [];
   }
 
   // ---- serving (fast path) -----------------------------------------------------------------------------------
 
-  /** Adds this role's serving routes to the process's fast route table. */
+  /** Adds this role's serving routes to the process's fast route table: raw generate, and OpenAI chat and
+   * completions (which answer errors in OpenAI's shape). */
   registerServing(routes: FastRoutes): void {
     const paths = servingPaths(this.role);
-    const options = {
-      pools: this.pools,
-      inFlight: this.inFlight,
-      maxBodyBytes: this.maxBodyBytes,
-      hooks: {
-        onClientAbort: (rid: string | string[], target: ProxyTarget, requestId: string) =>
-          this.abortAtEngine(rid, target, requestId),
-        onComplete: (e: CompletionEvent) => this.completed(e),
-      },
-    };
+    const options = { pools: this.pools, maxBodyBytes: this.maxBodyBytes, ...this.owner };
+    const openai = { ...options, errorBody: openAIErrorBody };
     const generate = createServingHandler(options, (body, req, requestId, res) =>
       // GenRM: a body with `messages` is Relax's GenRM call, answered `{"response": ...}` by the adapter.
-      this.role === 'genrm' && body.json.messages !== undefined
+      capabilitiesOf(this.role)?.messageAdapter === 'genrm_messages' && body.json.messages !== undefined
         ? {
             respond: () =>
               genrmCall(this.genrmHost, body, req, res, requestId).catch((e: unknown) =>
@@ -354,19 +219,49 @@ export class InferenceGateway {
           }
         : this.resolve(body, req, requestId, res, '/generate', { remove: ['model', 'route_key'] }),
     );
-    const chat = createServingHandler(options, (body, req, requestId, res) =>
+    const chat = createServingHandler(openai, (body, req, requestId, res) =>
       this.resolve(body, req, requestId, res, '/v1/chat/completions', undefined),
     );
+    const completions = createServingHandler(openai, (body, req, requestId, res) =>
+      this.resolve(body, req, requestId, res, '/v1/completions', undefined),
+    );
     routes.add('POST', paths.generate, this.guard(generate));
-    for (const p of paths.chat) routes.add('POST', p, this.guard(chat));
+    for (const p of paths.chat) routes.add('POST', p, this.guard(chat, openAIErrorBody));
+    for (const p of paths.completions) routes.add('POST', p, this.guard(completions, openAIErrorBody));
+  }
+
+  // ---- the root OpenAI routes (OpenAIRole) ---------------------------------------------------------------------
+
+  models() {
+    return modelList(this.manager.registry.snapshot(), this.spec.routing.aliases);
+  }
+
+  serves(name: string): boolean {
+    const snapshot = this.manager.registry.snapshot();
+    return (
+      Object.hasOwn(snapshot.models, name) ||
+      Object.hasOwn(this.spec.routing.aliases, name) ||
+      Object.values(snapshot.models).some((m) => m.served_model_name === name)
+    );
+  }
+
+  openAIRoute(
+    path: string,
+    body: ParsedBody,
+    req: IncomingMessage,
+    requestId: string,
+    res: ServerResponse,
+  ): ForwardRoute | UisError {
+    const route = this.resolve(body, req, requestId, res, path, undefined);
+    return route instanceof UisError ? route : { ...route, owner: this.owner };
   }
 
   /** Serving token check (when configured). */
-  private guard(handler: FastHandler): FastHandler {
+  private guard(handler: FastHandler, errorBody?: ErrorBodyOf): FastHandler {
     return (req, res) => {
       if (this.servingTokens.length > 0 && !authorized(req.headers.authorization, this.servingTokens)) {
         req.resume();
-        sendError(res, unauthorized(`${this.role} serving`), undefined);
+        sendError(res, unauthorized(`${this.role} serving`), undefined, errorBody);
         return;
       }
       handler(req, res);

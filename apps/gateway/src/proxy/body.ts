@@ -30,7 +30,6 @@ export interface BodyEdit {
 export function bodyTooLarge(limit: number): UisError {
   return new UisError({
     code: ProxyErrorCode.bodyTooLarge,
-    status: 413,
     path: 'body',
     message: `request body exceeds the ${limit} byte limit; send a smaller body or raise the gateway's body limit`,
   });
@@ -116,7 +115,6 @@ export function parseJsonObject(raw: Buffer): Record<string, unknown> | UisError
   if (!isUtf8(raw))
     return new UisError({
       code: ProxyErrorCode.invalidJson,
-      status: 400,
       path: 'body',
       message: 'request body is not valid UTF-8; send JSON encoded as UTF-8',
     });
@@ -126,7 +124,6 @@ export function parseJsonObject(raw: Buffer): Record<string, unknown> | UisError
   } catch (e) {
     return new UisError({
       code: ProxyErrorCode.invalidJson,
-      status: 400,
       path: 'body',
       message: `request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`,
     });
@@ -134,7 +131,6 @@ export function parseJsonObject(raw: Buffer): Record<string, unknown> | UisError
   if (typeof json !== 'object' || json === null || Array.isArray(json)) {
     return new UisError({
       code: ProxyErrorCode.invalidBody,
-      status: 400,
       path: 'body',
       message: 'request body must be a JSON object',
     });

@@ -1,5 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { UisError } from '@uis/spec';
+import type { Context } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
 
 /** Stable codes of the forwarding layer; the HTTP status travels with each UisError. */
 export const ProxyErrorCode = {
@@ -16,10 +18,19 @@ export const ProxyErrorCode = {
 } as const;
 export type ProxyErrorCode = (typeof ProxyErrorCode)[keyof typeof ProxyErrorCode];
 
-/** Writes `{"error": {...}}` with the error's status unless the response has already started. */
-export function sendError(res: ServerResponse, err: UisError, requestId: string | undefined): void {
+/** How a route spells its errors: the product's `{"error": {code, message, path?, details?}}` by default; OpenAI
+ * routes add OpenAI's fields (see `openAIErrorBody`). */
+export type ErrorBodyOf = (err: UisError) => unknown;
+
+/** Writes the error body with the error's status unless the response has already started. */
+export function sendError(
+  res: ServerResponse,
+  err: UisError,
+  requestId: string | undefined,
+  bodyOf?: ErrorBodyOf,
+): void {
   if (res.headersSent || res.destroyed) return;
-  const body = JSON.stringify(err.toJSON());
+  const body = JSON.stringify(bodyOf === undefined ? err.toJSON() : bodyOf(err));
   const headers: Record<string, string | number> = {
     'content-type': 'application/json',
     'content-length': Buffer.byteLength(body),
@@ -34,8 +45,12 @@ export function asUisError(e: unknown): UisError {
   if (e instanceof UisError) return e;
   return new UisError({
     code: ProxyErrorCode.internal,
-    status: 500,
     message: e instanceof Error ? e.message : String(e),
     cause: e,
   });
+}
+
+/** A Hono answer with the error's JSON and its status (the error table's). */
+export function errorJson(c: Context, err: UisError): Response {
+  return c.json(err.toJSON(), err.status as ContentfulStatusCode);
 }

@@ -80,7 +80,7 @@ async function gateway(
   pools.push(p);
   const pick = (excluding?: ReadonlySet<string>): ProxyTarget | UisError =>
     targets.find((t) => !excluding?.has(t.id)) ??
-    new UisError({ code: 'no_replica', status: 503, message: 'no engine can serve' });
+    new UisError({ code: 'no_replica', message: 'no engine can serve' });
   const options: ServingProxyOptions = {
     pools: p,
     inFlight,

@@ -3,7 +3,7 @@ import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { UisError } from '@uis/spec';
 import { type BodyEdit, collectBody, forwardedBody, type ParsedBody, parseServingBody } from './body.ts';
-import { asUisError, ProxyErrorCode, sendError } from './errors.ts';
+import { asUisError, type ErrorBodyOf, ProxyErrorCode, sendError } from './errors.ts';
 import type { FastHandler } from './fast-routes.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
 import type { InFlightCounter } from './in-flight.ts';
@@ -35,6 +35,9 @@ export interface ForwardRoute {
   path: string;
   pick: PickTarget;
   edit?: BodyEdit;
+  /** The gateway that owns the request once routed, when it is not the handler's (the root OpenAI routes find
+   * the role from the model): its in-flight counter and hooks count the request. */
+  owner?: Pick<ServingProxyOptions, 'inFlight' | 'hooks'>;
 }
 
 /** A request the resolver answers itself instead of forwarding it as is (e.g. the GenRM messages adapter, which
@@ -103,6 +106,8 @@ export interface ServingProxyOptions {
   injectRid?: boolean;
   now?: () => number;
   newId?: () => string;
+  /** Error body of this route (default: the product's); OpenAI routes answer OpenAI's shape. */
+  errorBody?: ErrorBodyOf;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
@@ -137,7 +142,7 @@ function canRelayChunked(req: IncomingMessage, res: ServerResponse): boolean {
  */
 class Exchange implements UpstreamHandler {
   readonly #res: ServerResponse;
-  readonly #opts: ServingProxyOptions;
+  #opts: ServingProxyOptions;
   readonly #now: () => number;
   readonly #start: number;
   readonly #requestId: string;
@@ -199,6 +204,7 @@ class Exchange implements UpstreamHandler {
     }
     this.#route = route;
     this.#req = req;
+    if (route.owner !== undefined) this.#opts = { ...this.#opts, ...route.owner };
     let inject: string | undefined;
     if (body.fields.rid === undefined && this.#opts.injectRid !== false) inject = nextId();
     this.#rid = body.fields.rid ?? inject;
@@ -334,7 +340,6 @@ class Exchange implements UpstreamHandler {
             code !== undefined && TIMEOUT_CODES.has(code)
               ? ProxyErrorCode.engineTimeout
               : ProxyErrorCode.engineResponseIncomplete,
-          status: 502,
           message: `engine ${target.id} broke the stream: ${err.message}`,
         }),
       );
@@ -344,7 +349,6 @@ class Exchange implements UpstreamHandler {
       this.#fail(
         new UisError({
           code: ProxyErrorCode.engineTimeout,
-          status: 504,
           message: `engine ${target.id} did not answer in time (${code === 'UPSTREAM_HEADERS_TIMEOUT' ? 'headers' : 'body'} timeout)`,
           cause: err,
         }),
@@ -354,7 +358,6 @@ class Exchange implements UpstreamHandler {
     if (!this.#gotResponse && code !== undefined && UNREACHABLE_CODES.has(code)) {
       const unreachable = new UisError({
         code: ProxyErrorCode.engineUnreachable,
-        status: 502,
         message: `engine ${target.id} at ${target.origin} is unreachable: ${err.message}`,
         cause: err,
       });
@@ -382,7 +385,6 @@ class Exchange implements UpstreamHandler {
             : this.#gotResponse
               ? ProxyErrorCode.engineResponseIncomplete
               : ProxyErrorCode.engineUnreachable,
-        status: 502,
         message: `engine ${target.id} failed: ${err.message}`,
         cause: err,
       }),
@@ -391,7 +393,7 @@ class Exchange implements UpstreamHandler {
 
   /** Answers with an error (nothing has been sent yet) and ends the exchange. */
   #fail(err: UisError): void {
-    sendError(this.#res, err, this.#requestId);
+    sendError(this.#res, err, this.#requestId, this.#opts.errorBody);
     this.#finish('error', err.status, err);
   }
 

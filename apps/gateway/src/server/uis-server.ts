@@ -9,24 +9,24 @@ import {
 import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
-import { type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
+import type { ControlPlane } from '@uis/control-plane';
+import { asRole, type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
 import { createAdminApi } from '../admin/admin-api.ts';
-import { BarrierBoard } from '../admin/barrier-board.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
+import { mountOpenAIRoot } from '../gateway/openai-surface.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
-import { TransitionParts } from '../metrics/transition-parts.ts';
-import { WeightVersionHistory } from '../metrics/weight-versions.ts';
+import { Observability } from '../metrics/observability.ts';
 import {
   createCombinedListener,
+  errorJson,
   FastRoutes,
   servingPaths,
   type UpstreamPoolOptions,
   UpstreamPools,
 } from '../proxy/index.ts';
-import type { UisService } from '../service/uis-service.ts';
 import { buildAppRouter } from '../trpc/app-router.ts';
 import { ChangeFeed } from '../trpc/change-feed.ts';
 import { ConsoleJournal } from '../trpc/console-journal.ts';
@@ -35,7 +35,7 @@ import { CONSOLE_DIST, consoleHandler } from './console-static.ts';
 import { HealthProbe } from './health-probe.ts';
 
 export interface UisServerOptions {
-  service: UisService;
+  plane: ControlPlane;
   adminToken: string;
   /** When set, discovery and serving need it (or the admin token). */
   servingToken?: string | undefined;
@@ -60,30 +60,28 @@ export function createLogger(level?: string): pino.Logger {
 }
 
 /**
- * The HTTP face of a UisService on one port: a role gateway per configured role (serving routes on the proxy's
+ * The HTTP face of a ControlPlane on one port: a role gateway per configured role (serving routes on the proxy's
  * fast path, everything else on Hono), the admin API at `/admin`, tRPC for the console at `/trpc`, Prometheus at
  * `/metrics`, and the console build at `/`.
  */
 export class UisServer {
-  readonly service: UisService;
+  readonly plane: ControlPlane;
   readonly gateways = new Map<Role, InferenceGateway>();
   readonly app = new Hono();
   readonly metrics: GatewayMetrics;
+  readonly observability: Observability;
   readonly journal = new ConsoleJournal();
-  readonly barriers = new BarrierBoard();
   readonly feed = new ChangeFeed();
   readonly logger: pino.Logger;
   private readonly pools: UpstreamPools;
   private readonly routes = new FastRoutes();
   private server: Server | null = null;
-  /** Batch scoring changes no registry and logs no event until it commits: the console is nudged meanwhile. */
-  private readonly scoringTicker: NodeJS.Timeout;
   private readonly probe: HealthProbe | null;
   private readonly unsubscribe: Array<() => void> = [];
 
   constructor(opts: UisServerOptions) {
-    const service = opts.service;
-    this.service = service;
+    const plane = opts.plane;
+    this.plane = plane;
     this.pools = new UpstreamPools(opts.upstream);
     this.logger = opts.logger ?? createLogger();
     this.metrics = new GatewayMetrics({
@@ -93,7 +91,7 @@ export class UisServer {
         ),
       replicaStates: () => {
         const out: Array<{ role: string; model: string; state: string; count: number }> = [];
-        for (const [role, m] of service.managers)
+        for (const [role, m] of plane.managers)
           for (const [model, x] of Object.entries(m.snapshot().models)) {
             const counts = new Map<string, number>();
             for (const r of x.replicas) counts.set(r.state, (counts.get(r.state) ?? 0) + 1);
@@ -102,24 +100,24 @@ export class UisServer {
         return out;
       },
       topologyRevisions: () =>
-        [...service.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
-      batchCounts: () => service.store.counts(),
-      replicaWeights: () => weightHistory.rows(service.managers),
+        [...plane.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
+      batchCounts: () => plane.store.counts(),
+      replicaWeights: () => this.observability.weights.rows(plane.managers),
     });
-    const weightHistory = new WeightVersionHistory();
-    const parts = new TransitionParts(this.metrics);
+    this.observability = new Observability(this.metrics, plane.plan);
     const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
     const onServed = (r: ServedRequest) => {
       this.journal.served(r);
+      this.observability.served(r);
       this.feed.notify();
     };
-    for (const [role, manager] of service.managers) {
-      const spec = service.roles[role];
+    for (const [role, manager] of plane.managers) {
+      const spec = plane.roles[role];
       if (!spec) continue;
       const gateway = new InferenceGateway({
         manager,
         spec,
-        placements: service.placementsOf(role),
+        placements: plane.placementsOf(role),
         pools: this.pools,
         metrics: this.metrics,
         logger: this.logger.child({ role }),
@@ -131,23 +129,20 @@ export class UisServer {
       this.gateways.set(role, gateway);
       gateway.registerServing(this.routes);
       this.app.route('/', gateway.app);
-      this.unsubscribe.push(manager.registry.subscribe(this.feed.notify));
     }
-    this.journal.backfill(service.events.latest(500));
+    this.journal.backfill(plane.events.latest(500));
+    for (const e of plane.events.latest(20_000)) this.observability.audit(e, false);
+    // Every change of the control plane (audit events, publications, barrier waiters, batch progress) wakes the
+    // console; audit events also feed its journal, the metrics and the time views, barrier waits the GPU-time view.
     this.unsubscribe.push(
-      service.events.subscribe((e) => {
-        this.journal.record(e);
-        parts.observe(e);
-        weightHistory.observe(e);
+      plane.stream.subscribe((change) => {
+        if (change.type === 'audit') {
+          this.journal.record(change.event);
+          this.observability.audit(change.event);
+        } else if (change.type === 'barriers') this.observability.barriers(change.barriers, Date.now());
         this.feed.notify();
       }),
-      this.barriers.subscribe(this.feed.notify),
     );
-
-    this.scoringTicker = setInterval(() => {
-      if (service.store.list({ state: 'running' }).length > 0) this.feed.notify();
-    }, 1000);
-    this.scoringTicker.unref();
     const probeMs = opts.healthProbeMs ?? 5000;
     this.probe =
       probeMs <= 0
@@ -155,7 +150,7 @@ export class UisServer {
         : new HealthProbe({
             intervalMs: probeMs,
             targets: () =>
-              [...service.managers.values()].flatMap((m) =>
+              [...plane.managers.values()].flatMap((m) =>
                 Object.values(m.snapshot().models).flatMap((x) =>
                   x.replicas.flatMap((r) =>
                     r.base_url === null || r.state === 'dead'
@@ -178,27 +173,27 @@ export class UisServer {
       if (cached && cached.version === this.feed.current && now - cached.at < 1000) return cached.state;
       const version = this.feed.current;
       const fresh = consoleState({
-        service,
+        plane,
         gateways: this.gateways,
         journal: this.journal,
-        barriers: this.barriers,
+        barriers: plane.barriers,
       });
       cached = { version, at: now, state: fresh };
       return fresh;
     };
     const router = buildAppRouter({
-      service,
+      plane,
       adminToken: opts.adminToken,
       state,
       feed: this.feed,
+      observability: this.observability,
       ...(opts.throttleMs === undefined ? {} : { throttleMs: opts.throttleMs }),
     });
     this.app.route(
       '/admin',
       createAdminApi({
-        service,
+        plane,
         adminToken: opts.adminToken,
-        barriers: this.barriers,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
       }),
     );
@@ -217,43 +212,54 @@ export class UisServer {
       c.body(await this.metrics.text(), 200, { 'content-type': this.metrics.contentType }),
     );
     this.app.get('/healthz', (c) => c.json({ status: 'ok', roles: [...this.gateways.keys()] }));
+    // One base URL for a whole job: /v1/models, /v1/chat/completions, /v1/completions find the role by model.
+    mountOpenAIRoot(this.app, this.routes, {
+      roles: () => this.gateways.values(),
+      pools: this.pools,
+      servingTokens,
+      ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
+    });
     const roles = new Set<string>([...this.gateways.keys(), 'admin', 'trpc', 'metrics']);
     const console = consoleHandler(opts.consoleDist ?? CONSOLE_DIST);
     // A role's API paths: under a role that is not configured they answer JSON, not the console's page.
     const isRolePath = (role: string, path: string) => {
-      const { generate, chat } = servingPaths(role);
-      return [`/${role}/engines`, `/${role}/health`, `/${role}/v1/models`, generate, ...chat].includes(path);
+      const { generate, chat, completions } = servingPaths(role);
+      const paths = [
+        `/${role}/engines`,
+        `/${role}/health`,
+        `/${role}/v1/models`,
+        generate,
+        ...chat,
+        ...completions,
+      ];
+      return paths.includes(path);
     };
     this.app.all('*', (c) => {
       const first = c.req.path.split('/')[1] ?? '';
       if (!this.gateways.has(first as Role) && isRolePath(first, c.req.path)) {
         const err = new UisError({
           code: 'unknown_role',
-          status: 404,
           path: 'role',
           message: `role ${JSON.stringify(first)} is not configured; roles: ${[...this.gateways.keys()].join(', ')}`,
         });
-        return c.json(err.toJSON(), 404);
+        return errorJson(c, err);
       }
       // API paths answer JSON; only browser paths fall back to the console.
-      if (c.req.method !== 'GET' || roles.has(first) || ['rollout', 'genrm', 'teacher'].includes(first)) {
+      if (c.req.method !== 'GET' || roles.has(first) || asRole(first) !== undefined) {
         const err = new UisError({
           code: 'not_found',
-          status: 404,
           path: c.req.path,
           message: `no route ${c.req.method} ${c.req.path}`,
         });
-        return c.json(err.toJSON(), 404);
+        return errorJson(c, err);
       }
       return console(c);
     });
     this.app.onError((e, c) => {
       const err =
-        e instanceof UisError
-          ? e
-          : new UisError({ code: 'internal_error', status: 500, message: e.message, cause: e });
+        e instanceof UisError ? e : new UisError({ code: 'internal_error', message: e.message, cause: e });
       if (err.status >= 500) this.logger.error({ err: e.message, path: c.req.path }, 'request failed');
-      return c.json(err.toJSON(), err.status as 500);
+      return errorJson(c, err);
     });
   }
 
@@ -288,7 +294,6 @@ export class UisServer {
   /** Stops accepting connections, lets relayed requests finish for up to `graceMs` (default 0: cut at once),
    * then closes every connection and the engine pools. The service is stopped separately. */
   async close(opts: { graceMs?: number } = {}): Promise<void> {
-    clearInterval(this.scoringTicker);
     this.probe?.stop();
     for (const off of this.unsubscribe.splice(0)) off();
     const server = this.server;
@@ -306,15 +311,13 @@ export class UisServer {
 }
 
 /** The JSON answers to what node's HTTP parser refuses, by error code (anything else: 400 `invalid_http`). */
-const PARSER_REFUSALS: Record<string, { status: number; code: ErrorCode; path?: string; message: string }> = {
+const PARSER_REFUSALS: Record<string, { code: ErrorCode; path?: string; message: string }> = {
   HPE_HEADER_OVERFLOW: {
-    status: 431,
     code: 'headers_too_large',
     path: 'headers',
     message: 'request headers are too large; send fewer or shorter headers',
   },
   ERR_HTTP_REQUEST_TIMEOUT: {
-    status: 408,
     code: 'request_timeout',
     path: 'headers',
     message: 'the request headers did not arrive in time',
@@ -333,14 +336,15 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
     return;
   }
   const known = err.code === undefined ? undefined : PARSER_REFUSALS[err.code];
-  const init = known ?? {
-    status: 400,
-    code: 'invalid_http',
-    message: `the request is not valid HTTP/1.1 (${err.code ?? err.message}); fix the client's request framing`,
-  };
-  const body = JSON.stringify(new UisError(init).toJSON());
+  const refusal = new UisError(
+    known ?? {
+      code: 'invalid_http',
+      message: `the request is not valid HTTP/1.1 (${err.code ?? err.message}); fix the client's request framing`,
+    },
+  );
+  const body = JSON.stringify(refusal.toJSON());
   socket.end(
-    `HTTP/1.1 ${init.status} ${STATUS_CODES[init.status]}\r\ncontent-type: application/json\r\n` +
+    `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\ncontent-type: application/json\r\n` +
       `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
 }

@@ -1,9 +1,19 @@
 import { initTRPC, TRPCError } from '@trpc/server';
-import { type ConsoleState, isErrorCode, type Role, UisError, zodIssues } from '@uis/spec';
+import type { ControlPlane } from '@uis/control-plane';
+import {
+  type ConsoleState,
+  type GpuTimeReport,
+  isErrorCode,
+  type Role,
+  type TimeSeriesUpdate,
+  UisError,
+  zodIssues,
+} from '@uis/spec';
 import { z } from 'zod';
 import { authorized } from '../gateway/auth.ts';
-import type { UisService } from '../service/uis-service.ts';
+import type { Observability } from '../metrics/observability.ts';
 import { type ChangeFeed, pause } from './change-feed.ts';
+import { gpuTimeUpdates, timeSeriesUpdates } from './observability-feeds.ts';
 
 /** Per request: the raw `Authorization` header (`Bearer <token>`), or null. */
 export interface TrpcContext {
@@ -11,12 +21,14 @@ export interface TrpcContext {
 }
 
 export interface AppRouterDeps {
-  service: UisService;
+  plane: ControlPlane;
   adminToken: string;
   state: () => ConsoleState;
   feed: ChangeFeed;
   /** Least time between two pushed states. Default 250 ms. */
   throttleMs?: number;
+  /** Time series and GPU-time view (absent: those subscriptions end at once). */
+  observability?: Observability;
 }
 
 // Role as a plain string, as the console sends it; an unknown role is refused with a message.
@@ -32,13 +44,12 @@ function productError(error: TRPCError): UisError {
     const issues = zodIssues(cause, 'input');
     return new UisError({
       code: 'invalid_input',
-      status: 400,
       path: issues[0]?.path ?? 'input',
       message: issues.map((i) => `${i.path}: ${i.message}`).join('; '),
     });
   }
   if (cause instanceof SyntaxError)
-    return new UisError({ code: 'invalid_json', status: 400, path: 'input', message: error.message });
+    return new UisError({ code: 'invalid_json', path: 'input', message: error.message });
   const code = error.code.toLowerCase();
   return new UisError({ code: isErrorCode(code) ? code : 'internal_error', message: error.message });
 }
@@ -49,7 +60,7 @@ function inInput(e: unknown, input: object): unknown {
   if (!(e instanceof UisError) || e.path === undefined || !Object.hasOwn(input, e.path)) return e;
   return new UisError({
     code: e.code,
-    status: e.status,
+    relayedStatus: e.status,
     path: `input.${e.path}`,
     message: e.message,
     details: e.details,
@@ -81,7 +92,7 @@ export function buildAppRouter(deps: AppRouterDeps) {
       throw new TRPCError({ code: 'UNAUTHORIZED', message: 'admin token refused' });
     return next();
   });
-  const { service } = deps;
+  const { plane } = deps;
   const act = async (
     kind: string,
     subject: string,
@@ -90,7 +101,7 @@ export function buildAppRouter(deps: AppRouterDeps) {
   ): Promise<{ ok: true; message: string }> => {
     try {
       const message = await run();
-      service.events.append({
+      plane.events.append({
         kind: `admin.${kind}`,
         subject,
         actor: 'console',
@@ -99,7 +110,7 @@ export function buildAppRouter(deps: AppRouterDeps) {
       return { ok: true, message };
     } catch (e) {
       const message = e instanceof Error ? e.message : String(e);
-      service.events.append({
+      plane.events.append({
         kind: `admin.${kind}`,
         subject,
         actor: 'console',
@@ -109,7 +120,7 @@ export function buildAppRouter(deps: AppRouterDeps) {
     }
   };
   // An unknown role is the service's unknown_role at `role`, which `act` reports at `input.role`.
-  const manager = (role: string) => service.managerOf(role);
+  const manager = (role: string) => plane.managerOf(role);
   return t.router({
     state: t.procedure.query(() => deps.state()),
     changes: t.procedure.subscription(async function* (opts) {
@@ -126,6 +137,14 @@ export function buildAppRouter(deps: AppRouterDeps) {
         yield deps.state();
       }
     }),
+    timeSeries: t.procedure.subscription(async function* (opts) {
+      if (deps.observability)
+        yield* timeSeriesUpdates(deps.observability.ring, opts.signal) as AsyncIterable<TimeSeriesUpdate>;
+    }),
+    gpuTime: t.procedure.subscription(async function* (opts) {
+      if (deps.observability)
+        yield* gpuTimeUpdates(deps.observability.gpuTime, opts.signal) as AsyncIterable<GpuTimeReport>;
+    }),
     checkToken: t.procedure.input(z.object({ token: z.string() })).mutation(({ input }) => {
       if (!authorized(`Bearer ${input.token}`, [deps.adminToken]))
         throw new TRPCError({ code: 'UNAUTHORIZED', message: 'admin token refused' });
@@ -140,7 +159,7 @@ export function buildAppRouter(deps: AppRouterDeps) {
     activateModel: admin.input(RoleModelInput).mutation(({ input }) =>
       act('activate_model', `${input.role}/${input.model}`, input, async () => {
         manager(input.role);
-        const r = await service.activateModel(input.role as Role, input.model);
+        const r = await plane.activateModel(input.role as Role, input.model);
         const name = `${input.role}/${input.model}`;
         if (r.onloaded || r.waits_for === undefined) return `${name} activated`;
         const w = r.waits_for;
@@ -151,7 +170,7 @@ export function buildAppRouter(deps: AppRouterDeps) {
       .input(z.object({ group: z.string().min(1), to: z.string().min(1).optional() }))
       .mutation(({ input }) =>
         act('advance_phase', input.group, input, async () => {
-          const r = await service.coordinator.transition({
+          const r = await plane.coordinator.transition({
             group: input.group,
             actor: 'console',
             ...(input.to === undefined ? {} : { to: input.to }),
@@ -164,7 +183,7 @@ export function buildAppRouter(deps: AppRouterDeps) {
       .input(z.object({ group: z.string().min(1), phase: z.string().min(1), note: z.string().optional() }))
       .mutation(({ input }) =>
         act('resolve_lease', input.group, input, async () => {
-          const lease = service.coordinator.resolve({
+          const lease = plane.coordinator.resolve({
             group: input.group,
             phase: input.phase,
             actor: 'console',
@@ -175,7 +194,7 @@ export function buildAppRouter(deps: AppRouterDeps) {
       ),
     restartReplica: admin.input(z.object({ engine_id: z.string().min(1) })).mutation(({ input }) =>
       act('restart_replica', input.engine_id, input, async () => {
-        for (const m of service.managers.values()) {
+        for (const m of plane.managers.values()) {
           const owns = Object.values(m.snapshot().models).some((x) =>
             x.replicas.some((r) => r.engine_id === input.engine_id),
           );
@@ -188,7 +207,6 @@ export function buildAppRouter(deps: AppRouterDeps) {
         }
         throw new UisError({
           code: 'unknown_engine',
-          status: 400,
           path: 'input.engine_id',
           message: `no replica ${input.engine_id}`,
         });

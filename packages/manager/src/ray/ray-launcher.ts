@@ -115,7 +115,6 @@ function placeOnProbe(
       if (!e)
         throw new UisError({
           code: 'bundle_missing',
-          status: 409,
           path: `${replica.engine_id}.nodes[${n.node_rank}]`,
           message: `bundle ${b} of ${probed.pool.pg_name} was not probed`,
         });
@@ -125,7 +124,6 @@ function placeOnProbe(
     if (entries.some((e) => e.node_id !== nodeId))
       throw new UisError({
         code: 'engine_not_on_one_node',
-        status: 409,
         path: `${replica.engine_id}.nodes[${n.node_rank}]`,
         message: `node rank ${n.node_rank} of ${replica.engine_id} spans several Ray nodes`,
       });

@@ -33,7 +33,6 @@ export class ElasticScaler {
     if (!group || !base)
       throw new UisError({
         code: 'no_regular_group',
-        status: 409,
         message: `model ${name} has no regular engine group`,
       });
     const placed = placeReservedReplicas({
@@ -49,8 +48,7 @@ export class ElasticScaler {
       count: n - live.length,
       pool: pool.pools[base.pool],
     });
-    if (!placed.ok)
-      throw new UisError({ code: placed.code, status: 409, path: placed.path, message: placed.message });
+    if (!placed.ok) throw new UisError({ code: placed.code, path: placed.path, message: placed.message });
     const added = placed.replicas.map((r) => replicas.add(m.spec, group, base, r, { elastic: true }));
     this.ctx.publication.publish();
     const results = await Promise.allSettled(added.map((s) => pool.launch(s)));
@@ -77,7 +75,6 @@ export class ElasticScaler {
     if (failed.length > 0)
       throw new UisError({
         code: 'scale_failed',
-        status: 502,
         message: `scale up failed: ${failed.join('; ')}`,
       });
   }

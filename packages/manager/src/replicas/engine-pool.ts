@@ -32,7 +32,6 @@ export class EnginePool {
     if (!this.#started)
       throw new UisError({
         code: 'manager_not_started',
-        status: 409,
         message: `${this.ctx.role} manager is not started`,
       });
   }
@@ -54,7 +53,6 @@ export class EnginePool {
         if (!group)
           throw new UisError({
             code: 'unknown_group',
-            status: 400,
             path: `${p.model}.engine_groups[${p.group}]`,
             message: 'placement names a group the model lacks',
           });
@@ -76,7 +74,7 @@ export class EnginePool {
       await this.rollback(createdSlots, registered, pgsCreatedNow);
       throw new UisError({
         code: 'start_failed',
-        status: e instanceof UisError ? e.status : 500,
+        relayedStatus: e instanceof UisError ? e.status : undefined,
         message: `${this.ctx.role} start failed and was rolled back: ${errorMessage(e)}`,
         cause: e,
         details: { rolled_back: { engines: createdSlots.map((s) => s.engineId), pgs: pgsCreatedNow } },

@@ -57,7 +57,6 @@ export class OperationQueue {
   private shutDown(): UisError {
     return new UisError({
       code: 'manager_shut_down',
-      status: 409,
       message: `${this.role} manager is shut down`,
     });
   }

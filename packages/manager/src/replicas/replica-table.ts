@@ -29,7 +29,6 @@ export class ReplicaTable {
     if (!m)
       throw new UisError({
         code: 'unknown_model',
-        status: 404,
         path: 'model',
         message: `role ${this.role} has no model ${JSON.stringify(name)}; models: ${[...this.models.keys()].join(', ')}`,
       });
@@ -41,7 +40,6 @@ export class ReplicaTable {
     if (!s)
       throw new UisError({
         code: 'unknown_engine',
-        status: 404,
         path: 'engine_id',
         message: `no replica ${engineId}`,
       });
@@ -147,7 +145,6 @@ export class ReplicaTable {
     if (!s.engine)
       throw new UisError({
         code: 'engine_missing',
-        status: 503,
         path: s.engineId,
         message: `${s.engineId} has no engine`,
       });

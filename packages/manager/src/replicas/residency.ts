@@ -47,7 +47,6 @@ export class Residency {
     if (failed.length > 0)
       throw new UisError({
         code: 'activate_failed',
-        status: 502,
         message: `onload failed: ${failed.join('; ')}`,
       });
   }

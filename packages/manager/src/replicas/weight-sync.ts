@@ -14,7 +14,6 @@ export class WeightSync {
     if (m.spec.weight_source === 'static')
       throw new UisError({
         code: 'static_model',
-        status: 409,
         path: `models.${m.spec.name}.weight_source`,
         message: `model ${m.spec.name} has weight_source static: it refuses ${what}`,
       });
@@ -81,7 +80,6 @@ export class WeightSync {
       // Nothing would join the trainer's group: it would wait for a world that never forms.
       throw new UisError({
         code: 'no_resident_replica',
-        status: 409,
         path: 'body.action',
         message: `no replica of ${m.spec.name} has its weights loaded to join weight group ${req.group_name}${
           m.held
@@ -97,7 +95,6 @@ export class WeightSync {
       this.ctx.audit('admin.update_weights', m.spec.name, { source: req.source, target: m.target, results });
       throw new UisError({
         code: 'weight_update_failed',
-        status: 502,
         path: 'body',
         message: `${req.source} weight update of ${m.spec.name} failed on every replica: ${results.map((r) => `${r.engine_id}: ${r.error}`).join('; ')}`,
         details: { engines: results },
