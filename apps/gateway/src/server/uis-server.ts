@@ -19,8 +19,12 @@ import { InferenceGateway, type ServedRequest } from '../gateway/inference-gatew
 import { mountOpenAIRoot } from '../gateway/openai-surface.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import { Observability } from '../metrics/observability.ts';
+import { mountDocs } from '../openapi/docs-routes.ts';
 import {
+  BodyBudget,
   createCombinedListener,
+  DEFAULT_MAX_BODY_BYTES,
+  DEFAULT_MAX_JSON_DEPTH,
   errorJson,
   FastRoutes,
   servingPaths,
@@ -31,8 +35,11 @@ import { buildAppRouter } from '../trpc/app-router.ts';
 import { ChangeFeed } from '../trpc/change-feed.ts';
 import { ConsoleJournal } from '../trpc/console-journal.ts';
 import { consoleState } from '../trpc/console-state.ts';
+import { bodyGuard } from './body-guard.ts';
 import { CONSOLE_DIST, consoleHandler } from './console-static.ts';
 import { HealthProbe } from './health-probe.ts';
+
+const DEFAULT_BODY_TIMEOUT_MS = 60_000;
 
 export interface UisServerOptions {
   plane: ControlPlane;
@@ -41,6 +48,13 @@ export interface UisServerOptions {
   servingToken?: string | undefined;
   logger?: pino.Logger;
   maxBodyBytes?: number;
+  /** Time a client has to send a whole request, headers and body (408 and the connection closed after). Default
+   * 60 s. */
+  bodyTimeoutMs?: number;
+  /** Bytes all request bodies still arriving may hold at once (503 + Retry-After beyond). Default 512 MiB. */
+  bodyBudgetBytes?: number;
+  /** Deepest JSON nesting any route accepts. Default 128. */
+  maxJsonDepth?: number;
   /** The console build to serve at `/`. */
   consoleDist?: string;
   /** Least time between two console pushes. */
@@ -74,16 +88,32 @@ export class UisServer {
   readonly feed = new ChangeFeed();
   readonly logger: pino.Logger;
   private readonly pools: UpstreamPools;
-  private readonly routes = new FastRoutes();
+  /** The serving fast path's routes (served before Hono sees a request). */
+  readonly routes = new FastRoutes();
   private server: Server | null = null;
   private readonly probe: HealthProbe | null;
   private readonly unsubscribe: Array<() => void> = [];
+  private readonly bodyTimeoutMs: number;
+  /** Bytes of request bodies still arriving, process-wide. */
+  readonly bodyBudget: BodyBudget;
 
   constructor(opts: UisServerOptions) {
     const plane = opts.plane;
     this.plane = plane;
     this.pools = new UpstreamPools(opts.upstream);
     this.logger = opts.logger ?? createLogger();
+    this.bodyTimeoutMs = opts.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
+    this.bodyBudget = new BodyBudget(opts.bodyBudgetBytes);
+    const maxJsonDepth = opts.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH;
+    // First, so it runs before every framework route: the serving fast path applies the same rules itself.
+    this.app.use(
+      '*',
+      bodyGuard({
+        budget: this.bodyBudget,
+        maxBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+        maxJsonDepth,
+      }),
+    );
     this.metrics = new GatewayMetrics({
       inFlight: () =>
         [...this.gateways].flatMap(([role, g]) =>
@@ -123,6 +153,8 @@ export class UisServer {
         logger: this.logger.child({ role }),
         servingTokens,
         onServed,
+        bodyBudget: this.bodyBudget,
+        maxJsonDepth,
         accessLog: opts.accessLog ?? false,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
       });
@@ -212,11 +244,13 @@ export class UisServer {
       c.body(await this.metrics.text(), 200, { 'content-type': this.metrics.contentType }),
     );
     this.app.get('/healthz', (c) => c.json({ status: 'ok', roles: [...this.gateways.keys()] }));
+    mountDocs(this.app, () => ({ roles: [...this.gateways.keys()], admin: [] }));
     // One base URL for a whole job: /v1/models, /v1/chat/completions, /v1/completions find the role by model.
     mountOpenAIRoot(this.app, this.routes, {
       roles: () => this.gateways.values(),
       pools: this.pools,
       servingTokens,
+      bodyRules: { bodyBudget: this.bodyBudget, maxJsonDepth },
       ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
     });
     const roles = new Set<string>([...this.gateways.keys(), 'admin', 'trpc', 'metrics']);
@@ -271,11 +305,18 @@ export class UisServer {
 
   /** Listens (port 0: ephemeral). Resolves with the base URL. */
   async listen(port = 0, host = '127.0.0.1'): Promise<{ url: string; port: number }> {
-    const server = createServer({ keepAliveTimeout: 120_000 }, this.requestListener());
+    // The request (headers and body) must arrive within the body deadline, checked every second; the answer may
+    // take as long as it takes (hour-long generations are never cut for taking long).
+    const server = createServer(
+      {
+        keepAliveTimeout: 120_000,
+        requestTimeout: this.bodyTimeoutMs,
+        headersTimeout: Math.min(60_000, this.bodyTimeoutMs),
+        connectionsCheckingInterval: Math.min(1000, this.bodyTimeoutMs),
+      },
+      this.requestListener(),
+    );
     server.on('clientError', answerClientError);
-    // Hour-long generations: never cut a request for taking long.
-    server.requestTimeout = 0;
-    server.headersTimeout = 60_000;
     this.server = server;
     server.listen(port, host);
     await once(server, 'listening');
@@ -319,8 +360,8 @@ const PARSER_REFUSALS: Record<string, { code: ErrorCode; path?: string; message:
   },
   ERR_HTTP_REQUEST_TIMEOUT: {
     code: 'request_timeout',
-    path: 'headers',
-    message: 'the request headers did not arrive in time',
+    path: 'body',
+    message: "the request (headers and body) did not arrive within the gateway's deadline; send it faster",
   },
 };
 
