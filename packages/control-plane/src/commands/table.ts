@@ -1,6 +1,7 @@
 import { BatchKindSchema, WeightUpdateRequestSchema } from '@uis/manager';
 import { UisError } from '@uis/spec';
 import { z } from 'zod';
+import { ModelReplicasSchema, modelReplicas } from '../model-replicas.ts';
 import { submitBatch } from '../submit-batch.ts';
 import { type AnyCommand, defineCommand } from './define.ts';
 import {
@@ -193,6 +194,17 @@ const roleCommands = {
           : { deferred: 'the model is asleep: the replica relaunches when the model onloads' }),
       };
     },
+  }),
+  list_replicas: defineCommand({
+    ...adminRead,
+    name: 'list_replicas',
+    summary: "A model's replicas with URL, state, version, TP/PP and each rank's node and GPU id",
+    method: 'GET',
+    path: '/roles/:role/models/:model/replicas',
+    params: RoleModel,
+    input: None,
+    output: ModelReplicasSchema,
+    handler: (plane, { params }) => modelReplicas(plane, params.role, params.model),
   }),
   list_roles: defineCommand({
     ...adminRead,
