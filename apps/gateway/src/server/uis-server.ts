@@ -19,6 +19,7 @@ import { InferenceGateway, type ServedRequest } from '../gateway/inference-gatew
 import { mountOpenAIRoot } from '../gateway/openai-surface.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import { Observability } from '../metrics/observability.ts';
+import { mountDocs } from '../openapi/docs-routes.ts';
 import {
   BodyBudget,
   createCombinedListener,
@@ -92,7 +93,8 @@ export class UisServer {
   readonly feed = new ChangeFeed();
   readonly logger: pino.Logger;
   private readonly pools: UpstreamPools;
-  private readonly routes = new FastRoutes();
+  /** The serving fast path's routes (served before Hono sees a request). */
+  readonly routes = new FastRoutes();
   private server: Server | null = null;
   private readonly probe: HealthProbe | null;
   private readonly unsubscribe: Array<() => void> = [];
@@ -255,6 +257,7 @@ export class UisServer {
       c.body(await this.metrics.text(), 200, { 'content-type': this.metrics.contentType }),
     );
     this.app.get('/healthz', (c) => c.json({ status: 'ok', roles: [...this.gateways.keys()] }));
+    mountDocs(this.app, () => ({ roles: [...this.gateways.keys()], admin: [] }));
     // One base URL for a whole job: /v1/models, /v1/chat/completions, /v1/completions find the role by model.
     mountOpenAIRoot(this.app, this.routes, {
       roles: () => this.gateways.values(),
