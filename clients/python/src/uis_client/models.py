@@ -78,10 +78,13 @@ class Event(_Model):
 class OpenAIModel(_Model):
     id: str
     object: str = "model"
+    created: int
     owned_by: str | None = None
     root: str | None = None
     state: str | None = None
     alias_of: str | None = None
+    #: Root ``/v1/models`` only: the role serving the model.
+    role: str | None = None
 
 
 class ModelList(_Model):
