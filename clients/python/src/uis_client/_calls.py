@@ -46,6 +46,11 @@ def _any(body: Any) -> Operation[Any]:
     return Operation[Any].model_validate(body)
 
 
+def _result(body: Any) -> Any:
+    """The ``result`` of the admin envelope ``{ok, operation_id, result}`` that every admin answer has."""
+    return body["result"] if isinstance(body, dict) and "ok" in body and "result" in body else body
+
+
 def _clean(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if v is not None}
 
@@ -146,11 +151,6 @@ def restart_replica(role: str, engine_id: str) -> Call[Operation[Any]]:
     return Call("POST", path, _any, {"engine_id": engine_id}, mutation=True)
 
 
-def _result(body: Any) -> Any:
-    # Every admin answer is the envelope {ok, operation_id, result}; reads included.
-    return body["result"]
-
-
 def roles() -> Call[dict[str, Any]]:
     return Call("GET", "/admin/roles", lambda b: dict(_result(b)["roles"]))
 
@@ -174,7 +174,8 @@ def resolve_lease(phase: str, group: str | None, note: str | None) -> Call[Opera
 
 
 def _lease_of(body: Any) -> Lease:
-    return Lease.model_validate(_result(body))
+    # Services before the command table answered a barrier wait as `{ok, lease}`.
+    return Lease.model_validate(body["lease"] if "lease" in body else _result(body))
 
 
 def wait_barrier(phase: str, group: str | None, timeout_s: float) -> Call[Lease]:

@@ -36,6 +36,8 @@ class Lease(_Model):
     status: str
     reason: str | None = None
     target: str | None = None
+    #: Proof recorded at the last transition: the roles that left and whether each engine released its memory.
+    last_release: dict[str, Any] | None = None
 
 
 class Batch(_Model):
