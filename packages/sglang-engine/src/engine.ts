@@ -24,6 +24,8 @@ export interface SGLangEngineOptions {
   engineId: string;
   baseUrl: string;
   client?: SGLangClient;
+  /** The engine's `--api-key` (used by the client built here; a given `client` brings its own). */
+  apiKey?: string;
   launcher?: EngineLauncher;
   launchSpec?: LaunchSpec;
   clock?: Clock;
@@ -54,9 +56,9 @@ export interface DrainReport {
   /** ms spent until the engine was idle or the policy was applied. */
   waitedMs: number;
   /** Work seen when the drain began: caller in-flight + engine running + waiting requests. */
-  inflightAtStart: number;
+  inFlightAtStart: number;
   /** Work left when the drain ended (0 after an abort). */
-  inflightAtEnd: number;
+  inFlightAtEnd: number;
   /** The deadline passed before the engine was idle (policy `wait` then aborts what is left). */
   timedOut: boolean;
   /** pause_generation was called with this mode (continue_generation is due on wake). */
@@ -116,7 +118,8 @@ export class SGLangEngine {
     this.baseUrl = opts.baseUrl;
     this.bootstrapPort = opts.launchSpec?.bootstrapPort;
     this.ownsClient = opts.client === undefined;
-    this.client = opts.client ?? new SGLangClient(opts.baseUrl);
+    this.client =
+      opts.client ?? new SGLangClient(opts.baseUrl, opts.apiKey === undefined ? {} : { apiKey: opts.apiKey });
     this.launcher = opts.launcher;
     this.launchSpec = opts.launchSpec;
     this.clock = opts.clock ?? systemClock;
@@ -236,24 +239,24 @@ export class SGLangEngine {
   async drain(opts: DrainOptions): Promise<DrainReport> {
     const t0 = this.clock.now();
     const work = async () => (opts.inFlight?.() ?? 0) + (await this.engineWork());
-    const inflightAtStart = await work();
+    const inFlightAtStart = await work();
     const report: DrainReport = {
       policy: opts.policy,
       waitedMs: 0,
-      inflightAtStart,
-      inflightAtEnd: inflightAtStart,
+      inFlightAtStart,
+      inFlightAtEnd: inFlightAtStart,
       timedOut: false,
       paused: null,
       aborted: false,
       flushed: false,
     };
     if (opts.policy === 'wait') {
-      let left = inflightAtStart;
+      let left = inFlightAtStart;
       while (left > 0 && this.clock.now() - t0 < opts.deadlineMs) {
         await this.clock.sleep(Math.min(this.pollMs, Math.max(1, opts.deadlineMs - (this.clock.now() - t0))));
         left = await work();
       }
-      report.inflightAtEnd = left;
+      report.inFlightAtEnd = left;
       if (left > 0) {
         report.timedOut = true;
         await this.client.abortAll(this.control);
@@ -274,7 +277,7 @@ export class SGLangEngine {
       report.flushed = true;
     }
     report.waitedMs = this.clock.now() - t0;
-    if (opts.policy !== 'wait') report.inflightAtEnd = await work();
+    if (opts.policy !== 'wait') report.inFlightAtEnd = await work();
     this.logger?.info({ engineId: this.engineId, ...report }, 'engine drained');
     return report;
   }

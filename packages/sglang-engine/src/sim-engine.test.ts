@@ -89,21 +89,21 @@ describe('SGLangEngine lifecycle on sglang-sim', () => {
       text: 'short',
       sampling_params: { max_new_tokens: 200, ignore_eos: true },
     });
-    let gatewayInflight = 1;
+    let gatewayInFlight = 1;
     void short.then(() => {
-      gatewayInflight = 0;
+      gatewayInFlight = 0;
     });
     // The drain starts while the caller still counts the request in flight; no wait for the engine to show it,
     // which a loaded machine could poll only after the 200 ms request has ended.
-    const report = await e.drain({ policy: 'wait', deadlineMs: 60_000, inFlight: () => gatewayInflight });
+    const report = await e.drain({ policy: 'wait', deadlineMs: 60_000, inFlight: () => gatewayInFlight });
     expect(report).toMatchObject({
       policy: 'wait',
       timedOut: false,
       aborted: false,
       flushed: true,
-      inflightAtEnd: 0,
+      inFlightAtEnd: 0,
     });
-    expect(report.inflightAtStart).toBeGreaterThanOrEqual(1);
+    expect(report.inFlightAtStart).toBeGreaterThanOrEqual(1);
     expect((await short).meta_info.finish_reason?.type).toBe('length');
 
     const long = consume(e);
@@ -118,7 +118,7 @@ describe('SGLangEngine lifecycle on sglang-sim', () => {
     const long = consume(e);
     await waitFor(async () => (await engineLoad(e)) > 0, 30_000);
     const report = await e.drain({ policy: 'abort', deadlineMs: 30_000 });
-    expect(report).toMatchObject({ paused: 'abort', aborted: true, flushed: true, inflightAtEnd: 0 });
+    expect(report).toMatchObject({ paused: 'abort', aborted: true, flushed: true, inFlightAtEnd: 0 });
     expect(await long).toBe('abort');
     await e.sleep();
     await e.wake();

@@ -8,6 +8,7 @@ import {
   type FastRoutes,
   type ForwardRoute,
   type ParsedBody,
+  type ServingProxyOptions,
   sendError,
   type UpstreamPools,
 } from '../proxy/index.ts';
@@ -56,6 +57,8 @@ export interface OpenAIRootOptions {
   roles: () => Iterable<OpenAIRole>;
   pools: UpstreamPools;
   maxBodyBytes?: number;
+  /** The same body rules as the role routes (JSON depth, the process-wide body budget). */
+  bodyRules?: Pick<ServingProxyOptions, 'maxJsonDepth' | 'bodyBudget'>;
   servingTokens: readonly string[];
 }
 
@@ -132,6 +135,7 @@ export function mountOpenAIRoot(app: Hono, routes: FastRoutes, opts: OpenAIRootO
         pools: opts.pools,
         errorBody: openAIErrorBody,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
+        ...opts.bodyRules,
       },
       (body, req, requestId, res) => {
         const role = roleForModel(opts.roles(), body);

@@ -9,30 +9,38 @@ import {
 import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
-import type { ControlPlane } from '@uis/control-plane';
+import { buildAppRouter, ChangeFeed, type ControlPlane } from '@uis/control-plane';
 import { asRole, type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
 import { createAdminApi } from '../admin/admin-api.ts';
+import { authorized } from '../gateway/auth.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
 import { mountOpenAIRoot } from '../gateway/openai-surface.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import { Observability } from '../metrics/observability.ts';
+import { mountDocs } from '../openapi/docs-routes.ts';
 import {
+  BodyBudget,
   createCombinedListener,
+  DEFAULT_MAX_BODY_BYTES,
+  DEFAULT_MAX_JSON_DEPTH,
   errorJson,
   FastRoutes,
   servingPaths,
   type UpstreamPoolOptions,
   UpstreamPools,
 } from '../proxy/index.ts';
-import { buildAppRouter } from '../trpc/app-router.ts';
-import { ChangeFeed } from '../trpc/change-feed.ts';
 import { ConsoleJournal } from '../trpc/console-journal.ts';
 import { consoleState } from '../trpc/console-state.ts';
+import { gpuTimeUpdates, timeSeriesUpdates } from '../trpc/observability-feeds.ts';
+import { bodyGuard } from './body-guard.ts';
 import { CONSOLE_DIST, consoleHandler } from './console-static.ts';
 import { HealthProbe } from './health-probe.ts';
+import { AuthFailureLimiter, guardRequests, HostAllowList } from './request-guard.ts';
+
+const DEFAULT_BODY_TIMEOUT_MS = 60_000;
 
 export interface UisServerOptions {
   plane: ControlPlane;
@@ -41,6 +49,17 @@ export interface UisServerOptions {
   servingToken?: string | undefined;
   logger?: pino.Logger;
   maxBodyBytes?: number;
+  /** Time a client has to send a whole request, headers and body (408 and the connection closed after). Default
+   * 60 s. */
+  bodyTimeoutMs?: number;
+  /** Bytes all request bodies still arriving may hold at once (503 + Retry-After beyond). Default 512 MiB. */
+  bodyBudgetBytes?: number;
+  /** Deepest JSON nesting any route accepts. Default 128. */
+  maxJsonDepth?: number;
+  /** Host header names accepted besides IP literals, localhost and this machine's name (`*`: any). */
+  allowedHosts?: readonly string[];
+  /** Counts failed authentications per client (tests pass one with their own clock). */
+  authFailures?: AuthFailureLimiter;
   /** The console build to serve at `/`. */
   consoleDist?: string;
   /** Least time between two console pushes. */
@@ -74,16 +93,40 @@ export class UisServer {
   readonly feed = new ChangeFeed();
   readonly logger: pino.Logger;
   private readonly pools: UpstreamPools;
-  private readonly routes = new FastRoutes();
+  /** The serving fast path's routes (served before Hono sees a request). */
+  readonly routes = new FastRoutes();
   private server: Server | null = null;
   private readonly probe: HealthProbe | null;
   private readonly unsubscribe: Array<() => void> = [];
+  private readonly bodyTimeoutMs: number;
+  /** Bytes of request bodies still arriving, process-wide. */
+  readonly bodyBudget: BodyBudget;
+  /** Failed authentications per client address (429 + Retry-After past the limit). */
+  readonly authFailures: AuthFailureLimiter;
+  private readonly hosts: HostAllowList;
+  /** Tokens the console API needs when a serving token is set (serving, admin); empty: open. */
+  private readonly readTokens: readonly string[];
 
   constructor(opts: UisServerOptions) {
     const plane = opts.plane;
     this.plane = plane;
     this.pools = new UpstreamPools(opts.upstream);
     this.logger = opts.logger ?? createLogger();
+    this.bodyTimeoutMs = opts.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
+    this.bodyBudget = new BodyBudget(opts.bodyBudgetBytes);
+    this.authFailures = opts.authFailures ?? new AuthFailureLimiter();
+    this.hosts = new HostAllowList(opts.allowedHosts ?? []);
+    this.readTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
+    const maxJsonDepth = opts.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH;
+    // First, so it runs before every framework route: the serving fast path applies the same rules itself.
+    this.app.use(
+      '*',
+      bodyGuard({
+        budget: this.bodyBudget,
+        maxBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+        maxJsonDepth,
+      }),
+    );
     this.metrics = new GatewayMetrics({
       inFlight: () =>
         [...this.gateways].flatMap(([role, g]) =>
@@ -123,6 +166,8 @@ export class UisServer {
         logger: this.logger.child({ role }),
         servingTokens,
         onServed,
+        bodyBudget: this.bodyBudget,
+        maxJsonDepth,
         accessLog: opts.accessLog ?? false,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
       });
@@ -183,10 +228,15 @@ export class UisServer {
     };
     const router = buildAppRouter({
       plane,
-      adminToken: opts.adminToken,
+      authorize: (header, permission) =>
+        permission === 'public' ||
+        authorized(header, permission === 'admin' ? [opts.adminToken] : [opts.adminToken, ...servingTokens]),
       state,
       feed: this.feed,
-      observability: this.observability,
+      observability: {
+        timeSeries: (signal) => timeSeriesUpdates(this.observability.ring, signal),
+        gpuTime: (signal) => gpuTimeUpdates(this.observability.gpuTime, signal),
+      },
       ...(opts.throttleMs === undefined ? {} : { throttleMs: opts.throttleMs }),
     });
     this.app.route(
@@ -194,6 +244,7 @@ export class UisServer {
       createAdminApi({
         plane,
         adminToken: opts.adminToken,
+        servingToken: opts.servingToken,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
       }),
     );
@@ -212,11 +263,13 @@ export class UisServer {
       c.body(await this.metrics.text(), 200, { 'content-type': this.metrics.contentType }),
     );
     this.app.get('/healthz', (c) => c.json({ status: 'ok', roles: [...this.gateways.keys()] }));
+    mountDocs(this.app, () => ({ roles: [...this.gateways.keys()], admin: [] }));
     // One base URL for a whole job: /v1/models, /v1/chat/completions, /v1/completions find the role by model.
     mountOpenAIRoot(this.app, this.routes, {
       roles: () => this.gateways.values(),
       pools: this.pools,
       servingTokens,
+      bodyRules: { bodyBudget: this.bodyBudget, maxJsonDepth },
       ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
     });
     const roles = new Set<string>([...this.gateways.keys(), 'admin', 'trpc', 'metrics']);
@@ -266,16 +319,26 @@ export class UisServer {
   /** The node:http request listener of everything (serving fast path first, then Hono), for callers that run
    * their own server. */
   requestListener(): (req: IncomingMessage, res: ServerResponse) => void {
-    return createCombinedListener({ serving: this.routes, fallback: getRequestListener(this.app.fetch) });
+    return guardRequests(
+      createCombinedListener({ serving: this.routes, fallback: getRequestListener(this.app.fetch) }),
+      { hosts: this.hosts, limiter: this.authFailures, readTokens: this.readTokens },
+    );
   }
 
   /** Listens (port 0: ephemeral). Resolves with the base URL. */
   async listen(port = 0, host = '127.0.0.1'): Promise<{ url: string; port: number }> {
-    const server = createServer({ keepAliveTimeout: 120_000 }, this.requestListener());
+    // The request (headers and body) must arrive within the body deadline, checked every second; the answer may
+    // take as long as it takes (hour-long generations are never cut for taking long).
+    const server = createServer(
+      {
+        keepAliveTimeout: 120_000,
+        requestTimeout: this.bodyTimeoutMs,
+        headersTimeout: Math.min(60_000, this.bodyTimeoutMs),
+        connectionsCheckingInterval: Math.min(1000, this.bodyTimeoutMs),
+      },
+      this.requestListener(),
+    );
     server.on('clientError', answerClientError);
-    // Hour-long generations: never cut a request for taking long.
-    server.requestTimeout = 0;
-    server.headersTimeout = 60_000;
     this.server = server;
     server.listen(port, host);
     await once(server, 'listening');
@@ -319,8 +382,8 @@ const PARSER_REFUSALS: Record<string, { code: ErrorCode; path?: string; message:
   },
   ERR_HTTP_REQUEST_TIMEOUT: {
     code: 'request_timeout',
-    path: 'headers',
-    message: 'the request headers did not arrive in time',
+    path: 'body',
+    message: "the request (headers and body) did not arrive within the gateway's deadline; send it faster",
   },
 };
 
