@@ -1,13 +1,6 @@
-import { fileURLToPath } from 'node:url';
-import { SimLauncher } from '@uis/manager';
 import type { Command } from 'commander';
-import { RlLoopDriver } from '../demo/rl-loop-driver.ts';
-import { InProcessSimLauncher } from '../service/in-process-sim-launcher.ts';
-import { runServer } from './run-server.ts';
+import { DEMO_CONFIG } from '../package-paths.ts';
 import { parseHost, parsePort, readConfig, withLayoutExit } from './serve-command.ts';
-
-/** The demo layout shipped with the repo: 2 nodes x 8 GPUs, all three roles, colocated defer. */
-export const DEMO_CONFIG = fileURLToPath(new URL('../../../../examples/demo.yaml', import.meta.url));
 
 /** Modelled engine timings: slow enough that requests and phases are visible, light enough for 2 cores. */
 const SIM_TIMING = {
@@ -40,6 +33,14 @@ export function registerDemoCommand(program: Command): void {
     .action(
       async (o: { port: number; host: string; config?: string; processes?: boolean; driver: boolean }) => {
         const config = readConfig(o.config ?? DEMO_CONFIG);
+        // Loaded here, not at the top: `uis plan` and `uis --version` should not pay for the server's modules.
+        const [{ SimLauncher }, { RlLoopDriver }, { InProcessSimLauncher }, { runServer }] =
+          await Promise.all([
+            import('@uis/manager'),
+            import('../demo/rl-loop-driver.ts'),
+            import('../service/in-process-sim-launcher.ts'),
+            import('./run-server.ts'),
+          ]);
         const inProcess = o.processes ? null : new InProcessSimLauncher(SIM_TIMING);
         const policy = config.roles.rollout?.models[0];
         await withLayoutExit(() =>

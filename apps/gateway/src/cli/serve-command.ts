@@ -5,7 +5,6 @@ import { type Command, InvalidArgumentError } from 'commander';
 import type { LauncherKind } from '../service/uis-service.ts';
 import { EXIT_INVALID_LAYOUT, renderIssues } from './cli-errors.ts';
 import { readInputFile } from './input-file.ts';
-import { runServer } from './run-server.ts';
 
 /** Decimal digits only: `Number()` would also take '' (port 0, a random port), '0x50', '1e3' and ' 80'. */
 export function parsePort(value: string): number {
@@ -90,6 +89,8 @@ export function registerServeCommand(program: Command): void {
           o.db ?? config.gateway?.db_path ?? ':memory:',
           o.db === undefined ? 'gateway.db_path' : '--db',
         );
+        // Loaded here, not at the top: `uis plan` and `uis --version` should not pay for the server's modules.
+        const { runServer } = await import('./run-server.ts');
         await withLayoutExit(() =>
           runServer({
             config,

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 const root = join(import.meta.dirname, '..', '..', '..', '..');
-const bin = join(root, 'apps', 'gateway', 'bin', 'uis.mjs');
+const bin = join(root, 'apps', 'gateway', 'bin', 'uis-dev.mjs');
 const tmp = mkdtempSync(join(tmpdir(), 'uis-serve-'));
 const children: ChildProcess[] = [];
 

@@ -1,11 +1,9 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { extname, join, normalize, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { UisError } from '@uis/spec';
 import type { Context } from 'hono';
 
-/** Where the console's Vite build lands in this repo. */
-export const CONSOLE_DIST = fileURLToPath(new URL('../../../console/dist', import.meta.url));
+import { CONSOLE_DIST } from '../package-paths.ts';
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',

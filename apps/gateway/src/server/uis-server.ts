@@ -17,6 +17,7 @@ import { BarrierBoard } from '../admin/barrier-board.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
+import { CONSOLE_DIST } from '../package-paths.ts';
 import {
   createCombinedListener,
   FastRoutes,
@@ -30,7 +31,7 @@ import { buildAppRouter } from '../trpc/app-router.ts';
 import { ChangeFeed } from '../trpc/change-feed.ts';
 import { ConsoleJournal } from '../trpc/console-journal.ts';
 import { consoleState } from '../trpc/console-state.ts';
-import { CONSOLE_DIST, consoleHandler } from './console-static.ts';
+import { consoleHandler } from './console-static.ts';
 import { HealthProbe } from './health-probe.ts';
 
 export interface UisServerOptions {
