@@ -120,6 +120,7 @@ describe('packed packages', () => {
       expect(names).toContain(n);
     }
     expect(names).toContain('@uis/manager');
+    expect(names).toContain('@uis/control-plane');
     expect(names).toContain('@uis/gateway');
   });
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// Runs every test runner of the workspace (vitest projects, then the Playwright e2e suite when present) and ends
-// with one line `N passed, N failed, N skipped` summed over all of them. Exit code 1 if anything failed.
+// Runs every test runner of the workspace (vitest projects, the Playwright e2e suite when present, then the Python
+// client's strict type check and pytest) and ends with one line `N passed, N failed, N skipped` summed over all of them. Exit code 1 if anything failed.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,9 +14,9 @@ const extra = process.argv.slice(2);
 const totals = { passed: 0, failed: 0, skipped: 0 };
 let broken = false;
 
-function run(name, cmd, args, env = {}) {
+function run(name, cmd, args, env = {}, cwd = root) {
   console.log(`\n=== ${name}: ${cmd} ${args.join(' ')}`);
-  const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', env: { ...process.env, ...env } });
+  const r = spawnSync(cmd, args, { cwd, stdio: 'inherit', env: { ...process.env, ...env } });
   return r.status ?? 1;
 }
 
@@ -69,6 +69,55 @@ if (extra.length === 0 && existsSync(join(root, 'e2e', 'playwright.config.ts')))
   } else if (pStatus !== 0) {
     broken = true;
   }
+}
+
+// The Python client (clients/python): mypy --strict as one check, then pytest against a real `uis demo` (the test
+// session starts and stops it). Needs `pip install ./clients/python` and its test deps (.ci/system-deps does it).
+if (extra.length === 0) runPython();
+
+function runPython() {
+  const dir = join(root, 'clients', 'python');
+  const python = process.env.PYTHON ?? 'python3';
+  const probe = spawnSync(python, ['-c', 'import uis_client, pytest, mypy'], { cwd: dir, encoding: 'utf8' });
+  if (probe.status !== 0) {
+    console.log(
+      `\n=== python: cannot import uis_client, pytest and mypy with ${python} (${(probe.stderr ?? '').trim().split('\n').pop()}); run .ci/system-deps or pip install ./clients/python pytest mypy; counted as 1 failed`,
+    );
+    totals.failed += 1;
+    return;
+  }
+  const mypy = spawnSync(python, ['-m', 'mypy'], { cwd: dir, stdio: 'inherit' });
+  console.log(
+    `\n=== mypy --strict (clients/python, examples/python): ${mypy.status === 0 ? 'passed' : 'failed'}`,
+  );
+  if (mypy.status === 0) totals.passed += 1;
+  else totals.failed += 1;
+  const junit = join(reports, 'pytest.xml');
+  const status = run(
+    'pytest',
+    python,
+    ['-m', 'pytest', '-p', 'no:cacheprovider', `--junitxml=${junit}`],
+    {},
+    dir,
+  );
+  if (status === 5) {
+    // pytest's exit 5: no test was collected. This suite is never empty, so that is a failure, not a pass.
+    console.log('=== pytest collected no tests (exit 5); counted as 1 failed');
+    totals.failed += 1;
+    return;
+  }
+  if (!existsSync(junit)) {
+    totals.failed += 1;
+    return;
+  }
+  const xml = readFileSync(junit, 'utf8');
+  const suite = /<testsuite\b([^>]*)>/.exec(xml)?.[1] ?? '';
+  const attr = (name) => Number(new RegExp(`\\b${name}="(\\d+)"`).exec(suite)?.[1] ?? 0);
+  const failed = attr('failures') + attr('errors');
+  totals.passed += attr('tests') - failed - attr('skipped');
+  totals.failed += failed;
+  totals.skipped += attr('skipped');
+  if (status !== 0 && failed === 0) broken = true;
 }
 
 if (broken) totals.failed += 1;

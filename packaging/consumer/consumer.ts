@@ -38,3 +38,4 @@ export type Classes = [
   AdminApiOptions,
 ];
 export type Launchers = Launcher['kind'];
+export type Plane = [ControlPlaneOptions, ReturnType<typeof createControlPlane>];

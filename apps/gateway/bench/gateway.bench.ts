@@ -61,7 +61,7 @@ const { values: args } = parseArgs({
     'cpu-prof': { type: 'string' },
     /** Extra node flags for the gateway process, comma separated (e.g. --max-semi-space-size=32). */
     'gateway-node-args': { type: 'string', default: '' },
-    /** `uis` (default): the product's whole stack (UisService + UisServer: InferenceGateway routing with
+    /** `uis` (default): the product's whole stack (ControlPlane + UisServer: InferenceGateway routing with
      * resolveModel + ReplicaSelector, in-flight tracking into the manager, metrics). `core`: the forwarding core
      * alone with plain round robin, to see what the layers above it cost. */
     gateway: { type: 'string', default: 'uis' },

@@ -1,5 +1,5 @@
 /**
- * The bench's "uis" process: the product's real stack, not just the proxy core: `UisService` (manager with the
+ * The bench's "uis" process: the product's real stack, not just the proxy core: `ControlPlane` (manager with the
  * external launcher attached to the bench's engines, registry, coordinator) and `UisServer` (InferenceGateway
  * routing with resolveModel + ReplicaSelector, in-flight tracking into the manager, metrics, logs at warn).
  *   tsx uis-gateway-server.ts --port 0 --engines http://127.0.0.1:30001,http://127.0.0.1:30002 --model served-name \
@@ -9,8 +9,9 @@
  */
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
+import { createControlPlane } from '@uis/control-plane';
 import { parseConfig } from '@uis/spec';
-import { createLogger, UisServer, UisService } from '../src/index.ts';
+import { createLogger, UisServer } from '../src/index.ts';
 import { WindowStats } from './window-stats.ts';
 
 const { values } = parseArgs({
@@ -47,9 +48,8 @@ const config = parseConfig({
   },
 });
 const logger = createLogger('warn');
-const service = new UisService({ config, launcher: 'external', logger });
-await service.start();
-const uis = new UisServer({ service, adminToken: 'bench-admin-token', logger, healthProbeMs: 0 });
+const plane = await createControlPlane({ config, launcher: 'external', logger });
+const uis = new UisServer({ plane, adminToken: 'bench-admin-token', logger, healthProbeMs: 0 });
 const listener = uis.requestListener();
 
 const windowStats = new WindowStats();
@@ -73,7 +73,7 @@ const stop = () => {
   server.close(() => {
     void uis
       .close()
-      .then(() => service.stop())
+      .then(() => plane.stop())
       .then(() => process.exit(0));
   });
 };

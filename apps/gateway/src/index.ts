@@ -1,5 +1,4 @@
-export { type AdminApiOptions, createAdminApi, submitBatch } from './admin/admin-api.ts';
-export { BarrierBoard } from './admin/barrier-board.ts';
+export { type AdminApiOptions, createAdminApi } from './admin/admin-api.ts';
 export { authorized, bearerToken } from './gateway/auth.ts';
 export {
   GENRM_SAMPLING_DEFAULTS,
@@ -15,7 +14,5 @@ export {
 export { type LegacyEngines, legacyEngines } from './gateway/legacy-engines.ts';
 export { GatewayMetrics, type MetricsSources } from './metrics/gateway-metrics.ts';
 export { createLogger, UisServer, type UisServerOptions } from './server/uis-server.ts';
-export { InProcessSimLauncher } from './service/in-process-sim-launcher.ts';
-export { type LauncherKind, UisService, type UisServiceOptions } from './service/uis-service.ts';
 export type { AppRouter, TrpcContext } from './trpc/app-router.ts';
 export { consoleState } from './trpc/console-state.ts';

@@ -1,6 +1,7 @@
 import { isUisError } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { BatchStore } from './batch-store.ts';
+import { EventLog } from './event-log.ts';
 import { openStore } from './store.ts';
 
 const teacher = (n: number) => ({
@@ -85,5 +86,30 @@ describe('BatchStore', () => {
     restarted.recover('fail');
     expect(restarted.get('r').state).toBe('failed');
     expect(restarted.get('r').reason).toMatch(/restarted/);
+  });
+
+  it('answers the newest batches and the counts per kind and state in one query each', () => {
+    let t = 0;
+    const s = new BatchStore(openStore(), () => ++t);
+    for (const id of ['a', 'b', 'c']) s.create({ kind: 'teacher_logprobs', id });
+    s.create({ kind: 'genrm_score', id: 'g' });
+    s.addSamples('c', teacher(1));
+    s.seal('c');
+    expect(s.newest(2).map((b) => b.id)).toEqual(['c', 'g']);
+    expect(s.newest(10).map((b) => b.id)).toEqual(['a', 'b', 'c', 'g']);
+    expect(s.counts()).toEqual([
+      { kind: 'genrm_score', state: 'open', count: 1 },
+      { kind: 'teacher_logprobs', state: 'open', count: 2 },
+      { kind: 'teacher_logprobs', state: 'sealed', count: 1 },
+    ]);
+  });
+});
+
+describe('EventLog.latest', () => {
+  it('answers the newest events oldest first', () => {
+    const log = new EventLog(openStore());
+    for (let i = 0; i < 5; i++) log.append({ kind: 'k', subject: `s${i}`, data: {} });
+    expect(log.latest(3).map((e) => e.subject)).toEqual(['s2', 's3', 's4']);
+    expect(log.latest(10)).toHaveLength(5);
   });
 });

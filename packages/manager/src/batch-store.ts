@@ -140,6 +140,22 @@ export class BatchStore {
     return ids.map((r) => this.get(r.id));
   }
 
+  /** The newest `limit` batches, oldest first: one query, so a long-running service shows a few without listing
+   * every batch it ever ran. */
+  newest(limit: number): BatchInfo[] {
+    const rows = this.db
+      .prepare('SELECT id FROM batches ORDER BY created_at DESC, id DESC LIMIT ?')
+      .all(limit) as Array<{ id: string }>;
+    return rows.reverse().map((r) => this.get(r.id));
+  }
+
+  /** How many batches there are per kind and state (for metrics), in one query. */
+  counts(): Array<{ kind: BatchKind; state: BatchState; count: number }> {
+    return this.db
+      .prepare('SELECT kind, state, COUNT(*) AS count FROM batches GROUP BY kind, state ORDER BY kind, state')
+      .all() as Array<{ kind: BatchKind; state: BatchState; count: number }>;
+  }
+
   /** Adds samples to an open batch; every input is validated for the batch's kind (errors name
    * `samples[i].input.<field>`). All or nothing. */
   addSamples(id: string, body: unknown): BatchInfo {

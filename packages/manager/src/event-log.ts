@@ -28,6 +28,7 @@ export class EventLog {
   private readonly listeners = new Set<(e: AuditEvent) => void>();
   private readonly insert;
   private readonly select;
+  private readonly selectLatest;
   private readonly now: () => number;
 
   constructor(db: Db, now: () => number = Date.now) {
@@ -42,6 +43,7 @@ export class EventLog {
          AND (@kind IS NULL OR kind = @kind)
        ORDER BY seq LIMIT @limit`,
     );
+    this.selectLatest = db.prepare('SELECT * FROM events ORDER BY seq DESC LIMIT ?');
   }
 
   append(input: AuditEventInput): AuditEvent {
@@ -74,6 +76,12 @@ export class EventLog {
       limit: opts.limit ?? 1000,
     }) as EventRow[];
     return rows.map((r) => ({ ...r, data: JSON.parse(r.data) as Record<string, unknown> }));
+  }
+
+  /** The newest `limit` events, oldest first (e.g. to backfill a journal at start). */
+  latest(limit: number): AuditEvent[] {
+    const rows = this.selectLatest.all(limit) as EventRow[];
+    return rows.reverse().map((r) => ({ ...r, data: JSON.parse(r.data) as Record<string, unknown> }));
   }
 
   subscribe(listener: (e: AuditEvent) => void): () => void {

@@ -11,6 +11,7 @@ import {
   type GroupPlacement,
   type InferenceModelSpec,
   type InferenceRoleSpec,
+  isUisError,
   engineId as makeEngineId,
   type NodePlacement,
   type PoolPlan,
@@ -550,7 +551,7 @@ export class InferenceManager implements PhaseParticipant {
         }
       }
       this.publish(); // candidates, all starting
-      await Promise.all(createdSlots.map((s) => this.launchSlot(s)));
+      await this.launchAll(createdSlots);
       for (const m of this.models.values()) this.initTarget(m);
       for (const s of createdSlots) this.setState(s, 'ready');
       // Starting to sleep: never registered or published as eligible, the drain that follows publishes.
@@ -571,6 +572,25 @@ export class InferenceManager implements PhaseParticipant {
         details: { rolled_back: { engines: createdSlots.map((s) => s.engineId), pgs: pgsCreatedNow } },
       });
     }
+  }
+
+  /** Starts every slot's engine at once. The first failure cancels the other starts (their engines stop instead
+   * of polling for health until the start deadline) and is thrown once every start has ended, so the rollback
+   * that follows never races an engine still being launched. */
+  private async launchAll(slots: Slot[]): Promise<void> {
+    const cancel = new AbortController();
+    const results = await Promise.allSettled(
+      slots.map((s) =>
+        this.launchSlot(s, cancel.signal).catch((e: unknown) => {
+          cancel.abort(e);
+          throw e;
+        }),
+      ),
+    );
+    const failed = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+    const first = failed.find((r) => !isUisError(r.reason) || r.reason.code !== 'engine_start_cancelled');
+    const reported = first ?? failed[0];
+    if (reported) throw reported.reason;
   }
 
   private async rollback(slots: Slot[], registered: Slot[], pgs: string[]): Promise<void> {
@@ -642,7 +662,7 @@ export class InferenceManager implements PhaseParticipant {
   }
 
   /** Creates the engine (launcher), starts it (launch + healthy + flush) and reads its weight version. */
-  private async launchSlot(s: Slot): Promise<void> {
+  private async launchSlot(s: Slot, signal?: AbortSignal): Promise<void> {
     // A free port can be taken by another process between the probe and the engine's bind: one more try.
     for (let attempt = 1; ; attempt++) {
       const engine = s.external && s.engine ? s.engine : await this.launcher.create(this.launchRequest(s));
@@ -662,7 +682,7 @@ export class InferenceManager implements PhaseParticipant {
         );
       });
       try {
-        await engine.start({ deadlineMs: this.opts.startDeadlineMs });
+        await engine.start({ deadlineMs: this.opts.startDeadlineMs, ...(signal ? { signal } : {}) });
       } catch (e) {
         if (attempt < 2 && !s.external && /EADDRINUSE|address already in use/i.test(errorMessage(e))) {
           this.logger.warn({ engineId: s.engineId }, 'port taken before the engine bound it; relaunching');
@@ -772,8 +792,14 @@ export class InferenceManager implements PhaseParticipant {
     const engine = this.engineOf(s);
     s.weightVersion = await engine.weightVersion();
     if (s.weightVersion === m.target || !m.replay) return;
+    const t0 = this.clock.now();
     s.weightVersion = (await engine.updateWeights(engineWeightUpdate(m.replay))).weightVersion;
-    this.audit('replica.weights_synced', s.engineId, { weight_version: s.weightVersion, target: m.target });
+    this.audit(
+      'replica.weights_synced',
+      s.engineId,
+      { model: s.model, weight_version: s.weightVersion, target: m.target },
+      this.clock.now() - t0,
+    );
   }
 
   private async doDrain(

@@ -1,3 +1,4 @@
+import { ManualClock } from '@uis/sglang-engine/testing';
 import { describe, expect, it } from 'vitest';
 import { EventLog } from './event-log.ts';
 import { LifecycleCoordinator, type OffloadReport, type PhaseParticipant } from './lifecycle-coordinator.ts';
@@ -42,7 +43,7 @@ class FakeRole implements PhaseParticipant {
   }
 }
 
-function setup(timeoutMs = 5_000) {
+function setup(timeoutMs = 5_000, clock?: ManualClock) {
   const trace: string[] = [];
   const db = openStore();
   const events = new EventLog(db);
@@ -56,6 +57,7 @@ function setup(timeoutMs = 5_000) {
     events,
     registries: [registry],
     transitionTimeoutMs: timeoutMs,
+    ...(clock ? { clock } : {}),
   });
   return { trace, db, events, rollout, genrm, registry, coordinator };
 }
@@ -110,11 +112,17 @@ describe('LifecycleCoordinator', () => {
     expect(coordinator.lease().status).toBe('held');
   });
 
-  it('a timed-out transition blocks the lease with the reason', async () => {
-    const { coordinator, rollout } = setup(100);
+  it('a timed-out transition blocks the lease with the reason, at its deadline and not before', async () => {
+    const clock = new ManualClock();
+    const { coordinator, rollout } = setup(100, clock);
     await coordinator.initialize();
     rollout.hangDrain = true;
-    expect(await outcomeCode(coordinator.transition())).toBe('transition_timeout');
+    const outcome = outcomeCode(coordinator.transition());
+    await clock.untilPending();
+    await clock.advance(99);
+    expect(coordinator.lease().status).toBe('transitioning');
+    await clock.advance(1);
+    expect(await outcome).toBe('transition_timeout');
     expect(coordinator.lease().status).toBe('blocked');
     expect(coordinator.lease().reason).toMatch(/exceeded 100 ms/);
   });
@@ -195,9 +203,19 @@ describe('LifecycleCoordinator', () => {
   });
 
   it('barrier times out with 504 and unknown phases are 404', async () => {
-    const { coordinator } = setup();
+    const clock = new ManualClock();
+    const { coordinator } = setup(5_000, clock);
     await coordinator.initialize();
-    expect(await outcomeCode(coordinator.waitForPhase('train', 30))).toBe('barrier_timeout');
+    let settled = false;
+    const barrier = outcomeCode(coordinator.waitForPhase('train', 30)).finally(() => {
+      settled = true;
+    });
+    await clock.advance(29);
+    expect(settled).toBe(false);
+    await clock.advance(1);
+    expect(await barrier).toBe('barrier_timeout');
+    // The barrier's timer is gone once it answered: nothing keeps sleeping on its behalf.
+    expect(clock.pending).toBe(0);
     expect(await outcomeCode(coordinator.waitForPhase('nope', 30))).toBe('unknown_phase');
     expect(await outcomeCode(coordinator.releasePhase('train'))).toBe('phase_not_resident');
     // A waiter that goes away stops waiting at once, long before its timeout.

@@ -1,4 +1,4 @@
-import { UisError } from '@uis/spec';
+import { isErrorCode, UisError } from '@uis/spec';
 import type { Db } from './store.ts';
 
 interface OperationRow {
@@ -42,8 +42,8 @@ export class OperationLedger {
       if (row.status === 'failed') {
         const err = JSON.parse(row.result ?? '{}') as { code?: string; message?: string; status?: number };
         throw new UisError({
-          code: err.code ?? 'operation_failed',
-          status: err.status ?? 500,
+          code: isErrorCode(err.code) ? err.code : 'operation_failed',
+          relayedStatus: err.status,
           message: `operation ${id} failed earlier: ${err.message ?? 'unknown reason'}`,
         });
       }

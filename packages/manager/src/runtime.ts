@@ -1,29 +1,6 @@
-/** What I/O code takes instead of touching globals, so tests control time and output. */
-
-export interface Clock {
-  now(): number;
-  sleep(ms: number, signal?: AbortSignal): Promise<void>;
-}
-
-export const systemClock: Clock = {
-  now: () => Date.now(),
-  sleep: (ms, signal) =>
-    new Promise<void>((resolve, reject) => {
-      if (signal?.aborted) {
-        reject(signal.reason ?? new Error('aborted'));
-        return;
-      }
-      const timer = setTimeout(() => {
-        signal?.removeEventListener('abort', onAbort);
-        resolve();
-      }, ms);
-      const onAbort = () => {
-        clearTimeout(timer);
-        reject(signal?.reason ?? new Error('aborted'));
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-    }),
-};
+/** What I/O code takes instead of touching globals, so tests control time and output. The clock is the engine
+ * package's: one time source for engines, managers and the coordinator. */
+export { type Clock, settlesWithin, systemClock } from '@uis/sglang-engine';
 
 /** The subset of pino's API the manager uses; pino loggers satisfy it. */
 export interface Logger {

@@ -1,3 +1,4 @@
+import type { ErrorCode } from '@uis/spec';
 import type { BundleSite } from './inventory.ts';
 
 /** The part of one engine that runs on one node. */
@@ -10,7 +11,7 @@ export interface EngineChunk {
 
 export type EngineSitesResult =
   | { ok: true; chunks: EngineChunk[] }
-  | { ok: false; code: string; message: string };
+  | { ok: false; code: ErrorCode; message: string };
 
 const contiguous = (gpus: readonly number[]) =>
   gpus.every((g, i) => i === 0 || g === (gpus[i - 1] ?? -2) + 1);

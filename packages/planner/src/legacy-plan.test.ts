@@ -1,6 +1,7 @@
-import { fromRelaxArgs, type PlacementPlan } from '@uis/spec';
+import type { PlacementPlan } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
-import { planPlacement } from './planner.ts';
+import { planPlacement, planTotalGpus } from './planner.ts';
+import { fromRelaxArgs } from './relax/index.ts';
 
 const argv = (line: string) => [...line.matchAll(/'([^']*)'|(\S+)/g)].map((m) => m[1] ?? m[2] ?? '');
 const plan = (line: string, files?: Record<string, string>): PlacementPlan => {
@@ -56,7 +57,7 @@ describe('Relax command lines through the planner', () => {
     const r = planPlacement(
       fromRelaxArgs(
         argv(
-          `--resource '{"actor": [1, 8], "critic": [1, 8], "rollout": [1, 8], "teacher": [1, 8]}' --colocate --use-opd --teacher-hf-checkpoint /t --teacher-num-gpus-per-engine 8 --inference-defer-roles teacher`,
+          `--resource '{"actor": [1, 8], "critic": [1, 8], "rollout": [1, 8], "teacher": [1, 8]}' --colocate --advantage-estimator ppo --use-opd --teacher-hf-checkpoint /t --teacher-num-gpus-per-engine 8 --inference-defer-roles teacher`,
         ),
       ),
     );
@@ -115,22 +116,44 @@ describe('Relax command lines through the planner', () => {
     expect(bad.ok ? [] : bad.errors.map((e) => e.code)).toEqual(['multinode_partial_node']);
   });
 
-  it('offload switched off on shared GPUs is a violation', () => {
-    const r = planPlacement(
-      fromRelaxArgs(
-        argv(`--resource '{"actor": [1, 8], "rollout": [1, 8]}' --colocate --offload-train false`),
-      ),
+  it.each([
+    ['--no-offload-train', 'offload_required @ training.offload_train'],
+    ['--no-offload-rollout', 'offload_required @ roles.rollout.deployment.offload'],
+    ['--no-offload-t', 'offload_required @ training.offload_train'],
+  ])(
+    'an explicit %s on shared GPUs is judged by the placement rule (Relax keeps it off under colocate)',
+    (flag, violation) => {
+      const r = planPlacement(
+        fromRelaxArgs(argv(`--resource '{"actor": [1, 8], "rollout": [1, 8]}' --colocate ${flag}`)),
+      );
+      expect(r.ok ? [] : r.errors.map((e) => `${e.code} @ ${e.path}`)).toEqual([violation]);
+    },
+  );
+
+  it('a non-colocated layout that spells out --no-offload-train / --no-offload-rollout plans', () => {
+    const p = plan(
+      `--resource '{"actor": [1, 8], "rollout": [1, 8]}' --no-offload-train --no-offload-rollout --rollout-num-gpus-per-engine 4`,
     );
-    expect(r.ok ? [] : r.errors.map((e) => `${e.code} @ ${e.path}`)).toEqual([
-      'offload_required @ training.offload_train',
-    ]);
+    expect(p.mode).toBe('decoupled');
+    expect(p.placements[0]?.replicas).toHaveLength(2);
   });
 
-  it('engines attached by URL (external rollout) are routed but not placed', () => {
+  it('--offload turns both sides on even after --no-offload-train (Relax expands it last)', () => {
+    const c = fromRelaxArgs(
+      argv(`--resource '{"actor": [1, 8], "rollout": [1, 8]}' --colocate --no-offload-train --offload`),
+    );
+    expect(planPlacement(c).ok).toBe(true);
+  });
+
+  it('an external rollout is routed, not placed, and keeps its --resource GPUs as a dedicated pool (as Relax plans it)', () => {
     const p = plan(
       `--resource '{"actor": [1, 8], "rollout": [1, 8]}' --rollout-external --rollout-external-engine-addrs h:1`,
     );
     expect(p.placements).toEqual([]);
-    expect(Object.keys(p.pools)).toEqual(['actor']);
+    expect(Object.values(p.pools).map((pool) => [pool.name, pool.size, pool.owner])).toEqual([
+      ['actor', 8, 'controller'],
+      ['rollout', 8, 'controller'],
+    ]);
+    expect(planTotalGpus(p)).toBe(16);
   });
 });

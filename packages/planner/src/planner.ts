@@ -5,6 +5,7 @@ import {
   configuredRoles,
   type DeploymentMode,
   type EngineGroupSpec,
+  type ErrorCode,
   engineId,
   type GroupPlacement,
   groupTp,
@@ -66,7 +67,7 @@ export class PlacementPlanner {
 
 export function planPlacement(config: UisConfig): PlanResult {
   const errors: PlanViolation[] = [];
-  const fail = (code: string, path: string, message: string): void => {
+  const fail = (code: ErrorCode, path: string, message: string): void => {
     errors.push({ code, path, message });
   };
   const inv = new Inventory(config.cluster);
@@ -237,29 +238,15 @@ export function planPlacement(config: UisConfig): PlanResult {
     }
   }
 
-  // Pools: the actor PG (training + colocated slices), a separate critic PG, then one PG per decoupled role.
+  // Pools: the actor PG (training + colocated slices), separate critic/reference/actor_fwd PGs, the GPUs
+  // reserved for external engines, then one PG per decoupled role.
   const pools = new Map<string, PoolState>();
   const newPool = (name: string, size: number, owner: PgOwner, pgName?: string): PoolState => {
-    const state: PoolState = {
-      plan: {
-        name,
-        size,
-        owner,
-        deleted_by: owner,
-        pg_name: pgName ?? `uis-${name}`,
-        strategy: 'PACK',
-        bundles: [],
-      },
-      sites: [],
-      reserved: new Float64Array(size),
-      claims: [],
-    };
+    const state = poolState(name, size, owner, pgName);
     pools.set(name, state);
     return state;
   };
-  if (training.actor_gpus > 0 || anyColocated) newPool(ACTOR_POOL, training.actor_gpus, 'controller');
-  const criticShares = anyColocated && training.critic_gpus === training.actor_gpus;
-  if (training.critic_gpus > 0 && !criticShares) newPool('critic', training.critic_gpus, 'controller');
+  const criticShares = addTrainingPools(config, anyColocated, newPool);
 
   const slices = new Map<Role, { start: number; size: number }>();
   let splitCursor = 0;
@@ -602,10 +589,54 @@ export function planPlacement(config: UisConfig): PlanResult {
   };
 }
 
-type Fail = (code: string, path: string, message: string) => void;
+type Fail = (code: ErrorCode, path: string, message: string) => void;
 
 const range = (a: number, b: number) => Array.from({ length: b - a }, (_, i) => a + i);
 const round = (x: number) => Math.round(x * 1000) / 1000;
+
+function poolState(name: string, size: number, owner: PgOwner, pgName?: string): PoolState {
+  return {
+    plan: {
+      name,
+      size,
+      owner,
+      deleted_by: owner,
+      pg_name: pgName ?? `uis-${name}`,
+      strategy: 'PACK',
+      bundles: [],
+    },
+    sites: [],
+    reserved: new Float64Array(size),
+    claims: [],
+  };
+}
+
+/** The controller's pools: the actor PG (training + colocated slices), a critic PG unless a colocated critic of
+ * the actor's size shares it, reference and actor_fwd PGs, and the GPUs it reserves for engines attached by URL
+ * (Relax keeps them). Returns whether the critic shares the actor PG. */
+function addTrainingPools(
+  config: UisConfig,
+  anyColocated: boolean,
+  newPool: (name: string, size: number, owner: PgOwner, pgName?: string) => unknown,
+): boolean {
+  const { training } = config;
+  if (training.actor_gpus > 0 || anyColocated) newPool(ACTOR_POOL, training.actor_gpus, 'controller');
+  const criticShares = anyColocated && training.critic_gpus === training.actor_gpus;
+  if (training.critic_gpus > 0 && !criticShares) newPool('critic', training.critic_gpus, 'controller');
+  if (training.reference_gpus > 0) newPool('reference', training.reference_gpus, 'controller');
+  if (training.actor_fwd_gpus > 0) newPool('actor_fwd', training.actor_fwd_gpus, 'controller');
+  for (const { role, spec } of configuredRoles(config)) {
+    const reserved = spec.reserved_gpus ?? 0;
+    if (spec.external_engine_urls !== undefined && reserved > 0)
+      newPool(role, reserved, 'controller', spec.deployment.pg_name);
+  }
+  return criticShares;
+}
+
+/** The job's GPU total: every pool of the plan (Relax's total_required_gpus). */
+export function planTotalGpus(plan: { pools: Record<string, { size: number }> }): number {
+  return Object.values(plan.pools).reduce((s, p) => s + p.size, 0);
+}
 
 function checkWorkerMix(groups: readonly EngineGroupSpec[], path: string, fail: Fail): void {
   const types = new Set(groups.map((g) => g.worker_type));

@@ -109,7 +109,6 @@ export class DirectClient {
     if ((options.discoveryUrl === undefined) === (options.engineUrls === undefined)) {
       throw new UisError({
         code: 'invalid_direct_client_options',
-        status: 400,
         path: 'discoveryUrl',
         message: 'give exactly one of discoveryUrl (http://gw/<role>/engines) or engineUrls',
       });
@@ -148,7 +147,6 @@ export class DirectClient {
       if (snap instanceof UisError) {
         throw new UisError({
           code: 'invalid_engine_urls',
-          status: 400,
           path: 'engineUrls',
           message: snap.message,
         });
@@ -219,7 +217,6 @@ export class DirectClient {
       } catch {
         throw new UisError({
           code: 'engine_bad_response',
-          status: 502,
           path: res.url,
           message: `engine answered ${res.status} with a body that is not JSON: ${text.slice(0, 200)}`,
         });
@@ -265,7 +262,6 @@ export class DirectClient {
     if (!res.ok) {
       throw new UisError({
         code: 'discovery_unavailable',
-        status: 503,
         path: 'discovery',
         message: `discovery ${url} answered ${res.status}`,
         details: await errorBody(res),
@@ -339,7 +335,6 @@ export class DirectClient {
     if (this.current === undefined) {
       return new UisError({
         code: 'discovery_not_loaded',
-        status: 503,
         path: 'discovery',
         message: 'no discovery snapshot yet: call start() first',
       });
@@ -417,7 +412,6 @@ export class DirectClient {
         }
         lastError = new UisError({
           code: 'engine_unreachable',
-          status: 503,
           path: selection.url,
           message: `engine ${engineId ?? selection.url} at ${selection.url} is unreachable: ${e instanceof Error ? e.message : String(e)}`,
           cause: e,
@@ -435,7 +429,6 @@ export class DirectClient {
         if (engineId !== null) failed.add(engineId);
         lastError = new UisError({
           code: 'engine_unavailable',
-          status: 503,
           path: selection.url,
           message: `engine ${engineId ?? selection.url} answered 503`,
           details,
@@ -450,7 +443,7 @@ export class DirectClient {
       });
       throw new UisError({
         code: res.status < 500 ? 'engine_rejected' : 'engine_error',
-        status: res.status,
+        relayedStatus: res.status,
         path: `body`,
         message: `engine ${engineId ?? selection.url} answered ${res.status}${typeof details === 'string' ? `: ${details}` : ''}`,
         details,
@@ -489,7 +482,7 @@ export class DirectClient {
     const details = await errorBody(res);
     throw new UisError({
       code: 'gateway_fallback_failed',
-      status: res.status,
+      relayedStatus: res.status,
       path: url,
       message: `direct routing failed (${cause?.message ?? 'no replica'}) and the gateway answered ${res.status}`,
       details,

@@ -117,7 +117,6 @@ export class ReplicaSelector {
           const versions = [...new Set(ready.map((e) => e.weight_version ?? '(none)'))];
           return new UisError({
             code: 'no_replica_at_version',
-            status: 503,
             path: 'headers.x-min-weight-version',
             message: `model "${model.name}" (router mode) has no ready worker at weight version >= ${min}; versions served: ${versions.join(', ') || '(no ready worker)'}`,
             details: { model: model.name, minWeightVersion: min, versions, retryAfterSeconds: 1 },
@@ -208,7 +207,6 @@ export class ReplicaSelector {
     if (slots.length === 0) {
       return new UisError({
         code: 'no_eligible_replica',
-        status: 503,
         path: 'body.model',
         message: `model "${model.name}": every eligible replica was excluded after failing (${[...exclude!].join(', ')})`,
         details: { model: model.name, excluded: [...exclude!], retryAfterSeconds: 1 },
@@ -230,7 +228,6 @@ export class ReplicaSelector {
       if (reported.length < all.length) versions.push('(none)');
       result = new UisError({
         code: 'no_replica_at_version',
-        status: 503,
         path: 'headers.x-min-weight-version',
         message: `model "${model.name}" has no eligible replica at weight version >= ${min}; versions served: ${versions.join(', ')}`,
         details: { model: model.name, minWeightVersion: min, versions, retryAfterSeconds: 1 },
@@ -397,7 +394,6 @@ function noEligible(name: string, entry: DiscoveryModel): UisError {
   );
   return new UisError({
     code: 'no_eligible_replica',
-    status: 503,
     path: 'body.model',
     message: `model "${name}" has no ready, direct_eligible replica with a URL (${states.length === 0 ? 'no replicas' : states.join(', ')})`,
     details: { model: name, engines: states, retryAfterSeconds: 1 },

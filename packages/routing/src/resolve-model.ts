@@ -40,7 +40,6 @@ export function checkSnapshot(snapshot: unknown): DiscoverySnapshot | UisError {
   if (typeof snapshot !== 'object' || snapshot === null) {
     return new UisError({
       code: 'discovery_malformed',
-      status: 503,
       path: 'discovery',
       message: `discovery snapshot is not an object (got ${snapshot === null ? 'null' : typeof snapshot})`,
     });
@@ -55,7 +54,6 @@ export function checkSnapshot(snapshot: unknown): DiscoverySnapshot | UisError {
     const issues = zodIssues(result.error, 'discovery');
     value = new UisError({
       code: 'discovery_malformed',
-      status: 503,
       path: issues[0]?.path,
       message: `discovery snapshot is malformed: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`,
       details: issues,
@@ -89,7 +87,6 @@ function inconsistent(
 ): UisError {
   return new UisError({
     code: 'routing_inconsistent',
-    status: 503,
     path,
     message: `${what} is not in discovery (models: ${list(Object.keys(snapshot.models))})`,
     details: known(snapshot, rules),
@@ -130,7 +127,6 @@ export function resolveModel(
         const k = known(snapshot, rules);
         return new UisError({
           code: 'unknown_model',
-          status: 400,
           path: 'body.model',
           message: `unknown model "${asked}"; models: ${list(k.models)}; aliases: ${list(k.aliases)}`,
           details: { requested: asked, ...k },
@@ -149,7 +145,6 @@ export function resolveModel(
       const k = known(snapshot, rules);
       return new UisError({
         code: 'unknown_route_key',
-        status: 400,
         path: 'route_key',
         message: `unknown route_key "${key}"; route keys: ${list(k.route_keys)} (a default model is never used for an unknown route_key; send "model" to choose one)`,
         details: { requested: key, ...k },
@@ -172,7 +167,6 @@ export function resolveModel(
       const k = known(snapshot, rules);
       return new UisError({
         code: 'model_required',
-        status: 400,
         path: 'body.model',
         message: `no model asked and no default model configured; send "model" (one of: ${list(k.models)}) or a route_key (${list(k.route_keys)})`,
         details: k,
@@ -187,7 +181,6 @@ export function resolveModel(
     const guidance = retryGuidance(entry.state, entry.held === true);
     return new UisError({
       code: 'model_not_ready',
-      status: 503,
       path: 'body.model',
       // The guidance reads "model is sleeping: why"; the message names the model once instead of repeating it.
       message: `${guidance.reason.replace(/^model /, `model "${name}" `)}; retry after ${guidance.retryAfterSeconds}s`,

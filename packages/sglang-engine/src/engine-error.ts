@@ -1,26 +1,17 @@
-import { formatPath, UisError } from '@uis/spec';
+import { type ErrorCode, formatPath, UisError } from '@uis/spec';
 import type { z } from 'zod';
 
-/** Stable codes of every way a call to an engine can fail. */
-export type EngineErrorCode =
+/** Stable codes of every way a call to an engine can fail (their statuses are in the error-code table). */
+export type EngineErrorCode = Extract<
+  ErrorCode,
   | 'engine_unreachable'
   | 'engine_timeout'
   | 'engine_http_error'
   | 'engine_bad_response'
   | 'engine_stream_error'
   | 'engine_refused'
-  | 'engine_aborted';
-
-const STATUS: Record<EngineErrorCode, number> = {
-  engine_unreachable: 502,
-  engine_timeout: 504,
-  engine_http_error: 502,
-  engine_bad_response: 502,
-  engine_stream_error: 502,
-  engine_refused: 502,
-  // The caller cancelled; 499 is the de-facto "client closed request" status.
-  engine_aborted: 499,
-};
+  | 'engine_aborted'
+>;
 
 export interface EngineErrorInit {
   code: EngineErrorCode;
@@ -44,13 +35,11 @@ export class EngineError extends UisError {
   readonly body: string | undefined;
 
   constructor(init: EngineErrorInit) {
-    const status =
-      init.code === 'engine_http_error' && init.engineStatus !== undefined && init.engineStatus < 500
-        ? init.engineStatus
-        : STATUS[init.code];
     super({
       code: init.code,
-      status,
+      // An engine's 4xx means it refused what was sent: passed on, so a gateway can answer with it.
+      relayedStatus:
+        init.engineStatus !== undefined && init.engineStatus < 500 ? init.engineStatus : undefined,
       message: `${init.endpoint}: ${init.message}`,
       path: init.path,
       details: init.details,

@@ -1,5 +1,6 @@
 import { UisError } from '@uis/spec';
 import { SGLangClient } from './client.ts';
+import { type Clock, systemClock } from './clock.ts';
 import { isEngineError } from './engine-error.ts';
 import type { EngineLauncher, LaunchedReplica, LaunchSpec, ProcessExit } from './launcher.ts';
 import {
@@ -12,17 +13,6 @@ import {
 } from './protocol.ts';
 
 const groupName = (req: { group_name?: string | undefined }) => req.group_name ?? DEFAULT_WEIGHT_UPDATE_GROUP;
-
-/** Time source; tests pass a fake one. */
-export interface Clock {
-  now(): number;
-  sleep(ms: number): Promise<void>;
-}
-
-export const systemClock: Clock = {
-  now: () => Date.now(),
-  sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
-};
 
 /** The subset of a pino-style logger the engine writes to. */
 export interface EngineLogger {
@@ -117,6 +107,8 @@ export class SGLangEngine {
   private readonly exitCallbacks: Array<(e: ProcessExit) => void> = [];
   private lastExit: ProcessExit | undefined;
   private stopping = false;
+  /** Aborted by shutdown(): a start still polling for health gives up at once instead of at its deadline. */
+  private readonly stopSignal = new AbortController();
   private paused: PauseMode | null = null;
 
   constructor(opts: SGLangEngineOptions) {
@@ -136,7 +128,6 @@ export class SGLangEngine {
     if (this.launcher && !this.launchSpec) {
       throw new UisError({
         code: 'invalid_engine_options',
-        status: 400,
         path: 'launchSpec',
         message: `${this.engineId}: a launcher needs a launchSpec`,
       });
@@ -161,16 +152,22 @@ export class SGLangEngine {
 
   /** Launches (when a launcher is set), waits until /health_generate answers 200, then flushes the cache (as
    * Relax does). Fails with `engine_start_failed` carrying the engine's own log tail when a process exits or
-   * the deadline passes; the launched processes are stopped then. */
-  async start(opts: { deadlineMs?: number } = {}): Promise<void> {
+   * the deadline passes; the launched processes are stopped then. `shutdown()` or `signal` (e.g. another
+   * replica's start failed) cancels a start at once: `engine_start_cancelled`, nothing left running. */
+  async start(opts: { deadlineMs?: number; signal?: AbortSignal } = {}): Promise<void> {
     const deadlineMs = opts.deadlineMs ?? 600_000;
     const t0 = this.clock.now();
+    const signal = opts.signal
+      ? AbortSignal.any([opts.signal, this.stopSignal.signal])
+      : this.stopSignal.signal;
+    if (signal.aborted) await this.cancelStart();
     if (this.launcher && this.launchSpec && !this.replica) {
       this.replica = await this.launcher.launch(this.launchSpec);
       this.replica.onExit((e) => this.handleExit(e));
     }
     let lastError = 'no answer yet';
     for (;;) {
+      if (signal.aborted) await this.cancelStart();
       if (this.lastExit) {
         await this.failStart(
           `node rank ${this.lastExit.nodeRank} exited (code ${this.lastExit.code}, signal ${this.lastExit.signal})`,
@@ -180,17 +177,18 @@ export class SGLangEngine {
       if (left <= 0) await this.failStart(`not healthy within ${deadlineMs} ms (last: ${lastError})`);
       try {
         const timeoutMs = Math.max(1000, Math.min(left, 30_000));
-        if (await this.client.healthGenerate({ timeoutMs })) break;
+        if (await this.client.healthGenerate({ timeoutMs, signal })) break;
         lastError = 'health_generate answered 5xx';
       } catch (e) {
         lastError = e instanceof Error ? e.message : String(e);
       }
-      await this.clock.sleep(this.pollMs);
+      if (!signal.aborted) await this.clock.sleep(this.pollMs);
     }
     const left = Math.max(1000, deadlineMs - (this.clock.now() - t0));
     try {
-      await this.client.flushCache({ deadlineMs: Math.min(left, this.flushDeadlineMs) });
+      await this.client.flushCache({ deadlineMs: Math.min(left, this.flushDeadlineMs), signal });
     } catch (e) {
+      if (signal.aborted) await this.cancelStart();
       await this.failStart(`healthy but flush_cache failed: ${e instanceof Error ? e.message : String(e)}`);
     }
     this.logger?.info({ engineId: this.engineId, ms: this.clock.now() - t0 }, 'engine healthy');
@@ -324,7 +322,6 @@ export class SGLangEngine {
     if (reported !== null && reported !== req.weightVersion) {
       throw new UisError({
         code: 'weight_version_mismatch',
-        status: 502,
         path: 'weightVersion',
         message: `${this.engineId} (${this.client.baseUrl}): engine reports weight version ${reported} after updating to ${req.weightVersion}`,
       });
@@ -361,6 +358,7 @@ export class SGLangEngine {
   /** Stops the launched processes (a no-op for an attached engine) and closes the HTTP pool. Idempotent. */
   async shutdown(graceMs?: number): Promise<void> {
     this.stopping = true;
+    this.stopSignal.abort(new Error(`${this.engineId} is shutting down`));
     await this.replica?.stop(graceMs);
     if (this.ownsClient) await this.client.close();
   }
@@ -388,9 +386,20 @@ export class SGLangEngine {
     if (result.success) return;
     throw new UisError({
       code: 'weight_update_failed',
-      status: 502,
       path: field,
       message: `${this.engineId}: POST ${this.client.baseUrl}${path}: ${what} failed: ${result.message}`,
+    });
+  }
+
+  /** A start given up because the engine is being shut down or the caller cancelled it. */
+  private async cancelStart(): Promise<never> {
+    this.stopping = true;
+    await this.replica?.stop(5000);
+    throw new UisError({
+      code: 'engine_start_cancelled',
+      status: 503,
+      path: this.engineId,
+      message: `${this.engineId}: start cancelled (the engine is being stopped or another replica's start failed)`,
     });
   }
 
@@ -401,7 +410,6 @@ export class SGLangEngine {
     await this.replica?.stop(5000);
     throw new UisError({
       code: 'engine_start_failed',
-      status: 503,
       path: this.engineId,
       message: `${this.engineId} did not start: ${reason}${tail ? `\n--- engine log tail ---\n${tail}` : ''}`,
       details: { reason, logTail: tail },

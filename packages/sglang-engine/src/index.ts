@@ -1,5 +1,6 @@
 export { sseData } from '@uis/spec';
 export * from './client.ts';
+export * from './clock.ts';
 export * from './engine.ts';
 export * from './engine-error.ts';
 export * from './launcher.ts';
@@ -8,3 +9,4 @@ export * from './ports.ts';
 export * from './protocol.ts';
 export * from './router-client.ts';
 export * from './server-args.ts';
+export * from './watchdog.ts';

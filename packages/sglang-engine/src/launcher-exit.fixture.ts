@@ -1,4 +1,5 @@
-/** Fixture of launcher.test.ts: launches a replica, prints its pid, then exits without stopping it. */
+/** Fixture of launcher.test.ts: launches a replica, prints its pid, then exits without stopping it (`exit`), or
+ * is killed by SIGKILL, which runs no exit handler (`kill-9`). */
 import { LocalProcessLauncher } from './launcher.ts';
 
 const replica = await new LocalProcessLauncher().launch({
@@ -9,4 +10,5 @@ const replica = await new LocalProcessLauncher().launch({
   ],
 });
 console.log(`pid=${replica.pids()[0]}`);
+if (process.argv[2] === 'kill-9') process.kill(process.pid, 'SIGKILL');
 process.exit(0);

@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { UisError } from '@uis/spec';
 import { execa } from 'execa';
@@ -112,7 +113,55 @@ describe('process exit', () => {
     expect(pid).toBeGreaterThan(0);
     await waitUntil(() => !alive(pid));
   }, 60_000);
+
+  it('kills the launched groups within 5 s when the launching process is SIGKILLed (the watchdog)', async () => {
+    const fixture = fileURLToPath(new URL('./launcher-exit.fixture.ts', import.meta.url));
+    const run = await execa(process.execPath, ['--import', 'tsx', fixture, 'kill-9'], {
+      cwd: REPO,
+      reject: false,
+    });
+    expect(run.signal).toBe('SIGKILL');
+    const pid = Number(/pid=(\d+)/.exec(run.stdout)?.[1]);
+    expect(pid).toBeGreaterThan(0);
+    await waitUntil(() => !alive(pid), 5000);
+  }, 60_000);
+
+  it('a replica stopped normally releases its watchdog (nothing left that could signal a reused group id)', async () => {
+    const r = await launch(['run']);
+    const pgid = r.pids()[0]!;
+    const watchdogs = () => watchdogsOf(pgid);
+    expect(watchdogs()).toHaveLength(1);
+    await r.stop(500);
+    await waitUntil(() => watchdogs().length === 0, 5000);
+  });
+
+  it('launches no watchdog when engines are meant to outlive this process (watchdog: false)', async () => {
+    const replica = await new LocalProcessLauncher({ watchdog: false }).launch({
+      engineId: 'kept/0',
+      headUrl: 'http://127.0.0.1:1',
+      processes: [
+        { nodeRank: 0, node: 'n0', argv: [process.execPath, '-e', 'setInterval(() => {}, 1000)'], env: {} },
+      ],
+    });
+    started.push(replica);
+    expect(watchdogsOf(replica.pids()[0]!)).toEqual([]);
+  });
 });
+
+/** Live watchdog processes (`sh -c ... uis-engine-watchdog <pgid> ...`) guarding `pgid`. */
+function watchdogsOf(pgid: number): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const argv = readFileSync(`/proc/${name}/cmdline`, 'latin1').split('\0');
+      if (argv.includes('uis-engine-watchdog') && argv.includes(String(pgid))) out.push(Number(name));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return out;
+}
 
 describe('LogRing', () => {
   it('keeps only the last lines', () => {

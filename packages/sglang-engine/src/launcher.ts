@@ -1,6 +1,7 @@
 import { UisError } from '@uis/spec';
 import { execa, type ResultPromise } from 'execa';
 import type { ServerArgsResult } from './server-args.ts';
+import { EngineWatchdog } from './watchdog.ts';
 
 /** What a launcher starts: the processes of one replica (from `buildServerArgs`) and its engine id. */
 export interface LaunchSpec extends ServerArgsResult {
@@ -48,6 +49,9 @@ export interface LocalLauncherOptions {
   logLines?: number;
   /** Receives every log line as it arrives (e.g. a pino logger). */
   onLog?: (engineId: string, nodeRank: number, line: string) => void;
+  /** Give each node process a watchdog that stops it when this process dies, SIGKILL included (default true).
+   * Off only where engines are meant to outlive the control plane (kept for adoption by the next one). */
+  watchdog?: boolean;
 }
 
 const DEFAULT_GRACE_MS = 10_000;
@@ -69,17 +73,30 @@ function signalGroup(pgid: number, signal: NodeJS.Signals): void {
   }
 }
 
-/** Process groups still running. Detached groups outlive their parent, so when this process exits (a crash
- * included) they are killed synchronously: an engine must never hold GPUs for a control plane that is gone. */
-const liveGroups = new Set<number>();
+/** Process groups still running, with the engine each belongs to. Detached groups outlive their parent, so when
+ * this process exits they are killed synchronously; a death that runs no exit handler (SIGKILL, OOM killer) is
+ * the watchdogs' job. */
+const liveGroups = new Map<number, string>();
 let exitHookInstalled = false;
 
-function track(pgid: number): void {
-  liveGroups.add(pgid);
+/** SIGKILLs every engine process group this process launched and has not stopped yet (the shutdown deadline's
+ * last resort) and names them: `engine-id (pgid N)`. */
+export function forceStopEngines(): string[] {
+  const stopped: string[] = [];
+  for (const [pgid, engineId] of liveGroups) {
+    if (isGone(pgid)) continue;
+    signalGroup(pgid, 'SIGKILL');
+    stopped.push(`${engineId} (pgid ${pgid})`);
+  }
+  return stopped;
+}
+
+function track(pgid: number, engineId: string): void {
+  liveGroups.set(pgid, engineId);
   if (exitHookInstalled) return;
   exitHookInstalled = true;
   process.once('exit', () => {
-    for (const g of liveGroups) {
+    for (const g of liveGroups.keys()) {
       try {
         process.kill(-g, 'SIGKILL');
       } catch {
@@ -106,6 +123,7 @@ interface NodeChild {
   pid: number;
   child: ResultPromise;
   exited: Promise<void>;
+  watchdog: EngineWatchdog | undefined;
 }
 
 class LocalReplica implements LaunchedReplica {
@@ -153,7 +171,10 @@ class LocalReplica implements LaunchedReplica {
     });
     await Promise.all(this.children.map((c) => waitGroupGone(c.pid, 10_000)));
     await Promise.all(this.children.map((c) => c.exited));
-    for (const c of this.children) liveGroups.delete(c.pid);
+    for (const c of this.children) {
+      liveGroups.delete(c.pid);
+      c.watchdog?.release();
+    }
   }
 }
 
@@ -170,8 +191,7 @@ export class LocalProcessLauncher implements EngineLauncher {
       const [file, ...args] = p.argv;
       if (file === undefined) {
         throw new UisError({
-          code: 'launch_failed',
-          status: 400,
+          code: 'invalid_launch_spec',
           path: `processes[${p.nodeRank}].argv`,
           message: `${spec.engineId}: empty argv`,
         });
@@ -218,13 +238,13 @@ export class LocalProcessLauncher implements EngineLauncher {
         await started.stop(0);
         throw new UisError({
           code: 'launch_failed',
-          status: 500,
           path: `processes[${p.nodeRank}].argv[0]`,
           message: `${spec.engineId}: cannot start "${file}" on node rank ${p.nodeRank}\n${ring.tail(20)}`,
         });
       }
-      track(child.pid);
-      children.push({ nodeRank: p.nodeRank, pid: child.pid, child, exited });
+      track(child.pid, spec.engineId);
+      const watchdog = this.opts.watchdog === false ? undefined : new EngineWatchdog(child.pid);
+      children.push({ nodeRank: p.nodeRank, pid: child.pid, child, exited, watchdog });
     }
     replica = new LocalReplica(children, ring);
     for (const e of exits) replica.reportExit(e);

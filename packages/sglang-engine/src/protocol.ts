@@ -313,6 +313,25 @@ export const CompletionResponseSchema = z.looseObject({
 });
 export type CompletionResponse = z.infer<typeof CompletionResponseSchema>;
 
+/** One event of a streamed `/v1/completions`: the text since the last chunk; the last chunk carries the finish
+ * reason, a usage-only chunk (no choices) follows with `stream_options.include_usage`. */
+export const CompletionChunkSchema = z.looseObject({
+  id: z.string(),
+  object: z.literal('text_completion'),
+  created: z.number().int(),
+  model: z.string(),
+  choices: z.array(
+    z.looseObject({
+      index: z.number().int(),
+      text: z.string(),
+      logprobs: z.unknown().nullish(),
+      finish_reason: OpenAIFinishReasonSchema.nullable(),
+    }),
+  ),
+  usage: UsageSchema.nullish(),
+});
+export type CompletionChunk = z.infer<typeof CompletionChunkSchema>;
+
 export const ModelCardSchema = z.looseObject({
   id: z.string(),
   object: z.literal('model'),

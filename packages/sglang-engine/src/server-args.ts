@@ -69,7 +69,7 @@ export function overrideArgs(overrides: Readonly<Record<string, ServerArgValue>>
   for (const [raw, value] of Object.entries(overrides)) {
     const field = normalizeServerArgName(raw);
     const issue = serverArgIssue(raw);
-    if (issue !== null) throw new UisError({ ...issue, status: 400, path: `${path}.${raw}` });
+    if (issue !== null) throw new UisError({ ...issue, path: `${path}.${raw}` });
     if (value === null || value === false) continue;
     if (value === true) argv.push(flagName(field));
     else argv.push(flagName(field), String(value));
@@ -100,7 +100,6 @@ export function buildServerArgs(
   if (replica.worker_type === 'placeholder') {
     throw new UisError({
       code: 'placeholder_not_launchable',
-      status: 400,
       path: `${groupPath}.worker_type`,
       message: 'a placeholder group reserves GPUs and starts no engine',
     });
@@ -108,7 +107,6 @@ export function buildServerArgs(
   if (replica.nodes.length !== replica.nnodes) {
     throw new UisError({
       code: 'invalid_placement',
-      status: 400,
       path: `${replica.engine_id}.nodes`,
       message: `replica lists ${replica.nodes.length} nodes but nnodes is ${replica.nnodes}`,
     });
@@ -116,7 +114,6 @@ export function buildServerArgs(
   if (replica.nnodes > 1 && opts.distInitAddr === undefined) {
     throw new UisError({
       code: 'missing_dist_init_addr',
-      status: 400,
       path: 'distInitAddr',
       message: `replica ${replica.engine_id} spans ${replica.nnodes} nodes: pass distInitAddr (head host:port)`,
     });
@@ -124,7 +121,6 @@ export function buildServerArgs(
   if (Object.hasOwn(model.env_vars, 'CUDA_VISIBLE_DEVICES')) {
     throw new UisError({
       code: 'env_conflicts_with_placement',
-      status: 400,
       path: 'env_vars.CUDA_VISIBLE_DEVICES',
       message: 'CUDA_VISIBLE_DEVICES is set from the placement plan; remove it from env_vars',
     });
@@ -171,7 +167,6 @@ export function buildServerArgs(
   if (selected.length === 0) {
     throw new UisError({
       code: 'invalid_node_rank',
-      status: 400,
       path: 'nodeRank',
       message: `replica ${replica.engine_id} has no node rank ${opts.nodeRank}`,
     });

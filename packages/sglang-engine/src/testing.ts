@@ -1,6 +1,8 @@
 /** Test helpers for packages that talk to SGLang engines (`@uis/sglang-engine/testing`). */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
+export { ManualClock } from './manual-clock.ts';
+
 /** One way an engine (or a proxy in front of it) answers badly, as a node:http handler. */
 export type EngineFault = (req: IncomingMessage, res: ServerResponse) => void;
 

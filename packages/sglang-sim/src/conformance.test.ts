@@ -1,6 +1,7 @@
 import {
   ChatCompletionChunkSchema,
   ChatCompletionResponseSchema,
+  CompletionChunkSchema,
   CompletionResponseSchema,
   FLUSH_CACHE_TEXT,
   GenerateBatchResponseSchema,
@@ -131,6 +132,19 @@ const TABLE: Row[] = [
     body: { model: 'tiny', prompt: 'a', max_tokens: 2 },
     status: 200,
     answer: { json: CompletionResponseSchema },
+  },
+  {
+    method: 'POST',
+    path: '/v1/completions',
+    body: {
+      model: 'tiny',
+      prompt: 'a',
+      max_tokens: 4,
+      stream: true,
+      stream_options: { include_usage: true },
+    },
+    status: 200,
+    answer: { sse: CompletionChunkSchema },
   },
   { method: 'POST', path: '/flush_cache', status: 200, answer: { text: FLUSH_CACHE_TEXT } },
   { method: 'GET', path: '/flush_cache', status: 200, answer: { text: FLUSH_CACHE_TEXT } },

@@ -2,7 +2,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   AbortRequestSchema,
   ChatCompletionRequestSchema,
-  CompletionRequestSchema,
   DEFAULT_WEIGHT_UPDATE_GROUP,
   DestroyWeightsUpdateGroupRequestSchema,
   FLUSH_CACHE_TEXT,
@@ -16,7 +15,8 @@ import {
   UpdateWeightVersionRequestSchema,
 } from '@uis/sglang-engine';
 import type { z } from 'zod';
-import { chatChunk, chatResponse, chatSampling, openAIFinish, renderChatTemplate, usageOf } from './chat.ts';
+import { chatChunk, chatResponse, chatSampling, renderChatTemplate, usageOf } from './chat.ts';
+import { completionsHandler } from './completions-route.ts';
 import { type SimEngine, SimFailure } from './engine.ts';
 import { type Defaults, generateResponse, specFromSampling, specsFromGenerate } from './generate.ts';
 import { hashString } from './hash.ts';
@@ -251,55 +251,7 @@ export function headHandler(engine: SimEngine, options: SimOptions): Handler {
     res.on('close', () => engine.drop(seq));
   };
 
-  const completions: Handler = async (req, res) => {
-    let raw: unknown;
-    try {
-      raw = await readJson(req);
-    } catch (e) {
-      if (e instanceof BadJson) return sendOpenAIError(res, 400, `Invalid JSON: ${e.message}`);
-      throw e;
-    }
-    const parsed = CompletionRequestSchema.safeParse(raw);
-    if (!parsed.success)
-      return sendOpenAIError(res, 400, parsed.error.issues[0]?.message ?? 'invalid request');
-    const r = parsed.data;
-    if (r.stream)
-      return sendOpenAIError(res, 400, 'The simulator does not stream /v1/completions; use /generate.');
-    if (typeof r.prompt !== 'string' && typeof r.prompt[0] !== 'number') {
-      return sendOpenAIError(res, 400, 'The simulator accepts one prompt (a string or a list of token ids).');
-    }
-    if (!gate(res, true)) return;
-    const ids = typeof r.prompt === 'string' ? encode(r.prompt) : (r.prompt as number[]);
-    const ts = created();
-    try {
-      engine.assertCanGenerate();
-      const sp = chatSampling({ ...r, messages: [{ role: 'user', content: '' }] });
-      const seq = engine.start(
-        specFromSampling(r.rid ?? `cmpl-${defaults.nextRid()}`, ids, sp, {}, defaults),
-        () => {},
-        (s) => {
-          sendJson(res, 200, {
-            id: s.spec.rid,
-            object: 'text_completion',
-            created: ts,
-            model: r.model,
-            choices: [
-              {
-                index: 0,
-                text: (r.echo && typeof r.prompt === 'string' ? r.prompt : '') + s.text,
-                logprobs: null,
-                ...openAIFinish(s.finishReason),
-              },
-            ],
-            usage: usageOf(s),
-          });
-        },
-      );
-      res.on('close', () => engine.drop(seq));
-    } catch (e) {
-      return failure(res, e, true);
-    }
-  };
+  const completions: Handler = completionsHandler({ engine, defaults, interval, created, gate, failure });
 
   const health =
     (generateCheck: boolean): Handler =>

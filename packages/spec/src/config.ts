@@ -1,6 +1,7 @@
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { z } from 'zod';
 import { EngineAddressSchema } from './discovery.ts';
+import type { ErrorCode } from './error-codes.ts';
 import { formatPath, issueCode, type PathIssue, UisError } from './errors.ts';
 import { GatewayConfigSchema } from './gateway-config.ts';
 import {
@@ -70,6 +71,9 @@ export const TrainingSchema = z
     actor_gpus: nonNegativeInt.default(0),
     /** A critic with as many GPUs as the actor shares the actor PG when colocated (as in Relax). */
     critic_gpus: nonNegativeInt.default(0),
+    /** A reference model and an actor_fwd (old log-probs) worker on their own PGs (Relax's fully-async roles). */
+    reference_gpus: nonNegativeInt.default(0),
+    actor_fwd_gpus: nonNegativeInt.default(0),
     /** Training releases its GPU memory between phases (needed wherever inference shares its GPUs). */
     offload_train: z.boolean().default(false),
     fully_async: z.boolean().default(false),
@@ -89,6 +93,9 @@ export const ConfigRoleSchema = InferenceRoleSpecSchema.omit({ role: true, workl
     /** Engines started elsewhere and attached by URL (Relax `--rollout-external-engine-addrs`, `--opd-teacher-url`):
      * such a role is routed but not placed. */
     external_engine_urls: z.array(EngineAddressSchema).optional(),
+    /** GPUs the RL controller still reserves for a role whose engines are attached by URL (Relax keeps an external
+     * rollout's `--resource` GPUs as a dedicated placement group): a controller-owned pool, no placements. */
+    reserved_gpus: nonNegativeInt.optional(),
     /** Sample field that holds the route key (Relax `--opd-teacher-key`, e.g. `data_source`). */
     route_key_field: z.string().min(1).optional(),
   })
@@ -140,6 +147,8 @@ export const UisConfigSchema = z
     training: TrainingSchema.default({
       actor_gpus: 0,
       critic_gpus: 0,
+      reference_gpus: 0,
+      actor_fwd_gpus: 0,
       offload_train: false,
       fully_async: false,
       hybrid: false,
@@ -197,7 +206,14 @@ function checkRole(role: Role, spec: ConfigRole, ctx: z.RefinementCtx): void {
 
 /** The internal-model view of one configured role (what the manager and the gateway consume). */
 export function roleSpec(role: Role, spec: ConfigRole): InferenceRoleSpec {
-  const { bundle_offset: _o, external_engine_urls: _u, route_key_field: _k, workload, ...rest } = spec;
+  const {
+    bundle_offset: _o,
+    external_engine_urls: _u,
+    reserved_gpus: _r,
+    route_key_field: _k,
+    workload,
+    ...rest
+  } = spec;
   return { ...rest, role, workload: workload ?? DEFAULT_WORKLOAD[role] };
 }
 
@@ -258,10 +274,9 @@ export function configIssues(error: z.ZodError, root = ''): PathIssue[] {
   return out;
 }
 
-function configError(code: string, issues: PathIssue[], filename: string): UisError {
+function configError(code: ErrorCode, issues: PathIssue[], filename: string): UisError {
   return new UisError({
     code,
-    status: 400,
     path: issues[0]?.path,
     message: `${filename}: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`,
     details: issues,

@@ -17,9 +17,9 @@ describe('errorIssues', () => {
     expect(errorIssues(new UisError({ code: 'usage', message: 'm', path: 'p' }))).toEqual([
       { code: 'usage', path: 'p', message: 'm' },
     ]);
-    expect(errorIssues(new UisError({ code: 'c', message: 'm', details: [{ x: 1 }] }), '(input)')).toEqual([
-      { code: 'c', path: '(input)', message: 'm' },
-    ]);
+    expect(
+      errorIssues(new UisError({ code: 'invalid_input', message: 'm', details: [{ x: 1 }] }), '(input)'),
+    ).toEqual([{ code: 'invalid_input', path: '(input)', message: 'm' }]);
   });
 
   it('is an internal_error for anything that is not a UisError', () => {

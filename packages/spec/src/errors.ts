@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { type ErrorCode, isErrorCode, statusOf } from './error-codes.ts';
 
 /** Every error the product returns has this JSON shape: a stable code, a message that says what to change, and
  * the path of what is wrong when there is one (`roles.genrm.models[1].engine_groups[0].tp`, `body.messages`). */
@@ -13,17 +14,20 @@ export const ErrorBodySchema = z.object({
 export type ErrorBody = z.infer<typeof ErrorBodySchema>;
 
 export interface UisErrorInit {
-  code: string;
+  code: ErrorCode;
   message: string;
+  /** @deprecated the status comes from the error-code table; being removed call site by call site. */
   status?: number;
+  /** For a code in RELAYED_STATUS_CODES: the status of the answer or failure it passes on. */
+  relayedStatus?: number;
   path?: string;
   details?: unknown;
   cause?: unknown;
 }
 
-/** An error as a value: stable `code`, HTTP `status`, and the `path` it concerns. */
+/** An error as a value: stable `code`, its HTTP `status` from the error-code table, and the `path` it concerns. */
 export class UisError extends Error {
-  readonly code: string;
+  readonly code: ErrorCode;
   readonly status: number;
   readonly path: string | undefined;
   readonly details: unknown;
@@ -32,7 +36,7 @@ export class UisError extends Error {
     super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
     this.name = 'UisError';
     this.code = init.code;
-    this.status = init.status ?? 500;
+    this.status = init.status ?? statusOf(init.code, init.relayedStatus);
     this.path = init.path;
     this.details = init.details;
   }
@@ -60,14 +64,16 @@ export function formatPath(path: ReadonlyArray<PropertyKey>, root = ''): string 
 }
 
 export interface PathIssue {
-  code: string;
+  code: ErrorCode;
   path: string;
   message: string;
 }
 
-/** The stable code of a zod issue: `invalid_type`, `invalid_value`, `too_small` -> `invalid_too_small`, ... */
-export function issueCode(zodCode: string): string {
-  return zodCode.startsWith('invalid_') ? zodCode : `invalid_${zodCode}`;
+/** The stable code of a zod issue: `invalid_type`, `invalid_value`, `too_small` -> `invalid_too_small`, ...
+ * (a zod code the table does not know yet reads as `invalid_input`). */
+export function issueCode(zodCode: string): ErrorCode {
+  const code = zodCode.startsWith('invalid_') ? zodCode : `invalid_${zodCode}`;
+  return isErrorCode(code) ? code : 'invalid_input';
 }
 
 /** Turns a zod error into one issue per problem, each naming its path. */
@@ -81,11 +87,10 @@ export function zodIssues(error: z.ZodError, root = ''): PathIssue[] {
 
 /** A 400 UisError listing every issue of `error` (paths under `root`) in its message and details; its `path` is
  * the first issue's. */
-export function zodError(error: z.ZodError, root = '', code = 'invalid_input'): UisError {
+export function zodError(error: z.ZodError, root = '', code: ErrorCode = 'invalid_input'): UisError {
   const issues = zodIssues(error, root);
   return new UisError({
     code,
-    status: 400,
     path: issues[0]?.path ?? (root === '' ? undefined : root),
     message: issues.map((i) => `${i.path}: ${i.message}`).join('; '),
     details: issues,
@@ -97,7 +102,7 @@ export function parseOrThrow<T extends z.ZodType>(
   schema: T,
   input: unknown,
   root = '',
-  code = 'invalid_input',
+  code: ErrorCode = 'invalid_input',
 ): z.infer<T> {
   const result = schema.safeParse(input);
   if (result.success) return result.data;

@@ -68,6 +68,22 @@ export const RayGatewayConfigSchema = z
   });
 export type RayGatewayConfig = z.infer<typeof RayGatewayConfigSchema>;
 
+/** The `gateway.tracing` block: OpenTelemetry spans over OTLP/HTTP. Absent: no tracing at all (no spans made). */
+export const TracingConfigSchema = z
+  .object({
+    /** Where spans go: an OTLP/HTTP traces endpoint, e.g. `http://127.0.0.1:4318/v1/traces`. */
+    otlp_endpoint: z.url({
+      protocol: /^https?$/,
+      message: 'must be an http(s) URL, e.g. http://127.0.0.1:4318/v1/traces',
+    }),
+    /** `service.name` of the spans. */
+    service_name: z.string().min(1).default('uis'),
+    /** Share of serving requests traced (phase transitions, batches and weight updates always are). */
+    sample_ratio: z.number().min(0).max(1).default(1),
+  })
+  .strict();
+export type TracingConfig = z.infer<typeof TracingConfigSchema>;
+
 /** The `gateway` block of the config file: where `uis serve` listens and who may call it. Tokens may also come
  * from the environment (`UIS_ADMIN_TOKEN`, `UIS_SERVING_TOKEN`) so a config file in git holds no secret. */
 export const GatewayConfigSchema = z
@@ -93,6 +109,10 @@ export const GatewayConfigSchema = z
     external_urls: z.record(z.string(), EngineAddressSchema).default({}),
     /** `ray`: the cluster and the engine command (all defaults when absent: a local head, real SGLang). */
     ray: RayGatewayConfigSchema.optional(),
+    /** One log line per serving request: role, model, replica, status, latency, tokens, request id. */
+    access_log: z.boolean().default(false),
+    /** OpenTelemetry tracing; off when absent. */
+    tracing: TracingConfigSchema.optional(),
   })
   .strict();
 export type GatewayConfig = z.infer<typeof GatewayConfigSchema>;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ErrorCode } from './error-codes.ts';
 
 /** The RFC's internal model: Role -> Model -> Engine group -> Replica. Field names follow the RFC (snake_case)
  * because the same objects travel as JSON to Python controllers. Schemas are strict: an unknown field is an error
@@ -120,7 +121,7 @@ export function normalizeServerArgName(name: string): string {
 
 /** Why a `server_args` key cannot be used (not an SGLang field name, or set by the placement), or null. The
  * planner reports it before anything starts; the server-args builder refuses it again for library callers. */
-export function serverArgIssue(raw: string): { code: string; message: string } | null {
+export function serverArgIssue(raw: string): { code: ErrorCode; message: string } | null {
   const field = normalizeServerArgName(raw);
   if (!/^[a-z][a-z0-9_]*$/.test(field))
     return {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ErrorCodeSchema } from './error-codes.ts';
 import { DeploymentModeSchema, PgOwnerSchema, RoleSchema, WorkerTypeSchema } from './model.ts';
 
 /** The placement plan: what the planner returns and what launchers, the manager, the gateway and the console
@@ -95,7 +96,7 @@ export const ActivationGroupPlanSchema = z.object({
 export type ActivationGroupPlan = z.infer<typeof ActivationGroupPlanSchema>;
 
 export const PlanViolationSchema = z.object({
-  code: z.string(),
+  code: ErrorCodeSchema,
   path: z.string(),
   message: z.string(),
 });

@@ -1,12 +1,5 @@
-import { planPlacement } from '@uis/planner';
-import {
-  errorIssues,
-  fromRelaxArgs,
-  loadConfig,
-  type PlacementPlan,
-  type PlanViolation,
-  type UisConfig,
-} from '@uis/spec';
+import { fromRelaxArgs, planPlacement } from '@uis/planner';
+import { errorIssues, loadConfig, type PlacementPlan, type PlanViolation, type UisConfig } from '@uis/spec';
 
 /** The Plan page's pipeline, in the browser: pasted text (YAML/JSON config, or a Relax command line) -> config
  * -> placement plan, or every violation with its code and path. Pure; no server round trip. */

@@ -34,7 +34,7 @@ async function until(done: () => boolean, ms = 20_000): Promise<void> {
   while (!done() && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
 }
 const states = (role: 'rollout' | 'genrm' | 'teacher') =>
-  Object.values(gw.service.managers.get(role)!.snapshot().models).flatMap((m) =>
+  Object.values(gw.plane.managers.get(role)!.snapshot().models).flatMap((m) =>
     m.replicas.map((r) => r.state),
   );
 
@@ -47,18 +47,18 @@ describe('admin API', { timeout: 60_000 }, () => {
       body: JSON.stringify({ phase: 'train', group: 'actor', timeout_s: 600 }),
       signal: gone.signal,
     }).catch((e: unknown) => e);
-    const waiting = () => gw.server.barriers.list().reduce((n, b) => n + b.waiting, 0);
+    const waiting = () => gw.plane.barriers.list().reduce((n, b) => n + b.waiting, 0);
     await until(() => waiting() > 0);
-    expect(gw.server.barriers.list()).toMatchObject([{ group: 'actor', phase: 'train', waiting: 1 }]);
+    expect(gw.plane.barriers.list()).toMatchObject([{ group: 'actor', phase: 'train', waiting: 1 }]);
     gone.abort();
     expect(await wait).toBeInstanceOf(Error);
     // Well below the waiter's own 600 s timeout: it is the disconnect that removes it.
     await until(() => waiting() === 0);
-    expect(gw.server.barriers.list()).toEqual([]);
+    expect(gw.plane.barriers.list()).toEqual([]);
   });
 
   it('refuses every call without a valid bearer token (401) and changes nothing', async () => {
-    const eventsBefore = gw.service.events.list({ limit: 1000 }).length;
+    const eventsBefore = gw.plane.events.list({ limit: 1000 }).length;
     const attempts: Array<Record<string, string>> = [
       {},
       { authorization: 'Bearer wrong-token' },
@@ -73,8 +73,8 @@ describe('admin API', { timeout: 60_000 }, () => {
       expect((await call('GET', '/admin/phases', undefined, headers)).status).toBe(401);
     }
     expect(states('rollout')).toEqual(['ready', 'ready']);
-    expect(gw.service.coordinator.lease('actor')).toMatchObject({ phase: 'rollout', status: 'held' });
-    expect(gw.service.events.list({ limit: 1000 })).toHaveLength(eventsBefore);
+    expect(gw.plane.coordinator.lease('actor')).toMatchObject({ phase: 'rollout', status: 'held' });
+    expect(gw.plane.events.list({ limit: 1000 })).toHaveLength(eventsBefore);
   });
 
   it('reads phases: the group starts in its first phase with the scorers offloaded', async () => {
@@ -157,19 +157,17 @@ describe('admin API', { timeout: 60_000 }, () => {
     });
     const teacherId = (teacher.json.result as { id: string }).id;
 
-    const startedBefore = gw.service.events.list({ kind: 'transition.started', limit: 1000 }).length;
+    const startedBefore = gw.plane.events.list({ kind: 'transition.started', limit: 1000 }).length;
     const headers = { ...AUTH, 'idempotency-key': 'advance-1' };
     const first = await post('/admin/phases/advance', { group: 'actor' }, headers);
     expect(first.status).toBe(200);
     const result = first.json.result as { path: string[]; to: string };
     expect(result.path).toEqual(['genrm_score', 'teacher_score', 'train']);
-    expect(gw.service.coordinator.lease('actor')).toMatchObject({ phase: 'train', status: 'held' });
+    expect(gw.plane.coordinator.lease('actor')).toMatchObject({ phase: 'train', status: 'held' });
     // The same operation id returns the first result and runs nothing again.
     const again = await post('/admin/phases/advance', { group: 'actor' }, headers);
     expect(again.json).toEqual(first.json);
-    expect(gw.service.events.list({ kind: 'transition.started', limit: 1000 }).length).toBe(
-      startedBefore + 1,
-    );
+    expect(gw.plane.events.list({ kind: 'transition.started', limit: 1000 }).length).toBe(startedBefore + 1);
     const conflict = await post('/admin/phases/advance', { group: 'actor', to: 'rollout' }, headers);
     expect(conflict.status).toBe(409);
     expect(errorCode(conflict.json)).toBe('operation_id_conflict');

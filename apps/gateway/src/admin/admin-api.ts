@@ -1,27 +1,17 @@
 import { isUtf8 } from 'node:buffer';
-import {
-  type BatchKind,
-  BatchKindSchema,
-  GenrmInputSchema,
-  OperationLedger,
-  SubmitSamplesSchema,
-  TeacherInputSchema,
-  WeightUpdateRequestSchema,
-} from '@uis/manager';
-import { parseOrThrow, type Role, UisError, zodError } from '@uis/spec';
+import { type ControlPlane, submitBatch } from '@uis/control-plane';
+import { BatchKindSchema, OperationLedger, WeightUpdateRequestSchema } from '@uis/manager';
+import { UisError, zodError } from '@uis/spec';
 import { type Context, Hono } from 'hono';
 import { z } from 'zod';
 import { authorized, unauthorized } from '../gateway/auth.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
-import { methodNotAllowed } from '../gateway/inference-gateway.ts';
+import { methodNotAllowed } from '../gateway/read-routes.ts';
 import { asUisError, parseJsonObject } from '../proxy/index.ts';
-import type { UisService } from '../service/uis-service.ts';
-import type { BarrierBoard } from './barrier-board.ts';
 
 export interface AdminApiOptions {
-  service: UisService;
+  plane: ControlPlane;
   adminToken: string;
-  barriers: BarrierBoard;
   /** Request body limit in bytes (413 above it); the serving routes' limit. */
   maxBodyBytes?: number;
 }
@@ -129,8 +119,9 @@ function operationIdOf(header: string | undefined, fromBody: unknown): string | 
  * same id with another request is 409. Every mutation, refused or not, is written to the event log.
  */
 export function createAdminApi(opts: AdminApiOptions): Hono {
-  const { service, barriers } = opts;
-  const ledger = new OperationLedger(service.db);
+  const { plane } = opts;
+  const barriers = plane.barriers;
+  const ledger = new OperationLedger(plane.db);
   const app = new Hono();
 
   app.use('*', async (c, next) => {
@@ -142,7 +133,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
   });
   app.use('*', jsonBodyLimit(opts.maxBodyBytes));
 
-  const manager = (role: string) => service.managerOf(role);
+  const manager = (role: string) => plane.managerOf(role);
 
   /** One idempotent, audited mutation. */
   function mutation<S extends z.ZodType, R>(
@@ -165,7 +156,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
         const request = { action, params: c.req.param(), body: rest };
         const once = async () => {
           const result = await run(parsed.data, c);
-          service.events.append({
+          plane.events.append({
             kind: `admin.${action}`,
             subject,
             actor,
@@ -178,7 +169,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
         return c.json({ ok: true, operation_id: operationId, result: result ?? null });
       } catch (e) {
         const err = asUisError(e);
-        service.events.append({
+        plane.events.append({
           kind: `admin.${action}`,
           subject,
           actor,
@@ -199,7 +190,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
     mutation(
       'activate',
       ActivateBodySchema,
-      (b, c) => service.activateRole(c.req.param('role') ?? '', b.tags),
+      (b, c) => plane.activateRole(c.req.param('role') ?? '', b.tags),
       roleSubject,
     ),
   );
@@ -230,7 +221,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
     mutation(
       'activate_model',
       ActivateBodySchema,
-      (b, c) => service.activateModel(c.req.param('role') ?? '', c.req.param('model') ?? '', b.tags),
+      (b, c) => plane.activateModel(c.req.param('role') ?? '', c.req.param('model') ?? '', b.tags),
       modelSubject,
     ),
   );
@@ -311,24 +302,24 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
   );
   app.get('/roles', (c) =>
     c.json({
-      roles: Object.fromEntries([...service.managers].map(([role, m]) => [role, m.snapshot()])),
+      roles: Object.fromEntries([...plane.managers].map(([role, m]) => [role, m.snapshot()])),
     }),
   );
 
   // ---- phases and barriers ---------------------------------------------------------------------------------
-  app.get('/phases', (c) => c.json({ leases: service.coordinator.leases() }));
+  app.get('/phases', (c) => c.json({ leases: plane.coordinator.leases() }));
   app.post(
     '/phases/advance',
     mutation(
       'advance_phase',
       AdvanceBodySchema,
       (b, c) =>
-        service.coordinator.transition({
+        plane.coordinator.transition({
           ...(b.group === undefined ? {} : { group: b.group }),
           ...(b.to === undefined ? {} : { to: b.to }),
           actor: c.req.header('x-uis-actor') ?? 'admin',
         }),
-      (_c, b) => service.coordinator.groupName(b.group) ?? 'default',
+      (_c, b) => plane.coordinator.groupName(b.group) ?? 'default',
     ),
   );
   app.post(
@@ -337,13 +328,13 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
       'resolve_lease',
       ResolveBodySchema,
       async (b, c) =>
-        service.coordinator.resolve({
+        plane.coordinator.resolve({
           phase: b.phase,
           actor: c.req.header('x-uis-actor') ?? 'admin',
           ...(b.group === undefined ? {} : { group: b.group }),
           ...(b.note === undefined ? {} : { note: b.note }),
         }),
-      (_c, b) => service.coordinator.groupName(b.group) ?? 'default',
+      (_c, b) => plane.coordinator.groupName(b.group) ?? 'default',
     ),
   );
   // Waiting changes nothing, so it needs no operation id; it is not audited either (a trainer polls it).
@@ -354,7 +345,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
       const b = parsed.data;
       const lease = await barriers.wait(b.group ?? null, b.phase, () =>
         // A trainer that gives up (disconnects) stops counting as a waiter at once.
-        service.coordinator.waitForPhase(b.phase, b.timeout_s * 1000, b.group, c.req.raw.signal),
+        plane.coordinator.waitForPhase(b.phase, b.timeout_s * 1000, b.group, c.req.raw.signal),
       );
       return c.json({ ok: true, lease });
     } catch (e) {
@@ -367,11 +358,11 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
       'release_barrier',
       BarrierReleaseSchema,
       (b, c) =>
-        service.coordinator.releasePhase(b.phase, {
+        plane.coordinator.releasePhase(b.phase, {
           ...(b.group === undefined ? {} : { group: b.group }),
           actor: c.req.header('x-uis-actor') ?? 'admin',
         }),
-      (_c, b) => `${service.coordinator.groupName(b.group) ?? 'default'}/${b.phase}`,
+      (_c, b) => `${plane.coordinator.groupName(b.group) ?? 'default'}/${b.phase}`,
     ),
   );
 
@@ -381,22 +372,22 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
     mutation(
       'submit_batch',
       BatchSubmitSchema,
-      async (b) => submitBatch(service, b.kind, b.model ?? null, b.samples),
+      async (b) => submitBatch(plane, b.kind, b.model ?? null, b.samples),
       (_c, b) => b.kind,
     ),
   );
   app.get('/batches', (c) => {
     const q = BatchListSchema.safeParse(c.req.query());
     if (!q.success) return fail(c, zodError(q.error, 'query'));
-    return c.json({ batches: service.store.list(q.data) });
+    return c.json({ batches: plane.store.list(q.data) });
   });
   app.get('/batches/:id', (c) => {
     try {
       const id = c.req.param('id');
-      const batch = service.store.get(id);
+      const batch = plane.store.get(id);
       const samples =
         batch.state === 'committed'
-          ? service.store.samples(id).map((s) => ({ sample_id: s.sample_id, output: s.output }))
+          ? plane.store.samples(id).map((s) => ({ sample_id: s.sample_id, output: s.output }))
           : undefined;
       return c.json({ batch, ...(samples ? { samples } : {}) });
     } catch (e) {
@@ -410,7 +401,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
     if (!q.success) return fail(c, zodError(q.error, 'query'));
     const { after, limit, kind, subject } = q.data;
     return c.json({
-      events: service.events.list({
+      events: plane.events.list({
         limit,
         ...(after === undefined ? {} : { afterSeq: after }),
         ...(kind === undefined ? {} : { kind }),
@@ -451,59 +442,4 @@ function routePattern(path: string): RegExp {
     .split('/')
     .map((seg) => (seg.startsWith(':') ? '[^/]+' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
   return new RegExp(`^${parts.join('/')}/?$`);
-}
-
-const INPUT_SCHEMA = { genrm_score: GenrmInputSchema, teacher_logprobs: TeacherInputSchema } as const;
-const ROLE_OF_KIND: Record<BatchKind, Role> = { genrm_score: 'genrm', teacher_logprobs: 'teacher' };
-
-/** Everything a batch needs before it exists: a configured scorer role, a model of it, valid samples with
- * distinct ids. A batch that could never run would otherwise block its scorer phase (the runner stops the phase at
- * the first failed batch), and a refused one would linger as a failed batch. */
-function checkBatch(service: UisService, kind: BatchKind, model: string | null, samples: unknown[]): void {
-  const role = ROLE_OF_KIND[kind];
-  const manager = service.managers.get(role);
-  if (!manager)
-    throw new UisError({
-      code: 'unknown_role',
-      status: 400,
-      path: 'kind',
-      message: `${kind} batches are scored by the ${role} role, which is not configured; roles: ${[...service.managers.keys()].join(', ')}`,
-    });
-  const models = Object.keys(manager.registry.snapshot().models);
-  if (model !== null && !models.includes(model))
-    throw new UisError({
-      code: 'unknown_model',
-      status: 400,
-      path: 'model',
-      message: `the ${role} role has no model ${JSON.stringify(model)}; models: ${models.join(', ')}`,
-    });
-  const parsed = parseOrThrow(SubmitSamplesSchema, { samples }, '', 'invalid_samples');
-  const seen = new Map<string, number>();
-  parsed.samples.forEach((s, i) => {
-    parseOrThrow(INPUT_SCHEMA[kind], s.input, `samples[${i}].input`, 'invalid_samples');
-    const first = seen.get(s.sample_id);
-    if (first !== undefined)
-      throw new UisError({
-        code: 'duplicate_sample',
-        status: 400,
-        path: `samples[${i}].sample_id`,
-        message: `sample_id ${JSON.stringify(s.sample_id)} is also samples[${first}]; sample ids must be unique`,
-      });
-    seen.set(s.sample_id, i);
-  });
-}
-
-/** Creates, fills and seals a batch in one call; a role without a defer schedule scores it at once. */
-export function submitBatch(service: UisService, kind: BatchKind, model: string | null, samples: unknown[]) {
-  checkBatch(service, kind, model, samples);
-  const created = service.store.create({ kind, model });
-  try {
-    service.store.addSamples(created.id, { samples });
-    const sealed = service.store.seal(created.id);
-    service.runWhenSealed(created.id);
-    return sealed;
-  } catch (e) {
-    service.store.fail(created.id, e instanceof Error ? e.message : String(e));
-    throw e;
-  }
 }

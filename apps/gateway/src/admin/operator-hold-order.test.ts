@@ -6,25 +6,25 @@ const gw = gatewayOnSims({
   server: { adminToken: 'admin-token-for-hold-order-tests' },
   sim: { simOnloadMs: 20, simOffloadMs: 20 },
 });
-const judge = () => gw.service.managers.get('genrm')?.snapshot().models.judge;
+const judge = () => gw.plane.managers.get('genrm')?.snapshot().models.judge;
 
 describe("an operator's drain and activation keep their order", { timeout: 90_000 }, () => {
   it('an activation outside the phase, sent after a drain not yet run, leaves the model unheld', async () => {
-    expect(gw.service.coordinator.lease('actor').phase).toBe('rollout');
-    const genrm = gw.service.managers.get('genrm');
+    expect(gw.plane.coordinator.lease('actor').phase).toBe('rollout');
+    const genrm = gw.plane.managers.get('genrm');
     // The drain is queued behind the manager's operations; the activation comes right after it.
     const drained = genrm?.drainModel('judge');
-    const activated = gw.service.activateModel('genrm', 'judge');
+    const activated = gw.plane.activateModel('genrm', 'judge');
     await drained;
     expect(await activated).toMatchObject({ onloaded: false, waits_for: { phases: ['genrm_score'] } });
     // The operator's last word was the activation: no hold is left, so the judge comes back with its phase.
     expect(judge()?.held).toBe(false);
     let inItsPhase: string | undefined;
-    const off = gw.service.coordinator.registerPhaseTask('genrm_score', async () => {
-      inItsPhase = gw.service.managers.get('genrm')?.registry.snapshot().models.judge?.state;
+    const off = gw.plane.coordinator.registerPhaseTask('genrm_score', async () => {
+      inItsPhase = gw.plane.managers.get('genrm')?.registry.snapshot().models.judge?.state;
     });
     try {
-      await gw.service.coordinator.transition({ group: 'actor' });
+      await gw.plane.coordinator.transition({ group: 'actor' });
     } finally {
       off();
     }
@@ -32,16 +32,16 @@ describe("an operator's drain and activation keep their order", { timeout: 90_00
   });
 
   it('an activation in the phase, while the phase does its work, onloads a held model now', async () => {
-    const genrm = gw.service.managers.get('genrm');
-    await gw.service.coordinator.transition({ group: 'actor', to: 'rollout' });
+    const genrm = gw.plane.managers.get('genrm');
+    await gw.plane.coordinator.transition({ group: 'actor', to: 'rollout' });
     await genrm?.drainModel('judge');
     expect(judge()?.held).toBe(true);
     let during: unknown;
-    const off = gw.service.coordinator.registerPhaseTask('genrm_score', async () => {
-      during = await gw.service.activateModel('genrm', 'judge');
+    const off = gw.plane.coordinator.registerPhaseTask('genrm_score', async () => {
+      during = await gw.plane.activateModel('genrm', 'judge');
     });
     try {
-      await gw.service.coordinator.transition({ group: 'actor' });
+      await gw.plane.coordinator.transition({ group: 'actor' });
     } finally {
       off();
     }

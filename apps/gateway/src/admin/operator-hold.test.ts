@@ -18,7 +18,7 @@ async function model(role: string, name: string) {
   const snap = DiscoverySnapshotSchema.parse(await (await fetch(`${gw.url}/${role}/engines`)).json());
   return snap.models[name];
 }
-const phase = () => gw.service.coordinator.lease('actor').phase;
+const phase = () => gw.plane.coordinator.lease('actor').phase;
 /** One full RL step of the schedule: rollout -> genrm_score -> teacher_score -> train -> rollout. */
 async function cycle() {
   expect((await post('/admin/phases/advance', { group: 'actor' })).status).toBe(200);
@@ -75,7 +75,7 @@ describe("an operator's drain and activation on time-shared GPUs", { timeout: 90
     expect((await model('genrm', 'judge'))?.held).toBeUndefined();
     expect(await model('rollout', 'policy')).toMatchObject({ state: 'ready' });
     let inItsPhase: string | undefined;
-    const off = gw.service.coordinator.registerPhaseTask('genrm_score', async () => {
+    const off = gw.plane.coordinator.registerPhaseTask('genrm_score', async () => {
       inItsPhase = (await model('genrm', 'judge'))?.state;
     });
     try {
@@ -96,11 +96,11 @@ describe("an operator's drain and activation on time-shared GPUs", { timeout: 90
     expect(batch.status).toBe(200);
     const advance = await post('/admin/phases/advance', { group: 'actor' });
     expect(advance.status).toBeGreaterThanOrEqual(500);
-    const lease = gw.service.coordinator.lease('actor');
+    const lease = gw.plane.coordinator.lease('actor');
     expect(lease.status).toBe('blocked');
     expect(lease.reason).toContain('model judge is held: an operator drained it');
     // The batch waits, sealed, for the next scorer phase.
     const id = (batch.json.result as { id: string }).id;
-    expect(gw.service.store.get(id).state).toBe('sealed');
+    expect(gw.plane.store.get(id).state).toBe('sealed');
   });
 });

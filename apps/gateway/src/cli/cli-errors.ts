@@ -1,4 +1,4 @@
-import { errorIssues, isUisError, type PathIssue } from '@uis/spec';
+import { type ErrorCode, errorIssues, isErrorCode, isUisError, type PathIssue } from '@uis/spec';
 import { CommanderError } from 'commander';
 
 /** Exit codes of every `uis` command: 0 done, 1 invalid layout, 2 unusable input (or a start that failed). */
@@ -11,9 +11,11 @@ export function renderIssues(headline: string, issues: readonly PathIssue[]): st
   return `${headline}\n${issues.map((i) => `  ${i.path}: ${i.message} [${i.code}]`).join('\n')}\n`;
 }
 
-/** `commander.unknownOption` -> `unknown_option`: the codes stay those of commander, in our spelling. */
-function commanderCode(code: string): string {
-  return code.replace(/^commander\./, '').replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+/** `commander.unknownOption` -> `unknown_option`: the codes stay those of commander, in our spelling (one the
+ * table does not know yet reads as `usage`). */
+function commanderCode(code: string): ErrorCode {
+  const ours = code.replace(/^commander\./, '').replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+  return isErrorCode(ours) ? ours : 'usage';
 }
 
 /** A commander parse error as an issue at the flag it names (`--port`), else at the command. */

@@ -38,7 +38,7 @@ export function registerDemoCommand(program: Command): void {
           await Promise.all([
             import('@uis/manager'),
             import('../demo/rl-loop-driver.ts'),
-            import('../service/in-process-sim-launcher.ts'),
+            import('@uis/control-plane'),
             import('./run-server.ts'),
           ]);
         const inProcess = o.processes ? null : new InProcessSimLauncher(SIM_TIMING);

@@ -1,4 +1,4 @@
-import { UisError } from '@uis/spec';
+import { type ErrorCode, UisError } from '@uis/spec';
 
 /** Reads a file named by a flag (`--config`, `--sglang-config`); a problem is a 400 UisError at that flag. */
 export function readInputFile(path: string, flag: string, readFile: (path: string) => string): string {
@@ -6,7 +6,7 @@ export function readInputFile(path: string, flag: string, readFile: (path: strin
     return readFile(path);
   } catch (e) {
     const errno = (e as NodeJS.ErrnoException).code;
-    const [code, reason] =
+    const [code, reason]: [ErrorCode, string] =
       errno === 'ENOENT'
         ? ['missing_file', 'no such file']
         : errno === 'EISDIR'

@@ -29,4 +29,7 @@ try {
   const { text, exitCode } = cliFailure(command, e);
   process.stderr.write(text);
   process.exitCode = exitCode;
+  // The command is over: nothing left behind it (a timer, a socket) may keep a failed `uis` alive, where a
+  // supervisor would take it for a running service and never restart it.
+  setTimeout(() => process.exit(exitCode), 2000).unref();
 }

@@ -37,8 +37,14 @@ describe('uis plan', { timeout: 60_000 }, () => {
     const r = uis('plan', '--config', example('multinode-tp.yaml'), '--json');
     expect(r.code).toBe(0);
     const json = JSON.parse(r.out);
-    expect(Object.keys(json)).toEqual(['ok', 'mode', 'pools', 'placements', 'errors']);
-    expect(json).toMatchObject({ ok: true, mode: 'colocated_split', pools: { actor: 16 }, errors: [] });
+    expect(Object.keys(json)).toEqual(['ok', 'mode', 'pools', 'total_gpus', 'placements', 'errors']);
+    expect(json).toMatchObject({
+      ok: true,
+      mode: 'colocated_split',
+      pools: { actor: 16 },
+      total_gpus: 16,
+      errors: [],
+    });
     expect(json.placements[0]).toEqual({
       role: 'rollout',
       model: 'big',
@@ -113,8 +119,28 @@ describe('uis plan', { timeout: 60_000 }, () => {
     ['missing file', ['--config', '/nonexistent/x.yaml'], /cannot read .*no such file/],
     [
       'bad flag',
-      ['--relax-args', '--', '--resource', '{"actor": [1, 8]}', '--colocat'],
-      /--colocat: unknown Relax flag/,
+      ['--relax-args', '--', '--resource', '{"actor": [1, 8]}', '--colocatx'],
+      /--colocatx: unknown Relax flag/,
+    ],
+    [
+      'ambiguous prefix',
+      ['--relax-args', '--', '--resource', '{"actor": [1, 8], "rollout": [1, 8]}', '--rollout-num', '4'],
+      /ambiguous option: --rollout-num could match --rollout-num-gpus, --rollout-num-gpus-per-engine/,
+    ],
+    [
+      'a prefix of a known flag among unknown training flags',
+      [
+        '--relax-args',
+        '--allow-unknown-flags',
+        '--',
+        '--resource',
+        '{"actor": [1, 8], "rollout": [1, 8]}',
+        '--rollout-num-gpus-per-eng',
+        '4',
+        '--lr',
+        '1e-6',
+      ],
+      /--rollout-num-gpus-per-eng abbreviates --rollout-num-gpus-per-engine/,
     ],
     [
       'contradictory flags',

@@ -1,11 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { planPlacement } from '@uis/planner';
+import { fromRelaxArgs, planPlacement, planTotalGpus } from '@uis/planner';
 import {
   configuredRoles,
   type DeploymentMode,
   errorIssues,
-  fromRelaxArgs,
   type GroupPlacement,
   loadConfig,
   type PlacementPlan,
@@ -40,6 +39,8 @@ export interface PlanJson {
   ok: boolean;
   mode: DeploymentMode | null;
   pools: Record<string, number>;
+  /** GPUs of every pool together (Relax's total_required_gpus). */
+  total_gpus: number;
   placements: Array<
     Pick<
       GroupPlacement,
@@ -101,7 +102,7 @@ export function runPlan(flags: readonly string[], options: PlanCommandOptions, i
   const inputError = (errors: PlanViolation[]) => {
     if (options.json)
       io.out(
-        `${JSON.stringify({ ok: false, mode: null, pools: {}, placements: [], errors } satisfies PlanJson, null, 2)}\n`,
+        `${JSON.stringify({ ok: false, mode: null, pools: {}, total_gpus: 0, placements: [], errors } satisfies PlanJson, null, 2)}\n`,
       );
     else io.err(renderIssues('uis plan: unusable input', errors));
     return EXIT_BAD_INPUT;
@@ -148,10 +149,11 @@ export function runPlan(flags: readonly string[], options: PlanCommandOptions, i
         ok: true,
         mode: result.plan.mode,
         pools: Object.fromEntries(Object.entries(result.plan.pools).map(([k, p]) => [k, p.size])),
+        total_gpus: planTotalGpus(result.plan),
         placements: result.plan.placements.map(toJson),
         errors: [],
       }
-    : { ok: false, mode: modeOf(config), pools: {}, placements: [], errors: result.errors };
+    : { ok: false, mode: modeOf(config), pools: {}, total_gpus: 0, placements: [], errors: result.errors };
   if (options.json) io.out(`${JSON.stringify(json, null, 2)}\n`);
   else if (result.ok) io.out(renderPlan(result.plan));
   else io.out(renderViolations(result.errors));
@@ -238,7 +240,7 @@ export function renderPlan(plan: PlacementPlan): string {
         `activation group ${g.name}: ${g.phases.map((ph) => `${ph.name}[${ph.residents.join(',')}]`).join(' -> ')}`,
     )
     .join('\n');
-  return `mode: ${plan.mode}\npools: ${pools}\n${phases ? `${phases}\n` : ''}\n${table(['ROLE', 'MODEL', 'GROUP', 'BUNDLES', 'GPUS PER NODE', 'REPLICAS', 'PHASE', 'OWNER'], rows)}`;
+  return `mode: ${plan.mode}\npools: ${pools}\ntotal GPUs: ${planTotalGpus(plan)}\n${phases ? `${phases}\n` : ''}\n${table(['ROLE', 'MODEL', 'GROUP', 'BUNDLES', 'GPUS PER NODE', 'REPLICAS', 'PHASE', 'OWNER'], rows)}`;
 }
 
 export function renderViolations(errors: readonly PlanViolation[]): string {

@@ -1,10 +1,17 @@
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
+import {
+  type ControlPlane,
+  type ControlPlaneOptions,
+  createControlPlane,
+  type LauncherKind,
+  planOf,
+} from '@uis/control-plane';
 import type { Launcher } from '@uis/manager';
-import { type UisConfig, UisError } from '@uis/spec';
+import { forceStopEngines } from '@uis/sglang-engine';
+import { configuredRoles, type ErrorCode, type UisConfig, UisError } from '@uis/spec';
 import type pino from 'pino';
 import { createLogger, UisServer } from '../server/uis-server.ts';
-import { type LauncherKind, UisService } from '../service/uis-service.ts';
 
 export interface RunServerOptions {
   config: UisConfig;
@@ -17,13 +24,43 @@ export interface RunServerOptions {
   /** Printed banner title. */
   title: string;
   /** Started once the server listens (the demo's driver); stopped first on shutdown. */
-  extra?: (ctx: { url: string; adminToken: string; service: UisService; logger: pino.Logger }) => {
+  extra?: (ctx: { url: string; adminToken: string; plane: ControlPlane; logger: pino.Logger }) => {
     stop(): Promise<void>;
   };
-  managerOptions?: ConstructorParameters<typeof UisService>[0]['managerOptions'];
+  managerOptions?: ControlPlaneOptions['managerOptions'];
   /** Extra cleanup after the service stopped (e.g. in-process engines). */
   cleanup?: () => Promise<void>;
   out?: (text: string) => void;
+  /** How long a shutdown (or the cleanup of a failed start) may take before every engine this process launched
+   * and still runs is killed. Default 30 s, `UIS_SHUTDOWN_DEADLINE_MS` overrides. */
+  shutdownDeadlineMs?: number;
+}
+
+const DEFAULT_SHUTDOWN_DEADLINE_MS = 30_000;
+
+function shutdownDeadline(opts: RunServerOptions): number {
+  const env = Number(process.env.UIS_SHUTDOWN_DEADLINE_MS);
+  return opts.shutdownDeadlineMs ?? (Number.isFinite(env) && env > 0 ? env : DEFAULT_SHUTDOWN_DEADLINE_MS);
+}
+
+/** Runs `stop`; when it is still running after `ms`, kills every engine process group left and says which. A
+ * shutdown never waits on an engine (or anything else) that does not answer. */
+export async function stopWithin(
+  ms: number,
+  stop: () => Promise<void>,
+  out: (text: string) => void,
+): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<'expired'>((r) => {
+    timer = setTimeout(() => r('expired'), ms);
+  });
+  const outcome = await Promise.race([stop().then(() => 'done' as const), expired]);
+  clearTimeout(timer);
+  if (outcome === 'done') return;
+  const killed = forceStopEngines();
+  out(
+    `shutdown did not finish within ${ms} ms: ${killed.length === 0 ? 'no engine process was left to kill' : `killed ${killed.join(', ')}`}\n`,
+  );
 }
 
 /** The admin token: config, else `UIS_ADMIN_TOKEN`, else a fresh random one (printed once). */
@@ -41,7 +78,7 @@ export function listenError(
   paths: { port: string; host: string },
 ): UisError {
   const errno = (e as NodeJS.ErrnoException).code;
-  const [code, path, message] =
+  const [code, path, message]: [ErrorCode, string, string] =
     errno === 'EADDRINUSE'
       ? [
           'port_in_use',
@@ -74,7 +111,7 @@ async function checkListen(port: number, host: string, paths: { port: string; ho
 }
 
 /**
- * Starts a UisService and its UisServer, prints where everything is, and stops cleanly on SIGINT/SIGTERM (engines
+ * Starts a ControlPlane and its UisServer, prints where everything is, and stops cleanly on SIGINT/SIGTERM (engines
  * stopped, their process groups gone) before exiting. A second signal exits at once.
  */
 export async function runServer(opts: RunServerOptions): Promise<void> {
@@ -82,30 +119,40 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
   const listenPaths = opts.listenPaths ?? { port: '--port', host: '--host' };
   await checkListen(opts.port, opts.host, listenPaths);
   const logger = createLogger();
-  const service = new UisService({
+  // Planned first: an invalid layout is refused before anything starts, and the banner names what will run.
+  const plan = planOf(opts.config);
+  let plane: ControlPlane | null = null;
+  let stopping: Promise<void> | null = null;
+  let server: UisServer | null = null;
+  let extra: { stop(): Promise<void> } | null = null;
+  const starting = createControlPlane({
     config: opts.config,
     launcher: opts.launcher,
     logger,
     ...(opts.dbPath === undefined ? {} : { dbPath: opts.dbPath }),
     ...(opts.managerOptions === undefined ? {} : { managerOptions: opts.managerOptions }),
   });
-  let stopping: Promise<void> | null = null;
-  let server: UisServer | null = null;
-  let extra: { stop(): Promise<void> } | null = null;
+  const deadlineMs = shutdownDeadline(opts);
   const stop = (signal: string) => {
     if (stopping) {
       out(`\n${signal} again: exiting now\n`);
       process.exit(130);
     }
     out(`\n${signal}: stopping (engines are shut down first)...\n`);
-    stopping = (async () => {
-      await extra?.stop().catch(() => undefined);
-      // Relayed requests get a few seconds to finish; hour-long streams are cut (clients retry elsewhere).
-      await server?.close({ graceMs: 5000 }).catch(() => undefined);
-      await service.stop();
-      await opts.cleanup?.();
-      out('stopped\n');
-    })();
+    stopping = stopWithin(
+      deadlineMs,
+      async () => {
+        await extra?.stop().catch(() => undefined);
+        // Relayed requests get a few seconds to finish; hour-long streams are cut (clients retry elsewhere).
+        await server?.close({ graceMs: 5000 }).catch(() => undefined);
+        // A signal during the start waits for it: nothing it brings up may outlive the stop (a failed start has
+        // stopped what it started).
+        const started = plane ?? (await starting.catch(() => null));
+        await started?.stop();
+        await opts.cleanup?.();
+      },
+      out,
+    ).then(() => out('stopped\n'));
     stopping.then(
       () => process.exit(0),
       (e: unknown) => {
@@ -119,21 +166,21 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
 
   const { token, generated } = adminTokenFor(opts.config);
   const servingToken = opts.config.gateway?.serving_token ?? process.env.UIS_SERVING_TOKEN;
-  out(
-    `${opts.title}: starting ${[...service.managers.keys()].join(', ')} (${plural(service.plan.placements.length, 'engine group')})...\n`,
-  );
+  const roles = configuredRoles(opts.config).map((r) => r.role);
+  out(`${opts.title}: starting ${roles.join(', ')} (${plural(plan.placements.length, 'engine group')})...\n`);
   try {
-    await service.start();
+    plane = await starting;
   } catch (e) {
-    await service.stop();
-    await opts.cleanup?.();
+    // The failed start was rolled back; whatever still runs behind it is killed at the deadline.
+    await stopWithin(deadlineMs, async () => opts.cleanup?.(), out);
     throw e;
   }
   if (stopping) return;
   server = new UisServer({
-    service,
+    plane,
     adminToken: token,
     logger,
+    accessLog: opts.config.gateway?.access_log ?? false,
     ...(servingToken ? { servingToken } : {}),
     ...(opts.config.gateway?.max_body_bytes === undefined
       ? {}
@@ -145,14 +192,14 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
   } catch (e) {
     // The port was taken since the check: nothing may stay running behind the error.
     await server.close().catch(() => undefined);
-    await service.stop();
+    await plane.stop();
     await opts.cleanup?.();
     throw listenError(e, opts.port, opts.host, listenPaths);
   }
   const lines = [
     '',
     `  console     ${url}/`,
-    ...[...service.managers.keys()].map(
+    ...[...plane.managers.keys()].map(
       (r) => `  ${r.padEnd(11)} ${url}/${r}/engines   ${url}/${r}/v1/chat/completions`,
     ),
     `  admin API   ${url}/admin   (Authorization: Bearer <token>)`,
@@ -163,7 +210,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     '',
   ];
   out(`${lines.join('\n')}\n`);
-  if (opts.extra) extra = opts.extra({ url, adminToken: token, service, logger });
+  if (opts.extra) extra = opts.extra({ url, adminToken: token, plane, logger });
 }
 
 /** `1 engine group`, `4 engine groups`. */

@@ -1,8 +1,8 @@
 import { readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { isUisError, loadConfig, type UisConfig, UisError } from '@uis/spec';
+import type { LauncherKind } from '@uis/control-plane';
+import { isUisError, loadConfig, type PathIssue, type UisConfig, UisError } from '@uis/spec';
 import { type Command, InvalidArgumentError } from 'commander';
-import type { LauncherKind } from '../service/uis-service.ts';
 import { EXIT_INVALID_LAYOUT, renderIssues } from './cli-errors.ts';
 import { readInputFile } from './input-file.ts';
 
@@ -53,9 +53,7 @@ export async function withLayoutExit(run: () => Promise<void>): Promise<void> {
     await run();
   } catch (e) {
     if (!isUisError(e) || e.code !== 'invalid_layout') throw e;
-    const violations = Array.isArray(e.details)
-      ? (e.details as Array<{ code: string; path: string; message: string }>)
-      : [];
+    const violations = Array.isArray(e.details) ? (e.details as PathIssue[]) : [];
     process.stderr.write(renderIssues('uis: invalid layout, nothing was started:', violations));
     process.exitCode = EXIT_INVALID_LAYOUT;
   }

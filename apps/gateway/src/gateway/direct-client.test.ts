@@ -33,7 +33,7 @@ describe('the routing package DirectClient against the gateway discovery', { tim
           }
         });
       });
-      await gw.service.managers.get('rollout')!.drainModel('policy-code');
+      await gw.plane.managers.get('rollout')!.drainModel('policy-code');
       const seen = await next;
       expect(seen.models['policy-code']?.engines.every((e) => !e.direct_eligible)).toBe(true);
       expect(client.watchMode).toBe('long_poll');

@@ -14,7 +14,7 @@ async function engines(query: string) {
 // counted from the start again) must answer it at once, not after the long-poll's timeout.
 describe('discovery long-poll across registry epochs', () => {
   it('answers at once when the client saw another registry_epoch', async () => {
-    const { registry } = gw.service.managers.get('rollout')!;
+    const { registry } = gw.plane.managers.get('rollout')!;
     const { json, ms } = await engines(
       `wait_revision=${registry.revision + 5}&timeout_s=20&registry_epoch=an-earlier-process`,
     );
@@ -25,7 +25,7 @@ describe('discovery long-poll across registry epochs', () => {
   });
 
   it('still waits when the client saw the same epoch', async () => {
-    const { registry } = gw.service.managers.get('rollout')!;
+    const { registry } = gw.plane.managers.get('rollout')!;
     const epoch = registry.snapshot().registry_epoch ?? '';
     expect(epoch).not.toBe('');
     const { json, ms } = await engines(

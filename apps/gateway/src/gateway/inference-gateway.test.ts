@@ -102,7 +102,7 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
   });
 
   it('long-polls discovery: times out unchanged, and wakes on a publication, not at its timeout', async () => {
-    const registry = gw.service.managers.get('teacher')!.registry;
+    const registry = gw.plane.managers.get('teacher')!.registry;
     const rev = registry.revision;
     const t0 = Date.now();
     const idle = await get(`/teacher/engines?wait_revision=${rev}&timeout_s=0.3`);
@@ -261,7 +261,7 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
   });
 
   it('feeds its in-flight counts to least_outstanding and to the manager, whose drain waits for them', async () => {
-    const manager = gw.service.managers.get('rollout')!;
+    const manager = gw.plane.managers.get('rollout')!;
     const engines = ['policy/0', 'policy/1'];
     const controller = new AbortController();
     const r = await fetch(`${gw.url}/rollout/v1/chat/completions`, {
@@ -341,9 +341,9 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     expect(errorCode(bad.json)).toBe('invalid_body');
   });
 
-  it('refuses bad requests with 400 / 413 JSON errors that name the problem', async () => {
+  it('refuses bad requests with 400 / 404 / 413 JSON errors that name the problem', async () => {
     const unknown = await post('/rollout/generate', { model: 'nope', text: 'x' });
-    expect(unknown.status).toBe(400);
+    expect(unknown.status).toBe(404);
     expect(errorCode(unknown.json)).toBe('unknown_model');
     const key = await post('/rollout/generate', { route_key: 'nope', text: 'x' });
     expect(key.status).toBe(400);
@@ -390,7 +390,7 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     );
     expect(abort.body).toEqual({ rid });
     const metrics = await fetch(`${gw.url}/metrics`).then((r) => r.text());
-    expect(metrics).toMatch(/uis_client_aborts_total\{role="teacher"\} [1-9]/);
+    expect(metrics).toMatch(/uis_client_aborts_total\{role="teacher",model="[^"]+"\} [1-9]/);
   });
 
   it('aborts the GenRM adapter call at the engine when its client disconnects', async () => {
@@ -460,6 +460,10 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
       expect(r.status).toBe(200);
     }
     expect(fake.calls('/generate').length).toBe(before);
+    const metrics = await fetch(`${gw.url}/metrics`).then((r) => r.text());
+    expect(metrics).toMatch(
+      /uis_upstream_retries_total\{role="teacher",model="[^"]+",reason="engine_unreachable"\} [1-9]/,
+    );
     await launcher.serversOf('math-teacher/0')[0]?.close();
     const r = await post('/teacher/generate', { text: 'none left', sampling_params: { max_new_tokens: 2 } });
     expect(r.status).toBe(502);
@@ -490,7 +494,7 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     });
     expect((await get('/genrm/health?schema=1')).json).toEqual({ status: 'unhealthy', service: 'genrm' });
     // Requests never woke it.
-    expect(gw.service.managers.get('genrm')!.snapshot().models.judge?.replicas[0]?.state).toBe('sleeping');
+    expect(gw.plane.managers.get('genrm')!.snapshot().models.judge?.replicas[0]?.state).toBe('sleeping');
   });
 
   it('counts requests by role, model and status in /metrics', async () => {

@@ -3,7 +3,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { InferenceManager, InflightTracker } from '@uis/manager';
 import {
-  candidatesOf,
   promptText,
   ReplicaSelector,
   type RequestKeys,
@@ -11,15 +10,15 @@ import {
   requestKeys,
   resolveModel,
 } from '@uis/routing';
-import { type GroupPlacement, type InferenceRoleSpec, retryGuidance, UisError, zodError } from '@uis/spec';
-import { type Context, Hono } from 'hono';
-import { z } from 'zod';
+import { type GroupPlacement, type InferenceRoleSpec, UisError } from '@uis/spec';
+import { Hono } from 'hono';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import {
   asUisError,
   type CompletionEvent,
   createServingHandler,
   DEFAULT_MAX_BODY_BYTES,
+  type ErrorBodyOf,
   type FastHandler,
   type FastRoutes,
   type ForwardRoute,
@@ -27,14 +26,17 @@ import {
   type ParsedBody,
   ProxyErrorCode,
   type ProxyTarget,
+  type ServingProxyOptions,
   sendError,
   servingPaths,
-  TIMEOUT_CODES,
+  type TokenUsage,
   UpstreamPools,
 } from '../proxy/index.ts';
+import { accessLine } from './access-log.ts';
 import { authorized, unauthorized } from './auth.ts';
-import { genrmChatBody, genrmResponse, parseGenrmRequest } from './genrm-adapter.ts';
-import { legacyEngines } from './legacy-engines.ts';
+import { type GenrmHost, genrmCall, refusedModel } from './genrm-call.ts';
+import { openAIErrorBody } from './openai-surface.ts';
+import { modelList, mountReadRoutes } from './read-routes.ts';
 
 /** What the gateway logs through (pino loggers satisfy it). */
 export interface GatewayLogger {
@@ -56,6 +58,13 @@ export interface ServedRequest {
   outcome: CompletionEvent['outcome'];
   totalMs: number;
   ttfbMs: number | undefined;
+  /** Streamed answers only: arrival to the first token sent to the client. */
+  ttftMs?: number | undefined;
+  usage?: TokenUsage | undefined;
+  /** Error codes of the attempts that were retried on another replica. */
+  retries?: readonly string[] | undefined;
+  /** The engine error code when the request failed at or with its engine. */
+  upstreamError?: string | undefined;
   error: string | undefined;
   at: number;
 }
@@ -76,44 +85,9 @@ export interface InferenceGatewayOptions {
   /** Longest long-poll a client may ask for. Default 300 s. */
   maxWaitSeconds?: number;
   onServed?: (r: ServedRequest) => void;
+  /** Log one `access` line per serving request at info (see {@link accessLine}). */
+  accessLog?: boolean;
   now?: () => number;
-}
-
-const EngineQuerySchema = z.object({
-  // Decimal digits only: `Number()` would read '' as 0 and '0x10' as 16, answering a revision nobody asked for.
-  wait_revision: z
-    .string()
-    .regex(/^\d{1,15}$/, 'must be a topology revision: a non-negative decimal integer')
-    .transform(Number)
-    .optional(),
-  timeout_s: z
-    .string()
-    .trim()
-    .min(1, 'must be a number of seconds')
-    .transform(Number)
-    .pipe(z.number().nonnegative())
-    .optional(),
-  schema: z.enum(['1', '2']).optional(),
-  model_name: z.string().min(1).optional(),
-  /** The epoch the client's `wait_revision` belongs to: revisions restart with a new registry, so a client that
-   * saw another epoch gets the current snapshot at once instead of waiting for a revision that may never come. */
-  registry_epoch: z.string().min(1).optional(),
-});
-const HealthQuerySchema = z.object({ schema: z.enum(['1', '2']).optional() });
-
-/** Methods other than the ones a route answers get 405 + `Allow` instead of a 404 that hides the route. */
-const OTHER_METHODS = {
-  read: ['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
-  serving: ['GET', 'HEAD', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
-} as const;
-
-export function methodNotAllowed(method: string, path: string, allow: string): UisError {
-  return new UisError({
-    code: 'method_not_allowed',
-    status: 405,
-    path: 'method',
-    message: `${method} ${path} is not supported; use ${allow}`,
-  });
 }
 
 const ROUTER_PREFIX = 'router:';
@@ -130,19 +104,20 @@ class TrackedInFlight extends InFlightCounter {
   }
 }
 
-const queryError = (error: z.ZodError): UisError => zodError(error, 'query', 'invalid_query');
+/** The engine error a finished request met, if an engine was involved: the proxy's error code, or
+ * `engine_status_5xx` when the engine itself answered a server error. Refusals before any engine are not upstream
+ * errors. */
+function upstreamErrorOf(e: CompletionEvent): string | undefined {
+  if (e.target === undefined) return undefined;
+  if (e.error !== undefined) return e.error.code;
+  return e.outcome === 'ok' && e.status >= 500 ? 'engine_status_5xx' : undefined;
+}
 
 /** Seconds a client should wait before retrying a refusal (503s carry them in `details`). */
 function retryAfterOf(err: UisError): number | undefined {
   if (err.status !== 503) return undefined;
   const d = err.details as { retryAfterSeconds?: unknown } | undefined;
   return typeof d?.retryAfterSeconds === 'number' ? d.retryAfterSeconds : 5;
-}
-
-/** The model a routing refusal concerns, when it names one (`model_not_ready` does). */
-function refusedModel(err: UisError): string | undefined {
-  const d = err.details as { model?: unknown } | undefined;
-  return typeof d?.model === 'string' ? d.model : undefined;
 }
 
 /**
@@ -167,11 +142,15 @@ export class InferenceGateway {
   private readonly maxBodyBytes: number;
   private readonly maxWaitSeconds: number;
   private readonly onServed: ((r: ServedRequest) => void) | undefined;
+  private readonly accessLog: boolean;
   private readonly now: () => number;
   /** Model of each forwarded request id, for the completion metrics. */
   private readonly modelOf = new Map<string, string>();
   private readonly origins = new Map<string, string>();
   private readonly ownsPools: boolean;
+  /** What the proxy counts and reports a request of this role through (the root OpenAI routes borrow it). */
+  private readonly owner: Pick<ServingProxyOptions, 'inFlight' | 'hooks'>;
+  private readonly genrmHost: GenrmHost<ResolvedModel, RequestKeys>;
 
   constructor(opts: InferenceGatewayOptions) {
     this.manager = opts.manager;
@@ -181,6 +160,13 @@ export class InferenceGateway {
     this.ownsPools = opts.pools === undefined;
     this.pools = opts.pools ?? new UpstreamPools();
     this.inFlight = new TrackedInFlight(opts.manager.inflight);
+    this.owner = {
+      inFlight: this.inFlight,
+      hooks: {
+        onClientAbort: (rid, target, requestId) => this.abortAtEngine(rid, target, requestId),
+        onComplete: (e) => this.completed(e),
+      },
+    };
     this.selector = new ReplicaSelector({
       inFlight: (id) => this.inFlight.get(id),
       cacheAware: opts.spec.routing.cache_aware,
@@ -191,150 +177,91 @@ export class InferenceGateway {
     this.maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.maxWaitSeconds = opts.maxWaitSeconds ?? 300;
     this.onServed = opts.onServed;
+    this.accessLog = opts.accessLog ?? false;
     this.now = opts.now ?? (() => performance.now());
-    this.mountReadRoutes();
-  }
-
-  // ---- discovery, health, models (Hono) ----------------------------------------------------------------------
-
-  private mountReadRoutes(): void {
-    const base = `/${this.role}`;
-    const app = this.app;
-    if (this.servingTokens.length > 0) {
-      const tokens = this.servingTokens;
-      app.use(`${base}/*`, async (c, next) => {
-        if (!authorized(c.req.header('authorization'), tokens)) {
-          return c.json(unauthorized(`${this.role} discovery`).toJSON(), 401);
-        }
-        await next();
-      });
-    }
-    app.get(`${base}/engines`, async (c) => {
-      const q = EngineQuerySchema.safeParse(c.req.query());
-      if (!q.success) return c.json(queryError(q.error).toJSON(), 400);
-      const { wait_revision, timeout_s, schema, model_name, registry_epoch } = q.data;
-      const registry = this.manager.registry;
-      let snapshot = registry.snapshot();
-      const sameEpoch = registry_epoch === undefined || registry_epoch === snapshot.registry_epoch;
-      if (wait_revision !== undefined && sameEpoch && snapshot.topology_revision <= wait_revision) {
-        const seconds = Math.min(timeout_s ?? 30, this.maxWaitSeconds);
-        // Woken by the registry's publication (subscribe), not by polling; a client that leaves ends the wait.
-        snapshot = await registry.waitForRevision(wait_revision + 1, seconds * 1000, c.req.raw.signal);
-      }
-      if (schema === '1') {
-        const pids = (id: string) => this.pidsOf(id);
-        return c.json(legacyEngines(snapshot, this.placements, pids, model_name));
-      }
-      if (model_name !== undefined) {
-        const entry = snapshot.models[model_name];
-        return c.json({ ...snapshot, models: entry === undefined ? {} : { [model_name]: entry } });
-      }
-      return c.json(snapshot);
-    });
-    app.get(`${base}/health`, (c) => {
-      const q = HealthQuerySchema.safeParse(c.req.query());
-      if (!q.success) return c.json(queryError(q.error).toJSON(), 400);
-      const snapshot = this.manager.registry.snapshot();
-      const models: Record<string, unknown> = {};
-      let anyServing = false;
-      for (const [name, m] of Object.entries(snapshot.models)) {
-        const eligible = candidatesOf(m).length;
-        const canServe = m.router_url !== null ? m.state === 'ready' : m.state === 'ready' && eligible > 0;
-        anyServing ||= canServe;
-        const guidance = retryGuidance(m.state, m.held === true);
-        models[name] = {
-          state: m.state,
-          can_serve: canServe,
-          replicas: m.engines.length,
-          eligible_replicas: eligible,
-          weight_version: m.weight_version ?? null,
-          ...(canServe ? {} : { reason: guidance.reason, retry_after_s: guidance.retryAfterSeconds }),
-        };
-      }
-      if (q.data.schema === '1') {
-        // Relax's GenRM service answered this shape; healthy means it can score now.
-        return c.json({ status: anyServing ? 'healthy' : 'unhealthy', service: this.role });
-      }
-      return c.json({
-        status: 'ok',
-        role: this.role,
-        phase: snapshot.phase,
-        topology_revision: snapshot.topology_revision,
-        registry_epoch: snapshot.registry_epoch ?? null,
-        can_serve: anyServing,
-        models,
-      });
-    });
-    app.get(`${base}/v1/models`, (c) => {
-      const snapshot = this.manager.registry.snapshot();
-      const created = Math.floor(Date.now() / 1000);
-      const data: Array<Record<string, unknown>> = Object.entries(snapshot.models).map(([name, m]) => ({
-        id: name,
-        object: 'model',
-        created,
-        owned_by: 'uis',
-        root: m.served_model_name ?? name,
-        state: m.state,
-      }));
-      for (const [alias, target] of Object.entries(this.spec.routing.aliases)) {
-        if (Object.hasOwn(snapshot.models, alias)) continue;
-        data.push({ id: alias, object: 'model', created, owned_by: 'uis', root: target, alias_of: target });
-      }
-      return c.json({ object: 'list', data });
-    });
-    const read = [`${base}/engines`, `${base}/health`, `${base}/v1/models`];
-    const { generate, chat } = servingPaths(this.role);
-    const refuse = (allow: string) => (c: Context) => {
-      c.header('allow', allow);
-      return c.json(methodNotAllowed(c.req.method, c.req.path, allow).toJSON(), 405);
+    this.genrmHost = {
+      spec: this.spec,
+      pools: this.pools,
+      inFlight: this.inFlight,
+      now: this.now,
+      keys: (body, req) => this.keys(body, req),
+      resolveModel: (keys, body, res) => this.resolveModel(keys, body, res),
+      pick: (model, keys, res, excluding) => this.pick(model, keys, res, excluding),
+      abortAtEngine: (rid, target, requestId) => this.abortAtEngine(rid, target, requestId),
+      served: (r) => this.served(r),
     };
-    app.on([...OTHER_METHODS.read], read, refuse('GET, HEAD'));
-    // POST never gets here: the serving routes answer it on the fast path.
-    app.on([...OTHER_METHODS.serving], [generate, ...chat], refuse('POST'));
-  }
-
-  private pidsOf(engineId: string): number[] {
-    for (const m of Object.values(this.manager.snapshot().models)) {
-      const r = m.replicas.find((x) => x.engine_id === engineId);
-      if (r) return r.pids;
-    }
-    return [];
+    mountReadRoutes(this.app, {
+      role: this.role,
+      manager: this.manager,
+      aliases: this.spec.routing.aliases,
+      placements: this.placements,
+      servingTokens: this.servingTokens,
+      maxWaitSeconds: this.maxWaitSeconds,
+    });
   }
 
   // ---- serving (fast path) -----------------------------------------------------------------------------------
 
-  /** Adds this role's serving routes to the process's fast route table. */
+  /** Adds this role's serving routes to the process's fast route table: raw generate, and OpenAI chat and
+   * completions (which answer errors in OpenAI's shape). */
   registerServing(routes: FastRoutes): void {
     const paths = servingPaths(this.role);
-    const options = {
-      pools: this.pools,
-      inFlight: this.inFlight,
-      maxBodyBytes: this.maxBodyBytes,
-      hooks: {
-        onClientAbort: (rid: string | string[], target: ProxyTarget, requestId: string) =>
-          this.abortAtEngine(rid, target, requestId),
-        onComplete: (e: CompletionEvent) => this.completed(e),
-      },
-    };
+    const options = { pools: this.pools, maxBodyBytes: this.maxBodyBytes, ...this.owner };
+    const openai = { ...options, errorBody: openAIErrorBody };
     const generate = createServingHandler(options, (body, req, requestId, res) =>
       // GenRM: a body with `messages` is Relax's GenRM call, answered `{"response": ...}` by the adapter.
       this.role === 'genrm' && body.json.messages !== undefined
-        ? { respond: () => this.genrmMessages(body, req, res, requestId) }
+        ? {
+            respond: () =>
+              genrmCall(this.genrmHost, body, req, res, requestId).catch((e: unknown) =>
+                sendError(res, asUisError(e), requestId),
+              ),
+          }
         : this.resolve(body, req, requestId, res, '/generate', { remove: ['model', 'route_key'] }),
     );
-    const chat = createServingHandler(options, (body, req, requestId, res) =>
+    const chat = createServingHandler(openai, (body, req, requestId, res) =>
       this.resolve(body, req, requestId, res, '/v1/chat/completions', undefined),
     );
+    const completions = createServingHandler(openai, (body, req, requestId, res) =>
+      this.resolve(body, req, requestId, res, '/v1/completions', undefined),
+    );
     routes.add('POST', paths.generate, this.guard(generate));
-    for (const p of paths.chat) routes.add('POST', p, this.guard(chat));
+    for (const p of paths.chat) routes.add('POST', p, this.guard(chat, openAIErrorBody));
+    for (const p of paths.completions) routes.add('POST', p, this.guard(completions, openAIErrorBody));
+  }
+
+  // ---- the root OpenAI routes (OpenAIRole) ---------------------------------------------------------------------
+
+  models() {
+    return modelList(this.manager.registry.snapshot(), this.spec.routing.aliases);
+  }
+
+  serves(name: string): boolean {
+    const snapshot = this.manager.registry.snapshot();
+    return (
+      Object.hasOwn(snapshot.models, name) ||
+      Object.hasOwn(this.spec.routing.aliases, name) ||
+      Object.values(snapshot.models).some((m) => m.served_model_name === name)
+    );
+  }
+
+  openAIRoute(
+    path: string,
+    body: ParsedBody,
+    req: IncomingMessage,
+    requestId: string,
+    res: ServerResponse,
+  ): ForwardRoute | UisError {
+    const route = this.resolve(body, req, requestId, res, path, undefined);
+    return route instanceof UisError ? route : { ...route, owner: this.owner };
   }
 
   /** Serving token check (when configured). */
-  private guard(handler: FastHandler): FastHandler {
+  private guard(handler: FastHandler, errorBody?: ErrorBodyOf): FastHandler {
     return (req, res) => {
       if (this.servingTokens.length > 0 && !authorized(req.headers.authorization, this.servingTokens)) {
         req.resume();
-        sendError(res, unauthorized(`${this.role} serving`), undefined);
+        sendError(res, unauthorized(`${this.role} serving`), undefined, errorBody);
         return;
       }
       handler(req, res);
@@ -429,7 +356,7 @@ export class InferenceGateway {
   }
 
   private abortAtEngine(rid: string | string[], target: ProxyTarget, requestId: string): void {
-    this.metrics?.clientAborts.inc({ role: this.role });
+    this.metrics?.clientAborts.inc({ role: this.role, model: this.modelOf.get(requestId) ?? '(none)' });
     const rids = Array.isArray(rid) ? rid : [rid];
     for (const one of rids) {
       this.pools
@@ -457,14 +384,19 @@ export class InferenceGateway {
   private completed(e: CompletionEvent): void {
     const model = this.modelOf.get(e.requestId) ?? '(none)';
     this.modelOf.delete(e.requestId);
+    // The first byte handed to the client: for a stream, the first token (headers leave with it).
+    const ttfbMs = e.firstByteOutMs ?? e.ttfbMs;
     this.served({
       model,
       engineId: e.target?.id,
       status: e.status,
       outcome: e.outcome,
       totalMs: e.totalMs,
-      // The first byte handed to the client: for a stream, the first token (headers leave with it).
-      ttfbMs: e.firstByteOutMs ?? e.ttfbMs,
+      ttfbMs,
+      ttftMs: e.streamed ? ttfbMs : undefined,
+      usage: e.usage,
+      retries: e.retries.length > 0 ? e.retries : undefined,
+      upstreamError: upstreamErrorOf(e),
       error: e.error?.message,
       requestId: e.requestId,
     });
@@ -475,6 +407,7 @@ export class InferenceGateway {
     const { requestId, ...rest } = r;
     const entry: ServedRequest = { role: this.role, at: Date.now(), ...rest };
     this.onServed?.(entry);
+    if (this.accessLog) this.logger.info(accessLine(entry, requestId), 'access');
     // Refusals by design (4xx, 503 for a model that is not ready) are the service working: debug, not warn.
     if (r.status >= 500 && r.status !== 503)
       this.logger.warn({ requestId, role: this.role, ...rest }, 'request failed');
@@ -482,131 +415,6 @@ export class InferenceGateway {
       this.logger.warn({ requestId, role: this.role, ...rest }, 'stream broke');
     else if (this.logger.isLevelEnabled?.('debug') ?? true)
       this.logger.debug({ requestId, role: this.role, ...rest }, 'request served');
-  }
-
-  // ---- GenRM messages adapter --------------------------------------------------------------------------------
-
-  /** Relax's GenRM call: resolve the model, call the engine's chat completions with the merged sampling
-   * parameters (one retry elsewhere if the engine is unreachable), answer `{"response": "<text>"}` stripped. */
-  private genrmMessages(
-    body: ParsedBody,
-    req: IncomingMessage,
-    res: ServerResponse,
-    requestId: string,
-  ): void {
-    this.genrmCall(body, req, res, requestId).catch((e: unknown) => sendError(res, asUisError(e), requestId));
-  }
-
-  private async genrmCall(
-    body: ParsedBody,
-    req: IncomingMessage,
-    res: ServerResponse,
-    requestId: string,
-  ): Promise<void> {
-    const start = this.now();
-    const finish = (
-      status: number,
-      err: UisError | undefined,
-      model: string,
-      engineId?: string,
-      ttfb?: number,
-    ) => {
-      if (err) sendError(res, err, requestId);
-      this.served({
-        requestId,
-        model,
-        engineId,
-        status,
-        outcome: err ? 'error' : 'ok',
-        totalMs: this.now() - start,
-        ttfbMs: ttfb,
-        error: err?.message,
-      });
-    };
-    const parsed = parseGenrmRequest(body.json);
-    if (parsed instanceof UisError) return finish(400, parsed, '(none)');
-    const keys = this.keys(body, req);
-    const model = this.resolveModel(keys, body, res);
-    if (model instanceof UisError) return finish(model.status, model, refusedModel(model) ?? '(none)');
-    const spec = this.spec.models.find((m) => m.name === model.name);
-    // SGLang takes a rid on chat too: a client that leaves is aborted at the engine by it, as on the fast path.
-    const rid = typeof parsed.rid === 'string' && parsed.rid !== '' ? parsed.rid : randomUUID();
-    const payload = JSON.stringify({
-      ...genrmChatBody(parsed, spec ?? { sampling_defaults: {}, chat_template_kwargs: {} }, model.servedName),
-      rid,
-    });
-    const controller = new AbortController();
-    let current: ProxyTarget | undefined;
-    res.on('close', () => {
-      if (res.writableFinished || controller.signal.aborted) return;
-      controller.abort();
-      if (current !== undefined) this.abortAtEngine(rid, current, requestId);
-    });
-    const tried = new Set<string>();
-    for (let attempt = 0; attempt < 2; attempt++) {
-      const target = this.pick(model, keys, res, tried);
-      if (target instanceof UisError) return finish(target.status, target, model.name);
-      current = target;
-      this.inFlight.acquire(target.id);
-      try {
-        const r = await this.pools.get(target.origin).request(
-          {
-            path: '/v1/chat/completions',
-            headers: ['content-type', 'application/json', 'x-request-id', requestId],
-            body: Buffer.from(payload),
-          },
-          controller.signal,
-        );
-        const ttfb = this.now() - start;
-        const text = r.body.toString('utf8');
-        if (r.statusCode !== 200) {
-          const err = new UisError({
-            code: 'engine_error',
-            status: r.statusCode >= 400 && r.statusCode < 500 ? r.statusCode : 502,
-            message: `GenRM engine ${target.id} answered ${r.statusCode}: ${text.slice(0, 500)}`,
-          });
-          return finish(err.status, err, model.name, target.id, ttfb);
-        }
-        let answer: unknown;
-        try {
-          answer = JSON.parse(text);
-        } catch {
-          answer = undefined;
-        }
-        const out = genrmResponse(answer);
-        if (out instanceof UisError) return finish(out.status, out, model.name, target.id, ttfb);
-        const json = JSON.stringify(out);
-        res.writeHead(200, {
-          'content-type': 'application/json',
-          'content-length': Buffer.byteLength(json),
-          'x-request-id': requestId,
-        });
-        res.end(json);
-        return finish(200, undefined, model.name, target.id, ttfb);
-      } catch (e) {
-        if (controller.signal.aborted) return finish(0, undefined, model.name, target.id);
-        const code = (e as { code?: unknown }).code;
-        if (typeof code === 'string' && TIMEOUT_CODES.has(code)) {
-          const err = new UisError({
-            code: ProxyErrorCode.engineTimeout,
-            status: 504,
-            message: `GenRM engine ${target.id} did not answer in time`,
-          });
-          return finish(504, err, model.name, target.id);
-        }
-        tried.add(target.id);
-        if (attempt === 1) {
-          const err = new UisError({
-            code: ProxyErrorCode.engineUnreachable,
-            status: 502,
-            message: `GenRM engine ${target.id} is unreachable: ${e instanceof Error ? e.message : String(e)}`,
-          });
-          return finish(502, err, model.name, target.id);
-        }
-      } finally {
-        this.inFlight.release(target.id);
-      }
-    }
   }
 
   /** Closes the engine connection pools this gateway created. */

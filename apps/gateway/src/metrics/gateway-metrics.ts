@@ -1,4 +1,6 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import type { TokenUsage } from '../proxy/usage.ts';
+import type { ReplicaWeightRow } from './weight-versions.ts';
 
 /** Where the collected gauges read their values at scrape time (no timer updates them). */
 export interface MetricsSources {
@@ -7,23 +9,54 @@ export interface MetricsSources {
   replicaStates(): Array<{ role: string; model: string; state: string; count: number }>;
   topologyRevisions(): Array<{ role: string; revision: number }>;
   batchCounts(): Array<{ kind: string; state: string; count: number }>;
+  /** Each live replica's weight version and how many versions it trails its model's target. */
+  replicaWeights?(): ReplicaWeightRow[];
+}
+
+export interface MetricsOptions {
+  /** Process metrics (CPU, memory, GC, event-loop lag): on by default; off where several servers share a process
+   * and only one should report them. */
+  processMetrics?: boolean;
+}
+
+/** One finished serving request as the metrics see it. */
+export interface ObservedRequest {
+  role: string;
+  model: string;
+  status: number;
+  totalMs: number;
+  /** Arrival to the first token handed to the client, for a streamed answer only. */
+  ttftMs?: number | undefined;
+  usage?: TokenUsage | undefined;
+  /** Error codes of the attempts that were retried. */
+  retries?: readonly string[] | undefined;
+  /** Why the request failed at or with its engine (an engine error code), if it did. */
+  upstreamError?: string | undefined;
 }
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800];
 const PHASE_BUCKETS = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 
 /** The gateway's Prometheus metrics on a registry of its own (tests and several servers in one process never
- * share counters). */
+ * share counters). Label sets are bounded: roles, configured models, replicas, error codes, phases. */
 export class GatewayMetrics {
   readonly registry = new Registry();
   readonly requests: Counter<'role' | 'model' | 'status'>;
   readonly latency: Histogram<'role' | 'model'>;
-  readonly timeToFirstByte: Histogram<'role' | 'model'>;
+  readonly timeToFirstToken: Histogram<'role' | 'model'>;
+  readonly promptTokens: Counter<'role' | 'model'>;
+  readonly generationTokens: Counter<'role' | 'model'>;
+  readonly upstreamRetries: Counter<'role' | 'model' | 'reason'>;
+  readonly upstreamErrors: Counter<'role' | 'model' | 'kind'>;
+  readonly clientAborts: Counter<'role' | 'model'>;
   readonly phaseTransitions: Histogram<'group' | 'to' | 'outcome'>;
-  readonly clientAborts: Counter<'role'>;
+  readonly transitionParts: Histogram<'group' | 'part'>;
 
-  constructor(sources: MetricsSources) {
+  constructor(sources: MetricsSources, options: MetricsOptions = {}) {
     const registers = [this.registry];
+    if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
+    const served = (name: string, help: string) =>
+      new Counter({ name, help, labelNames: ['role', 'model'] as const, registers });
     this.requests = new Counter({
       name: 'uis_requests_total',
       help: 'Serving requests by role, model and HTTP status (0: the client left before an answer).',
@@ -37,26 +70,55 @@ export class GatewayMetrics {
       buckets: LATENCY_BUCKETS,
       registers,
     });
-    this.timeToFirstByte = new Histogram({
+    this.timeToFirstToken = new Histogram({
       name: 'uis_time_to_first_token_seconds',
-      help: 'Arrival to the first response byte sent to the client; for a stream, the first token.',
+      help: 'Streamed answers only: arrival to the first token sent to the client.',
       labelNames: ['role', 'model'],
       buckets: LATENCY_BUCKETS,
       registers,
     });
+    this.promptTokens = served(
+      'uis_prompt_tokens_total',
+      'Prompt tokens the engines reported for served answers.',
+    );
+    this.generationTokens = served(
+      'uis_generation_tokens_total',
+      'Generated (completion) tokens the engines reported for served answers, streamed ones included.',
+    );
+    this.upstreamRetries = new Counter({
+      name: 'uis_upstream_retries_total',
+      help: 'Requests sent to another replica after an attempt failed, by the failed attempt\u2019s error code.',
+      labelNames: ['role', 'model', 'reason'],
+      registers,
+    });
+    this.upstreamErrors = new Counter({
+      name: 'uis_upstream_errors_total',
+      help: 'Requests that failed at or with their engine, by error code (engine_response_incomplete: a cut stream; engine_status_5xx: the engine answered a server error).',
+      labelNames: ['role', 'model', 'kind'],
+      registers,
+    });
+    this.clientAborts = served(
+      'uis_client_aborts_total',
+      'Requests whose client disconnected before the end; each was aborted at its engine.',
+    );
     this.phaseTransitions = new Histogram({
       name: 'uis_phase_transition_duration_seconds',
-      help: 'Phase transitions of activation groups (offload + proof + onload + phase tasks).',
+      help: 'Phase transitions of activation groups, start to the target phase entered (all parts).',
       labelNames: ['group', 'to', 'outcome'],
       buckets: PHASE_BUCKETS,
       registers,
     });
-    this.clientAborts = new Counter({
-      name: 'uis_client_aborts_total',
-      help: 'Requests whose client disconnected before the end; each was aborted at its engine.',
-      labelNames: ['role'],
+    this.transitionParts = new Histogram({
+      name: 'uis_phase_transition_part_duration_seconds',
+      help: 'Parts of phase transitions: release (drain + offload), onload (without weight sync), weight_sync, batch_run (deferred scoring), barrier_wait (a trainer waited while another phase held the GPUs).',
+      labelNames: ['group', 'part'],
+      buckets: PHASE_BUCKETS,
       registers,
     });
+    this.collected(sources, registers);
+  }
+
+  private collected(sources: MetricsSources, registers: Registry[]): void {
     new Gauge({
       name: 'uis_inflight_requests',
       help: 'Requests the gateway has in flight per replica.',
@@ -98,19 +160,49 @@ export class GatewayMetrics {
         for (const r of sources.batchCounts()) this.set({ kind: r.kind, state: r.state }, r.count);
       },
     });
+    const weights = sources.replicaWeights?.bind(sources);
+    if (weights === undefined) return;
+    // Both gauges read one snapshot per scrape: prom-client collects each gauge separately.
+    let rows: ReplicaWeightRow[] = [];
+    new Gauge({
+      name: 'uis_replica_weight_version_info',
+      help: 'The weight version each live replica serves (value 1; the version is the label).',
+      labelNames: ['role', 'model', 'engine_id', 'weight_version'],
+      registers,
+      collect() {
+        this.reset();
+        rows = weights();
+        for (const r of rows)
+          this.set(
+            { role: r.role, model: r.model, engine_id: r.engine_id, weight_version: r.weight_version },
+            1,
+          );
+      },
+    });
+    new Gauge({
+      name: 'uis_replica_weight_versions_behind',
+      help: 'How many weight versions each live replica trails its model\u2019s target (0: at the target).',
+      labelNames: ['role', 'model', 'engine_id'],
+      registers,
+      collect() {
+        this.reset();
+        for (const r of rows) this.set({ role: r.role, model: r.model, engine_id: r.engine_id }, r.behind);
+      },
+    });
   }
 
-  observeRequest(e: {
-    role: string;
-    model: string;
-    status: number;
-    totalMs: number;
-    ttfbMs: number | undefined;
-  }): void {
+  observeRequest(e: ObservedRequest): void {
     const labels = { role: e.role, model: e.model };
     this.requests.inc({ ...labels, status: String(e.status) });
     this.latency.observe(labels, e.totalMs / 1000);
-    if (e.ttfbMs !== undefined) this.timeToFirstByte.observe(labels, e.ttfbMs / 1000);
+    if (e.ttftMs !== undefined) this.timeToFirstToken.observe(labels, e.ttftMs / 1000);
+    if (e.usage !== undefined) {
+      this.promptTokens.inc(labels, e.usage.prompt);
+      this.generationTokens.inc(labels, e.usage.completion);
+    }
+    if (e.retries !== undefined)
+      for (const reason of e.retries) this.upstreamRetries.inc({ ...labels, reason });
+    if (e.upstreamError !== undefined) this.upstreamErrors.inc({ ...labels, kind: e.upstreamError });
   }
 
   text(): Promise<string> {

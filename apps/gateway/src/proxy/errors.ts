@@ -16,10 +16,19 @@ export const ProxyErrorCode = {
 } as const;
 export type ProxyErrorCode = (typeof ProxyErrorCode)[keyof typeof ProxyErrorCode];
 
-/** Writes `{"error": {...}}` with the error's status unless the response has already started. */
-export function sendError(res: ServerResponse, err: UisError, requestId: string | undefined): void {
+/** How a route spells its errors: the product's `{"error": {code, message, path?, details?}}` by default; OpenAI
+ * routes add OpenAI's fields (see `openAIErrorBody`). */
+export type ErrorBodyOf = (err: UisError) => unknown;
+
+/** Writes the error body with the error's status unless the response has already started. */
+export function sendError(
+  res: ServerResponse,
+  err: UisError,
+  requestId: string | undefined,
+  bodyOf?: ErrorBodyOf,
+): void {
   if (res.headersSent || res.destroyed) return;
-  const body = JSON.stringify(err.toJSON());
+  const body = JSON.stringify(bodyOf === undefined ? err.toJSON() : bodyOf(err));
   const headers: Record<string, string | number> = {
     'content-type': 'application/json',
     'content-length': Buffer.byteLength(body),

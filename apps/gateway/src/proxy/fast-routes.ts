@@ -27,11 +27,12 @@ export class FastRoutes {
   }
 }
 
-/** The serving paths of a role: raw SGLang generate and both OpenAI chat spellings. */
-export function servingPaths(role: string): { generate: string; chat: string[] } {
+/** The serving paths of a role: raw SGLang generate and both spellings of OpenAI chat and completions. */
+export function servingPaths(role: string): { generate: string; chat: string[]; completions: string[] } {
   return {
     generate: `/${role}/generate`,
     chat: [`/${role}/chat/completions`, `/${role}/v1/chat/completions`],
+    completions: [`/${role}/completions`, `/${role}/v1/completions`],
   };
 }
 

@@ -1,13 +1,13 @@
-import { randomBytes } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { UisError } from '@uis/spec';
 import { type BodyEdit, collectBody, forwardedBody, type ParsedBody, parseServingBody } from './body.ts';
-import { asUisError, ProxyErrorCode, sendError } from './errors.ts';
+import { asUisError, type ErrorBodyOf, ProxyErrorCode, sendError } from './errors.ts';
 import type { FastHandler } from './fast-routes.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
 import type { InFlightCounter } from './in-flight.ts';
+import { nextId, REQUEST_ID } from './request-id.ts';
 import {
   errorCode,
   TIMEOUT_CODES,
@@ -17,6 +17,7 @@ import {
 } from './upstream/engine-pool.ts';
 import type { BodyFraming } from './upstream/http1.ts';
 import type { UpstreamPools } from './upstream-pools.ts';
+import { type TokenUsage, usageOfBody, usageOfStreamTail } from './usage.ts';
 
 /** An engine the gateway may forward to: `id` is what routing and the in-flight counter know it by. */
 export interface ProxyTarget {
@@ -34,6 +35,9 @@ export interface ForwardRoute {
   path: string;
   pick: PickTarget;
   edit?: BodyEdit;
+  /** The gateway that owns the request once routed, when it is not the handler's (the root OpenAI routes find
+   * the role from the model): its in-flight counter and hooks count the request. */
+  owner?: Pick<ServingProxyOptions, 'inFlight' | 'hooks'>;
 }
 
 /** A request the resolver answers itself instead of forwarding it as is (e.g. the GenRM messages adapter, which
@@ -64,6 +68,13 @@ export interface CompletionEvent {
   outcome: ForwardOutcome;
   error: UisError | undefined;
   attempts: number;
+  /** Why each attempt after the first was made (the error code of the attempt before it). */
+  retries: readonly string[];
+  /** The answer was relayed as it came (an event stream, or a body of unknown or large size). */
+  streamed: boolean;
+  /** Tokens the engine reported for a completed answer (none for refusals, cut streams, or a stream whose client
+   * did not ask for usage). */
+  usage: TokenUsage | undefined;
   /** Bytes of the forwarded request body and of the response body relayed to the client (with the engine's
    * chunk framing when a chunked answer is relayed as it came). */
   bytesUp: number;
@@ -95,6 +106,8 @@ export interface ServingProxyOptions {
   injectRid?: boolean;
   now?: () => number;
   newId?: () => string;
+  /** Error body of this route (default: the product's); OpenAI routes answer OpenAI's shape. */
+  errorBody?: ErrorBodyOf;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
@@ -102,19 +115,7 @@ export const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
 /** Sized engine answers up to this many bytes are relayed in one write; larger ones chunk by chunk. */
 const MAX_BUFFERED_RESPONSE_BYTES = 1024 * 1024;
 
-/** Request ids and injected rids, shaped like a UUID: a random prefix per process and a counter. Unique among every
- * engine's in-flight rids (which is what SGLang needs) and across gateway restarts, at a fraction of randomUUID's
- * cost. */
-const ID_PREFIX = randomBytes(10)
-  .toString('hex')
-  .replace(/^(.{8})(.{4})(.{4})(.{4})$/, '$1-$2-$3-$4-');
-let idCounter = 0;
-function nextId(): string {
-  idCounter++;
-  return `${ID_PREFIX}${idCounter.toString(16).padStart(12, '0')}`;
-}
-
-const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
+const NO_RETRIES: readonly string[] = [];
 
 /** Carries no stack: it only tells the engine pool why a request stops. A captured stack costs ~40 us under tsx (source
  * maps, read by node's destroy()), paid per stream when hundreds of clients leave at once. */
@@ -141,7 +142,7 @@ function canRelayChunked(req: IncomingMessage, res: ServerResponse): boolean {
  */
 class Exchange implements UpstreamHandler {
   readonly #res: ServerResponse;
-  readonly #opts: ServingProxyOptions;
+  #opts: ServingProxyOptions;
   readonly #now: () => number;
   readonly #start: number;
   readonly #requestId: string;
@@ -161,6 +162,11 @@ class Exchange implements UpstreamHandler {
   #status = 0;
   #respHeaders: IncomingHttpHeaders | undefined;
   #chunks: Buffer[] = [];
+  /** A relayed stream's last two reads: where its final usage is (kept by reference, never copied). */
+  #tail: Buffer | undefined;
+  #tailPrev: Buffer | undefined;
+  #answer: Buffer | undefined;
+  #retries: string[] | undefined;
   /** The engine's chunked body is relayed with its own framing. */
   #raw = false;
   #rawSocket: Socket | undefined;
@@ -198,6 +204,7 @@ class Exchange implements UpstreamHandler {
     }
     this.#route = route;
     this.#req = req;
+    if (route.owner !== undefined) this.#opts = { ...this.#opts, ...route.owner };
     let inject: string | undefined;
     if (body.fields.rid === undefined && this.#opts.injectRid !== false) inject = nextId();
     this.#rid = body.fields.rid ?? inject;
@@ -278,6 +285,8 @@ class Exchange implements UpstreamHandler {
       this.#chunks.push(chunk);
       return;
     }
+    this.#tailPrev = this.#tail;
+    this.#tail = chunk;
     let ok: boolean;
     const socket = this.#rawSocket;
     if (socket !== undefined) {
@@ -307,6 +316,7 @@ class Exchange implements UpstreamHandler {
       res.writeHead(this.#status, clientResponseHeaders(this.#respHeaders ?? {}, this.#requestId, true));
       this.#firstOutAt = this.#now() - this.#start;
       res.end(body);
+      this.#answer = body;
     }
     this.#finish('ok', this.#status, undefined);
   }
@@ -362,6 +372,10 @@ class Exchange implements UpstreamHandler {
       this.#tried ??= new Set();
       this.#tried.add(target.id);
       const next = this.#route!.pick(this.#tried);
+      if (!(next instanceof UisError)) {
+        this.#retries ??= [];
+        this.#retries.push(unreachable.code);
+      }
       // No other engine: report why the first one failed, not that nothing else was there.
       this.#attempt(next instanceof UisError ? unreachable : next);
       return;
@@ -383,7 +397,7 @@ class Exchange implements UpstreamHandler {
 
   /** Answers with an error (nothing has been sent yet) and ends the exchange. */
   #fail(err: UisError): void {
-    sendError(this.#res, err, this.#requestId);
+    sendError(this.#res, err, this.#requestId, this.#opts.errorBody);
     this.#finish('error', err.status, err);
   }
 
@@ -422,6 +436,9 @@ class Exchange implements UpstreamHandler {
       outcome,
       error,
       attempts: this.#attempts,
+      retries: this.#retries ?? NO_RETRIES,
+      streamed: this.#streaming,
+      usage: outcome === 'ok' && this.#status < 400 ? this.#usage() : undefined,
       bytesUp: this.#body.length,
       bytesDown: this.#bytesDown,
       bodyMs: this.#bodyAt,
@@ -430,6 +447,13 @@ class Exchange implements UpstreamHandler {
       firstByteOutMs: this.#firstOutAt,
       totalMs: this.#now() - this.#start,
     });
+  }
+
+  #usage(): TokenUsage | undefined {
+    if (!this.#streaming) return this.#answer === undefined ? undefined : usageOfBody(this.#answer);
+    const tail = this.#tail;
+    if (tail === undefined) return undefined;
+    return usageOfStreamTail(this.#tailPrev === undefined ? tail : Buffer.concat([this.#tailPrev, tail]));
   }
 
   /** Ends a request refused before forwarding (bad body, unknown model...). */

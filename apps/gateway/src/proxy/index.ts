@@ -7,3 +7,4 @@ export * from './in-flight.ts';
 export * from './upstream/engine-pool.ts';
 export * from './upstream/http1.ts';
 export * from './upstream-pools.ts';
+export * from './usage.ts';

@@ -256,7 +256,7 @@ describe('bad input over HTTP', { timeout: 60_000 }, () => {
     });
     expect(ok.status).toBe(200);
     // No refused submission left a batch behind; the accepted one still waits for its phase.
-    expect(gw.service.store.list().map((b) => [b.id, b.state])).toEqual([[batchId, 'sealed']]);
+    expect(gw.plane.store.list().map((b) => [b.id, b.state])).toEqual([[batchId, 'sealed']]);
     // A refused id (empty, mismatched) reserved nothing: the next advance runs, scores the batch and reaches train.
     const advance = await fetch(`${gw.url}/admin/phases/advance`, {
       method: 'POST',
@@ -264,8 +264,8 @@ describe('bad input over HTTP', { timeout: 60_000 }, () => {
       body: '{}',
     });
     expect(advance.status).toBe(200);
-    expect(gw.service.coordinator.lease('actor')).toMatchObject({ phase: 'train', status: 'held' });
-    expect(gw.service.store.get(batchId).state).toBe('committed');
+    expect(gw.plane.coordinator.lease('actor')).toMatchObject({ phase: 'train', status: 'held' });
+    expect(gw.plane.store.get(batchId).state).toBe('committed');
   });
 
   it('answers requests the HTTP parser refuses with a JSON error, and keeps serving', async () => {

@@ -28,8 +28,9 @@ starts the demo), then reload this page.</p>
 <p>The APIs work without it: <a href="/rollout/engines">/rollout/engines</a>, <a href="/metrics">/metrics</a>,
 <code>/trpc</code>, <code>/admin</code>.</p></body></html>`;
 
-/** Serves the console build with an SPA fallback (unknown paths get index.html), or a page saying how to build it.
- * Paths are resolved inside `root` only. */
+/** Serves the console build: `/` (the console routes by hash, so it has no other pages) and the files of the build;
+ * any other path is a JSON 404. Without a build, `/` is a page saying how to build it. Paths are resolved inside
+ * `root` only. */
 export function consoleHandler(root: string = CONSOLE_DIST) {
   return (c: Context) => {
     let decoded: string;
@@ -45,23 +46,27 @@ export function consoleHandler(root: string = CONSOLE_DIST) {
       return c.json(err.toJSON(), 400);
     }
     const index = join(root, 'index.html');
-    if (!existsSync(index)) return c.html(MISSING, 200);
     const rel = normalize(decoded).replace(/^([/\\])+/, '');
+    if (rel === '' || rel === '.') {
+      if (!existsSync(index)) return c.html(MISSING, 200);
+      return c.body(readFileSync(index), 200, {
+        'content-type': 'text/html; charset=utf-8',
+        'cache-control': 'no-cache',
+      });
+    }
     const file = join(root, rel);
-    if (
-      rel !== '' &&
-      (file === root || file.startsWith(root + sep)) &&
-      existsSync(file) &&
-      statSync(file).isFile()
-    ) {
+    if ((file === root || file.startsWith(root + sep)) && existsSync(file) && statSync(file).isFile()) {
       const type = TYPES[extname(file)] ?? 'application/octet-stream';
       // Vite fingerprints assets: cache them; index.html must always be fresh.
       const cache = rel.startsWith('assets') ? 'public, max-age=31536000, immutable' : 'no-cache';
       return c.body(readFileSync(file), 200, { 'content-type': type, 'cache-control': cache });
     }
-    return c.body(readFileSync(index), 200, {
-      'content-type': 'text/html; charset=utf-8',
-      'cache-control': 'no-cache',
+    const err = new UisError({
+      code: 'not_found',
+      status: 404,
+      path: c.req.path,
+      message: `no route GET ${c.req.path}; the console is at / and the API is described at /openapi.json`,
     });
+    return c.json(err.toJSON(), 404);
   };
 }

@@ -1,19 +1,17 @@
+import { type ControlPlane, createControlPlane, InProcessSimLauncher } from '@uis/control-plane';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InProcessSimLauncher } from '../service/in-process-sim-launcher.ts';
-import { UisService } from '../service/uis-service.ts';
 import { singleRolloutConfig } from '../testing/fixtures.ts';
 import { UisServer } from './uis-server.ts';
 
 const launcher = new InProcessSimLauncher({ simDecodeUsPerToken: 1000 });
-let service: UisService;
+let plane: ControlPlane;
 
 beforeAll(async () => {
-  service = new UisService({ config: singleRolloutConfig(), launcher });
-  await service.start();
+  plane = await createControlPlane({ config: singleRolloutConfig(), launcher });
 }, 60_000);
 
 afterAll(async () => {
-  await service?.stop();
+  await plane?.stop();
   await launcher.closeAll();
 });
 
@@ -42,7 +40,7 @@ async function openStream(url: string) {
 
 describe('UisServer.close', { timeout: 60_000 }, () => {
   it('lets a relayed stream finish within the grace period and refuses new connections meanwhile', async () => {
-    const server = new UisServer({ service, adminToken: 'close-admin-token', healthProbeMs: 0 });
+    const server = new UisServer({ plane, adminToken: 'close-admin-token', healthProbeMs: 0 });
     const { url } = await server.listen(0);
     const rest = await openStream(url);
     expect(server.inFlight()).toBe(1);
@@ -55,7 +53,7 @@ describe('UisServer.close', { timeout: 60_000 }, () => {
   });
 
   it('cuts relayed streams without a grace period', async () => {
-    const server = new UisServer({ service, adminToken: 'close-admin-token', healthProbeMs: 0 });
+    const server = new UisServer({ plane, adminToken: 'close-admin-token', healthProbeMs: 0 });
     const { url } = await server.listen(0);
     const rest = await openStream(url);
     await server.close();

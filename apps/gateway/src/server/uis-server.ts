@@ -9,14 +9,17 @@ import {
 import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
-import { type ConsoleState, type Role, UisError } from '@uis/spec';
+import type { ControlPlane } from '@uis/control-plane';
+import { type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
 import { createAdminApi } from '../admin/admin-api.ts';
-import { BarrierBoard } from '../admin/barrier-board.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
+import { mountOpenAIRoot } from '../gateway/openai-surface.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
+import { TransitionParts } from '../metrics/transition-parts.ts';
+import { WeightVersionHistory } from '../metrics/weight-versions.ts';
 import { CONSOLE_DIST } from '../package-paths.ts';
 import {
   createCombinedListener,
@@ -25,8 +28,6 @@ import {
   type UpstreamPoolOptions,
   UpstreamPools,
 } from '../proxy/index.ts';
-import { batchCounts } from '../service/batch-queries.ts';
-import type { UisService } from '../service/uis-service.ts';
 import { buildAppRouter } from '../trpc/app-router.ts';
 import { ChangeFeed } from '../trpc/change-feed.ts';
 import { ConsoleJournal } from '../trpc/console-journal.ts';
@@ -35,7 +36,7 @@ import { consoleHandler } from './console-static.ts';
 import { HealthProbe } from './health-probe.ts';
 
 export interface UisServerOptions {
-  service: UisService;
+  plane: ControlPlane;
   adminToken: string;
   /** When set, discovery and serving need it (or the admin token). */
   servingToken?: string | undefined;
@@ -49,6 +50,8 @@ export interface UisServerOptions {
   upstream?: UpstreamPoolOptions;
   /** Period of the console's replica health probes; 0 turns them off. Default 5 s. */
   healthProbeMs?: number;
+  /** One `access` log line per serving request (`gateway.access_log`). */
+  accessLog?: boolean;
 }
 
 /** pino to stderr (stdout stays for what a command prints); silent under vitest unless UIS_LOG_LEVEL says. */
@@ -58,30 +61,27 @@ export function createLogger(level?: string): pino.Logger {
 }
 
 /**
- * The HTTP face of a UisService on one port: a role gateway per configured role (serving routes on the proxy's
+ * The HTTP face of a ControlPlane on one port: a role gateway per configured role (serving routes on the proxy's
  * fast path, everything else on Hono), the admin API at `/admin`, tRPC for the console at `/trpc`, Prometheus at
  * `/metrics`, and the console build at `/`.
  */
 export class UisServer {
-  readonly service: UisService;
+  readonly plane: ControlPlane;
   readonly gateways = new Map<Role, InferenceGateway>();
   readonly app = new Hono();
   readonly metrics: GatewayMetrics;
   readonly journal = new ConsoleJournal();
-  readonly barriers = new BarrierBoard();
   readonly feed = new ChangeFeed();
   readonly logger: pino.Logger;
   private readonly pools: UpstreamPools;
   private readonly routes = new FastRoutes();
   private server: Server | null = null;
-  /** Batch scoring changes no registry and logs no event until it commits: the console is nudged meanwhile. */
-  private readonly scoringTicker: NodeJS.Timeout;
   private readonly probe: HealthProbe | null;
   private readonly unsubscribe: Array<() => void> = [];
 
   constructor(opts: UisServerOptions) {
-    const service = opts.service;
-    this.service = service;
+    const plane = opts.plane;
+    this.plane = plane;
     this.pools = new UpstreamPools(opts.upstream);
     this.logger = opts.logger ?? createLogger();
     this.metrics = new GatewayMetrics({
@@ -91,7 +91,7 @@ export class UisServer {
         ),
       replicaStates: () => {
         const out: Array<{ role: string; model: string; state: string; count: number }> = [];
-        for (const [role, m] of service.managers)
+        for (const [role, m] of plane.managers)
           for (const [model, x] of Object.entries(m.snapshot().models)) {
             const counts = new Map<string, number>();
             for (const r of x.replicas) counts.set(r.state, (counts.get(r.state) ?? 0) + 1);
@@ -100,54 +100,49 @@ export class UisServer {
         return out;
       },
       topologyRevisions: () =>
-        [...service.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
-      batchCounts: () => batchCounts(service.store),
+        [...plane.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
+      batchCounts: () => plane.store.counts(),
+      replicaWeights: () => weightHistory.rows(plane.managers),
     });
+    const weightHistory = new WeightVersionHistory();
+    const parts = new TransitionParts(this.metrics);
     const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
     const onServed = (r: ServedRequest) => {
       this.journal.served(r);
       this.feed.notify();
     };
-    for (const [role, manager] of service.managers) {
-      const spec = service.roles[role];
+    for (const [role, manager] of plane.managers) {
+      const spec = plane.roles[role];
       if (!spec) continue;
       const gateway = new InferenceGateway({
         manager,
         spec,
-        placements: service.placementsOf(role),
+        placements: plane.placementsOf(role),
         pools: this.pools,
         metrics: this.metrics,
         logger: this.logger.child({ role }),
         servingTokens,
         onServed,
+        accessLog: opts.accessLog ?? false,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
       });
       this.gateways.set(role, gateway);
       gateway.registerServing(this.routes);
       this.app.route('/', gateway.app);
-      this.unsubscribe.push(manager.registry.subscribe(this.feed.notify));
     }
-    const newest = service.db.prepare('SELECT COALESCE(MAX(seq), 0) AS n FROM events').get() as { n: number };
-    this.journal.backfill(service.events.list({ afterSeq: Math.max(0, newest.n - 500), limit: 500 }));
+    this.journal.backfill(plane.events.latest(500));
+    // Every change of the control plane (audit events, publications, barrier waiters, batch progress) wakes the
+    // console; audit events also feed its journal and the phase-transition histogram.
     this.unsubscribe.push(
-      service.events.subscribe((e) => {
-        this.journal.record(e);
-        if (e.kind === 'transition.completed' || e.kind === 'lease.blocked') {
-          const to = typeof e.data.to === 'string' ? e.data.to : '?';
-          this.metrics.phaseTransitions.observe(
-            { group: e.subject, to, outcome: e.kind === 'lease.blocked' ? 'failed' : 'ok' },
-            (e.duration_ms ?? 0) / 1000,
-          );
+      plane.stream.subscribe((change) => {
+        if (change.type === 'audit') {
+          this.journal.record(change.event);
+          parts.observe(change.event);
+          weightHistory.observe(change.event);
         }
         this.feed.notify();
       }),
-      this.barriers.subscribe(this.feed.notify),
     );
-
-    this.scoringTicker = setInterval(() => {
-      if (service.store.list({ state: 'running' }).length > 0) this.feed.notify();
-    }, 1000);
-    this.scoringTicker.unref();
     const probeMs = opts.healthProbeMs ?? 5000;
     this.probe =
       probeMs <= 0
@@ -155,7 +150,7 @@ export class UisServer {
         : new HealthProbe({
             intervalMs: probeMs,
             targets: () =>
-              [...service.managers.values()].flatMap((m) =>
+              [...plane.managers.values()].flatMap((m) =>
                 Object.values(m.snapshot().models).flatMap((x) =>
                   x.replicas.flatMap((r) =>
                     r.base_url === null || r.state === 'dead'
@@ -178,16 +173,16 @@ export class UisServer {
       if (cached && cached.version === this.feed.current && now - cached.at < 1000) return cached.state;
       const version = this.feed.current;
       const fresh = consoleState({
-        service,
+        plane,
         gateways: this.gateways,
         journal: this.journal,
-        barriers: this.barriers,
+        barriers: plane.barriers,
       });
       cached = { version, at: now, state: fresh };
       return fresh;
     };
     const router = buildAppRouter({
-      service,
+      plane,
       adminToken: opts.adminToken,
       state,
       feed: this.feed,
@@ -196,9 +191,8 @@ export class UisServer {
     this.app.route(
       '/admin',
       createAdminApi({
-        service,
+        plane,
         adminToken: opts.adminToken,
-        barriers: this.barriers,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
       }),
     );
@@ -217,12 +211,27 @@ export class UisServer {
       c.body(await this.metrics.text(), 200, { 'content-type': this.metrics.contentType }),
     );
     this.app.get('/healthz', (c) => c.json({ status: 'ok', roles: [...this.gateways.keys()] }));
+    // One base URL for a whole job: /v1/models, /v1/chat/completions, /v1/completions find the role by model.
+    mountOpenAIRoot(this.app, this.routes, {
+      roles: () => this.gateways.values(),
+      pools: this.pools,
+      servingTokens,
+      ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
+    });
     const roles = new Set<string>([...this.gateways.keys(), 'admin', 'trpc', 'metrics']);
     const console = consoleHandler(opts.consoleDist ?? CONSOLE_DIST);
     // A role's API paths: under a role that is not configured they answer JSON, not the console's page.
     const isRolePath = (role: string, path: string) => {
-      const { generate, chat } = servingPaths(role);
-      return [`/${role}/engines`, `/${role}/health`, `/${role}/v1/models`, generate, ...chat].includes(path);
+      const { generate, chat, completions } = servingPaths(role);
+      const paths = [
+        `/${role}/engines`,
+        `/${role}/health`,
+        `/${role}/v1/models`,
+        generate,
+        ...chat,
+        ...completions,
+      ];
+      return paths.includes(path);
     };
     this.app.all('*', (c) => {
       const first = c.req.path.split('/')[1] ?? '';
@@ -288,7 +297,6 @@ export class UisServer {
   /** Stops accepting connections, lets relayed requests finish for up to `graceMs` (default 0: cut at once),
    * then closes every connection and the engine pools. The service is stopped separately. */
   async close(opts: { graceMs?: number } = {}): Promise<void> {
-    clearInterval(this.scoringTicker);
     this.probe?.stop();
     for (const off of this.unsubscribe.splice(0)) off();
     const server = this.server;
@@ -306,7 +314,7 @@ export class UisServer {
 }
 
 /** The JSON answers to what node's HTTP parser refuses, by error code (anything else: 400 `invalid_http`). */
-const PARSER_REFUSALS: Record<string, { status: number; code: string; path?: string; message: string }> = {
+const PARSER_REFUSALS: Record<string, { status: number; code: ErrorCode; path?: string; message: string }> = {
   HPE_HEADER_OVERFLOW: {
     status: 431,
     code: 'headers_too_large',

@@ -1,12 +1,12 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { type ControlPlane, createControlPlane } from '@uis/control-plane';
 import { canConnect, pidsMentioning, type RayHead, startRayHead } from '@uis/manager';
 import { RAY_TEST_MANAGER_OPTIONS } from '@uis/manager/testing';
 import { type ConsoleState, ConsoleStateSchema, isUisError, parseConfig, type UisConfig } from '@uis/spec';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseLauncher } from '../cli/serve-command.ts';
 import { UisServer } from '../server/uis-server.ts';
-import { UisService } from './uis-service.ts';
 
 /** Why Ray cannot run here, or undefined. */
 function rayUnavailable(): string | undefined {
@@ -106,8 +106,8 @@ async function chat(url: string, role: string, model: string) {
   };
 }
 
-const enginePids = (service: UisService): number[] =>
-  [...service.managers.values()].flatMap((m) =>
+const enginePids = (plane: ControlPlane): number[] =>
+  [...plane.managers.values()].flatMap((m) =>
     Object.values(m.snapshot().models).flatMap((x) => x.replicas.flatMap((r) => r.pids ?? [])),
   );
 
@@ -118,17 +118,15 @@ describe('uis serve: the ray block and --launcher ray', () => {
   });
 
   it('only the Ray launcher reports an actual placement; the sim launcher knows only the plan', async () => {
-    const sim = new UisService({ config: rayConfig({}), launcher: 'sim' });
-    expect(sim.ray).toBeNull();
-    expect(sim.actualPlacement('policy/0')).toBeNull();
-    await sim.stop();
-    const ray = new UisService({ config: rayConfig({}), launcher: 'ray' });
-    expect(ray.launcher.kind).toBe('ray');
-    // Not started: nothing placed yet, and nothing may be launched before Ray is reached.
-    expect(ray.actualPlacement('policy/0')).toBeNull();
-    await expect(ray.launcher.create({} as never)).rejects.toMatchObject({ code: 'ray_not_started' });
-    await ray.stop();
-  });
+    const sim = await createControlPlane({ config: rayConfig({}), launcher: 'sim' });
+    try {
+      expect(sim.ray).toBeNull();
+      expect(sim.launcher.kind).toBe('sim');
+      expect(sim.actualPlacement('policy/0')).toBeNull();
+    } finally {
+      await sim.stop();
+    }
+  }, 60_000);
 
   it('a bad ray block is refused with the path of every bad value', () => {
     let err: unknown;
@@ -157,18 +155,15 @@ describe('uis serve: the ray block and --launcher ray', () => {
   it.skipIf(skip !== undefined)(
     'an unreachable cluster fails start() with gateway.ray.address and leaves no bridge behind',
     async () => {
-      const service = new UisService({
+      const err = await createControlPlane({
         config: rayConfig({ address: '127.0.0.1:1', connect_timeout_s: 5 }),
         launcher: 'ray',
-      });
-      const err = await service.start().then(
+      }).then(
         () => undefined,
         (e: unknown) => e,
       );
       expect(isUisError(err) && err.path).toBe('gateway.ray.address');
-      expect(service.ray?.runtime).toBeNull();
       expect(pidsMentioning('uis_ray_bridge.py --address 127.0.0.1:1 ')).toEqual([]);
-      await service.stop();
     },
     120_000,
   );
@@ -187,22 +182,21 @@ describe.skipIf(skip !== undefined)('uis serve with launcher ray on an existing 
 
   it('engines come up as Ray actors, chat is answered, the console shows where Ray put them, stop cleans up', async () => {
     const config = rayConfig({ address: cluster.address });
-    const service = new UisService({
+    const plane = await createControlPlane({
       config,
       launcher: config.gateway?.launcher ?? 'sim',
       managerOptions: OPTIONS,
     });
-    const server = new UisServer({ service, adminToken: 'ray-serve-admin' });
+    const server = new UisServer({ plane, adminToken: 'ray-serve-admin' });
     let bridgePid: number | undefined;
     let pids: number[] = [];
-    const pgNames = Object.values(service.plan.pools)
+    const pgNames = Object.values(plane.plan.pools)
       .map((p) => p.pg_name)
       .sort();
     try {
-      await service.start();
       const { url } = await server.listen(0, '127.0.0.1');
-      bridgePid = service.ray?.runtime?.bridge.pid;
-      pids = enginePids(service);
+      bridgePid = plane.ray?.runtime?.bridge.pid;
+      pids = enginePids(plane);
       expect(pids).toHaveLength(2);
 
       // The plan's pools are placement groups the manager created in Ray; one actor per engine, named by engine.
@@ -247,7 +241,7 @@ describe.skipIf(skip !== undefined)('uis serve with launcher ray on an existing 
       for (const g of used) expect(g >= 0 && g < 4).toBe(true);
     } finally {
       await server.close();
-      await service.stop();
+      await plane.stop();
     }
     // Nothing of ours is left in the cluster, and the cluster itself is still there.
     const after = rayState(cluster.address);
@@ -255,24 +249,22 @@ describe.skipIf(skip !== undefined)('uis serve with launcher ray on an existing 
     expect(after.actors.filter((a) => a.name.startsWith('uis:') && a.state !== 'DEAD')).toEqual([]);
     expect(bridgePid !== undefined && alive(bridgePid)).toBe(false);
     for (const pid of pids) expect(alive(pid)).toBe(false);
-    expect(service.ray?.runtime).toBeNull();
   }, 300_000);
 });
 
 describe.skipIf(skip !== undefined)('uis serve with launcher ray and no address: a head of its own', () => {
   it('starts a local head, serves from it, and stopping leaves no Ray process behind', async () => {
     const config = rayConfig({ head: { num_gpus: 4, num_cpus: 4 } }, false);
-    const service = new UisService({ config, launcher: 'ray', managerOptions: OPTIONS });
-    const server = new UisServer({ service, adminToken: 'ray-serve-admin' });
+    const plane = await createControlPlane({ config, launcher: 'ray', managerOptions: OPTIONS });
+    const server = new UisServer({ plane, adminToken: 'ray-serve-admin' });
     let head: RayHead | null = null;
     let pids: number[] = [];
     try {
-      await service.start();
-      head = service.ray?.head ?? null;
+      head = plane.ray?.head ?? null;
       expect(head).not.toBeNull();
       expect(pidsMentioning((head as RayHead).tempDir).length).toBeGreaterThan(0);
       const { url } = await server.listen(0, '127.0.0.1');
-      pids = enginePids(service);
+      pids = enginePids(plane);
       expect(pids).toHaveLength(1);
       const r = await chat(url, 'rollout', 'policy');
       expect(r.status).toBe(200);
@@ -282,7 +274,7 @@ describe.skipIf(skip !== undefined)('uis serve with launcher ray and no address:
       ).toEqual([['policy/0', 'node-0', 2]]);
     } finally {
       await server.close();
-      await service.stop();
+      await plane.stop();
     }
     const h = head as RayHead;
     expect(pidsMentioning(h.tempDir)).toEqual([]);
@@ -290,6 +282,5 @@ describe.skipIf(skip !== undefined)('uis serve with launcher ray and no address:
     expect(await listening(Number(h.address.split(':')[1]))).toBe(false);
     expect(existsSync(h.tempDir)).toBe(false);
     for (const pid of pids) expect(alive(pid)).toBe(false);
-    expect(service.ray?.head).toBeNull();
   }, 300_000);
 });

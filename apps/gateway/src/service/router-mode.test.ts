@@ -1,11 +1,26 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { createControlPlane } from '@uis/control-plane';
 import type { Launcher } from '@uis/manager';
 import { routedRolloutConfig, sglangRouterSkipReason } from '@uis/manager/testing';
 import { DiscoverySnapshotSchema, ErrorBodySchema, parseConfig } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { gatewayOnSims } from '../testing/fixtures.ts';
-import { UisService } from './uis-service.ts';
 
 const skip = sglangRouterSkipReason('router-mode');
+
+/** The SGLang routers this process started (the router renames its process `sglang::router`). */
+function childRouters(): number[] {
+  return readdirSync('/proc').flatMap((e) => {
+    try {
+      const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      const cmd = readFileSync(`/proc/${e}/cmdline`, 'utf8');
+      return ppid === process.pid && /router/.test(cmd) ? [Number(e)] : [];
+    } catch {
+      return [];
+    }
+  });
+}
 
 /** One rollout model behind the real SGLang router (round robin), 2 sim engines of 1 GPU on the actor's GPUs.
  * Colocated with offload: sleeping releases the engines' memory, which the drain test checks. */
@@ -41,7 +56,7 @@ describe.skipIf(skip !== undefined)(
       return { status: r.status, json: (await r.json()) as Record<string, unknown> };
     };
     const router = () => {
-      const r = gw.service.routerOf('rollout', 'policy');
+      const r = gw.plane.routerOf('rollout', 'policy');
       if (!r) throw new Error('the router of policy is not running');
       return r;
     };
@@ -80,7 +95,7 @@ describe.skipIf(skip !== undefined)(
     });
 
     it('draining removes the workers from the router before the engines sleep; the gateway then answers 503', async () => {
-      const manager = gw.service.managers.get('rollout');
+      const manager = gw.plane.managers.get('rollout');
       if (!manager) throw new Error('no rollout manager');
       // Samples replica state first, then the router's workers: a worker still listed after its replica was seen
       // released was listed while the engine slept.
@@ -120,35 +135,26 @@ describe.skipIf(skip !== undefined)(
       const r = router();
       const pid = r.pid as number;
       await gw.server.close();
-      await gw.service.stop();
-      expect(gw.service.routerOf('rollout', 'policy')).toBeUndefined();
+      await gw.plane.stop();
+      expect(gw.plane.routerOf('rollout', 'policy')).toBeUndefined();
       expect(() => process.kill(pid, 0)).toThrow();
     });
   },
 );
 
-describe.skipIf(skip !== undefined)('UisService router lifecycle on a failed start', () => {
+describe.skipIf(skip !== undefined)('ControlPlane router lifecycle on a failed start', () => {
   it('the router runs before any engine is created and is stopped when a manager fails to start', async () => {
-    const seen: Array<number | undefined> = [];
-    let service: UisService | undefined;
+    const seen: number[] = [];
     const failing: Launcher = {
       kind: 'failing',
       ownsProcesses: true,
       create: async () => {
-        seen.push(service?.routerOf('rollout', 'policy')?.pid);
+        seen.push(...childRouters());
         throw new Error('no engine for you');
       },
     };
-    service = new UisService({ config: routedConfig(), launcher: failing });
-    try {
-      await expect(service.start()).rejects.toThrow();
-      expect(seen.length).toBeGreaterThan(0);
-      const pid = seen[0];
-      expect(typeof pid).toBe('number');
-      expect(service.routerOf('rollout', 'policy')).toBeUndefined();
-      expect(() => process.kill(pid as number, 0)).toThrow();
-    } finally {
-      await service.stop();
-    }
+    await expect(createControlPlane({ config: routedConfig(), launcher: failing })).rejects.toThrow();
+    expect(seen.length).toBeGreaterThan(0);
+    for (const pid of seen) expect(() => process.kill(pid, 0)).toThrow();
   }, 120_000);
 });

@@ -1,10 +1,14 @@
+import {
+  type ControlPlane,
+  type ControlPlaneOptions,
+  createControlPlane,
+  InProcessSimLauncher,
+} from '@uis/control-plane';
 import { deferConfig, layoutRole } from '@uis/manager/testing';
 import type { SimOptionsInput } from '@uis/sglang-sim';
 import { parseConfig, type UisConfig } from '@uis/spec';
 import { afterAll, beforeAll } from 'vitest';
 import { UisServer, type UisServerOptions } from '../server/uis-server.ts';
-import { InProcessSimLauncher } from '../service/in-process-sim-launcher.ts';
-import { UisService, type UisServiceOptions } from '../service/uis-service.ts';
 
 const group = (num_gpus: number, gpus_per_engine: number) => ({
   num_gpus,
@@ -78,46 +82,45 @@ export function singleRolloutConfig(): UisConfig {
  * (its admin token at least). */
 export interface GatewayOptions {
   config: UisConfig;
-  launcher: NonNullable<UisServiceOptions['launcher']>;
-  managerOptions?: UisServiceOptions['managerOptions'];
-  server: Omit<UisServerOptions, 'service'>;
+  launcher: NonNullable<ControlPlaneOptions['launcher']>;
+  managerOptions?: ControlPlaneOptions['managerOptions'];
+  server: Omit<UisServerOptions, 'plane'>;
 }
 
-/** A started gateway: the service, the server in front of it on a free 127.0.0.1 port, and `close()` that stops
+/** A started gateway: the plane, the server in front of it on a free 127.0.0.1 port, and `close()` that stops
  * both (server first). */
 export interface StartedGateway {
-  service: UisService;
+  plane: ControlPlane;
   server: UisServer;
   url: string;
   close(): Promise<void>;
 }
 
-/** Starts a UisService on `opts.launcher` and a UisServer in front of it; what started is stopped again when a
+/** Starts a ControlPlane on `opts.launcher` and a UisServer in front of it; what started is stopped again when a
  * later step fails. The launcher's own engines are the caller's to close. */
 export async function startGateway(opts: GatewayOptions): Promise<StartedGateway> {
-  const service = new UisService({
+  const plane = await createControlPlane({
     config: opts.config,
     launcher: opts.launcher,
     ...(opts.managerOptions ? { managerOptions: opts.managerOptions } : {}),
   });
   let server: UisServer | undefined;
   try {
-    await service.start();
-    server = new UisServer({ service, ...opts.server });
+    server = new UisServer({ plane, ...opts.server });
     const { url } = await server.listen(0);
     const started = server;
     return {
-      service,
+      plane,
       server,
       url,
       close: async () => {
         await started.close();
-        await service.stop();
+        await plane.stop();
       },
     };
   } catch (e) {
     await server?.close();
-    await service.stop();
+    await plane.stop();
     throw e;
   }
 }
@@ -129,7 +132,7 @@ export function gatewayOnSims(
   opts: Omit<GatewayOptions, 'launcher'> & { sim?: Partial<SimOptionsInput>; startTimeoutMs?: number },
 ): {
   readonly launcher: InProcessSimLauncher;
-  readonly service: UisService;
+  readonly plane: ControlPlane;
   readonly server: UisServer;
   readonly url: string;
 } {
@@ -148,8 +151,8 @@ export function gatewayOnSims(
   });
   return {
     launcher,
-    get service() {
-      return running().service;
+    get plane() {
+      return running().plane;
     },
     get server() {
       return running().server;

@@ -107,7 +107,7 @@ describe('tRPC router for the console', { timeout: 60_000 }, () => {
       expect(r.json.error?.data.code).toBe('UNAUTHORIZED');
     }
     expect(
-      gw.service.managers
+      gw.plane.managers
         .get('rollout')!
         .snapshot()
         .models.policy?.replicas.map((x) => x.state),
@@ -125,7 +125,7 @@ describe('tRPC router for the console', { timeout: 60_000 }, () => {
     const unknown = await mutate('restartReplica', { engine_id: 'nope/9' }, TOKEN);
     expect(unknown.status).toBe(400);
     expect(unknown.json.error?.message).toContain('nope/9');
-    const events = gw.service.events.list({ kind: 'admin.drain_model', limit: 10 });
+    const events = gw.plane.events.list({ kind: 'admin.drain_model', limit: 10 });
     expect(events.at(-1)).toMatchObject({ actor: 'console', subject: 'rollout/policy' });
   });
 
@@ -145,13 +145,16 @@ describe('tRPC router for the console', { timeout: 60_000 }, () => {
     expect(states[1]!.events.length).toBeGreaterThan(states[0]!.events.length);
   });
 
-  it('serves the console at / with an SPA fallback, and JSON 404s on API paths', async () => {
+  it('serves the console at / only (it routes by hash), and JSON 404s on every other unknown path', async () => {
     const root = await fetch(`${gw.url}/`);
     expect(root.status).toBe(200);
     expect(root.headers.get('content-type')).toContain('text/html');
-    const deep = await fetch(`${gw.url}/replicas/some/deep/link`);
-    expect(deep.status).toBe(200);
-    expect(await deep.text()).toBe(await (await fetch(`${gw.url}/`)).text());
+    for (const path of ['/replicas/some/deep/link', '/openapi.yaml', '/v2/models', '/docs/nothing']) {
+      const unknown = await fetch(`${gw.url}${path}`);
+      expect(unknown.status, path).toBe(404);
+      expect(unknown.headers.get('content-type'), path).toContain('application/json');
+      expect(await unknown.json(), path).toMatchObject({ error: { code: 'not_found', path } });
+    }
     const api = await fetch(`${gw.url}/admin/nothing`, { headers: { authorization: `Bearer ${TOKEN}` } });
     expect(api.status).toBe(404);
     expect(await api.json()).toMatchObject({ error: { code: 'not_found' } });

@@ -1,8 +1,8 @@
 import { initTRPC, TRPCError } from '@trpc/server';
-import { type ConsoleState, type Role, UisError, zodIssues } from '@uis/spec';
+import type { ControlPlane } from '@uis/control-plane';
+import { type ConsoleState, isErrorCode, type Role, UisError, zodIssues } from '@uis/spec';
 import { z } from 'zod';
 import { authorized } from '../gateway/auth.ts';
-import type { UisService } from '../service/uis-service.ts';
 import { type ChangeFeed, pause } from './change-feed.ts';
 
 /** Per request: the raw `Authorization` header (`Bearer <token>`), or null. */
@@ -11,7 +11,7 @@ export interface TrpcContext {
 }
 
 export interface AppRouterDeps {
-  service: UisService;
+  plane: ControlPlane;
   adminToken: string;
   state: () => ConsoleState;
   feed: ChangeFeed;
@@ -39,7 +39,8 @@ function productError(error: TRPCError): UisError {
   }
   if (cause instanceof SyntaxError)
     return new UisError({ code: 'invalid_json', status: 400, path: 'input', message: error.message });
-  return new UisError({ code: error.code.toLowerCase(), message: error.message });
+  const code = error.code.toLowerCase();
+  return new UisError({ code: isErrorCode(code) ? code : 'internal_error', message: error.message });
 }
 
 /** A manager's error about one of the procedure's input fields (`model`), named as the console sent it
@@ -80,7 +81,7 @@ export function buildAppRouter(deps: AppRouterDeps) {
       throw new TRPCError({ code: 'UNAUTHORIZED', message: 'admin token refused' });
     return next();
   });
-  const { service } = deps;
+  const { plane } = deps;
   const act = async (
     kind: string,
     subject: string,
@@ -89,7 +90,7 @@ export function buildAppRouter(deps: AppRouterDeps) {
   ): Promise<{ ok: true; message: string }> => {
     try {
       const message = await run();
-      service.events.append({
+      plane.events.append({
         kind: `admin.${kind}`,
         subject,
         actor: 'console',
@@ -98,7 +99,7 @@ export function buildAppRouter(deps: AppRouterDeps) {
       return { ok: true, message };
     } catch (e) {
       const message = e instanceof Error ? e.message : String(e);
-      service.events.append({
+      plane.events.append({
         kind: `admin.${kind}`,
         subject,
         actor: 'console',
@@ -108,7 +109,7 @@ export function buildAppRouter(deps: AppRouterDeps) {
     }
   };
   // An unknown role is the service's unknown_role at `role`, which `act` reports at `input.role`.
-  const manager = (role: string) => service.managerOf(role);
+  const manager = (role: string) => plane.managerOf(role);
   return t.router({
     state: t.procedure.query(() => deps.state()),
     changes: t.procedure.subscription(async function* (opts) {
@@ -139,7 +140,7 @@ export function buildAppRouter(deps: AppRouterDeps) {
     activateModel: admin.input(RoleModelInput).mutation(({ input }) =>
       act('activate_model', `${input.role}/${input.model}`, input, async () => {
         manager(input.role);
-        const r = await service.activateModel(input.role as Role, input.model);
+        const r = await plane.activateModel(input.role as Role, input.model);
         const name = `${input.role}/${input.model}`;
         if (r.onloaded || r.waits_for === undefined) return `${name} activated`;
         const w = r.waits_for;
@@ -150,7 +151,7 @@ export function buildAppRouter(deps: AppRouterDeps) {
       .input(z.object({ group: z.string().min(1), to: z.string().min(1).optional() }))
       .mutation(({ input }) =>
         act('advance_phase', input.group, input, async () => {
-          const r = await service.coordinator.transition({
+          const r = await plane.coordinator.transition({
             group: input.group,
             actor: 'console',
             ...(input.to === undefined ? {} : { to: input.to }),
@@ -163,7 +164,7 @@ export function buildAppRouter(deps: AppRouterDeps) {
       .input(z.object({ group: z.string().min(1), phase: z.string().min(1), note: z.string().optional() }))
       .mutation(({ input }) =>
         act('resolve_lease', input.group, input, async () => {
-          const lease = service.coordinator.resolve({
+          const lease = plane.coordinator.resolve({
             group: input.group,
             phase: input.phase,
             actor: 'console',
@@ -174,7 +175,7 @@ export function buildAppRouter(deps: AppRouterDeps) {
       ),
     restartReplica: admin.input(z.object({ engine_id: z.string().min(1) })).mutation(({ input }) =>
       act('restart_replica', input.engine_id, input, async () => {
-        for (const m of service.managers.values()) {
+        for (const m of plane.managers.values()) {
           const owns = Object.values(m.snapshot().models).some((x) =>
             x.replicas.some((r) => r.engine_id === input.engine_id),
           );

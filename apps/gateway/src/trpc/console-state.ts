@@ -1,13 +1,11 @@
+import type { BarrierBoard, ControlPlane } from '@uis/control-plane';
 import type { BatchInfo } from '@uis/manager';
 import type { BatchView, ConsoleState, ReplicaView, Role } from '@uis/spec';
-import type { BarrierBoard } from '../admin/barrier-board.ts';
 import type { InferenceGateway } from '../gateway/inference-gateway.ts';
-import { newestBatches } from '../service/batch-queries.ts';
-import type { UisService } from '../service/uis-service.ts';
 import type { ConsoleJournal } from './console-journal.ts';
 
 export interface ConsoleStateSources {
-  service: UisService;
+  plane: ControlPlane;
   gateways: ReadonlyMap<Role, InferenceGateway>;
   journal: ConsoleJournal;
   barriers: BarrierBoard;
@@ -43,17 +41,17 @@ export function batchView(b: BatchInfo): BatchView {
 
 /** The whole service as the console sees it (`ConsoleStateSchema`), assembled from the live components. */
 export function consoleState(src: ConsoleStateSources): ConsoleState {
-  const { service, gateways, journal, barriers } = src;
+  const { plane, gateways, journal, barriers } = src;
   const replicas: ReplicaView[] = [];
   const roles = [];
   const planned = new Map<string, Array<{ node: string; gpu_ids: number[] }>>();
-  for (const p of service.plan.placements)
+  for (const p of plane.plan.placements)
     for (const r of p.replicas)
       planned.set(
         r.engine_id,
         r.nodes.map((n) => ({ node: n.node, gpu_ids: n.gpu_ids })),
       );
-  for (const [role, manager] of service.managers) {
+  for (const [role, manager] of plane.managers) {
     const snapshot = manager.registry.snapshot();
     roles.push(snapshot);
     const gateway = gateways.get(role);
@@ -77,15 +75,15 @@ export function consoleState(src: ConsoleStateSources): ConsoleState {
           planned: planned.get(r.engine_id) ?? [],
           // Where the launcher says the replica really runs (Ray: the nodes and GPUs Ray gave it). Launchers that only
           // know the plan report nothing: null is "unknown", not "same as planned".
-          actual: service.actualPlacement(r.engine_id),
+          actual: plane.actualPlacement(r.engine_id),
           health: journal.healthOf(r.engine_id),
         });
       }
     }
   }
-  const groups = service.plan.activation_groups;
+  const groups = plane.plan.activation_groups;
   const activation_groups = groups.map((g) => {
-    const lease = service.coordinator.lease(g.name);
+    const lease = plane.coordinator.lease(g.name);
     return {
       name: g.name,
       pool: g.pool,
@@ -100,11 +98,11 @@ export function consoleState(src: ConsoleStateSources): ConsoleState {
       transitions: journal.transitionsOf(g.name),
     };
   });
-  const batches = newestBatches(service.store, MAX_BATCHES).map(batchView);
+  const batches = plane.store.newest(MAX_BATCHES).map(batchView);
   return {
     generated_at: (src.now ?? Date.now)(),
-    cluster: { nodes: service.config.cluster.nodes.map((n) => ({ name: n.name, gpus: n.gpus })) },
-    plan: service.plan,
+    cluster: { nodes: plane.config.cluster.nodes.map((n) => ({ name: n.name, gpus: n.gpus })) },
+    plan: plane.plan,
     roles,
     replicas,
     activation_groups,

@@ -32,7 +32,7 @@ async function admin(path: string, body: unknown = {}) {
   });
   return r.status;
 }
-const lease = () => gw.service.coordinator.lease('actor');
+const lease = () => gw.plane.coordinator.lease('actor');
 
 describe('resolving a blocked lease from the console', { timeout: 90_000 }, () => {
   it('needs the admin token, answers the coordinator codes for a bad phase, and lets transitions run again', async () => {
@@ -80,12 +80,12 @@ describe('resolving a blocked lease from the console', { timeout: 90_000 }, () =
       message: 'actor: lease resolved at rollout, held by rollout',
     });
     expect(lease()).toMatchObject({ status: 'held', phase: 'rollout', holder: ['rollout'], reason: null });
-    expect(gw.service.events.list({ kind: 'lease.resolved', limit: 1 }).at(-1)).toMatchObject({
+    expect(gw.plane.events.list({ kind: 'lease.resolved', limit: 1 }).at(-1)).toMatchObject({
       subject: 'actor',
       actor: 'console',
       data: { phase: 'rollout', note: 'judge held; rollout engines asleep' },
     });
-    expect(gw.service.events.list({ kind: 'admin.resolve_lease', limit: 10 }).map((e) => e.data)).toEqual([
+    expect(gw.plane.events.list({ kind: 'admin.resolve_lease', limit: 10 }).map((e) => e.data)).toEqual([
       { ok: false, error: expect.stringContaining('nope'), group: 'actor', phase: 'nope' },
       { ok: false, error: expect.stringContaining('critic'), group: 'critic', phase: 'rollout' },
       { ok: true, group: 'actor', phase: 'rollout', note: 'judge held; rollout engines asleep' },
@@ -94,7 +94,7 @@ describe('resolving a blocked lease from the console', { timeout: 90_000 }, () =
     const again = await mutate('resolveLease', { group: 'actor', phase: 'rollout' }, TOKEN);
     expect(again.json.error?.data.error).toMatchObject({ code: 'lease_not_blocked' });
 
-    // Held again: with the scorer back in service, the schedule moves on through its phases.
+    // Held again: with the scorer back in plane, the schedule moves on through its phases.
     expect((await mutate('activateModel', { role: 'genrm', model: 'judge' }, TOKEN)).status).toBe(200);
     const advanced = await mutate('advancePhase', { group: 'actor' }, TOKEN);
     expect(advanced.json.result?.data.ok).toBe(true);

@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { BundleProbeEntry } from '@uis/planner';
-import { UisError, zodIssues } from '@uis/spec';
+import { type ErrorCode, isErrorCode, UisError, zodIssues } from '@uis/spec';
 import type { z } from 'zod';
 import {
   type ActorExitEvent,
@@ -67,8 +67,11 @@ interface Pending {
   method: string;
 }
 
-const bridgeError = (code: string, message: string, path?: string, status = 502): UisError =>
-  new UisError({ code, status, message, ...(path === undefined ? {} : { path }) });
+const bridgeError = (code: string, message: string, path?: string): UisError =>
+  new UisError({ code: bridgeCode(code), message, ...(path === undefined ? {} : { path }) });
+
+/** A code the bridge sent, as one of the table's (a code it does not know reads as `ray_error`). */
+const bridgeCode = (code: string): ErrorCode => (isErrorCode(code) ? code : 'ray_error');
 
 /** A Ray driver in a Python child process, spoken to in JSON lines. Every answer is zod-checked; requests have
  * deadlines; actor exits arrive as events. `close()` asks the bridge to stop what it started and remove the PGs
@@ -125,13 +128,12 @@ export class RayBridge {
             'ray_connect_timeout',
             `no answer from the Ray bridge in ${opts.connectTimeoutMs ?? 60_000} ms`,
             'address',
-            504,
           ),
         );
       }, opts.connectTimeoutMs ?? 60_000);
       child.once('error', (e) => {
         clearTimeout(timer);
-        reject(bridgeError('ray_bridge_spawn_failed', `cannot run ${python}: ${e.message}`, 'python', 500));
+        reject(bridgeError('ray_bridge_spawn_failed', `cannot run ${python}: ${e.message}`, 'python'));
       });
       child.once('exit', (code) => {
         clearTimeout(timer);
@@ -193,15 +195,13 @@ export class RayBridge {
   ): Promise<z.infer<S>> {
     if (this.exited || this.closing)
       return Promise.reject(
-        bridgeError('ray_bridge_closed', `the Ray bridge is closed (${method})`, 'bridge', 503),
+        bridgeError('ray_bridge_closed', `the Ray bridge is closed (${method})`, 'bridge'),
       );
     const id = this.nextId++;
     return new Promise<unknown>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
-        reject(
-          bridgeError('ray_timeout', `Ray bridge ${method} took longer than ${timeoutMs} ms`, method, 504),
-        );
+        reject(bridgeError('ray_timeout', `Ray bridge ${method} took longer than ${timeoutMs} ms`, method));
       }, timeoutMs);
       this.pending.set(id, { resolve, reject, timer, method });
       this.child.stdin?.write(`${JSON.stringify({ id, method, params })}\n`);
@@ -314,8 +314,7 @@ export class RayBridge {
     else
       p.reject(
         new UisError({
-          code: msg.error.code,
-          status: statusOf(msg.error.code),
+          code: bridgeCode(msg.error.code),
           message: msg.error.message,
           ...(msg.error.path ? { path: msg.error.path } : {}),
         }),
@@ -344,23 +343,5 @@ function parseEvent(line: string): BridgeEvent | undefined {
     return r.success ? r.data : undefined;
   } catch {
     return undefined;
-  }
-}
-
-function statusOf(code: string): number {
-  switch (code) {
-    case 'pg_not_found':
-      return 404;
-    case 'pg_exists':
-    case 'pg_not_owned':
-      return 409;
-    case 'bad_params':
-    case 'unknown_method':
-    case 'invalid_bundles':
-      return 400;
-    case 'pg_not_ready':
-      return 504;
-    default:
-      return 502;
   }
 }

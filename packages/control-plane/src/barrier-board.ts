@@ -1,3 +1,11 @@
+/** Trainers waiting at one barrier: `group` null means the only group. */
+export interface BarrierWait {
+  group: string | null;
+  phase: string;
+  waiting: number;
+  since: number;
+}
+
 /** Who waits at which trainer barrier right now: the console shows it, the coordinator does the waiting. */
 export class BarrierBoard {
   private readonly waiting = new Map<
@@ -25,7 +33,7 @@ export class BarrierBoard {
   }
 
   /** Barriers with at least one waiter; `group` null means the only group. */
-  list(): Array<{ group: string | null; phase: string; waiting: number; since: number }> {
+  list(): BarrierWait[] {
     return [...this.waiting.values()].map((e) => ({
       group: e.group,
       phase: e.phase,

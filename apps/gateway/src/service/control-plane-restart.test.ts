@@ -1,14 +1,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type ControlPlane, createControlPlane, InProcessSimLauncher, submitBatch } from '@uis/control-plane';
 import { afterAll, describe, expect, it } from 'vitest';
-import { submitBatch } from '../admin/admin-api.ts';
 import { UisServer } from '../server/uis-server.ts';
 import { deferTestConfig, splitTestConfig } from '../testing/fixtures.ts';
-import { InProcessSimLauncher } from './in-process-sim-launcher.ts';
-import { UisService } from './uis-service.ts';
 
-const dir = mkdtempSync(join(tmpdir(), 'uis-service-'));
+const dir = mkdtempSync(join(tmpdir(), 'uis-control-plane-'));
 const launchers: InProcessSimLauncher[] = [];
 afterAll(async () => {
   await Promise.allSettled(launchers.map((l) => l.closeAll()));
@@ -18,21 +16,20 @@ afterAll(async () => {
 function service(dbPath: string) {
   const launcher = new InProcessSimLauncher({ simOnloadMs: 5, simOffloadMs: 5 });
   launchers.push(launcher);
-  return new UisService({ config: deferTestConfig(), launcher, dbPath });
+  return createControlPlane({ config: deferTestConfig(), launcher, dbPath });
 }
 
-const states = (s: UisService, role: 'rollout' | 'genrm' | 'teacher') =>
+const states = (s: ControlPlane, role: 'rollout' | 'genrm' | 'teacher') =>
   Object.values(s.managers.get(role)!.snapshot().models).flatMap((m) => m.replicas.map((r) => r.state));
 
-describe('UisService across a restart (SQLite file)', { timeout: 60_000 }, () => {
+describe('ControlPlane across a restart (SQLite file)', { timeout: 60_000 }, () => {
   it('keeps the phase, the batches and the operation results; engines come back in the recorded phase', async () => {
     const db = join(dir, 'uis.db');
-    const first = service(db);
-    await first.start();
+    const first = await service(db);
     const batch = submitBatch(first, 'genrm_score', null, [
       { sample_id: 's0', input: { messages: [{ role: 'user', content: 'Judgement:' }] } },
     ]);
-    const server = new UisServer({ service: first, adminToken: 'restart-token' });
+    const server = new UisServer({ plane: first, adminToken: 'restart-token' });
     const { url } = await server.listen(0);
     const advance = () =>
       fetch(`${url}/admin/phases/advance`, {
@@ -46,8 +43,7 @@ describe('UisService across a restart (SQLite file)', { timeout: 60_000 }, () =>
     await server.close();
     await first.stop();
 
-    const second = service(db);
-    await second.start();
+    const second = await service(db);
     try {
       expect(second.coordinator.lease('actor')).toMatchObject({ phase: 'train', status: 'held' });
       // Every engine started resident; the recorded phase (train) holds none of them.
@@ -56,7 +52,7 @@ describe('UisService across a restart (SQLite file)', { timeout: 60_000 }, () =>
       expect(states(second, 'teacher')).toEqual(['sleeping']);
       expect(second.store.get(batch.id).state).toBe('committed');
       expect(second.store.samples(batch.id)[0]?.output).toMatchObject({ score: expect.any(Number) });
-      const again = new UisServer({ service: second, adminToken: 'restart-token' });
+      const again = new UisServer({ plane: second, adminToken: 'restart-token' });
       const { url: url2 } = await again.listen(0);
       const replay = await fetch(`${url2}/admin/phases/advance`, {
         method: 'POST',
@@ -73,12 +69,11 @@ describe('UisService across a restart (SQLite file)', { timeout: 60_000 }, () =>
   });
 });
 
-describe('UisService: batches of a role without a defer schedule', { timeout: 90_000 }, () => {
+describe('ControlPlane: batches of a role without a defer schedule', { timeout: 90_000 }, () => {
   it('runs a batch again once its scorer is back, instead of leaving it queued until a restart', async () => {
     const launcher = new InProcessSimLauncher({ simOnloadMs: 5, simOffloadMs: 5 });
     launchers.push(launcher);
-    const s = new UisService({ config: splitTestConfig(), launcher });
-    await s.start();
+    const s = await createControlPlane({ config: splitTestConfig(), launcher });
     try {
       const genrm = s.managers.get('genrm')!;
       await genrm.deactivate();

@@ -1,6 +1,6 @@
+import { isUisError, type PathIssue } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
-import { isUisError, type PathIssue } from './errors.ts';
-import { fromRelaxArgs } from './legacy.ts';
+import { fromRelaxArgs } from './index.ts';
 
 /** Splits a shell-like command line (single quotes only) into argv. */
 export function argv(line: string): string[] {
@@ -248,7 +248,7 @@ describe('fromRelaxArgs', () => {
     ],
     ['bad JSON', `--resource '{"actor": [1, 8'`, ['--resource']],
     ['fractional GPUs', `--resource '{"actor": [1, 8], "rollout": [1, 2.5]}'`, ['--resource rollout[1]']],
-    ['unknown flag', `--resource '{"actor": [1, 8]}' --colocat`, ['--colocat']],
+    ['unknown flag', `--resource '{"actor": [1, 8]}' --colocatx`, ['--colocatx']],
     ['missing value', `--resource '{"actor": [1, 8]}' --num-gpus-per-node`, ['--num-gpus-per-node']],
     [
       'sglang-config not provided',

@@ -1,0 +1,77 @@
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { killTagged, spawnUis, taggedPids, within } from '../testing/uis-process.ts';
+
+// Chaos: `uis serve --launcher local` where one engine fails at once and the others never become healthy (the
+// mix that used to leave uis alive, not listening, until the 600 s start deadline).
+const tmp = mkdtempSync(join(tmpdir(), 'uis-chaos-start-'));
+const tags: string[] = [];
+
+afterAll(() => {
+  for (const t of tags) killTagged(t);
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+// A `python` first on PATH: the engine on GPU 0 exits 1 after a moment, every other one hangs without listening.
+const python = join(tmp, 'python');
+writeFileSync(
+  python,
+  [
+    '#!/bin/sh',
+    'case " $* " in',
+    '  *" --base-gpu-id 0 "*) echo "CUDA error: out of memory" >&2; sleep 0.3; exit 1 ;;',
+    'esac',
+    'exec sleep 600',
+  ].join('\n'),
+);
+chmodSync(python, 0o755);
+const config = join(tmp, 'four.yaml');
+writeFileSync(
+  config,
+  [
+    'cluster: { nodes: [{ name: node-0, gpus: 4 }] }',
+    'gateway: { launcher: local }',
+    'roles:',
+    '  rollout:',
+    '    deployment: { mode: decoupled }',
+    '    models:',
+    '      - { name: policy, model_path: /models/p, weight_source: disk, engine_groups: [{ num_gpus: 4, gpus_per_engine: 1 }] }',
+  ].join('\n'),
+);
+
+const RUNS = 20;
+const PARALLEL = 4;
+
+describe('chaos: a failed start', { timeout: 600_000 }, () => {
+  it(`exits by itself with the failure code and leaves no engine, ${RUNS} of ${RUNS} runs`, async () => {
+    const outcomes: Array<{ code: number | null; ms: number; left: number; stderr: string }> = [];
+    const one = async () => {
+      const t0 = Date.now();
+      const uis = spawnUis(['serve', '--config', config, '--port', '0'], {
+        PATH: `${tmp}:${process.env.PATH ?? ''}`,
+      });
+      tags.push(uis.tag);
+      const timer = setTimeout(() => uis.child.kill('SIGKILL'), 60_000);
+      const code = await uis.exited;
+      clearTimeout(timer);
+      const ms = Date.now() - t0;
+      // The engines were stopped before uis exited; give the kernel a moment to reap what it killed.
+      await within(2000, () => taggedPids(uis.tag).length === 0, 'no engine left').catch(() => undefined);
+      outcomes.push({ code, ms, left: taggedPids(uis.tag).length, stderr: uis.errors() });
+    };
+    for (let i = 0; i < RUNS; i += PARALLEL) await Promise.all(Array.from({ length: PARALLEL }, one));
+    const slowest = Math.max(...outcomes.map((o) => o.ms));
+    console.log(
+      `chaos: ${RUNS} failed starts, exit codes ${[...new Set(outcomes.map((o) => o.code))]}, slowest ${slowest} ms`,
+    );
+    for (const o of outcomes) {
+      expect(o.code, o.stderr).toBe(2);
+      expect(o.stderr).toContain('start_failed');
+      expect(o.stderr).toContain('out of memory');
+      expect(o.left).toBe(0);
+    }
+    expect(outcomes).toHaveLength(RUNS);
+  });
+});

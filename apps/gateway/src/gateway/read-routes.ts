@@ -1,0 +1,164 @@
+import type { InferenceManager } from '@uis/manager';
+import { candidatesOf } from '@uis/routing';
+import { type DiscoverySnapshot, type GroupPlacement, retryGuidance, UisError, zodError } from '@uis/spec';
+import type { Context, Hono } from 'hono';
+import { z } from 'zod';
+import { servingPaths } from '../proxy/index.ts';
+import { authorized, unauthorized } from './auth.ts';
+import { legacyEngines } from './legacy-engines.ts';
+
+export const EngineQuerySchema = z.object({
+  // Decimal digits only: `Number()` would read '' as 0 and '0x10' as 16, answering a revision nobody asked for.
+  wait_revision: z
+    .string()
+    .regex(/^\d{1,15}$/, 'must be a topology revision: a non-negative decimal integer')
+    .transform(Number)
+    .optional(),
+  timeout_s: z
+    .string()
+    .trim()
+    .min(1, 'must be a number of seconds')
+    .transform(Number)
+    .pipe(z.number().nonnegative())
+    .optional(),
+  schema: z.enum(['1', '2']).optional(),
+  model_name: z.string().min(1).optional(),
+  /** The epoch the client's `wait_revision` belongs to: revisions restart with a new registry, so a client that
+   * saw another epoch gets the current snapshot at once instead of waiting for a revision that may never come. */
+  registry_epoch: z.string().min(1).optional(),
+});
+export const HealthQuerySchema = z.object({ schema: z.enum(['1', '2']).optional() });
+
+/** Methods other than the ones a route answers get 405 + `Allow` instead of a 404 that hides the route. */
+export const OTHER_METHODS = {
+  read: ['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
+  serving: ['GET', 'HEAD', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
+} as const;
+
+export function methodNotAllowed(method: string, path: string, allow: string): UisError {
+  return new UisError({
+    code: 'method_not_allowed',
+    status: 405,
+    path: 'method',
+    message: `${method} ${path} is not supported; use ${allow}`,
+  });
+}
+
+const queryError = (error: z.ZodError): UisError => zodError(error, 'query', 'invalid_query');
+
+/** What a role's read routes need from its gateway. */
+export interface ReadRouteDeps {
+  role: string;
+  manager: InferenceManager;
+  /** The role's aliases (alias -> model), listed by `/v1/models`. */
+  aliases: Readonly<Record<string, string>>;
+  placements: readonly GroupPlacement[];
+  servingTokens: readonly string[];
+  maxWaitSeconds: number;
+}
+
+/** The OpenAI model list of a role: model ids (`root` = served name, `state`) and aliases (`alias_of`). */
+export function modelList(snapshot: DiscoverySnapshot, aliases: Readonly<Record<string, string>>) {
+  const created = Math.floor(Date.now() / 1000);
+  const data: Array<Record<string, unknown>> = Object.entries(snapshot.models).map(([name, m]) => ({
+    id: name,
+    object: 'model',
+    created,
+    owned_by: 'uis',
+    root: m.served_model_name ?? name,
+    state: m.state,
+  }));
+  for (const [alias, target] of Object.entries(aliases)) {
+    if (Object.hasOwn(snapshot.models, alias)) continue;
+    data.push({ id: alias, object: 'model', created, owned_by: 'uis', root: target, alias_of: target });
+  }
+  return { object: 'list' as const, data };
+}
+
+/** Discovery (long-poll, legacy shape), health and the model list of one role, on Hono. */
+export function mountReadRoutes(app: Hono, deps: ReadRouteDeps): void {
+  const base = `/${deps.role}`;
+  if (deps.servingTokens.length > 0) {
+    const tokens = deps.servingTokens;
+    app.use(`${base}/*`, async (c, next) => {
+      if (!authorized(c.req.header('authorization'), tokens)) {
+        return c.json(unauthorized(`${deps.role} discovery`).toJSON(), 401);
+      }
+      await next();
+    });
+  }
+  app.get(`${base}/engines`, async (c) => {
+    const q = EngineQuerySchema.safeParse(c.req.query());
+    if (!q.success) return c.json(queryError(q.error).toJSON(), 400);
+    const { wait_revision, timeout_s, schema, model_name, registry_epoch } = q.data;
+    const registry = deps.manager.registry;
+    let snapshot = registry.snapshot();
+    const sameEpoch = registry_epoch === undefined || registry_epoch === snapshot.registry_epoch;
+    if (wait_revision !== undefined && sameEpoch && snapshot.topology_revision <= wait_revision) {
+      const seconds = Math.min(timeout_s ?? 30, deps.maxWaitSeconds);
+      // Woken by the registry's publication (subscribe), not by polling; a client that leaves ends the wait.
+      snapshot = await registry.waitForRevision(wait_revision + 1, seconds * 1000, c.req.raw.signal);
+    }
+    if (schema === '1') {
+      const pids = (id: string) => pidsOf(deps.manager, id);
+      return c.json(legacyEngines(snapshot, deps.placements, pids, model_name));
+    }
+    if (model_name !== undefined) {
+      const entry = snapshot.models[model_name];
+      return c.json({ ...snapshot, models: entry === undefined ? {} : { [model_name]: entry } });
+    }
+    return c.json(snapshot);
+  });
+  app.get(`${base}/health`, (c) => {
+    const q = HealthQuerySchema.safeParse(c.req.query());
+    if (!q.success) return c.json(queryError(q.error).toJSON(), 400);
+    const snapshot = deps.manager.registry.snapshot();
+    const models: Record<string, unknown> = {};
+    let anyServing = false;
+    for (const [name, m] of Object.entries(snapshot.models)) {
+      const eligible = candidatesOf(m).length;
+      const canServe = m.router_url !== null ? m.state === 'ready' : m.state === 'ready' && eligible > 0;
+      anyServing ||= canServe;
+      const guidance = retryGuidance(m.state, m.held === true);
+      models[name] = {
+        state: m.state,
+        can_serve: canServe,
+        replicas: m.engines.length,
+        eligible_replicas: eligible,
+        weight_version: m.weight_version ?? null,
+        ...(canServe ? {} : { reason: guidance.reason, retry_after_s: guidance.retryAfterSeconds }),
+      };
+    }
+    if (q.data.schema === '1') {
+      // Relax's GenRM service answered this shape; healthy means it can score now.
+      return c.json({ status: anyServing ? 'healthy' : 'unhealthy', service: deps.role });
+    }
+    return c.json({
+      status: 'ok',
+      role: deps.role,
+      phase: snapshot.phase,
+      topology_revision: snapshot.topology_revision,
+      registry_epoch: snapshot.registry_epoch ?? null,
+      can_serve: anyServing,
+      models,
+    });
+  });
+  app.get(`${base}/v1/models`, (c) => c.json(modelList(deps.manager.registry.snapshot(), deps.aliases)));
+  const read = [`${base}/engines`, `${base}/health`, `${base}/v1/models`];
+  const { generate, chat, completions } = servingPaths(deps.role);
+  const refuse = (allow: string) => (c: Context) => {
+    c.header('allow', allow);
+    return c.json(methodNotAllowed(c.req.method, c.req.path, allow).toJSON(), 405);
+  };
+  app.on([...OTHER_METHODS.read], read, refuse('GET, HEAD'));
+  // POST never gets here: the serving routes answer it on the fast path.
+  app.on([...OTHER_METHODS.serving], [generate, ...chat, ...completions], refuse('POST'));
+}
+
+function pidsOf(manager: InferenceManager, engineId: string): number[] {
+  for (const m of Object.values(manager.snapshot().models)) {
+    const r = m.replicas.find((x) => x.engine_id === engineId);
+    if (r) return r.pids;
+  }
+  return [];
+}

@@ -1,0 +1,262 @@
+"""``UisClient``: the synchronous client of one uis service (serving, discovery and every admin command).
+
+Barrier waits and phase advances work from one thread: ``advance_and_wait`` starts the trainer's barrier wait in a
+background thread, advances the phase, and returns the lease once the barrier opens; ``barrier_future`` gives the
+wait as a ``Future`` for other orders."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from . import _calls
+from ._calls import Call
+from ._transport import Settings, run_sync
+from .direct import DirectClient
+from .discovery import DiscoverySnapshot
+from .errors import UisError
+from .models import Batch, BatchSample, BatchState, Event, Health, Lease, ModelList, Operation
+from .watcher import DiscoveryWatcher
+
+if TYPE_CHECKING:
+    import openai
+
+_DONE: tuple[BatchState, ...] = ("committed", "failed")
+
+
+class UisClient:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        admin_token: str | None = None,
+        serving_token: str | None = None,
+        actor: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        max_retry_wait: float = 60.0,
+    ) -> None:
+        self.settings = Settings(
+            base_url.rstrip("/"), admin_token, serving_token, actor, timeout, max_retries, max_retry_wait
+        )
+        self._http = httpx.Client(base_url=self.settings.base_url, timeout=timeout)
+        self._pool: ThreadPoolExecutor | None = None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        self._http.close()
+
+    def __enter__(self) -> UisClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(self, call: Call[_calls.T], operation_id: str | None = None) -> _calls.T:
+        return run_sync(self._http, self.settings, call, operation_id)
+
+    # ---- serving and discovery ------------------------------------------------------------------------------
+
+    def engines(self, role: str, model_name: str | None = None) -> DiscoverySnapshot:
+        return self.run(_calls.engines(role, model_name))
+
+    def health(self, role: str) -> Health:
+        return self.run(_calls.health(role))
+
+    def models(self, role: str) -> ModelList:
+        return self.run(_calls.models(role))
+
+    def generate(self, role: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Any:
+        """SGLang ``/generate`` through the role's gateway (``model`` / ``route_key`` choose the model)."""
+        return self.run(_calls.serve(role, "generate", body, headers))
+
+    def chat_completions(self, role: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Any:
+        """OpenAI chat through the role's gateway (``client.openai(role)`` for the official client)."""
+        return self.run(_calls.serve(role, "v1/chat/completions", body, headers))
+
+    def watch(self, role: str, poll_timeout_s: float = 30.0) -> DiscoveryWatcher:
+        """A discovery watcher (``with client.watch("rollout") as w: ...``)."""
+        return DiscoveryWatcher(self.settings, role, poll_timeout_s=poll_timeout_s)
+
+    def direct(self, role: str, *, watch: bool = True) -> DirectClient:
+        """Direct routing to the role's engines (``with client.direct("rollout") as d: d.generate(...)``)."""
+        return DirectClient(self.settings, role, watch=watch)
+
+    def openai(self, role: str | None = None, **kwargs: Any) -> openai.OpenAI:
+        """An ``openai.OpenAI`` client on the role's OpenAI routes (``/<role>/v1``); without a role, the root
+        ``/v1`` routes that find the role from the model name."""
+        import openai
+
+        base = f"{self.settings.base_url}/{role}/v1" if role else f"{self.settings.base_url}/v1"
+        token = self.settings.serving_token or self.settings.admin_token or "uis"
+        return openai.OpenAI(base_url=base, api_key=token, **kwargs)
+
+    # ---- roles and models -----------------------------------------------------------------------------------
+
+    def activate_role(self, role: str, tags: list[str] | None = None, *, operation_id: str | None = None) -> Any:
+        return self.run(_calls.activate_role(role, tags), operation_id).result
+
+    def drain_role(
+        self,
+        role: str,
+        *,
+        deadline_ms: int | None = None,
+        policy: str | None = None,
+        operation_id: str | None = None,
+    ) -> Any:
+        return self.run(_calls.drain_role(role, deadline_ms, policy), operation_id).result
+
+    def deactivate_role(self, role: str, *, operation_id: str | None = None) -> Any:
+        return self.run(_calls.deactivate_role(role), operation_id).result
+
+    def activate_model(
+        self, role: str, model: str, tags: list[str] | None = None, *, operation_id: str | None = None
+    ) -> Any:
+        return self.run(_calls.activate_model(role, model, tags), operation_id).result
+
+    def drain_model(
+        self,
+        role: str,
+        model: str,
+        *,
+        deadline_ms: int | None = None,
+        policy: str | None = None,
+        operation_id: str | None = None,
+    ) -> Any:
+        return self.run(_calls.drain_model(role, model, deadline_ms, policy), operation_id).result
+
+    def deactivate_model(self, role: str, model: str, *, operation_id: str | None = None) -> Any:
+        return self.run(_calls.deactivate_model(role, model), operation_id).result
+
+    def update_weights(
+        self, role: str, model: str, body: dict[str, Any], *, operation_id: str | None = None
+    ) -> Any:
+        """Any weight update the service takes (``source``: disk, version, distributed)."""
+        return self.run(_calls.update_weights(role, model, body), operation_id).result
+
+    def update_weights_from_disk(
+        self, role: str, model: str, model_path: str, weight_version: str, *, operation_id: str | None = None
+    ) -> Any:
+        body = {"source": "disk", "model_path": model_path, "weight_version": weight_version}
+        return self.update_weights(role, model, body, operation_id=operation_id)
+
+    def set_weight_version(
+        self, role: str, model: str, weight_version: str, *, operation_id: str | None = None
+    ) -> Any:
+        """Commits ``weight_version`` as the model's version (after weights were pushed to every replica)."""
+        body = {"source": "version", "weight_version": weight_version}
+        return self.update_weights(role, model, body, operation_id=operation_id)
+
+    def register_engine(self, role: str, model: str, url: str, *, operation_id: str | None = None) -> Any:
+        return self.run(_calls.register_engine(role, model, url), operation_id).result
+
+    def unregister_engine(self, role: str, engine_id: str, *, operation_id: str | None = None) -> Any:
+        return self.run(_calls.unregister_engine(role, engine_id), operation_id).result
+
+    def restart_replica(self, role: str, engine_id: str, *, operation_id: str | None = None) -> Any:
+        return self.run(_calls.restart_replica(role, engine_id), operation_id).result
+
+    def roles(self) -> dict[str, Any]:
+        return self.run(_calls.roles())
+
+    # ---- phases and barriers --------------------------------------------------------------------------------
+
+    def phases(self) -> list[Lease]:
+        return self.run(_calls.phases())
+
+    def advance_phase(
+        self, group: str | None = None, to: str | None = None, *, operation_id: str | None = None
+    ) -> Any:
+        return self.run(_calls.advance_phase(group, to), operation_id).result
+
+    def resolve_lease(
+        self, phase: str, group: str | None = None, note: str | None = None, *, operation_id: str | None = None
+    ) -> Any:
+        return self.run(_calls.resolve_lease(phase, group, note), operation_id).result
+
+    def wait_barrier(self, phase: str, group: str | None = None, timeout_s: float = 600.0) -> Lease:
+        """Blocks until ``phase`` is resident and its work written back (504 ``barrier_timeout`` after
+        ``timeout_s``)."""
+        return self.run(_calls.wait_barrier(phase, group, timeout_s))
+
+    def barrier_future(self, phase: str, group: str | None = None, timeout_s: float = 600.0) -> Future[Lease]:
+        """The barrier wait in a background thread, for calls that must happen while it waits."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="uis-barrier")
+        return self._pool.submit(self.wait_barrier, phase, group, timeout_s)
+
+    def advance_and_wait(
+        self, wait_for: str, group: str | None = None, to: str | None = None, timeout_s: float = 600.0
+    ) -> Lease:
+        """The trainer's step from one thread: wait at ``wait_for``'s barrier while the phase advances (the
+        scorer phases run their batches on the way), and return its lease once it opens."""
+        barrier = self.barrier_future(wait_for, group, timeout_s)
+        try:
+            self.advance_phase(group, to)
+        except BaseException:
+            barrier.cancel()
+            raise
+        return barrier.result(timeout=timeout_s + 60)
+
+    def release_barrier(self, phase: str, group: str | None = None, *, operation_id: str | None = None) -> Any:
+        return self.run(_calls.release_barrier(phase, group), operation_id).result
+
+    # ---- deferred batches -----------------------------------------------------------------------------------
+
+    def submit_batch(
+        self,
+        kind: str,
+        samples: list[dict[str, Any]],
+        model: str | None = None,
+        *,
+        operation_id: str | None = None,
+    ) -> Batch:
+        """Creates, fills and seals a deferred batch (``genrm_sample`` / ``teacher_sample`` build samples)."""
+        op: Operation[Batch] = self.run(_calls.submit_batch(kind, samples, model), operation_id)
+        return op.result
+
+    def batches(self, state: str | None = None, role: str | None = None) -> list[Batch]:
+        return self.run(_calls.batches(state, role))
+
+    def batch(self, batch_id: str) -> Batch:
+        return self.run(_calls.batch_page(batch_id, None, 1)).batch
+
+    def wait_batch(self, batch_id: str, timeout_s: float = 600.0, poll_s: float = 0.2) -> Batch:
+        """Blocks until the batch is committed (its outputs written back); a failed batch raises
+        ``batch_failed`` with the reason."""
+        deadline = time.monotonic() + timeout_s
+        delay = poll_s
+        while True:
+            batch = self.batch(batch_id)
+            if batch.state == "failed":
+                raise UisError("batch_failed", batch.reason or "batch failed", status=409, details=batch)
+            if batch.state in _DONE:
+                return batch
+            if time.monotonic() + delay > deadline:
+                raise UisError("batch_timeout", f"batch {batch_id} is {batch.state} after {timeout_s}s", status=0)
+            time.sleep(delay)
+            delay = min(delay * 1.5, 2.0)
+
+    def batch_results(self, batch_id: str, page_size: int = 500) -> Iterator[BatchSample]:
+        """Every sample's output of a committed batch, read page by page."""
+        after: str | None = None
+        while True:
+            page = self.run(_calls.batch_page(batch_id, after, page_size))
+            yield from page.samples
+            if page.next_after is None or not page.samples:
+                return
+            after = page.next_after
+
+    def events(
+        self,
+        after: int | None = None,
+        limit: int | None = None,
+        kind: str | None = None,
+        subject: str | None = None,
+    ) -> list[Event]:
+        return self.run(_calls.events(after, limit, kind, subject))

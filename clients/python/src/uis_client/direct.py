@@ -1,0 +1,198 @@
+"""``DirectClient``: a workload routes itself to engines with discovery and the routing rules of ``@uis/routing``
+(same decisions, checked by the shared vectors), skipping the gateway hop. On a connection error or a 503 it
+refreshes discovery once and retries once on another replica; a 4xx is raised as is. Engines get no credential."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import httpx
+
+from . import _calls
+from ._transport import Settings, run_sync
+from .discovery import DiscoverySnapshot
+from .errors import ConnectionFailedError, UisError, error_from_response
+from .routing import ReplicaSelector, request_keys, route
+from .routing.resolve import ResolvedModel
+from .routing.selector import Selection
+from .watcher import DiscoveryWatcher
+
+_OPENAI_PATHS = frozenset({"/v1/chat/completions", "/v1/completions"})
+
+
+class DirectClient:
+    """``client.direct("rollout")``; ``generate``, ``chat_completions``, ``completions`` and their streams."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        role: str,
+        *,
+        watch: bool = True,
+        failure_cooldown_s: float = 10.0,
+        timeout: float = 600.0,
+    ) -> None:
+        self._settings = settings
+        self._role = role
+        self._http = httpx.Client(base_url=settings.base_url, timeout=settings.timeout)
+        self._engines = httpx.Client(timeout=httpx.Timeout(timeout, connect=10.0))
+        self._watcher = DiscoveryWatcher(settings, role) if watch else None
+        self._snapshot: DiscoverySnapshot | None = None
+        self._suspects: dict[str, float] = {}
+        self._cooldown = failure_cooldown_s
+        self.selector = ReplicaSelector()
+
+    def start(self) -> DiscoverySnapshot:
+        if self._watcher is not None:
+            return self._watcher.start()
+        return self.refresh()
+
+    def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+        self._http.close()
+        self._engines.close()
+
+    def __enter__(self) -> DirectClient:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def snapshot(self) -> DiscoverySnapshot:
+        if self._watcher is not None:
+            return self._watcher.snapshot
+        if self._snapshot is None:
+            return self.refresh()
+        return self._snapshot
+
+    def refresh(self) -> DiscoverySnapshot:
+        snapshot = run_sync(self._http, self._settings, _calls.engines(self._role))
+        self._snapshot = snapshot
+        return snapshot
+
+    def pick(
+        self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None, exclude: set[str] | None = None
+    ) -> tuple[ResolvedModel, Selection]:
+        """The routing decision for a request, without sending it."""
+        keys = request_keys(body, headers)
+        failed = set(exclude or ())
+        now = time.monotonic()
+        suspects = {e for e, until in self._suspects.items() if until > now}
+        routed = route(self.snapshot, keys, self.selector, failed | suspects)
+        if isinstance(routed, UisError) and routed.code == "no_eligible_replica" and suspects and not failed:
+            # Locally suspected replicas are a hint, not a rule: if they are all that is left, try them.
+            routed = route(self.snapshot, keys, self.selector)
+        if isinstance(routed, UisError):
+            raise routed
+        return routed
+
+    def generate(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """SGLang ``/generate`` on a replica chosen by the rules (``model``/``route_key`` choose and are removed)."""
+        return self._json("/generate", body, headers)
+
+    def chat_completions(
+        self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        return self._json("/v1/chat/completions", body, headers)
+
+    def completions(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+        return self._json("/v1/completions", body, headers)
+
+    def chat_completions_stream(
+        self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """The chunks of a streamed chat completion (``stream: true`` is set). Never replayed once started."""
+        return self._stream("/v1/chat/completions", {**body, "stream": True}, headers)
+
+    def generate_stream(
+        self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        return self._stream("/generate", {**body, "stream": True}, headers)
+
+    def _engine_body(self, path: str, body: Mapping[str, Any], model: ResolvedModel) -> dict[str, Any]:
+        rest = {k: v for k, v in body.items() if k != "route_key"}
+        if path in _OPENAI_PATHS:
+            return {**rest, "model": model.served_name}
+        return {k: v for k, v in rest.items() if k != "model"}
+
+    def _send(
+        self, path: str, body: Mapping[str, Any], headers: Mapping[str, str] | None, stream: bool
+    ) -> tuple[httpx.Response, str | None]:
+        failed: set[str] = set()
+        last: UisError | None = None
+        for attempt in range(2):
+            if attempt == 1 and self._watcher is None:
+                try:
+                    self.refresh()
+                except UisError:
+                    pass  # the last snapshot is still usable
+            try:
+                model, sel = self.pick(body, headers, failed)
+            except UisError as e:
+                if e.status != 503 or last is None:
+                    raise
+                break
+            engine = sel.engine_id
+            if engine is not None:
+                self.selector.acquire(engine)
+            request = self._engines.build_request(
+                "POST", sel.url + path, json=self._engine_body(path, body, model), headers=dict(headers or {})
+            )
+            try:
+                response = self._engines.send(request, stream=stream)
+            except httpx.TransportError as e:
+                self._done(engine)
+                if engine is not None:
+                    failed.add(engine)
+                    self._suspects[engine] = time.monotonic() + self._cooldown
+                last = ConnectionFailedError(
+                    "engine_unreachable", f"engine {engine or sel.url} at {sel.url}: {e}", status=503, path=sel.url
+                )
+                continue
+            if response.status_code < 400:
+                return response, engine
+            response.read()
+            response.close()
+            self._done(engine)
+            error = error_from_response(response)
+            if response.status_code != 503:
+                raise error
+            if engine is not None:
+                failed.add(engine)
+            last = error
+        assert last is not None
+        raise last
+
+    def _done(self, engine: str | None) -> None:
+        if engine is not None:
+            self.selector.release(engine)
+
+    def _json(self, path: str, body: Mapping[str, Any], headers: Mapping[str, str] | None) -> dict[str, Any]:
+        response, engine = self._send(path, body, headers, stream=False)
+        try:
+            data: dict[str, Any] = response.json()
+            return data
+        finally:
+            self._done(engine)
+
+    def _stream(
+        self, path: str, body: Mapping[str, Any], headers: Mapping[str, str] | None
+    ) -> Iterator[dict[str, Any]]:
+        response, engine = self._send(path, body, headers, stream=True)
+        try:
+            for line in response.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                yield json.loads(data)
+        finally:
+            response.close()
+            self._done(engine)

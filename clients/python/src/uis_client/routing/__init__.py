@@ -1,0 +1,37 @@
+"""The routing rules of ``@uis/routing`` in Python: the same decisions on the same snapshot (checked by the
+shared vectors in ``packages/routing/vectors``)."""
+
+from .hashing import fnv1a64, rendezvous_weight
+from .request_keys import (
+    DEFAULT_AFFINITY_HEADER,
+    MIN_WEIGHT_VERSION_HEADER,
+    ROUTE_KEY_HEADER,
+    RequestKeys,
+    request_keys,
+)
+from .resolve import ResolvedModel, resolve_model
+from .route import route
+from .selector import Candidate, ReplicaSelector, Selection, is_eligible
+from .states import retry_guidance
+from .weight_version import compare_weight_versions, meets_min_weight_version
+
+__all__ = [
+    "DEFAULT_AFFINITY_HEADER",
+    "MIN_WEIGHT_VERSION_HEADER",
+    "ROUTE_KEY_HEADER",
+    "Candidate",
+    "ReplicaSelector",
+    "RequestKeys",
+    "ResolvedModel",
+    "Selection",
+    "compare_weight_versions",
+    "fnv1a64",
+    "is_eligible",
+    "meets_min_weight_version",
+    "rendezvous_weight",
+    "request_keys",
+    "resolve_model",
+    "retry_guidance",
+    "route",
+]
+

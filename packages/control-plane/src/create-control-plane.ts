@@ -1,0 +1,253 @@
+import {
+  BatchStore,
+  EventLog,
+  ExternalLauncher,
+  InferenceManager,
+  InMemoryPlacementGroups,
+  type Launcher,
+  LifecycleCoordinator,
+  LocalLauncher,
+  type Logger,
+  type ManagerOptions,
+  type ModelRouters,
+  openStore,
+  type PlacementGroups,
+  SimLauncher,
+  silentLogger,
+  startModelRouters,
+  wireDeferredScoring,
+} from '@uis/manager';
+import { PlacementPlanner } from '@uis/planner';
+import {
+  capabilities,
+  configuredRoles,
+  type InferenceRoleSpec,
+  type PlacementPlan,
+  RayGatewayConfigSchema,
+  type Role,
+  roleSpec,
+  type UisConfig,
+  UisError,
+} from '@uis/spec';
+import { BarrierBoard } from './barrier-board.ts';
+import { ControlPlane, type ControlPlaneParts, stopParts } from './control-plane.ts';
+import { type StartedRay, startRay } from './launchers/ray.ts';
+import { ControlPlaneStream } from './stream.ts';
+import { UndeferredBatches } from './undeferred-batches.ts';
+
+export type LauncherKind = 'sim' | 'local' | 'external' | 'ray';
+
+export interface ControlPlaneOptions {
+  config: UisConfig;
+  /** A launcher instance, or a kind built here (`external` reads `gateway.external_urls`, `ray` reads
+   * `gateway.ray`). Default `sim`. */
+  launcher?: Launcher | LauncherKind;
+  dbPath?: string;
+  managerOptions?: ManagerOptions;
+  logger?: Logger;
+  /** Deadline of one phase transition. Default 10 min. */
+  transitionTimeoutMs?: number;
+  /** How often the stream reports batch progress while a batch is scored. Default 1 s. */
+  batchProgressMs?: number;
+}
+
+/** The placement plan of a config, or 400 `invalid_layout` naming every violation. */
+export function planOf(config: UisConfig): PlacementPlan {
+  const result = new PlacementPlanner().plan(config);
+  if (!result.ok)
+    throw new UisError({
+      code: 'invalid_layout',
+      status: 400,
+      path: result.errors[0]?.path,
+      message: `the layout is invalid: ${result.errors.map((e) => `${e.path}: ${e.message}`).join('; ')}`,
+      details: result.errors,
+    });
+  return result.plan;
+}
+
+function buildLauncher(kind: Exclude<LauncherKind, 'ray'>, config: UisConfig): Launcher {
+  switch (kind) {
+    case 'sim':
+      return new SimLauncher();
+    case 'local':
+      return new LocalLauncher();
+    case 'external':
+      return new ExternalLauncher(config.gateway?.external_urls ?? {});
+  }
+}
+
+/**
+ * Composes and starts everything `uis serve` and `uis demo` run besides HTTP, each part before its users: the
+ * plan, the store, Ray (when the launcher is `ray`: nothing else starts if the cluster cannot be reached), the
+ * SGLang router of every router-mode model, one InferenceManager per role (all started; all stopped again if one
+ * fails), the external engines of the config, each activation group brought to its recorded or first phase, and
+ * the sealed batches of roles without a defer schedule. A failure stops what already started and rethrows.
+ */
+export async function createControlPlane(opts: ControlPlaneOptions): Promise<ControlPlane> {
+  const config = opts.config;
+  const logger = opts.logger ?? silentLogger;
+  const plan = planOf(config);
+  const db = openStore(opts.dbPath ?? config.gateway?.db_path ?? ':memory:');
+  const events = new EventLog(db);
+  const store = new BatchStore(db);
+  const base = {
+    managers: new Map<Role, InferenceManager>(),
+    routers: new Map<Role, ModelRouters>(),
+    routerUrls: new Map<Role, Record<string, string>>(),
+    ray: null as StartedRay | null,
+    db,
+    logger,
+    cleanups: [] as Array<() => void>,
+  };
+  try {
+    const kind = typeof opts.launcher === 'object' ? null : (opts.launcher ?? 'sim');
+    // The gateway.ray block had its defaults applied when the config was parsed; `--launcher ray` without one gets
+    // the same defaults here.
+    if (kind === 'ray')
+      base.ray = await startRay(config.gateway?.ray ?? RayGatewayConfigSchema.parse({}), plan, logger);
+    const launcher: Launcher =
+      typeof opts.launcher === 'object'
+        ? opts.launcher
+        : (base.ray?.runtime.launcher ?? buildLauncher(kind as Exclude<LauncherKind, 'ray'>, config));
+    // On Ray the plan's pools are real placement groups (created and removed only where the plan says the manager
+    // owns them); the other launchers run on this host, where a PG is only bookkeeping.
+    const pgs: PlacementGroups = base.ray?.runtime.placementGroups ?? new InMemoryPlacementGroups();
+    const roles: Partial<Record<Role, InferenceRoleSpec>> = {};
+    for (const { role, spec } of configuredRoles(config)) {
+      const r = roleSpec(role, spec);
+      roles[role] = r;
+      if (r.models.some((m) => capabilities(m).needs_router)) {
+        const started = await startModelRouters(r);
+        base.routers.set(role, started);
+        base.routerUrls.set(role, { ...started.routerUrls });
+      }
+    }
+    for (const [role, r] of Object.entries(roles) as Array<[Role, InferenceRoleSpec]>) {
+      const routers = base.routers.get(role);
+      const urls = base.routerUrls.get(role);
+      base.managers.set(
+        role,
+        new InferenceManager({
+          role: r,
+          placements: plan.placements,
+          pools: plan.pools,
+          launcher,
+          placementGroups: pgs,
+          events,
+          logger,
+          ...(routers ? { routers: routers.routers } : {}),
+          ...(urls || opts.managerOptions
+            ? { options: { ...opts.managerOptions, ...(urls ? { routerUrls: urls } : {}) } }
+            : {}),
+        }),
+      );
+    }
+    return await startParts(opts, { ...base, config, plan, roles, events, store, launcher });
+  } catch (e) {
+    await stopParts(base);
+    throw e;
+  }
+}
+
+type Built = Pick<
+  ControlPlaneParts,
+  | 'config'
+  | 'plan'
+  | 'roles'
+  | 'managers'
+  | 'db'
+  | 'events'
+  | 'store'
+  | 'launcher'
+  | 'ray'
+  | 'routers'
+  | 'routerUrls'
+  | 'logger'
+  | 'cleanups'
+>;
+
+/** The coordinator and deferred scoring over the built managers; then every manager starts, the external
+ * engines attach and each activation group comes to its phase. */
+async function startParts(opts: ControlPlaneOptions, built: Built): Promise<ControlPlane> {
+  const { plan, managers, events, store, logger } = built;
+  const groups = plan.activation_groups;
+  // Without a schedule the coordinator has no group: batches then run as soon as they are sealed.
+  const coordinator = new LifecycleCoordinator({
+    groups,
+    participants: [...managers.values()],
+    db: built.db,
+    events,
+    registries: [...managers.values()].map((m) => m.registry),
+    logger,
+    ...(opts.transitionTimeoutMs === undefined ? {} : { transitionTimeoutMs: opts.transitionTimeoutMs }),
+  });
+  const wired = wireDeferredScoring({
+    coordinator,
+    store,
+    managers: Object.fromEntries(managers),
+    phases: groups.flatMap((g) => g.phases),
+    runner: { logger },
+  });
+  // (The wiring resumed batches a dead process left running: their staged results are reused on the next run.)
+  if (wired.recovered.length > 0) logger.info({ batches: wired.recovered }, 'batches recovered');
+  const parts: ControlPlaneParts = {
+    ...built,
+    coordinator,
+    runner: wired.runner,
+    undeferred: new UndeferredBatches(wired.runner, store, logger),
+    barriers: new BarrierBoard(),
+    stream: new ControlPlaneStream(),
+  };
+  try {
+    const results = await Promise.allSettled([...managers.values()].map((m) => m.start()));
+    const failed = results.find((r) => r.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+    for (const { role, spec } of configuredRoles(built.config)) {
+      const model = spec.models[0]?.name;
+      const m = managers.get(role);
+      if (!m || !model) continue;
+      for (const url of spec.external_engine_urls ?? []) await m.registerExternal(model, url);
+    }
+    for (const g of groups) {
+      const lease = coordinator.lease(g.name);
+      // Every engine starts resident: bring the group to its recorded phase (a restart) or its first one. A
+      // blocked lease stays blocked: an operator must say which phase really holds the GPUs.
+      if (lease.status === 'held')
+        await coordinator.initialize({
+          group: g.name,
+          actor: 'system',
+          ...(lease.phase === null ? {} : { phase: lease.phase }),
+        });
+      else logger.warn({ group: g.name, reason: lease.reason }, 'activation lease is blocked; resolve it');
+    }
+  } catch (e) {
+    await stopParts(parts);
+    throw e;
+  }
+  feedStream(parts, opts.batchProgressMs ?? 1000);
+  const plane = new ControlPlane(parts);
+  // Batches sealed before a restart, of roles without a defer schedule, run now.
+  for (const role of managers.keys())
+    if (!plane.deferred(role))
+      for (const b of store.list({ state: 'sealed', role })) parts.undeferred.run(b.id);
+  return plane;
+}
+
+/** Connects the parts' own notifications to the typed stream. */
+function feedStream(parts: ControlPlaneParts, batchProgressMs: number): void {
+  const { stream } = parts;
+  parts.cleanups.push(
+    parts.events.subscribe((event) => stream.emit({ type: 'audit', event })),
+    parts.barriers.subscribe(() => stream.emit({ type: 'barriers', barriers: parts.barriers.list() })),
+    ...[...parts.managers].map(([role, m]) =>
+      m.registry.subscribe((snapshot) => stream.emit({ type: 'topology', role, snapshot })),
+    ),
+  );
+  const ticker = setInterval(() => {
+    if (stream.size === 0) return;
+    const running = parts.store.list({ state: 'running' }).length;
+    if (running > 0) stream.emit({ type: 'batches', running });
+  }, batchProgressMs);
+  ticker.unref();
+  parts.cleanups.push(() => clearInterval(ticker));
+}

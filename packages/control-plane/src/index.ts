@@ -1,0 +1,16 @@
+export { BarrierBoard, type BarrierWait } from './barrier-board.ts';
+export { ControlPlane } from './control-plane.ts';
+export {
+  type ControlPlaneOptions,
+  createControlPlane,
+  type LauncherKind,
+  planOf,
+} from './create-control-plane.ts';
+export { InProcessSimLauncher } from './launchers/in-process-sim-launcher.ts';
+export type { StartedRay } from './launchers/ray.ts';
+export {
+  type ControlPlaneEvent,
+  type ControlPlaneListener,
+  ControlPlaneStream,
+} from './stream.ts';
+export { submitBatch } from './submit-batch.ts';

@@ -1,0 +1,57 @@
+import type { LeaseStatus } from '@uis/spec';
+
+/** What the coordinator needs from a role's manager. `InferenceManager` implements it. */
+export interface PhaseParticipant {
+  readonly role: string;
+  /** Drain + flush + release memory; reports per engine whether memory was reported released. */
+  drain(): Promise<OffloadReport>;
+  /** Onload (weights first, sync, then KV cache) -> ready. */
+  activate(): Promise<unknown>;
+  /** Launch the role's engines; with `sleep`, release their memory right after (report returned). */
+  start?(opts: { sleep?: boolean }): Promise<OffloadReport | null>;
+}
+
+export interface OffloadReport {
+  memoryReleased: boolean;
+  engines: Array<{ engine_id: string; memory_released: boolean; state: string }>;
+}
+
+export type { LeaseStatus };
+
+export interface Lease {
+  group: string;
+  /** The resident phase (while transitioning: the phase being left). */
+  phase: string | null;
+  /** Roles holding the GPUs of the group. */
+  holder: string[];
+  status: LeaseStatus;
+  reason: string | null;
+  target: string | null;
+  /** Proof recorded at the last transition: the roles that left and that each reported memory released. */
+  lastRelease: {
+    phase: string | null;
+    roles: string[];
+    engines: OffloadReport['engines'];
+    at: number;
+  } | null;
+  since: number;
+}
+
+export interface TransitionResult {
+  group: string;
+  from: string | null;
+  to: string;
+  /** Every phase entered (auto-advanced scorer phases included), in order. */
+  path: string[];
+  duration_ms: number;
+  steps: Array<{ step: string; phase: string; duration_ms: number }>;
+}
+
+export type PhaseTask = (ctx: { group: string; phase: string; signal: AbortSignal }) => Promise<void>;
+
+/** Who asked for a transition, carried into every audit event it writes. */
+export interface TransitionContext {
+  subject: string;
+  actor: string | null;
+  operation_id: string | null;
+}
