@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { CONFIG_SCHEMA_FILE, configJsonSchema } from './config-json-schema.ts';
@@ -12,7 +13,9 @@ const committed = JSON.parse(readFileSync(join(pkg, CONFIG_SCHEMA_FILE), 'utf8')
 const SCHEMA_LINE = '# yaml-language-server: $schema=../packages/spec/schema/uis-config.schema.json';
 
 /** A real JSON Schema validator (Ajv, draft 2020-12, strict), not zod: what editors and other tools apply. */
-const validate = new Ajv2020({ strict: true, allowUnionTypes: true, allErrors: true }).compile(committed);
+const ajv = new Ajv2020({ strict: true, allowUnionTypes: true, allErrors: true });
+addFormats.default(ajv);
+const validate = ajv.compile(committed);
 
 describe('the config JSON Schema', () => {
   it('is the one generated from the zod schema (run `pnpm --filter @uis/spec gen` after changing it)', () => {
