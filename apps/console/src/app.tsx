@@ -10,12 +10,21 @@ import { type ConsoleStateResult, useConsoleState } from './state/use-console-st
 
 // The planner and the YAML parser load only when the Plan page is opened.
 const PlanPage = lazy(() => import('./pages/plan-page.tsx').then((m) => ({ default: m.PlanPage })));
+// The chart library loads only with the pages that draw charts.
+const TimeSeriesPage = lazy(() =>
+  import('./observability/time-series-page.tsx').then((m) => ({ default: m.TimeSeriesPage })),
+);
+const GpuTimePage = lazy(() =>
+  import('./observability/gpu-time-page.tsx').then((m) => ({ default: m.GpuTimePage })),
+);
 
 export const ROUTES = [
   { id: 'cluster', label: 'Cluster' },
   { id: 'phases', label: 'Phases' },
   { id: 'replicas', label: 'Replicas' },
   { id: 'batches', label: 'Deferred batches' },
+  { id: 'timeseries', label: 'Time series' },
+  { id: 'gputime', label: 'GPU time' },
   { id: 'plan', label: 'Plan' },
   { id: 'events', label: 'Events' },
 ] as const;
@@ -148,7 +157,18 @@ export function App() {
             <TokenControl />
           </header>
           <ConnectionBanner live={live} />
-          {route === 'plan' ? (
+          {route === 'timeseries' || route === 'gputime' ? (
+            <Suspense
+              fallback={
+                <div className="placeholder" data-testid="loading">
+                  <div className="spinner" aria-hidden="true" />
+                  Loading the charts…
+                </div>
+              }
+            >
+              {route === 'timeseries' ? <TimeSeriesPage /> : <GpuTimePage />}
+            </Suspense>
+          ) : route === 'plan' ? (
             <Suspense
               fallback={
                 <div className="placeholder" data-testid="loading">

@@ -43,7 +43,7 @@ const pick = (excluding?: ReadonlySet<string>): ProxyTarget | UisError => {
     const t = targets[next++ % targets.length]!;
     if (excluding === undefined || !excluding.has(t.id)) return t;
   }
-  return new UisError({ code: 'no_replica', status: 503, message: 'no engine left to try' });
+  return new UisError({ code: 'no_replica', message: 'no engine left to try' });
 };
 
 let completed = 0;

@@ -150,7 +150,6 @@ export class ControlPlane {
     if (waiting !== null)
       throw new UisError({
         code: 'phase_not_resident',
-        status: 409,
         path: 'role',
         message: `${role} shares GPUs in activation group ${waiting.group}, which ${
           waiting.status === 'held' ? `is in phase ${waiting.phase}` : `is ${waiting.status}`
@@ -168,7 +167,6 @@ export class ControlPlane {
     if (!m)
       throw new UisError({
         code: 'unknown_role',
-        status: 404,
         path: 'role',
         message: `role ${JSON.stringify(role)} is not configured; roles: ${[...this.managers.keys()].join(', ')}`,
       });
@@ -197,9 +195,7 @@ export async function stopParts(
   > & { undeferred?: UndeferredBatches; coordinator?: LifecycleCoordinator },
 ): Promise<void> {
   for (const off of parts.cleanups.splice(0)) off();
-  parts.undeferred?.stop(
-    new UisError({ code: 'service_stopping', status: 503, message: 'the service is stopping' }),
-  );
+  parts.undeferred?.stop(new UisError({ code: 'service_stopping', message: 'the service is stopping' }));
   // A transition running now fails as its engines stop: it leaves the lease held, not blocked (a clean stop must
   // not make the next start wait for an operator), and is written down before the store closes.
   parts.coordinator?.interrupt();

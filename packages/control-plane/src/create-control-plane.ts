@@ -57,7 +57,6 @@ export function planOf(config: UisConfig): PlacementPlan {
   if (!result.ok)
     throw new UisError({
       code: 'invalid_layout',
-      status: 400,
       path: result.errors[0]?.path,
       message: `the layout is invalid: ${result.errors.map((e) => `${e.path}: ${e.message}`).join('; ')}`,
       details: result.errors,

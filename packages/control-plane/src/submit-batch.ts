@@ -5,22 +5,20 @@ import {
   SubmitSamplesSchema,
   TeacherInputSchema,
 } from '@uis/manager';
-import { parseOrThrow, type Role, UisError } from '@uis/spec';
+import { parseOrThrow, scorerOf, UisError } from '@uis/spec';
 import type { ControlPlane } from './control-plane.ts';
 
 const INPUT_SCHEMA = { genrm_score: GenrmInputSchema, teacher_logprobs: TeacherInputSchema } as const;
-const ROLE_OF_KIND: Record<BatchKind, Role> = { genrm_score: 'genrm', teacher_logprobs: 'teacher' };
 
 /** Everything a batch needs before it exists: a configured scorer role, a model of it, valid samples with
  * distinct ids. A batch that could never run would otherwise block its scorer phase (the runner stops the phase at
  * the first failed batch), and a refused one would linger as a failed batch. */
 function checkBatch(plane: ControlPlane, kind: BatchKind, model: string | null, samples: unknown[]): void {
-  const role = ROLE_OF_KIND[kind];
+  const role = scorerOf(kind);
   const manager = plane.managers.get(role);
   if (!manager)
     throw new UisError({
       code: 'unknown_role',
-      status: 400,
       path: 'kind',
       message: `${kind} batches are scored by the ${role} role, which is not configured; roles: ${[...plane.managers.keys()].join(', ')}`,
     });
@@ -28,7 +26,6 @@ function checkBatch(plane: ControlPlane, kind: BatchKind, model: string | null, 
   if (model !== null && !models.includes(model))
     throw new UisError({
       code: 'unknown_model',
-      status: 400,
       path: 'model',
       message: `the ${role} role has no model ${JSON.stringify(model)}; models: ${models.join(', ')}`,
     });
@@ -40,7 +37,6 @@ function checkBatch(plane: ControlPlane, kind: BatchKind, model: string | null, 
     if (first !== undefined)
       throw new UisError({
         code: 'duplicate_sample',
-        status: 400,
         path: `samples[${i}].sample_id`,
         message: `sample_id ${JSON.stringify(s.sample_id)} is also samples[${first}]; sample ids must be unique`,
       });

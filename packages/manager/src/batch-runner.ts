@@ -87,7 +87,6 @@ export class BatchRunner {
         const why = this.opts.whyNoTarget?.(batch);
         throw new UisError({
           code: 'no_scorer_replica',
-          status: 503,
           message: `no eligible ${batch.role} replica to run batch ${id}${why === undefined ? '' : `: ${why}`}`,
         });
       }
@@ -121,7 +120,6 @@ export class BatchRunner {
             sampleFault = isSampleFault(lastErr);
             firstError ??= new UisError({
               code: 'batch_sample_failed',
-              status: 502,
               path: `samples[${sample.idx}]`,
               message: `sample ${sample.sample_id}: ${errorMessage(lastErr)}`,
               cause: lastErr,
@@ -172,7 +170,6 @@ export class BatchRunner {
         ? e
         : new UisError({
             code: 'batch_failed',
-            status: 500,
             message: `batch ${id} failed: ${reason}`,
             cause: e,
           });
@@ -202,7 +199,6 @@ export class BatchRunner {
     if (score === null || !Number.isFinite(score))
       throw new UisError({
         code: 'invalid_result',
-        status: 502,
         message: `judge answer has no finite score: ${JSON.stringify(text.slice(0, 200))}`,
       });
     return { response: text, score };
@@ -226,7 +222,7 @@ export class BatchRunner {
     const got = res.meta_info.input_token_logprobs ?? [];
     const expected = input_ids.length - logprob_start_len;
     const invalid = (message: string) =>
-      new UisError({ code: 'invalid_result', status: 502, message: `teacher logprobs: ${message}` });
+      new UisError({ code: 'invalid_result', message: `teacher logprobs: ${message}` });
     if (got.length !== expected) throw invalid(`expected ${expected} positions, got ${got.length}`);
     const keep = response_length ?? expected;
     const selected = got.slice(expected - keep);

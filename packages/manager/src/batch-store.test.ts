@@ -41,7 +41,7 @@ describe('BatchStore', () => {
     const s = new BatchStore(openStore());
     const b = s.create({ kind: 'teacher_logprobs', id: 'b1' });
     s.addSamples('b1', teacher(3));
-    expect(code(() => s.addSamples('b1', teacher(1)))).toBe('duplicate_sample');
+    expect(code(() => s.addSamples('b1', teacher(1)))).toBe('sample_exists');
     s.seal('b1');
     expect(
       code(() => s.addSamples('b1', { samples: [{ sample_id: 'z', input: teacher(1).samples[0]?.input }] })),

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { parseOrThrow, UisError } from '@uis/spec';
+import { type BatchKind, BatchKindSchema, parseOrThrow, scorerOf, UisError } from '@uis/spec';
 import { z } from 'zod';
 import type { Db } from './store.ts';
 
@@ -47,8 +47,7 @@ export interface TeacherOutput {
   token_ids: number[];
 }
 
-export const BatchKindSchema = z.enum(['genrm_score', 'teacher_logprobs']);
-export type BatchKind = z.infer<typeof BatchKindSchema>;
+export { type BatchKind, BatchKindSchema } from '@uis/spec';
 export type BatchState = 'open' | 'sealed' | 'running' | 'committed' | 'failed';
 
 export const SubmitSamplesSchema = z.strictObject({
@@ -80,10 +79,8 @@ export interface SampleRow<I = unknown, O = unknown> {
   output: O | null;
 }
 
-const ROLE_OF: Record<BatchKind, string> = { genrm_score: 'genrm', teacher_logprobs: 'teacher' };
-
 function notFound(id: string): UisError {
-  return new UisError({ code: 'batch_not_found', status: 404, path: 'batch_id', message: `no batch ${id}` });
+  return new UisError({ code: 'batch_not_found', path: 'batch_id', message: `no batch ${id}` });
 }
 
 /** Durable deferred batches (SQLite). Samples and staged results are written as they arrive, so a restart loses
@@ -104,12 +101,11 @@ export class BatchStore {
         .prepare(
           `INSERT INTO batches (id, kind, role, model, state, created_at, updated_at) VALUES (?, ?, ?, ?, 'open', ?, ?)`,
         )
-        .run(id, kind, ROLE_OF[kind], opts.model ?? null, at, at);
+        .run(id, kind, scorerOf(kind), opts.model ?? null, at, at);
     } catch (e) {
       if (String(e).includes('UNIQUE'))
         throw new UisError({
           code: 'batch_exists',
-          status: 409,
           path: 'id',
           message: `batch ${id} already exists`,
         });
@@ -172,7 +168,6 @@ export class BatchStore {
       if (state !== 'open')
         throw new UisError({
           code: 'batch_not_open',
-          status: 409,
           message: `batch ${id} is ${state}; samples can only be added to an open batch`,
         });
       const base = (
@@ -189,8 +184,7 @@ export class BatchStore {
         } catch (e) {
           if (String(e).includes('UNIQUE'))
             throw new UisError({
-              code: 'duplicate_sample',
-              status: 409,
+              code: 'sample_exists',
               path: `samples[${i}].sample_id`,
               message: `sample ${s.sample_id} is already in batch ${id}`,
             });
@@ -207,9 +201,8 @@ export class BatchStore {
     const b = this.get(id);
     if (b.state === 'sealed') return b;
     if (b.state !== 'open')
-      throw new UisError({ code: 'batch_not_open', status: 409, message: `batch ${id} is ${b.state}` });
-    if (b.samples === 0)
-      throw new UisError({ code: 'batch_empty', status: 409, message: `batch ${id} has no samples` });
+      throw new UisError({ code: 'batch_not_open', message: `batch ${id} is ${b.state}` });
+    if (b.samples === 0) throw new UisError({ code: 'batch_empty', message: `batch ${id} has no samples` });
     this.setState(id, 'open', 'sealed');
     return this.get(id);
   }
@@ -222,7 +215,6 @@ export class BatchStore {
       if (b.state !== 'sealed')
         throw new UisError({
           code: 'batch_not_runnable',
-          status: 409,
           message: `batch ${id} is ${b.state}; only a sealed batch can run`,
         });
       this.db
@@ -253,7 +245,7 @@ export class BatchStore {
       )
       .run(id, idx, JSON.stringify(output), id);
     if (info.changes !== 1)
-      throw new UisError({ code: 'batch_not_running', status: 409, message: `batch ${id} is not running` });
+      throw new UisError({ code: 'batch_not_running', message: `batch ${id} is not running` });
   }
 
   /** Writes every staged result to its sample and marks the batch committed, in one transaction. */
@@ -263,13 +255,11 @@ export class BatchStore {
       if (b.state !== 'running')
         throw new UisError({
           code: b.state === 'committed' ? 'batch_already_committed' : 'batch_not_running',
-          status: 409,
           message: `batch ${id} is ${b.state}; only a running batch can commit (never twice)`,
         });
       if (b.results !== b.samples)
         throw new UisError({
           code: 'batch_incomplete',
-          status: 409,
           message: `batch ${id} has ${b.results} results for ${b.samples} samples`,
         });
       this.db
@@ -285,7 +275,7 @@ export class BatchStore {
         )
         .run(at, at, id);
       if (info.changes !== 1)
-        throw new UisError({ code: 'batch_not_running', status: 409, message: `batch ${id} changed state` });
+        throw new UisError({ code: 'batch_not_running', message: `batch ${id} changed state` });
     })();
     return this.get(id);
   }
@@ -299,7 +289,7 @@ export class BatchStore {
       .run(reason, this.now(), id);
     if (info.changes !== 1) {
       const b = this.get(id);
-      throw new UisError({ code: 'batch_final', status: 409, message: `batch ${id} is already ${b.state}` });
+      throw new UisError({ code: 'batch_final', message: `batch ${id} is already ${b.state}` });
     }
     return this.get(id);
   }
@@ -317,7 +307,6 @@ export class BatchStore {
       const b = this.get(id);
       throw new UisError({
         code: 'batch_not_running',
-        status: 409,
         message: `batch ${id} is ${b.state}; only a running batch goes back to sealed`,
       });
     }
@@ -373,7 +362,6 @@ export class BatchStore {
     if (info.changes !== 1)
       throw new UisError({
         code: 'batch_state_changed',
-        status: 409,
         message: `batch ${id} is no longer ${from}`,
       });
   }

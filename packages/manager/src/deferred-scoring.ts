@@ -1,10 +1,8 @@
-import { deriveModelState } from '@uis/spec';
+import { deriveModelState, SCORER_ROLES } from '@uis/spec';
 import { BatchRunner, type BatchRunnerOptions, type ScoringTarget } from './batch-runner.ts';
 import type { BatchInfo, BatchStore } from './batch-store.ts';
 import type { InferenceManager } from './inference-manager.ts';
 import type { LifecycleCoordinator } from './lifecycle-coordinator.ts';
-
-const SCORER_ROLES = ['genrm', 'teacher'] as const;
 
 /** Wires deferred batches into the coordinator: when a phase whose residents include a scorer role becomes
  * resident, every sealed batch of that role runs against the role's eligible replicas and is committed (or

@@ -452,7 +452,7 @@ describe('InferenceManager against sglang-sim processes', () => {
       ...(roles.genrm as InferenceRoleSpec),
       models: [{ ...judge, register_dcs: true }],
     } as InferenceRoleSpec;
-    expect(await outcomeCode(() => manager(bad, plan))).toBe('static_model');
+    expect(await outcomeCode(() => manager(bad, plan))).toBe('static_model_dcs');
   });
 });
 

@@ -218,8 +218,7 @@ export class InferenceManager implements PhaseParticipant {
     for (const m of init.role.models) {
       if (m.register_dcs && m.weight_source === 'static')
         throw new UisError({
-          code: 'static_model',
-          status: 400,
+          code: 'static_model_dcs',
           path: `models.${m.name}.register_dcs`,
           message: `model ${m.name} has weight_source static: it cannot register for DCS; drop register_dcs`,
         });
@@ -234,7 +233,6 @@ export class InferenceManager implements PhaseParticipant {
       if (capabilities(m).needs_router && !this.routers[m.name])
         throw new UisError({
           code: 'router_missing',
-          status: 400,
           path: `models.${m.name}.route_mode`,
           message: `model ${m.name} uses sglang_router: pass a router client (routers.${m.name})`,
         });
@@ -243,7 +241,6 @@ export class InferenceManager implements PhaseParticipant {
       if (!this.models.has(p.model))
         throw new UisError({
           code: 'unknown_model',
-          status: 400,
           path: `placements.${p.model}`,
           message: `placement names model ${p.model}, which role ${this.role} does not define`,
         });
@@ -369,14 +366,12 @@ export class InferenceManager implements PhaseParticipant {
     if (!m.spec.elastic_enabled)
       throw new UisError({
         code: 'not_elastic',
-        status: 409,
         path: `models.${model}.elastic_enabled`,
         message: `model ${model} is not elastic; set elastic_enabled and reserve bundles with a placeholder group`,
       });
     if (!Number.isInteger(replicas) || replicas < 0)
       throw new UisError({
         code: 'invalid_replicas',
-        status: 400,
         path: 'replicas',
         message: 'replicas must be an integer >= 0',
       });
@@ -394,7 +389,6 @@ export class InferenceManager implements PhaseParticipant {
       if (m.held)
         throw new UisError({
           code: 'model_held',
-          status: 409,
           path: 'model',
           message: `model ${model} is held: an operator drained it; activate it before attaching engines`,
         });
@@ -407,7 +401,6 @@ export class InferenceManager implements PhaseParticipant {
     if (!s.external)
       throw new UisError({
         code: 'not_external',
-        status: 409,
         path: 'engine_id',
         message: `${engineId} was launched by this manager; only external engines can be unregistered`,
       });
@@ -480,7 +473,6 @@ export class InferenceManager implements PhaseParticipant {
       return Promise.reject(
         new UisError({
           code: 'manager_shut_down',
-          status: 409,
           message: `${this.role} manager is shut down`,
         }),
       );
@@ -489,7 +481,6 @@ export class InferenceManager implements PhaseParticipant {
       if (this.closed)
         throw new UisError({
           code: 'manager_shut_down',
-          status: 409,
           message: `${this.role} manager is shut down`,
         });
       return fn();
@@ -540,7 +531,6 @@ export class InferenceManager implements PhaseParticipant {
         if (!group)
           throw new UisError({
             code: 'unknown_group',
-            status: 400,
             path: `${p.model}.engine_groups[${p.group}]`,
             message: 'placement names a group the model lacks',
           });
@@ -566,7 +556,7 @@ export class InferenceManager implements PhaseParticipant {
       await this.rollback(createdSlots, registered, pgsCreatedNow);
       throw new UisError({
         code: 'start_failed',
-        status: e instanceof UisError ? e.status : 500,
+        relayedStatus: e instanceof UisError ? e.status : undefined,
         message: `${this.role} start failed and was rolled back: ${errorMessage(e)}`,
         cause: e,
         details: { rolled_back: { engines: createdSlots.map((s) => s.engineId), pgs: pgsCreatedNow } },
@@ -735,7 +725,6 @@ export class InferenceManager implements PhaseParticipant {
     if (failed.length > 0)
       throw new UisError({
         code: 'activate_failed',
-        status: 502,
         message: `onload failed: ${failed.join('; ')}`,
       });
   }
@@ -886,7 +875,6 @@ export class InferenceManager implements PhaseParticipant {
     if (m.spec.weight_source === 'static')
       throw new UisError({
         code: 'static_model',
-        status: 409,
         path: `models.${m.spec.name}.weight_source`,
         message: `model ${m.spec.name} has weight_source static: it refuses ${what}`,
       });
@@ -903,7 +891,6 @@ export class InferenceManager implements PhaseParticipant {
       // Nothing would join the trainer's group: it would wait for a world that never forms.
       throw new UisError({
         code: 'no_resident_replica',
-        status: 409,
         path: 'body.action',
         message: `no replica of ${m.spec.name} has its weights loaded to join weight group ${req.group_name}${
           m.held
@@ -948,7 +935,6 @@ export class InferenceManager implements PhaseParticipant {
       this.audit('admin.update_weights', m.spec.name, { source: req.source, target: m.target, results });
       throw new UisError({
         code: 'weight_update_failed',
-        status: 502,
         path: 'body',
         message: `${req.source} weight update of ${m.spec.name} failed on every replica: ${results.map((r) => `${r.engine_id}: ${r.error}`).join('; ')}`,
         details: { engines: results },
@@ -980,7 +966,6 @@ export class InferenceManager implements PhaseParticipant {
       if (!group || !basePlacement)
         throw new UisError({
           code: 'no_regular_group',
-          status: 409,
           message: `model ${m.spec.name} has no regular engine group`,
         });
       const reserved = this.placements
@@ -994,7 +979,6 @@ export class InferenceManager implements PhaseParticipant {
       if (free.length < need)
         throw new UisError({
           code: 'no_reserved_bundles',
-          status: 409,
           path: 'replicas',
           message: `scaling ${m.spec.name} to ${n} needs ${need} reserved bundles; ${free.length} are free in its placeholder groups`,
         });
@@ -1032,7 +1016,6 @@ export class InferenceManager implements PhaseParticipant {
       if (failed.length > 0)
         throw new UisError({
           code: 'scale_failed',
-          status: 502,
           message: `scale up failed: ${failed.join('; ')}`,
         });
     }
@@ -1069,7 +1052,6 @@ export class InferenceManager implements PhaseParticipant {
     if (!check.ok)
       throw new UisError({
         code: check.code,
-        status: 409,
         path: `${model}.replicas`,
         message: check.message,
       });
@@ -1471,7 +1453,6 @@ export class InferenceManager implements PhaseParticipant {
     if (!this.started)
       throw new UisError({
         code: 'manager_not_started',
-        status: 409,
         message: `${this.role} manager is not started`,
       });
   }
@@ -1481,7 +1462,6 @@ export class InferenceManager implements PhaseParticipant {
     if (!m)
       throw new UisError({
         code: 'unknown_model',
-        status: 404,
         path: 'model',
         message: `role ${this.role} has no model ${JSON.stringify(name)}; models: ${[...this.models.keys()].join(', ')}`,
       });
@@ -1493,7 +1473,6 @@ export class InferenceManager implements PhaseParticipant {
     if (!s)
       throw new UisError({
         code: 'unknown_engine',
-        status: 404,
         path: 'engine_id',
         message: `no replica ${engineId}`,
       });
@@ -1508,7 +1487,6 @@ export class InferenceManager implements PhaseParticipant {
     if (!s.engine)
       throw new UisError({
         code: 'engine_missing',
-        status: 503,
         path: s.engineId,
         message: `${s.engineId} has no engine`,
       });

@@ -14,7 +14,6 @@ export class InflightTracker {
     if (!this.admits(engineId))
       throw new UisError({
         code: 'replica_not_admitting',
-        status: 503,
         path: engineId,
         message: `${engineId} accepts no new work (draining, sleeping or not at the target weight version)`,
       });

@@ -1,5 +1,5 @@
 import type { ActivationGroupPlan } from '@uis/spec';
-import { UisError } from '@uis/spec';
+import { scoresDeferred, UisError } from '@uis/spec';
 import { GroupLease, type Phase } from './coordinator/group-lease.ts';
 import { LeaseStore } from './coordinator/lease-store.ts';
 import { PhaseTransition } from './coordinator/phase-transition.ts';
@@ -43,11 +43,9 @@ export interface LifecycleCoordinatorOptions {
   /** A transition (drain + proof + onload + phase tasks) that takes longer blocks the lease. */
   transitionTimeoutMs?: number;
   /** Phases that advance by themselves once their tasks finish. Default: phases resident only to deferred
-   * scorers (genrm, teacher): the defer transition runs rollout -> scorers -> train without a caller. */
+   * scorers (roles that score deferred batches): the defer transition runs rollout -> scorers -> train without a caller. */
   autoAdvance?: (phase: { name: string; residents: string[] }) => boolean;
 }
-
-const SCORER_ROLES = new Set(['genrm', 'teacher']);
 
 /** Owns phase order on shared GPUs: one resident phase per activation group (the lease), transitions that prove the
  * previous phase released its memory before the next one onloads, trainer barriers, and a durable audit trail. A
@@ -68,7 +66,7 @@ export class LifecycleCoordinator {
     const logger = opts.logger ?? silentLogger;
     this.timeoutMs = opts.transitionTimeoutMs ?? 10 * 60_000;
     this.autoAdvance =
-      opts.autoAdvance ?? ((p) => p.residents.length > 0 && p.residents.every((r) => SCORER_ROLES.has(r)));
+      opts.autoAdvance ?? ((p) => p.residents.length > 0 && p.residents.every(scoresDeferred));
     this.ledger = new OperationLedger(opts.db, () => this.clock.now());
     for (const p of opts.participants) this.participants.set(p.role, p);
     const store = new LeaseStore(opts.db);
@@ -86,7 +84,6 @@ export class LifecycleCoordinator {
     if (known.length === 0)
       throw new UisError({
         code: 'no_activation_groups',
-        status: 404,
         path: 'group',
         message:
           'this layout has no activation groups: no roles time-share GPUs (no colocated defer schedule), so there are no phases',
@@ -95,7 +92,6 @@ export class LifecycleCoordinator {
     if (key === undefined)
       throw new UisError({
         code: 'group_required',
-        status: 400,
         path: 'group',
         message: `this layout has ${known.length} activation groups (${known.join(', ')}): name one in group`,
       });
@@ -103,7 +99,6 @@ export class LifecycleCoordinator {
     if (!g)
       throw new UisError({
         code: 'unknown_activation_group',
-        status: 404,
         path: 'group',
         message: `unknown activation group ${JSON.stringify(key)}; known: ${known.join(', ')}`,
       });
@@ -116,9 +111,7 @@ export class LifecycleCoordinator {
    * `service_stopping`). Call before shutting the managers down, then `settled()` before closing the store.
    */
   interrupt(): void {
-    this.#stop.abort(
-      new UisError({ code: 'service_stopping', status: 503, message: 'the service is stopping' }),
-    );
+    this.#stop.abort(new UisError({ code: 'service_stopping', message: 'the service is stopping' }));
   }
 
   /** Resolves once no transition runs (or after `timeoutMs`). */
@@ -203,7 +196,6 @@ export class LifecycleCoordinator {
         if (held.length > 0)
           throw new UisError({
             code: 'memory_not_released',
-            status: 409,
             message: `roles of phase ${phase.name} did not report memory released after start: ${held.join(', ')}`,
           });
         this.opts.events.append({
@@ -267,7 +259,6 @@ export class LifecycleCoordinator {
       return Promise.reject(
         new UisError({
           code: 'transition_in_progress',
-          status: 409,
           message: `group ${g.name} is transitioning to ${g.current.target}; wait for it before asking for ${to}`,
         }),
       );
@@ -276,7 +267,6 @@ export class LifecycleCoordinator {
       return Promise.reject(
         new UisError({
           code: 'service_stopping',
-          status: 503,
           message: `the service is stopping: no new transition of ${g.name}`,
         }),
       );
@@ -284,7 +274,6 @@ export class LifecycleCoordinator {
       return Promise.reject(
         new UisError({
           code: 'lease_blocked',
-          status: 409,
           message: `activation lease of ${g.name} is blocked: ${g.lease.reason}; an operator must resolve it`,
         }),
       );
@@ -331,7 +320,6 @@ export class LifecycleCoordinator {
             reject(
               new UisError({
                 code: 'lease_blocked',
-                status: 409,
                 message: `lease of ${g.name} is blocked: ${l.reason}`,
               }),
             ),
@@ -340,9 +328,7 @@ export class LifecycleCoordinator {
       // The waiter went away (its HTTP client disconnected): stop waiting for it now, not at the timeout.
       const onAbort = () =>
         finish(() =>
-          reject(
-            new UisError({ code: 'client_gone', status: 499, message: `wait for phase ${phase} abandoned` }),
-          ),
+          reject(new UisError({ code: 'client_gone', message: `wait for phase ${phase} abandoned` })),
         );
       if (signal?.aborted) {
         onAbort();
@@ -355,7 +341,6 @@ export class LifecycleCoordinator {
             reject(
               new UisError({
                 code: 'barrier_timeout',
-                status: 504,
                 message: `phase ${phase} of ${g.name} not reached within ${timeoutMs} ms (now ${g.lease.phase}, ${g.lease.status})`,
               }),
             ),
@@ -378,7 +363,6 @@ export class LifecycleCoordinator {
     if (g.lease.phase !== phase && !(g.current?.target === to)) {
       throw new UisError({
         code: 'phase_not_resident',
-        status: 409,
         path: 'phase',
         message: `cannot release ${phase}: resident phase of ${g.name} is ${g.lease.phase}`,
       });
@@ -393,7 +377,6 @@ export class LifecycleCoordinator {
     if (g.lease.status !== 'blocked')
       throw new UisError({
         code: 'lease_not_blocked',
-        status: 409,
         message: `lease of ${g.name} is not blocked`,
       });
     const previous = g.lease.reason;

@@ -27,7 +27,7 @@ describe('OperationLedger', () => {
     const db = openStore();
     const ledger = new OperationLedger(db);
     const failing = ledger.run('op-2', {}, async () => {
-      throw new UisError({ code: 'memory_not_released', status: 409, message: 'rollout/0 holds memory' });
+      throw new UisError({ code: 'memory_not_released', message: 'rollout/0 holds memory' });
     });
     expect(await outcomeCode(failing)).toBe('memory_not_released');
     expect(await outcomeCode(new OperationLedger(db).run('op-2', {}, async () => 'ok'))).toBe(

@@ -50,7 +50,6 @@ export class OperationLedger {
       // 'running' without a live promise: the process died mid-operation; it is reported, not re-run blindly.
       throw new UisError({
         code: 'operation_interrupted',
-        status: 409,
         message: `operation ${id} was interrupted by a manager restart; resolve the lease and retry with a new id`,
       });
     }
@@ -85,7 +84,6 @@ export class OperationLedger {
 function conflict(id: string): UisError {
   return new UisError({
     code: 'operation_id_conflict',
-    status: 409,
     path: 'operation_id',
     message: `operation id ${id} was already used for a different request; use a new id`,
   });

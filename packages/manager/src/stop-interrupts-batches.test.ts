@@ -10,8 +10,7 @@ import { judgementScore } from './score-parsers.ts';
 import { openStore } from './store.ts';
 import { outcomeCode, startModelSim } from './testing.ts';
 
-const stopping = () =>
-  new UisError({ code: 'service_stopping', status: 503, message: 'the service is stopping' });
+const stopping = () => new UisError({ code: 'service_stopping', message: 'the service is stopping' });
 
 let slow: SimServer;
 beforeAll(async () => {

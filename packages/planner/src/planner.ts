@@ -13,8 +13,11 @@ import {
   type PlanResult,
   type PlanViolation,
   type PoolPlan,
+  PRODUCER_ROLE,
   type ReplicaPlacement,
+  ROLE_CAPABILITIES,
   type Role,
+  SCORER_ROLES,
   serverArgIssue,
   TRAIN_PHASE_RESIDENT,
   type UisConfig,
@@ -24,13 +27,14 @@ import { type BundleSite, Inventory } from './inventory.ts';
 
 /** Fractional Ray GPU reservations each actor holds on a bundle (Relax's numbers). Offloading model memory does
  * not release them, so everything that ever sits on a bundle counts, whatever its phase. */
+/** Ray GPU fractions per bundle: the trainer's, and each role's from the role capability table. */
 export const RAY_GPU_FRACTION = {
   train: 0.4,
-  rollout: 0.2,
-  genrm: 0.2,
+  rollout: ROLE_CAPABILITIES.rollout.rayGpuFraction,
+  genrm: ROLE_CAPABILITIES.genrm.rayGpuFraction,
   /** GenRM sharing bundles with rollout. */
-  genrm_with_rollout: 0.1,
-  teacher: 0.2,
+  genrm_with_rollout: ROLE_CAPABILITIES.genrm.rayGpuFractionBesideProducer,
+  teacher: ROLE_CAPABILITIES.teacher.rayGpuFraction,
 } as const;
 
 const ACTOR_POOL = 'actor';
@@ -148,11 +152,11 @@ export function planPlacement(config: UisConfig): PlanResult {
         `roles resident on the same GPUs in the same phase are not supported; use colocated_defer (with a schedule) or colocated_split`,
       );
     }
-    if (mode === 'colocated_defer' && role === 'rollout') {
+    if (mode === 'colocated_defer' && ROLE_CAPABILITIES[role].producesSamples) {
       fail(
         'defer_role_not_allowed',
         `${dpath}.mode`,
-        'only genrm and teacher can be deferred; place rollout with colocated_split',
+        `only ${SCORER_ROLES.join(' and ')} can be deferred; place ${role} with colocated_split`,
       );
     }
     if (mode === 'colocated_defer' && training.fully_async) {
@@ -218,8 +222,8 @@ export function planPlacement(config: UisConfig): PlanResult {
         `the schedule puts ${role} in phase "${where.phase}"`,
       );
     }
-    if (mode === 'colocated_defer' && where && role !== 'rollout') {
-      const rollout = residency.get('rollout');
+    if (mode === 'colocated_defer' && where && !ROLE_CAPABILITIES[role].producesSamples) {
+      const rollout = residency.get(PRODUCER_ROLE);
       if (rollout && rollout.group === where.group && rollout.index >= where.index) {
         fail(
           'defer_phase_order',
@@ -533,15 +537,18 @@ export function planPlacement(config: UisConfig): PlanResult {
     if (!p || !pool || p.worker_type === 'placeholder') continue;
     const spec = config.roles[pg.role] as ConfigRole;
     const g = spec.models.find((m) => m.name === p.model)?.engine_groups[p.group];
-    let fraction: number = RAY_GPU_FRACTION[pg.role];
-    if (
-      pg.role === 'genrm' &&
-      planned.some(
-        (o) => o.role === 'rollout' && o.pool === pg.pool && o.start < pg.stop && pg.start < o.stop,
-      )
-    ) {
-      fraction = RAY_GPU_FRACTION.genrm_with_rollout;
-    }
+    const capabilities = ROLE_CAPABILITIES[pg.role];
+    const besideProducer = planned.some(
+      (o) =>
+        ROLE_CAPABILITIES[o.role].producesSamples &&
+        o !== pg &&
+        o.pool === pg.pool &&
+        o.start < pg.stop &&
+        pg.start < o.stop,
+    );
+    let fraction: number = besideProducer
+      ? capabilities.rayGpuFractionBesideProducer
+      : capabilities.rayGpuFraction;
     fraction = g?.ray_num_gpus ?? fraction;
     p.ray_num_gpus = fraction;
     for (const r of p.replicas)

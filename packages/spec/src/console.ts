@@ -69,7 +69,8 @@ export type BatchState = z.infer<typeof BatchStateSchema>;
 
 export const BatchViewSchema = z.object({
   id: z.string(),
-  kind: z.enum(['genrm', 'teacher']),
+  /** The role that scores it (`scorerOf(batch kind)`). */
+  kind: RoleSchema,
   state: BatchStateSchema,
   size: z.number().int().nonnegative(),
   created_at: z.number(),

@@ -7,6 +7,8 @@ export * from './errors.ts';
 export * from './gateway-config.ts';
 export * from './lease-states.ts';
 export * from './model.ts';
+export * from './observability.ts';
 export * from './plan.ts';
+export * from './roles.ts';
 export * from './sse.ts';
 export * from './states.ts';

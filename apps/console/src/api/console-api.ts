@@ -1,5 +1,5 @@
 import { initTRPC, TRPCError } from '@trpc/server';
-import { type ConsoleState, RoleSchema } from '@uis/spec';
+import { type ConsoleState, type GpuTimeReport, RoleSchema, type TimeSeriesUpdate } from '@uis/spec';
 import { z } from 'zod';
 
 /** The console's tRPC contract, written as a router so the client gets exact types before the gateway's
@@ -44,6 +44,10 @@ export interface ConsoleApiImpl {
   /** Unblocks a blocked lease: the operator attests the GPUs are in `phase`'s state; the lease is held there. */
   resolveLease(input: ResolveLeaseInput): Promise<string>;
   restartReplica(input: RestartReplicaInput): Promise<string>;
+  /** The time series window, then the seconds completed since, every second (absent: ends at once). */
+  timeSeries?(signal: AbortSignal): AsyncIterable<TimeSeriesUpdate>;
+  /** The GPU-time report per RL step, then again on each change (absent: ends at once). */
+  gpuTime?(signal: AbortSignal): AsyncIterable<GpuTimeReport>;
 }
 
 export function buildConsoleApiRouter(impl: ConsoleApiImpl) {
@@ -65,6 +69,12 @@ export function buildConsoleApiRouter(impl: ConsoleApiImpl) {
     state: t.procedure.query(() => impl.state()),
     changes: t.procedure.subscription(async function* (opts) {
       for await (const state of impl.changes(opts.signal ?? new AbortController().signal)) yield state;
+    }),
+    timeSeries: t.procedure.subscription(async function* (opts) {
+      if (impl.timeSeries) yield* impl.timeSeries(opts.signal ?? new AbortController().signal);
+    }),
+    gpuTime: t.procedure.subscription(async function* (opts) {
+      if (impl.gpuTime) yield* impl.gpuTime(opts.signal ?? new AbortController().signal);
     }),
     checkToken: t.procedure.input(z.object({ token: z.string() })).mutation(({ input }) => {
       if (input.token !== impl.adminToken) {

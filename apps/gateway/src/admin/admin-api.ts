@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { authorized, unauthorized } from '../gateway/auth.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { methodNotAllowed } from '../gateway/read-routes.ts';
-import { asUisError, parseJsonObject } from '../proxy/index.ts';
+import { asUisError, errorJson, parseJsonObject } from '../proxy/index.ts';
 
 export interface AdminApiOptions {
   plane: ControlPlane;
@@ -66,7 +66,7 @@ const EventsQuerySchema = z.object({
 
 function fail(c: Context, e: unknown) {
   const err = asUisError(e);
-  return c.json(err.toJSON(), err.status as 400);
+  return errorJson(c, err);
 }
 
 /** Reads a JSON object body; an empty body is `{}`. */
@@ -87,7 +87,6 @@ function operationIdOf(header: string | undefined, fromBody: unknown): string | 
     if (id.trim() === '' || id.length > MAX_OPERATION_ID)
       throw new UisError({
         code: 'invalid_input',
-        status: 400,
         path,
         message: `an operation id must be 1 to ${MAX_OPERATION_ID} characters, not blank; omit it to run without one`,
       });
@@ -96,7 +95,6 @@ function operationIdOf(header: string | undefined, fromBody: unknown): string | 
   if (fromBody !== undefined && typeof fromBody !== 'string')
     throw new UisError({
       code: 'invalid_input',
-      status: 400,
       path: 'body.operation_id',
       message: 'operation_id must be a string',
     });
@@ -105,7 +103,6 @@ function operationIdOf(header: string | undefined, fromBody: unknown): string | 
   if (body !== undefined && head !== undefined && body !== head)
     throw new UisError({
       code: 'invalid_input',
-      status: 400,
       path: 'body.operation_id',
       message: `the Idempotency-Key header (${head}) and the body's operation_id (${body}) differ; send one id`,
     });
@@ -127,7 +124,7 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
   app.use('*', async (c, next) => {
     if (!authorized(c.req.header('authorization'), [opts.adminToken])) {
       const err = unauthorized('the admin API');
-      return c.json(err.toJSON(), 401);
+      return errorJson(c, err);
     }
     await next();
   });
@@ -421,12 +418,11 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
     const allow = [...new Set(patterns.filter((p) => p.match.test(rel)).map((p) => p.method))];
     if (allow.length > 0) {
       c.header('allow', allow.join(', '));
-      return c.json(methodNotAllowed(c.req.method, c.req.path, allow.join(', ')).toJSON(), 405);
+      return errorJson(c, methodNotAllowed(c.req.method, c.req.path, allow.join(', ')));
     }
     return c.json(
       new UisError({
         code: 'not_found',
-        status: 404,
         path: c.req.path,
         message: `no admin endpoint ${c.req.method} ${c.req.path}`,
       }).toJSON(),

@@ -1,3 +1,4 @@
+import { PRODUCER_ROLE } from '@uis/spec';
 import type { Command } from 'commander';
 import { DEMO_CONFIG } from '../package-paths.ts';
 import { parseHost, parsePort, readConfig, withLayoutExit } from './serve-command.ts';
@@ -64,7 +65,7 @@ export function registerDemoCommand(program: Command): void {
                       adminToken,
                       group: group?.name ?? 'actor',
                       rolloutPhase:
-                        group?.phases.find((p) => p.residents.includes('rollout'))?.name ?? 'rollout',
+                        group?.phases.find((p) => p.residents.includes(PRODUCER_ROLE))?.name ?? PRODUCER_ROLE,
                       trainPhase: group?.phases.find((p) => p.residents.includes('train'))?.name ?? 'train',
                       ...(alias === undefined ? {} : { chatModel: alias }),
                       ...(routeKey === undefined ? {} : { generateRouteKey: routeKey }),

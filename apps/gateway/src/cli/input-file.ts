@@ -14,7 +14,6 @@ export function readInputFile(path: string, flag: string, readFile: (path: strin
           : ['unreadable_file', e instanceof Error ? e.message : String(e)];
     throw new UisError({
       code,
-      status: 400,
       path: flag,
       message: `cannot read ${path}: ${reason}`,
       cause: e,

@@ -98,7 +98,7 @@ export function listenError(
               paths.port,
               `cannot listen on ${host}:${port}: ${e instanceof Error ? e.message : String(e)}`,
             ];
-  return new UisError({ code, status: 400, path, message, cause: e });
+  return new UisError({ code, path, message, cause: e });
 }
 
 /** Binds and releases the address once, so a taken port or a foreign host fails before any engine starts. */
@@ -182,9 +182,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     logger,
     accessLog: opts.config.gateway?.access_log ?? false,
     ...(servingToken ? { servingToken } : {}),
-    ...(opts.config.gateway?.max_body_bytes === undefined
-      ? {}
-      : { maxBodyBytes: opts.config.gateway.max_body_bytes }),
+    ...limitsOf(opts.config),
   });
   let url: string;
   try {
@@ -211,6 +209,18 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
   ];
   out(`${lines.join('\n')}\n`);
   if (opts.extra) extra = opts.extra({ url, adminToken: token, plane, logger });
+}
+
+/** The gateway block's request limits as server options (the schema's defaults when there is no block). */
+function limitsOf(config: UisConfig) {
+  const g = config.gateway;
+  if (g === undefined) return {};
+  return {
+    maxBodyBytes: g.max_body_bytes,
+    bodyTimeoutMs: g.body_timeout_ms,
+    bodyBudgetBytes: g.body_budget_bytes,
+    maxJsonDepth: g.max_json_depth,
+  };
 }
 
 /** `1 engine group`, `4 engine groups`. */

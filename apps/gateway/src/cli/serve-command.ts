@@ -39,7 +39,7 @@ export function checkDbPath(dbPath: string, flag: string): void {
   if (dbPath === ':memory:') return;
   const path = resolve(process.cwd(), dbPath);
   const fail = (message: string) => {
-    throw new UisError({ code: 'invalid_db_path', status: 400, path: flag, message });
+    throw new UisError({ code: 'invalid_db_path', path: flag, message });
   };
   const stat = (p: string) => statSync(p, { throwIfNoEntry: false });
   if (stat(path)?.isDirectory()) fail(`${path} is a directory; give the path of a database file`);

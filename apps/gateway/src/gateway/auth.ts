@@ -30,7 +30,6 @@ export function authorized(
 export function unauthorized(what: string): UisError {
   return new UisError({
     code: 'unauthorized',
-    status: 401,
     path: 'headers.authorization',
     message: `${what} needs "Authorization: Bearer <token>" with a valid token`,
   });

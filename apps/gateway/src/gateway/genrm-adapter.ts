@@ -82,7 +82,6 @@ export function genrmResponse(answer: unknown): { response: string } | UisError 
   if (!r.success)
     return new UisError({
       code: 'engine_bad_answer',
-      status: 502,
       message: 'the GenRM engine answered without choices[0].message',
     });
   return { response: (r.data.choices[0]?.message.content ?? '').trim() };

@@ -113,7 +113,14 @@ export async function genrmCall<M extends Resolved, K>(
       const r = await host.pools.get(target.origin).request(
         {
           path: '/v1/chat/completions',
-          headers: ['content-type', 'application/json', 'x-request-id', requestId],
+          headers: [
+            'content-type',
+            'application/json',
+            'x-request-id',
+            requestId,
+            // The model's engine key, never the client's credentials (the adapter builds its own request).
+            ...(spec?.engine_api_key ? ['authorization', `Bearer ${spec.engine_api_key}`] : []),
+          ],
           body: Buffer.from(payload),
         },
         controller.signal,
@@ -123,7 +130,7 @@ export async function genrmCall<M extends Resolved, K>(
       if (r.statusCode !== 200) {
         const err = new UisError({
           code: 'engine_error',
-          status: r.statusCode >= 400 && r.statusCode < 500 ? r.statusCode : 502,
+          relayedStatus: r.statusCode < 500 ? r.statusCode : undefined,
           message: `GenRM engine ${target.id} answered ${r.statusCode}: ${text.slice(0, 500)}`,
         });
         return finish(err.status, err, model.name, engine);
@@ -150,7 +157,6 @@ export async function genrmCall<M extends Resolved, K>(
       if (typeof code === 'string' && TIMEOUT_CODES.has(code)) {
         const err = new UisError({
           code: ProxyErrorCode.engineTimeout,
-          status: 504,
           message: `GenRM engine ${target.id} did not answer in time`,
         });
         return finish(504, err, model.name, { id: target.id });
@@ -159,7 +165,6 @@ export async function genrmCall<M extends Resolved, K>(
       if (attempt === 1) {
         const err = new UisError({
           code: ProxyErrorCode.engineUnreachable,
-          status: 502,
           message: `GenRM engine ${target.id} is unreachable: ${e instanceof Error ? e.message : String(e)}`,
         });
         return finish(502, err, model.name, { id: target.id });

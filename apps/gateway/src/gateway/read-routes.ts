@@ -3,7 +3,7 @@ import { candidatesOf } from '@uis/routing';
 import { type DiscoverySnapshot, type GroupPlacement, retryGuidance, UisError, zodError } from '@uis/spec';
 import type { Context, Hono } from 'hono';
 import { z } from 'zod';
-import { servingPaths } from '../proxy/index.ts';
+import { errorJson, servingPaths } from '../proxy/index.ts';
 import { authorized, unauthorized } from './auth.ts';
 import { legacyEngines } from './legacy-engines.ts';
 
@@ -38,7 +38,6 @@ export const OTHER_METHODS = {
 export function methodNotAllowed(method: string, path: string, allow: string): UisError {
   return new UisError({
     code: 'method_not_allowed',
-    status: 405,
     path: 'method',
     message: `${method} ${path} is not supported; use ${allow}`,
   });
@@ -82,14 +81,14 @@ export function mountReadRoutes(app: Hono, deps: ReadRouteDeps): void {
     const tokens = deps.servingTokens;
     app.use(`${base}/*`, async (c, next) => {
       if (!authorized(c.req.header('authorization'), tokens)) {
-        return c.json(unauthorized(`${deps.role} discovery`).toJSON(), 401);
+        return errorJson(c, unauthorized(`${deps.role} discovery`));
       }
       await next();
     });
   }
   app.get(`${base}/engines`, async (c) => {
     const q = EngineQuerySchema.safeParse(c.req.query());
-    if (!q.success) return c.json(queryError(q.error).toJSON(), 400);
+    if (!q.success) return errorJson(c, queryError(q.error));
     const { wait_revision, timeout_s, schema, model_name, registry_epoch } = q.data;
     const registry = deps.manager.registry;
     let snapshot = registry.snapshot();
@@ -111,7 +110,7 @@ export function mountReadRoutes(app: Hono, deps: ReadRouteDeps): void {
   });
   app.get(`${base}/health`, (c) => {
     const q = HealthQuerySchema.safeParse(c.req.query());
-    if (!q.success) return c.json(queryError(q.error).toJSON(), 400);
+    if (!q.success) return errorJson(c, queryError(q.error));
     const snapshot = deps.manager.registry.snapshot();
     const models: Record<string, unknown> = {};
     let anyServing = false;
@@ -148,7 +147,7 @@ export function mountReadRoutes(app: Hono, deps: ReadRouteDeps): void {
   const { generate, chat, completions } = servingPaths(deps.role);
   const refuse = (allow: string) => (c: Context) => {
     c.header('allow', allow);
-    return c.json(methodNotAllowed(c.req.method, c.req.path, allow).toJSON(), 405);
+    return errorJson(c, methodNotAllowed(c.req.method, c.req.path, allow));
   };
   app.on([...OTHER_METHODS.read], read, refuse('GET, HEAD'));
   // POST never gets here: the serving routes answer it on the fast path.

@@ -1,5 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { UisError } from '@uis/spec';
+import type { Context } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
 
 /** Stable codes of the forwarding layer; the HTTP status travels with each UisError. */
 export const ProxyErrorCode = {
@@ -43,8 +45,12 @@ export function asUisError(e: unknown): UisError {
   if (e instanceof UisError) return e;
   return new UisError({
     code: ProxyErrorCode.internal,
-    status: 500,
     message: e instanceof Error ? e.message : String(e),
     cause: e,
   });
+}
+
+/** A Hono answer with the error's JSON and its status (the error table's). */
+export function errorJson(c: Context, err: UisError): Response {
+  return c.json(err.toJSON(), err.status as ContentfulStatusCode);
 }

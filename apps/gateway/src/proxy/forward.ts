@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { UisError } from '@uis/spec';
 import { type BodyEdit, collectBody, forwardedBody, type ParsedBody, parseServingBody } from './body.ts';
+import { BODY_BUDGET_RETRY_AFTER_S, type BodyBudget } from './body-budget.ts';
 import { asUisError, type ErrorBodyOf, ProxyErrorCode, sendError } from './errors.ts';
 import type { FastHandler } from './fast-routes.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
@@ -35,6 +36,8 @@ export interface ForwardRoute {
   path: string;
   pick: PickTarget;
   edit?: BodyEdit;
+  /** The key the model's engines were started with (SGLang `--api-key`), sent as their bearer token. */
+  engineApiKey?: string;
   /** The gateway that owns the request once routed, when it is not the handler's (the root OpenAI routes find
    * the role from the model): its in-flight counter and hooks count the request. */
   owner?: Pick<ServingProxyOptions, 'inFlight' | 'hooks'>;
@@ -102,6 +105,10 @@ export interface ServingProxyOptions {
   hooks?: ProxyHooks;
   /** Request body limit in bytes (413 above it). */
   maxBodyBytes?: number;
+  /** Deepest JSON nesting accepted (400 `json_too_deep` beyond). Default 128. */
+  maxJsonDepth?: number;
+  /** The process-wide budget for bytes of bodies still arriving (503 + Retry-After when spent). */
+  bodyBudget?: BodyBudget;
   /** Inject a `rid` into bodies that carry none, so a disconnect can be aborted at the engine. */
   injectRid?: boolean;
   now?: () => number;
@@ -209,7 +216,7 @@ class Exchange implements UpstreamHandler {
     if (body.fields.rid === undefined && this.#opts.injectRid !== false) inject = nextId();
     this.#rid = body.fields.rid ?? inject;
     this.#body = forwardedBody(body, route.edit, inject);
-    this.#upstreamHeaders = upstreamRequestHeaders(req.rawHeaders, this.#requestId);
+    this.#upstreamHeaders = upstreamRequestHeaders(req.rawHeaders, this.#requestId, route.engineApiKey);
     this.#attempt(route.pick(undefined));
   }
 
@@ -340,7 +347,6 @@ class Exchange implements UpstreamHandler {
             code !== undefined && TIMEOUT_CODES.has(code)
               ? ProxyErrorCode.engineTimeout
               : ProxyErrorCode.engineResponseIncomplete,
-          status: 502,
           message: `engine ${target.id} broke the stream: ${err.message}`,
         }),
       );
@@ -350,7 +356,6 @@ class Exchange implements UpstreamHandler {
       this.#fail(
         new UisError({
           code: ProxyErrorCode.engineTimeout,
-          status: 504,
           message: `engine ${target.id} did not answer in time (${code === 'UPSTREAM_HEADERS_TIMEOUT' ? 'headers' : 'body'} timeout)`,
           cause: err,
         }),
@@ -360,7 +365,6 @@ class Exchange implements UpstreamHandler {
     if (!this.#gotResponse && code !== undefined && UNREACHABLE_CODES.has(code)) {
       const unreachable = new UisError({
         code: ProxyErrorCode.engineUnreachable,
-        status: 502,
         message: `engine ${target.id} at ${target.origin} is unreachable: ${err.message}`,
         cause: err,
       });
@@ -388,7 +392,6 @@ class Exchange implements UpstreamHandler {
             : this.#gotResponse
               ? ProxyErrorCode.engineResponseIncomplete
               : ProxyErrorCode.engineUnreachable,
-        status: 502,
         message: `engine ${target.id} failed: ${err.message}`,
         cause: err,
       }),
@@ -475,23 +478,31 @@ export function createServingHandler(options: ServingProxyOptions, resolve: Reso
     const given = req.headers['x-request-id'];
     const requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : newId();
     const exchange = new Exchange(res, options, now, start, requestId);
-    collectBody(req, limit, (err, raw) => {
-      if (err !== null || raw === undefined) {
-        // A body over the limit: answer, then close, since the rest of the body is still on the socket.
-        if (err instanceof UisError && err.status === 413) res.shouldKeepAlive = false;
-        exchange.refuse(asUisError(err));
-        return;
-      }
-      try {
-        const body = parseServingBody(raw);
-        if (body instanceof UisError) return exchange.refuse(body);
-        const route = resolve(body, req, requestId, res);
-        if (route instanceof UisError) return exchange.refuse(route);
-        if ('respond' in route) return route.respond(res);
-        exchange.begin(req, body, route);
-      } catch (e) {
-        exchange.refuse(asUisError(e));
-      }
-    });
+    collectBody(
+      req,
+      limit,
+      (err, raw) => {
+        if (err !== null || raw === undefined) {
+          // A body refused before its end: answer, then close, since the rest of the body is still on the socket.
+          if (err instanceof UisError && (err.status === 413 || err.status === 503))
+            res.shouldKeepAlive = false;
+          if (err instanceof UisError && err.code === 'body_budget_exhausted')
+            res.setHeader('retry-after', String(BODY_BUDGET_RETRY_AFTER_S));
+          exchange.refuse(asUisError(err));
+          return;
+        }
+        try {
+          const body = parseServingBody(raw, options.maxJsonDepth);
+          if (body instanceof UisError) return exchange.refuse(body);
+          const route = resolve(body, req, requestId, res);
+          if (route instanceof UisError) return exchange.refuse(route);
+          if ('respond' in route) return route.respond(res);
+          exchange.begin(req, body, route);
+        } catch (e) {
+          exchange.refuse(asUisError(e));
+        }
+      },
+      options.bodyBudget,
+    );
   };
 }

@@ -31,8 +31,7 @@ beforeAll(async () => {
   await Promise.all(engines.map((e) => e.ready));
   targets = engines.map((e, i) => ({ id: `sim-${i}`, origin: e.url }));
   const pick = (excluding?: ReadonlySet<string>) =>
-    targets.find((t) => !excluding?.has(t.id)) ??
-    new UisError({ code: 'no_replica', status: 503, message: 'no engine' });
+    targets.find((t) => !excluding?.has(t.id)) ?? new UisError({ code: 'no_replica', message: 'no engine' });
   const options = {
     pools,
     inFlight,

@@ -2,8 +2,8 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { extname, join, normalize, sep } from 'node:path';
 import { UisError } from '@uis/spec';
 import type { Context } from 'hono';
-
 import { CONSOLE_DIST } from '../package-paths.ts';
+import { errorJson } from '../proxy/index.ts';
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -39,11 +39,10 @@ export function consoleHandler(root: string = CONSOLE_DIST) {
     } catch {
       const err = new UisError({
         code: 'invalid_path',
-        status: 400,
         path: 'path',
         message: `the path ${c.req.path} has a malformed percent-encoding`,
       });
-      return c.json(err.toJSON(), 400);
+      return errorJson(c, err);
     }
     const index = join(root, 'index.html');
     const rel = normalize(decoded).replace(/^([/\\])+/, '');
@@ -63,10 +62,9 @@ export function consoleHandler(root: string = CONSOLE_DIST) {
     }
     const err = new UisError({
       code: 'not_found',
-      status: 404,
       path: c.req.path,
       message: `no route GET ${c.req.path}; the console is at / and the API is described at /openapi.json`,
     });
-    return c.json(err.toJSON(), 404);
+    return errorJson(c, err);
   };
 }

@@ -10,7 +10,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
 import type { ControlPlane } from '@uis/control-plane';
-import { type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
+import { asRole, type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
 import { createAdminApi } from '../admin/admin-api.ts';
@@ -18,11 +18,15 @@ import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
 import { mountOpenAIRoot } from '../gateway/openai-surface.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
-import { TransitionParts } from '../metrics/transition-parts.ts';
-import { WeightVersionHistory } from '../metrics/weight-versions.ts';
+import { Observability } from '../metrics/observability.ts';
+import { mountDocs } from '../openapi/docs-routes.ts';
 import { CONSOLE_DIST } from '../package-paths.ts';
 import {
+  BodyBudget,
   createCombinedListener,
+  DEFAULT_MAX_BODY_BYTES,
+  DEFAULT_MAX_JSON_DEPTH,
+  errorJson,
   FastRoutes,
   servingPaths,
   type UpstreamPoolOptions,
@@ -32,8 +36,11 @@ import { buildAppRouter } from '../trpc/app-router.ts';
 import { ChangeFeed } from '../trpc/change-feed.ts';
 import { ConsoleJournal } from '../trpc/console-journal.ts';
 import { consoleState } from '../trpc/console-state.ts';
+import { bodyGuard } from './body-guard.ts';
 import { consoleHandler } from './console-static.ts';
 import { HealthProbe } from './health-probe.ts';
+
+const DEFAULT_BODY_TIMEOUT_MS = 60_000;
 
 export interface UisServerOptions {
   plane: ControlPlane;
@@ -42,6 +49,13 @@ export interface UisServerOptions {
   servingToken?: string | undefined;
   logger?: pino.Logger;
   maxBodyBytes?: number;
+  /** Time a client has to send a whole request, headers and body (408 and the connection closed after). Default
+   * 60 s. */
+  bodyTimeoutMs?: number;
+  /** Bytes all request bodies still arriving may hold at once (503 + Retry-After beyond). Default 512 MiB. */
+  bodyBudgetBytes?: number;
+  /** Deepest JSON nesting any route accepts. Default 128. */
+  maxJsonDepth?: number;
   /** The console build to serve at `/`. */
   consoleDist?: string;
   /** Least time between two console pushes. */
@@ -70,20 +84,37 @@ export class UisServer {
   readonly gateways = new Map<Role, InferenceGateway>();
   readonly app = new Hono();
   readonly metrics: GatewayMetrics;
+  readonly observability: Observability;
   readonly journal = new ConsoleJournal();
   readonly feed = new ChangeFeed();
   readonly logger: pino.Logger;
   private readonly pools: UpstreamPools;
-  private readonly routes = new FastRoutes();
+  /** The serving fast path's routes (served before Hono sees a request). */
+  readonly routes = new FastRoutes();
   private server: Server | null = null;
   private readonly probe: HealthProbe | null;
   private readonly unsubscribe: Array<() => void> = [];
+  private readonly bodyTimeoutMs: number;
+  /** Bytes of request bodies still arriving, process-wide. */
+  readonly bodyBudget: BodyBudget;
 
   constructor(opts: UisServerOptions) {
     const plane = opts.plane;
     this.plane = plane;
     this.pools = new UpstreamPools(opts.upstream);
     this.logger = opts.logger ?? createLogger();
+    this.bodyTimeoutMs = opts.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
+    this.bodyBudget = new BodyBudget(opts.bodyBudgetBytes);
+    const maxJsonDepth = opts.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH;
+    // First, so it runs before every framework route: the serving fast path applies the same rules itself.
+    this.app.use(
+      '*',
+      bodyGuard({
+        budget: this.bodyBudget,
+        maxBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+        maxJsonDepth,
+      }),
+    );
     this.metrics = new GatewayMetrics({
       inFlight: () =>
         [...this.gateways].flatMap(([role, g]) =>
@@ -102,13 +133,13 @@ export class UisServer {
       topologyRevisions: () =>
         [...plane.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
       batchCounts: () => plane.store.counts(),
-      replicaWeights: () => weightHistory.rows(plane.managers),
+      replicaWeights: () => this.observability.weights.rows(plane.managers),
     });
-    const weightHistory = new WeightVersionHistory();
-    const parts = new TransitionParts(this.metrics);
+    this.observability = new Observability(this.metrics, plane.plan);
     const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
     const onServed = (r: ServedRequest) => {
       this.journal.served(r);
+      this.observability.served(r);
       this.feed.notify();
     };
     for (const [role, manager] of plane.managers) {
@@ -123,6 +154,8 @@ export class UisServer {
         logger: this.logger.child({ role }),
         servingTokens,
         onServed,
+        bodyBudget: this.bodyBudget,
+        maxJsonDepth,
         accessLog: opts.accessLog ?? false,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
       });
@@ -131,15 +164,15 @@ export class UisServer {
       this.app.route('/', gateway.app);
     }
     this.journal.backfill(plane.events.latest(500));
+    for (const e of plane.events.latest(20_000)) this.observability.audit(e, false);
     // Every change of the control plane (audit events, publications, barrier waiters, batch progress) wakes the
-    // console; audit events also feed its journal and the phase-transition histogram.
+    // console; audit events also feed its journal, the metrics and the time views, barrier waits the GPU-time view.
     this.unsubscribe.push(
       plane.stream.subscribe((change) => {
         if (change.type === 'audit') {
           this.journal.record(change.event);
-          parts.observe(change.event);
-          weightHistory.observe(change.event);
-        }
+          this.observability.audit(change.event);
+        } else if (change.type === 'barriers') this.observability.barriers(change.barriers, Date.now());
         this.feed.notify();
       }),
     );
@@ -186,6 +219,7 @@ export class UisServer {
       adminToken: opts.adminToken,
       state,
       feed: this.feed,
+      observability: this.observability,
       ...(opts.throttleMs === undefined ? {} : { throttleMs: opts.throttleMs }),
     });
     this.app.route(
@@ -211,11 +245,13 @@ export class UisServer {
       c.body(await this.metrics.text(), 200, { 'content-type': this.metrics.contentType }),
     );
     this.app.get('/healthz', (c) => c.json({ status: 'ok', roles: [...this.gateways.keys()] }));
+    mountDocs(this.app, () => ({ roles: [...this.gateways.keys()], admin: [] }));
     // One base URL for a whole job: /v1/models, /v1/chat/completions, /v1/completions find the role by model.
     mountOpenAIRoot(this.app, this.routes, {
       roles: () => this.gateways.values(),
       pools: this.pools,
       servingTokens,
+      bodyRules: { bodyBudget: this.bodyBudget, maxJsonDepth },
       ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
     });
     const roles = new Set<string>([...this.gateways.keys(), 'admin', 'trpc', 'metrics']);
@@ -238,31 +274,27 @@ export class UisServer {
       if (!this.gateways.has(first as Role) && isRolePath(first, c.req.path)) {
         const err = new UisError({
           code: 'unknown_role',
-          status: 404,
           path: 'role',
           message: `role ${JSON.stringify(first)} is not configured; roles: ${[...this.gateways.keys()].join(', ')}`,
         });
-        return c.json(err.toJSON(), 404);
+        return errorJson(c, err);
       }
       // API paths answer JSON; only browser paths fall back to the console.
-      if (c.req.method !== 'GET' || roles.has(first) || ['rollout', 'genrm', 'teacher'].includes(first)) {
+      if (c.req.method !== 'GET' || roles.has(first) || asRole(first) !== undefined) {
         const err = new UisError({
           code: 'not_found',
-          status: 404,
           path: c.req.path,
           message: `no route ${c.req.method} ${c.req.path}`,
         });
-        return c.json(err.toJSON(), 404);
+        return errorJson(c, err);
       }
       return console(c);
     });
     this.app.onError((e, c) => {
       const err =
-        e instanceof UisError
-          ? e
-          : new UisError({ code: 'internal_error', status: 500, message: e.message, cause: e });
+        e instanceof UisError ? e : new UisError({ code: 'internal_error', message: e.message, cause: e });
       if (err.status >= 500) this.logger.error({ err: e.message, path: c.req.path }, 'request failed');
-      return c.json(err.toJSON(), err.status as 500);
+      return errorJson(c, err);
     });
   }
 
@@ -274,11 +306,18 @@ export class UisServer {
 
   /** Listens (port 0: ephemeral). Resolves with the base URL. */
   async listen(port = 0, host = '127.0.0.1'): Promise<{ url: string; port: number }> {
-    const server = createServer({ keepAliveTimeout: 120_000 }, this.requestListener());
+    // The request (headers and body) must arrive within the body deadline, checked every second; the answer may
+    // take as long as it takes (hour-long generations are never cut for taking long).
+    const server = createServer(
+      {
+        keepAliveTimeout: 120_000,
+        requestTimeout: this.bodyTimeoutMs,
+        headersTimeout: Math.min(60_000, this.bodyTimeoutMs),
+        connectionsCheckingInterval: Math.min(1000, this.bodyTimeoutMs),
+      },
+      this.requestListener(),
+    );
     server.on('clientError', answerClientError);
-    // Hour-long generations: never cut a request for taking long.
-    server.requestTimeout = 0;
-    server.headersTimeout = 60_000;
     this.server = server;
     server.listen(port, host);
     await once(server, 'listening');
@@ -314,18 +353,16 @@ export class UisServer {
 }
 
 /** The JSON answers to what node's HTTP parser refuses, by error code (anything else: 400 `invalid_http`). */
-const PARSER_REFUSALS: Record<string, { status: number; code: ErrorCode; path?: string; message: string }> = {
+const PARSER_REFUSALS: Record<string, { code: ErrorCode; path?: string; message: string }> = {
   HPE_HEADER_OVERFLOW: {
-    status: 431,
     code: 'headers_too_large',
     path: 'headers',
     message: 'request headers are too large; send fewer or shorter headers',
   },
   ERR_HTTP_REQUEST_TIMEOUT: {
-    status: 408,
     code: 'request_timeout',
-    path: 'headers',
-    message: 'the request headers did not arrive in time',
+    path: 'body',
+    message: "the request (headers and body) did not arrive within the gateway's deadline; send it faster",
   },
 };
 
@@ -341,14 +378,15 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
     return;
   }
   const known = err.code === undefined ? undefined : PARSER_REFUSALS[err.code];
-  const init = known ?? {
-    status: 400,
-    code: 'invalid_http',
-    message: `the request is not valid HTTP/1.1 (${err.code ?? err.message}); fix the client's request framing`,
-  };
-  const body = JSON.stringify(new UisError(init).toJSON());
+  const refusal = new UisError(
+    known ?? {
+      code: 'invalid_http',
+      message: `the request is not valid HTTP/1.1 (${err.code ?? err.message}); fix the client's request framing`,
+    },
+  );
+  const body = JSON.stringify(refusal.toJSON());
   socket.end(
-    `HTTP/1.1 ${init.status} ${STATUS_CODES[init.status]}\r\ncontent-type: application/json\r\n` +
+    `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\ncontent-type: application/json\r\n` +
       `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
 }

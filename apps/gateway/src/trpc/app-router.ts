@@ -1,9 +1,19 @@
 import { initTRPC, TRPCError } from '@trpc/server';
 import type { ControlPlane } from '@uis/control-plane';
-import { type ConsoleState, isErrorCode, type Role, UisError, zodIssues } from '@uis/spec';
+import {
+  type ConsoleState,
+  type GpuTimeReport,
+  isErrorCode,
+  type Role,
+  type TimeSeriesUpdate,
+  UisError,
+  zodIssues,
+} from '@uis/spec';
 import { z } from 'zod';
 import { authorized } from '../gateway/auth.ts';
+import type { Observability } from '../metrics/observability.ts';
 import { type ChangeFeed, pause } from './change-feed.ts';
+import { gpuTimeUpdates, timeSeriesUpdates } from './observability-feeds.ts';
 
 /** Per request: the raw `Authorization` header (`Bearer <token>`), or null. */
 export interface TrpcContext {
@@ -17,6 +27,8 @@ export interface AppRouterDeps {
   feed: ChangeFeed;
   /** Least time between two pushed states. Default 250 ms. */
   throttleMs?: number;
+  /** Time series and GPU-time view (absent: those subscriptions end at once). */
+  observability?: Observability;
 }
 
 // Role as a plain string, as the console sends it; an unknown role is refused with a message.
@@ -32,13 +44,12 @@ function productError(error: TRPCError): UisError {
     const issues = zodIssues(cause, 'input');
     return new UisError({
       code: 'invalid_input',
-      status: 400,
       path: issues[0]?.path ?? 'input',
       message: issues.map((i) => `${i.path}: ${i.message}`).join('; '),
     });
   }
   if (cause instanceof SyntaxError)
-    return new UisError({ code: 'invalid_json', status: 400, path: 'input', message: error.message });
+    return new UisError({ code: 'invalid_json', path: 'input', message: error.message });
   const code = error.code.toLowerCase();
   return new UisError({ code: isErrorCode(code) ? code : 'internal_error', message: error.message });
 }
@@ -49,7 +60,7 @@ function inInput(e: unknown, input: object): unknown {
   if (!(e instanceof UisError) || e.path === undefined || !Object.hasOwn(input, e.path)) return e;
   return new UisError({
     code: e.code,
-    status: e.status,
+    relayedStatus: e.status,
     path: `input.${e.path}`,
     message: e.message,
     details: e.details,
@@ -126,6 +137,14 @@ export function buildAppRouter(deps: AppRouterDeps) {
         yield deps.state();
       }
     }),
+    timeSeries: t.procedure.subscription(async function* (opts) {
+      if (deps.observability)
+        yield* timeSeriesUpdates(deps.observability.ring, opts.signal) as AsyncIterable<TimeSeriesUpdate>;
+    }),
+    gpuTime: t.procedure.subscription(async function* (opts) {
+      if (deps.observability)
+        yield* gpuTimeUpdates(deps.observability.gpuTime, opts.signal) as AsyncIterable<GpuTimeReport>;
+    }),
     checkToken: t.procedure.input(z.object({ token: z.string() })).mutation(({ input }) => {
       if (!authorized(`Bearer ${input.token}`, [deps.adminToken]))
         throw new TRPCError({ code: 'UNAUTHORIZED', message: 'admin token refused' });
@@ -188,7 +207,6 @@ export function buildAppRouter(deps: AppRouterDeps) {
         }
         throw new UisError({
           code: 'unknown_engine',
-          status: 400,
           path: 'input.engine_id',
           message: `no replica ${input.engine_id}`,
         });

@@ -1,6 +1,6 @@
 import type { BarrierBoard, ControlPlane } from '@uis/control-plane';
 import type { BatchInfo } from '@uis/manager';
-import type { BatchView, ConsoleState, ReplicaView, Role } from '@uis/spec';
+import { type BatchView, type ConsoleState, type ReplicaView, type Role, scorerOf } from '@uis/spec';
 import type { InferenceGateway } from '../gateway/inference-gateway.ts';
 import type { ConsoleJournal } from './console-journal.ts';
 
@@ -26,7 +26,7 @@ export function batchView(b: BatchInfo): BatchView {
   const ended = b.state === 'committed' ? b.committed_at : b.state === 'failed' ? b.updated_at : null;
   return {
     id: b.id,
-    kind: b.kind === 'genrm_score' ? 'genrm' : 'teacher',
+    kind: scorerOf(b.kind),
     state,
     size: b.samples,
     created_at: b.created_at,

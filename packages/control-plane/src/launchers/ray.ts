@@ -82,7 +82,7 @@ function configPathed(e: unknown): unknown {
   if (!(e instanceof UisError) || (e.path !== 'address' && e.path !== 'python')) return e;
   return new UisError({
     code: e.code,
-    status: e.status,
+    relayedStatus: e.status,
     path: `gateway.ray.${e.path}`,
     message: `gateway.ray.${e.path}: ${e.message}`,
     ...(e.details === undefined ? {} : { details: e.details }),

@@ -33,7 +33,6 @@ export class GroupLease {
     if (plan.phases.length === 0)
       throw new UisError({
         code: 'invalid_schedule',
-        status: 400,
         message: `group ${plan.name} has no phases`,
       });
     const stored = store.load(plan.name);
@@ -71,7 +70,6 @@ export class GroupLease {
     if (!canMoveLease(from, move))
       throw new UisError({
         code: 'illegal_transition',
-        status: 409,
         message: `lease of ${this.name}: cannot ${move} a ${from} lease`,
       });
     const to = LEASE_MOVES[move].to;
@@ -98,7 +96,6 @@ export class GroupLease {
     if (!p)
       throw new UisError({
         code: 'unknown_phase',
-        status: 404,
         path: 'phase',
         message: `group ${this.name} has no phase ${JSON.stringify(name)}; phases: ${this.plan.phases.map((x) => x.name).join(' -> ')}`,
       });

@@ -59,7 +59,6 @@ export class PhaseTransition {
       () => {
         throw new UisError({
           code: 'transition_timeout',
-          status: 504,
           message: `transition of ${this.g.name} to ${this.#target} exceeded ${this.deps.timeoutMs} ms`,
         });
       },
@@ -111,7 +110,6 @@ export class PhaseTransition {
       );
       return new UisError({
         code: 'service_stopping',
-        status: 503,
         message: `transition of ${g.name} to ${target} interrupted: the service is stopping`,
         cause: e,
       });
@@ -162,7 +160,6 @@ export class PhaseTransition {
     if (reports.some((r) => r.report && !r.report.memoryReleased) || notReleased.length > 0)
       throw new UisError({
         code: 'memory_not_released',
-        status: 409,
         message: `engines did not report memory released: ${
           notReleased.map((e) => e.engine_id).join(', ') ||
           reports

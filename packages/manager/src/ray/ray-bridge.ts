@@ -210,7 +210,6 @@ export class RayBridge {
       if (!parsed.success)
         throw new UisError({
           code: 'ray_bridge_protocol',
-          status: 502,
           path: method,
           message: `unexpected answer to ${method}: ${JSON.stringify(zodIssues(parsed.error))}`,
         });

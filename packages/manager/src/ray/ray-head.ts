@@ -31,7 +31,6 @@ export interface RayHead {
 const headError = (message: string, cause?: unknown): UisError =>
   new UisError({
     code: 'ray_head_failed',
-    status: 500,
     path: 'gateway.ray',
     message,
     ...(cause === undefined ? {} : { cause }),
@@ -98,7 +97,6 @@ export async function startRayHead(opts: RayHeadOptions = {}): Promise<RayHead> 
       if (spawnError)
         throw new UisError({
           code: 'ray_head_failed',
-          status: 500,
           path: 'gateway.ray.python',
           message: `cannot run ${python}: ${spawnError.message}`,
           cause: spawnError,

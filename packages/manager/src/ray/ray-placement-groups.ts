@@ -76,7 +76,6 @@ export class RayPlacementGroups implements PlacementGroups {
     if (pool.owner !== 'manager')
       throw new UisError({
         code: 'pg_not_manager_owned',
-        status: 409,
         path: `pools.${pool.name}.owner`,
         message: `pool ${pool.name} is owned by ${pool.owner}; the manager only creates its own PGs`,
       });
@@ -104,7 +103,6 @@ export class RayPlacementGroups implements PlacementGroups {
     if (!this.created.has(pgName))
       throw new UisError({
         code: 'pg_not_owned',
-        status: 409,
         path: 'pg_name',
         message: `placement group ${pgName} was not created by this manager and is never removed by it`,
       });
@@ -127,7 +125,6 @@ export class RayPlacementGroups implements PlacementGroups {
       return Promise.reject(
         new UisError({
           code: 'unknown_pool',
-          status: 400,
           path: 'pool',
           message: `the plan has no pool ${poolName}`,
         }),
@@ -146,7 +143,6 @@ export class RayPlacementGroups implements PlacementGroups {
           if (e instanceof UisError && e.code === 'pg_not_found')
             throw new UisError({
               code: 'pg_not_found',
-              status: 409,
               path: `pools.${pool.name}.pg_name`,
               message: `pool ${pool.name} expects the ${pool.owner}'s placement group "${pool.pg_name}", which does not exist (the ${pool.owner} creates it)`,
               cause: e,
@@ -156,7 +152,6 @@ export class RayPlacementGroups implements PlacementGroups {
       if (info.bundle_count < pool.size)
         throw new UisError({
           code: 'pg_too_small',
-          status: 409,
           path: `pools.${pool.name}.size`,
           message: `placement group ${pool.pg_name} has ${info.bundle_count} bundles; the plan needs ${pool.size}`,
         });
@@ -166,7 +161,6 @@ export class RayPlacementGroups implements PlacementGroups {
     if (violations.length > 0)
       throw new UisError({
         code: 'bundle_probe_rejected',
-        status: 409,
         path: `pools.${pool.name}`,
         message: `placement group ${pool.pg_name} landed where the plan cannot use it: ${violations
           .map((v) => `${v.code} (${v.message})`)

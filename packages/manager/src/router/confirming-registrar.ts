@@ -48,7 +48,6 @@ export class ConfirmingRouterRegistrar implements RouterRegistrar {
       if (Date.now() > deadline)
         throw new UisError({
           code: 'router_not_applied',
-          status: 504,
           path: 'router',
           message: `the router did not apply the change in ${timeoutMs} ms: ${what}`,
         });

@@ -37,7 +37,6 @@ export function routerArgv(
     if (RESERVED.has(flag.slice(2)))
       throw new UisError({
         code: 'router_arg_reserved',
-        status: 400,
         path: `router.args.${key}`,
         message: `${flag} is set by the manager for the router it starts; remove it from router.args`,
       });
@@ -119,7 +118,6 @@ export class SGLangRouterProcess {
         await proc.stop(0);
         throw new UisError({
           code: 'router_start_failed',
-          status: 502,
           path: 'router',
           message: `sglang_router did not start: ${failed?.message ?? 'it exited'}\n${proc.logTail(20)}`,
         });
@@ -129,7 +127,6 @@ export class SGLangRouterProcess {
         await proc.stop(0);
         throw new UisError({
           code: 'router_start_timeout',
-          status: 504,
           path: 'router',
           message: `sglang_router not live within ${opts.startTimeoutMs ?? 60_000} ms\n${proc.logTail(20)}`,
         });

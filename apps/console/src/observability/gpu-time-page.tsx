@@ -1,0 +1,166 @@
+import { GPU_TIME_PARTS, type GpuStep, type GpuTimePart, type GpuTimeReport } from '@uis/spec';
+import { useState } from 'react';
+import { roleColor } from '../lib/colors.ts';
+import { useGpuTime } from './use-gpu-time.ts';
+
+const PART_COLORS: Record<GpuTimePart, string> = {
+  work: '#339af0',
+  batch_run: '#9775fa',
+  release: '#fa5252',
+  onload: '#fd7e14',
+  weight_sync: '#fab005',
+  barrier_wait: '#868e96',
+  other: '#e9ecef',
+};
+const BUBBLES: GpuTimePart[] = ['release', 'onload', 'weight_sync', 'barrier_wait'];
+
+const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+
+function segmentColor(part: GpuTimePart, holder: string): string {
+  if (part === 'work') return roleColor(holder.split('+')[0] ?? holder);
+  if (part === 'batch_run') return roleColor(holder.split('+')[0] ?? holder, 2);
+  return PART_COLORS[part];
+}
+
+function Legend({ holders }: { holders: string[] }) {
+  return (
+    <div className="legend" data-testid="gpu-legend">
+      {holders.map((h) => (
+        <span key={h}>
+          <i style={{ background: roleColor(h.split('+')[0] ?? h) }} /> {h} working
+        </span>
+      ))}
+      {GPU_TIME_PARTS.filter((p) => p !== 'work').map((p) => (
+        <span key={p}>
+          <i style={{ background: PART_COLORS[p] }} /> {p.replace('_', ' ')}
+        </span>
+      ))}
+    </div>
+  );
+}
+
+function Gantt({ step }: { step: GpuStep }) {
+  const span = step.to - step.from;
+  return (
+    <div className="gantt" data-testid="gantt">
+      {step.bundles.map((b) => (
+        <div className="gantt-row" key={b.bundle} data-testid={`gantt-bundle-${b.bundle}`}>
+          <span className="gantt-label">GPU {b.bundle}</span>
+          <div className="gantt-track">
+            {b.segments.map((s) => (
+              <span
+                key={`${s.from}-${s.part}`}
+                className={`gantt-seg part-${s.part}`}
+                title={`${s.holder} ${s.part} ${((s.to - s.from) / 1000).toFixed(2)} s`}
+                style={{
+                  left: pct((s.from - step.from) / span),
+                  width: pct((s.to - s.from) / span),
+                  background: segmentColor(s.part, s.holder),
+                }}
+              />
+            ))}
+          </div>
+        </div>
+      ))}
+    </div>
+  );
+}
+
+function Trend({
+  steps,
+  selected,
+  onSelect,
+}: {
+  steps: GpuStep[];
+  selected: number;
+  onSelect: (n: number) => void;
+}) {
+  return (
+    <div className="trend" data-testid="gpu-trend" data-steps={steps.length}>
+      {steps.map((s) => (
+        <button
+          type="button"
+          key={s.step}
+          className={`trend-col${s.step === selected ? ' selected' : ''}`}
+          onClick={() => onSelect(s.step)}
+          title={`step ${s.step}: bubbles ${pct(BUBBLES.reduce((n, p) => n + (s.shares[p] ?? 0), 0))}`}
+        >
+          {GPU_TIME_PARTS.map((p) => (
+            <span key={p} style={{ height: pct(s.shares[p] ?? 0), background: PART_COLORS[p] }} />
+          ))}
+        </button>
+      ))}
+    </div>
+  );
+}
+
+function GroupView({ group }: { group: GpuTimeReport['groups'][number] }) {
+  const [picked, setPicked] = useState<number | null>(null);
+  const steps = group.steps;
+  const step = steps.find((s) => s.step === picked) ?? steps[steps.length - 1];
+  if (step === undefined)
+    return (
+      <section className="card" data-testid={`gpu-group-${group.group}`}>
+        <h2>{group.group}</h2>
+        <p className="muted">
+          No RL step completed yet: a step runs from one entry into {group.first_phase} to the next.
+        </p>
+      </section>
+    );
+  const holders = [
+    ...new Set(step.bundles.flatMap((b) => b.segments.filter((s) => s.part === 'work').map((s) => s.holder))),
+  ];
+  const bubbles = BUBBLES.reduce((n, p) => n + (step.shares[p] ?? 0), 0);
+  return (
+    <section className="card" data-testid={`gpu-group-${group.group}`}>
+      <h2>
+        {group.group}: step {step.step} ({((step.to - step.from) / 1000).toFixed(1)} s, {step.bundles.length}{' '}
+        GPUs)
+      </h2>
+      <p data-testid="gpu-bubbles">
+        Colocation bubbles: <strong>{pct(bubbles)}</strong> of the step&apos;s GPU time
+      </p>
+      <table className="table compact" data-testid="gpu-shares">
+        <thead>
+          <tr>
+            <th>part</th>
+            <th>GPU-seconds</th>
+            <th>share</th>
+          </tr>
+        </thead>
+        <tbody>
+          {GPU_TIME_PARTS.map((p) => (
+            <tr key={p} data-part={p}>
+              <td>
+                <i className="swatch" style={{ background: PART_COLORS[p] }} /> {p.replace('_', ' ')}
+              </td>
+              <td>{(step.gpu_seconds[p] ?? 0).toFixed(1)}</td>
+              <td>{pct(step.shares[p] ?? 0)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <h3>Who held each GPU</h3>
+      <Legend holders={holders} />
+      <Gantt step={step} />
+      <h3>Trend over steps (share of GPU time per part; click a step)</h3>
+      <Trend steps={steps} selected={step.step} onSelect={setPicked} />
+    </section>
+  );
+}
+
+/** Where each activation group's GPU time goes per RL step: a Gantt per GPU and the bubbles' shares. */
+export function GpuTimePage() {
+  const { report, error } = useGpuTime();
+  if (error) return <div className="alert alert-error">GPU-time report unreadable: {error}</div>;
+  if (report === null) return <div className="placeholder">Waiting for the gateway…</div>;
+  if (report.groups.length === 0)
+    return <div className="placeholder">No activation group: nothing shares GPUs in this layout.</div>;
+  return (
+    <div className="stack">
+      {report.groups.map((g) => (
+        <GroupView key={g.group} group={g} />
+      ))}
+    </div>
+  );
+}
