@@ -10,7 +10,8 @@ export default [
     outDir: 'dist/cli',
     dts: false,
     clean: false,
-    noExternal: [/^@uis\//],
+    // zod, yaml and commander too: what `uis plan` loads, as one module graph read at once (cold start).
+    noExternal: [/^@uis\//, 'zod', /^zod\//, 'yaml', 'commander'],
     copy: [{ from: '../../examples/demo.yaml', to: 'dist' }],
   }),
 ];
