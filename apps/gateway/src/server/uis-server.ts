@@ -39,6 +39,7 @@ import { consoleState } from '../trpc/console-state.ts';
 import { bodyGuard } from './body-guard.ts';
 import { consoleHandler } from './console-static.ts';
 import { HealthProbe } from './health-probe.ts';
+import { humanDestination } from './log-format.ts';
 
 const DEFAULT_BODY_TIMEOUT_MS = 60_000;
 
@@ -71,7 +72,9 @@ export interface UisServerOptions {
 /** pino to stderr (stdout stays for what a command prints); silent under vitest unless UIS_LOG_LEVEL says. */
 export function createLogger(level?: string): pino.Logger {
   const chosen = level ?? process.env.UIS_LOG_LEVEL ?? (process.env.VITEST ? 'silent' : 'info');
-  return pino({ level: chosen, base: { service: 'uis' } }, pino.destination(2));
+  // A person at a terminal reads lines; a collector (stderr redirected) gets JSON.
+  const destination = process.stderr.isTTY ? humanDestination(process.stderr) : pino.destination(2);
+  return pino({ level: chosen, base: { service: 'uis' } }, destination);
 }
 
 /**
