@@ -2,10 +2,10 @@
 # `uis` CLI. Multi-stage: the build stage compiles the packages, the CLI and the console; the runtime stage has
 # Node, Python with Ray (the Ray launcher's bridge) and the deployed gateway package, and runs as a non-root user.
 # See docs/container.md for running it beside an existing Ray cluster.
-ARG NODE_BUILD_IMAGE=node:20-bookworm
-ARG NODE_RUNTIME_IMAGE=node:20-bookworm-slim
+# REGISTRY: a mirror prefix ending in "/" when the default registry is not reachable.
+ARG REGISTRY=
 
-FROM ${NODE_BUILD_IMAGE} AS build
+FROM ${REGISTRY}node:20-bookworm AS build
 ENV CI=true
 WORKDIR /src
 RUN npm install -g pnpm@10.34.9
@@ -16,7 +16,7 @@ RUN pnpm install --frozen-lockfile \
  && pnpm --filter @uis/gateway deploy --prod --legacy /out/gateway \
  && cp -r apps/console/dist /out/console-dist
 
-FROM ${NODE_RUNTIME_IMAGE} AS runtime
+FROM ${REGISTRY}node:20-bookworm-slim AS runtime
 ARG RAY_VERSION=2.60.0
 # Python + Ray: the Ray launcher talks to the cluster through a Python bridge (gateway.ray.python).
 RUN apt-get update \

@@ -1,4 +1,5 @@
 // Type-checked against the packed `.d.ts` (not run): the types another repo sees when it imports the packages.
+import type { ControlPlaneOptions, createControlPlane } from '@uis/control-plane';
 import type { AdminApiOptions, InferenceGateway } from '@uis/gateway';
 import type { InferenceManager, Launcher } from '@uis/manager';
 import { type PlacementPlanner, planPlacement } from '@uis/planner';
