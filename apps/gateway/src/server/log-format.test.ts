@@ -17,6 +17,7 @@ describe('logs on a terminal', () => {
         msg: 'phase changed',
         from: 'rollout',
         to: 'genrm score',
+        reason: null,
       }),
       false,
     );

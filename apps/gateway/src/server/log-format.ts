@@ -24,7 +24,7 @@ export function humanLine(json: string, color: boolean): string {
   const time = new Date(Number(rec.time)).toISOString().slice(11, 19);
   const where = [rec.component, rec.role].filter((v) => typeof v === 'string').join(' ');
   const fields = Object.entries(rec)
-    .filter(([k]) => !OMIT.has(k))
+    .filter(([k, v]) => !OMIT.has(k) && v !== null && v !== undefined)
     .map(([k, v]) => `${k}=${typeof v === 'string' && !/\s/.test(v) ? v : JSON.stringify(v)}`);
   const name = LEVELS[level] ?? String(rec.level);
   const tag = color ? `\u001b[${COLORS[level] ?? '0'}m${name}\u001b[0m` : name;

@@ -118,10 +118,7 @@ export class EnginePool {
     const stop = new AbortController();
     const abort = () => stop.abort();
     signal.addEventListener('abort', abort, { once: true });
-    logger.info(
-      { role, engines: slots.length },
-      `starting ${slots.length} engine${slots.length === 1 ? '' : 's'}`,
-    );
+    logger.info({ role }, `starting ${slots.length} engine${slots.length === 1 ? '' : 's'}`);
     const watch = async () => {
       for (;;) {
         await clock.sleep(SLOW_REPORT_MS, stop.signal);
