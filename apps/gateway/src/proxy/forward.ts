@@ -97,6 +97,8 @@ export interface ProxyHooks {
   /** The client left before the engine finished: the gateway asks that engine to abort `rid`. */
   onClientAbort?(rid: string | string[], target: ProxyTarget, requestId: string): void;
   onComplete?(event: CompletionEvent): void;
+  /** An attempt failed before any byte reached the client and the request goes to another engine. */
+  onAttemptFailed?(target: ProxyTarget, code: string): void;
 }
 
 export interface ServingProxyOptions {
@@ -373,6 +375,7 @@ class Exchange implements UpstreamHandler {
         return;
       }
       this.#release();
+      this.#opts.hooks?.onAttemptFailed?.(target, unreachable.code);
       this.#tried ??= new Set();
       this.#tried.add(target.id);
       const next = this.#route!.pick(this.#tried);
