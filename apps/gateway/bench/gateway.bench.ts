@@ -65,6 +65,8 @@ const { values: args } = parseArgs({
      * resolveModel + ReplicaSelector, in-flight tracking into the manager, metrics). `core`: the forwarding core
      * alone with plain round robin, to see what the layers above it cost. */
     gateway: { type: 'string', default: 'uis' },
+    /** Also run the whole stack without per-request metrics and time series (`gateway bare`): what they cost. */
+    'no-bare': { type: 'boolean', default: false },
   },
 });
 const ROLE = 'rollout';
@@ -131,13 +133,13 @@ function niced([cmd, rest]: [string, string[]]): [string, string[]] {
   return n === undefined ? [cmd, rest] : ['nice', ['-n', n, cmd, ...rest]];
 }
 
-async function startGateway(engines: string[]): Promise<Proxy> {
+async function startGateway(engines: string[], bare = false): Promise<Proxy> {
   const proc = start(
-    'gateway',
+    bare ? 'gateway-bare' : 'gateway',
     ...niced(
       tsx(
         args.gateway === 'core' ? 'gateway-server.ts' : 'uis-gateway-server.ts',
-        ['--engines', engines.join(','), '--model', SERVED, '--role', ROLE],
+        ['--engines', engines.join(','), '--model', SERVED, '--role', ROLE, ...(bare ? ['--bare'] : [])],
         [
           ...(args['gateway-node-args'] ?? '').split(',').filter((a) => a !== ''),
           ...(args['cpu-prof'] === undefined
@@ -375,6 +377,7 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
     Number(args['prefill-us']),
   );
   const gateway = await startGateway(engines.urls);
+  const bare = args['no-bare'] ? undefined : await startGateway(engines.urls, true);
   const proxyNginx = 'bin' in nginx ? await startNginxProxy(nginx.bin, engines.urls) : undefined;
   const proxyRouter = 'python' in router ? await startRouter(router.python, engines.urls, niced) : undefined;
   const nodeRelay = args['no-node-relay'] ? undefined : await startNodeRelay(engines.urls);
@@ -426,58 +429,68 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
         name: 'gateway',
         run: () => streamLoad([`${gateway.url}/${ROLE}/v1/chat/completions`], body('bench-alias'), gateway),
       },
+      ...(bare
+        ? [
+            {
+              name: 'gateway bare',
+              run: () => streamLoad([`${bare.url}/${ROLE}/v1/chat/completions`], body('bench-alias'), bare),
+            },
+          ]
+        : []),
     ];
     const results = await inRounds<StreamRun>(columns, mergeStream);
     const d = results.direct!.load;
     const rps = (l: LoadResult) => l.requests / l.durationS;
     const cpuCount = cpus().length;
-    const cols: Column[] = ['direct', 'nginx', 'sglang-router', 'node relay', 'gateway'].map((name) => {
-      const r = results[name];
-      if (r === undefined) return { name, skipped: missingReason(name, nginx, router) };
-      const l = r.load;
-      const cpuPerEventMs = r.cpuMs === undefined ? undefined : r.cpuMs / Math.max(1, l.events);
-      const directByRound = results.direct!.totalP99ByRound ?? [];
-      return {
-        name,
-        cells: {
-          'requests/s': f(rps(l)),
-          'SSE events/s': f(l.events / l.durationS, 0),
-          'chunks/s (client reads)': f(l.chunks / l.durationS, 0),
-          errors: String(l.errors),
-          'TTFB p50 / p99 ms': `${f(l.ttfbMs.p50, 2)} / ${f(l.ttfbMs.p99, 2)}`,
-          'total p50 / p99 ms': `${f(l.totalMs.p50, 1)} / ${f(l.totalMs.p99, 1)}`,
-          'added total p50 / p99 ms':
-            name === 'direct'
-              ? '-'
-              : `${f(l.totalMs.p50 - d.totalMs.p50, 2)} / ${f(l.totalMs.p99 - d.totalMs.p99, 2)}`,
-          'added TTFB p50 / p99 ms':
-            name === 'direct'
-              ? '-'
-              : `${f(l.ttfbMs.p50 - d.ttfbMs.p50, 2)} / ${f(l.ttfbMs.p99 - d.ttfbMs.p99, 2)}`,
-          'added total p99 by round ms':
-            name === 'direct'
-              ? '-'
-              : (r.totalP99ByRound ?? [])
-                  .map((p, i) => f(p - (directByRound[i] ?? Number.NaN), 1))
-                  .join(', '),
-          'inter-chunk p50 / p99 ms': `${f(l.gapMs.p50, 2)} / ${f(l.gapMs.p99, 2)}`,
-          'proxy CPU ms/request': r.cpuMs === undefined ? '-' : f(r.cpuMs / l.requests, 3),
-          'proxy CPU us/event': cpuPerEventMs === undefined ? '-' : f(cpuPerEventMs * 1000, 1),
-          // Every stream of an engine gets its token in the same decode step: the proxy relays bursts of
-          // (concurrency) events that it, the engines and the load generator work off on the same cores. The
-          // last event of a burst is then late by about the proxy's share of that work.
-          'model: burst x CPU/event / CPUs, ms':
-            cpuPerEventMs === undefined
-              ? '-'
-              : f((Number(args['stream-concurrency']) * cpuPerEventMs) / cpuCount, 1),
-          'vs direct (req/s)': ratio(rps(l), rps(d)),
-          'vs nginx (req/s)': results.nginx ? ratio(rps(l), rps(results.nginx.load)) : '-',
-          'vs sglang-router (req/s)': results['sglang-router']
-            ? ratio(rps(l), rps(results['sglang-router'].load))
-            : '-',
-        },
-      };
-    });
+    const cols: Column[] = ['direct', 'nginx', 'sglang-router', 'node relay', 'gateway', 'gateway bare'].map(
+      (name) => {
+        const r = results[name];
+        if (r === undefined) return { name, skipped: missingReason(name, nginx, router) };
+        const l = r.load;
+        const cpuPerEventMs = r.cpuMs === undefined ? undefined : r.cpuMs / Math.max(1, l.events);
+        const directByRound = results.direct!.totalP99ByRound ?? [];
+        return {
+          name,
+          cells: {
+            'requests/s': f(rps(l)),
+            'SSE events/s': f(l.events / l.durationS, 0),
+            'chunks/s (client reads)': f(l.chunks / l.durationS, 0),
+            errors: String(l.errors),
+            'TTFB p50 / p99 ms': `${f(l.ttfbMs.p50, 2)} / ${f(l.ttfbMs.p99, 2)}`,
+            'total p50 / p99 ms': `${f(l.totalMs.p50, 1)} / ${f(l.totalMs.p99, 1)}`,
+            'added total p50 / p99 ms':
+              name === 'direct'
+                ? '-'
+                : `${f(l.totalMs.p50 - d.totalMs.p50, 2)} / ${f(l.totalMs.p99 - d.totalMs.p99, 2)}`,
+            'added TTFB p50 / p99 ms':
+              name === 'direct'
+                ? '-'
+                : `${f(l.ttfbMs.p50 - d.ttfbMs.p50, 2)} / ${f(l.ttfbMs.p99 - d.ttfbMs.p99, 2)}`,
+            'added total p99 by round ms':
+              name === 'direct'
+                ? '-'
+                : (r.totalP99ByRound ?? [])
+                    .map((p, i) => f(p - (directByRound[i] ?? Number.NaN), 1))
+                    .join(', '),
+            'inter-chunk p50 / p99 ms': `${f(l.gapMs.p50, 2)} / ${f(l.gapMs.p99, 2)}`,
+            'proxy CPU ms/request': r.cpuMs === undefined ? '-' : f(r.cpuMs / l.requests, 3),
+            'proxy CPU us/event': cpuPerEventMs === undefined ? '-' : f(cpuPerEventMs * 1000, 1),
+            // Every stream of an engine gets its token in the same decode step: the proxy relays bursts of
+            // (concurrency) events that it, the engines and the load generator work off on the same cores. The
+            // last event of a burst is then late by about the proxy's share of that work.
+            'model: burst x CPU/event / CPUs, ms':
+              cpuPerEventMs === undefined
+                ? '-'
+                : f((Number(args['stream-concurrency']) * cpuPerEventMs) / cpuCount, 1),
+            'vs direct (req/s)': ratio(rps(l), rps(d)),
+            'vs nginx (req/s)': results.nginx ? ratio(rps(l), rps(results.nginx.load)) : '-',
+            'vs sglang-router (req/s)': results['sglang-router']
+              ? ratio(rps(l), rps(results['sglang-router'].load))
+              : '-',
+          },
+        };
+      },
+    );
     printTable(
       `(a) realistic: ${args['stream-concurrency']} concurrent streaming chat, ${tokens} tokens, decode ${Number(args['decode-us']) / 1000} ms/token, ${engines.urls.length} ${engineKind} engines`,
       Object.keys((cols[0] as { cells: Record<string, string> }).cells),
@@ -492,7 +505,7 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
     );
   } finally {
     await Promise.all(
-      [gateway.proc, proxyNginx?.proc, proxyRouter?.proc, nodeRelay?.proc, ...engines.procs]
+      [gateway.proc, bare?.proc, proxyNginx?.proc, proxyRouter?.proc, nodeRelay?.proc, ...engines.procs]
         .filter((p) => p !== undefined)
         .map(stop),
     );
@@ -506,6 +519,7 @@ function missingReason(name: string, nginx: Found<'bin'>, router: Found<'python'
   if (name === 'nginx' && 'missing' in nginx) return nginx.missing;
   if (name === 'sglang-router' && 'missing' in router) return router.missing;
   if (name === 'node relay' && args['no-node-relay']) return '--no-node-relay';
+  if (name === 'gateway bare' && args['no-bare']) return '--no-bare';
   return 'not run';
 }
 
@@ -513,6 +527,7 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
   const wrk = findWrk();
   const engines = await startEngines(Number(args['ceiling-engines']), 0, 0);
   const gateway = await startGateway(engines.urls);
+  const bare = args['no-bare'] ? undefined : await startGateway(engines.urls, true);
   const proxyNginx = 'bin' in nginx ? await startNginxProxy(nginx.bin, engines.urls) : undefined;
   const proxyRouter = 'python' in router ? await startRouter(router.python, engines.urls, niced) : undefined;
   const body = JSON.stringify({ text: 'The capital of France is', sampling_params: { max_new_tokens: 8 } });
@@ -582,11 +597,12 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
           ? [{ name: 'sglang-router', run: () => run([`${proxyRouter.url}/generate`], proxyRouter) }]
           : []),
         { name: 'gateway', run: () => run([`${gateway.url}/${ROLE}/generate`], gateway) },
+        ...(bare ? [{ name: 'gateway bare', run: () => run([`${bare.url}/${ROLE}/generate`], bare) }] : []),
       ],
       merge,
     );
     const d = results.direct!;
-    const cols: Column[] = ['direct', 'nginx', 'sglang-router', 'gateway'].map((name) => {
+    const cols: Column[] = ['direct', 'nginx', 'sglang-router', 'gateway', 'gateway bare'].map((name) => {
       const r = results[name];
       if (r === undefined) return { name, skipped: missingReason(name, nginx, router) };
       return {
@@ -618,7 +634,7 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
     );
   } finally {
     await Promise.all(
-      [gateway.proc, proxyNginx?.proc, proxyRouter?.proc, ...engines.procs]
+      [gateway.proc, bare?.proc, proxyNginx?.proc, proxyRouter?.proc, ...engines.procs]
         .filter((p) => p !== undefined)
         .map(stop),
     );

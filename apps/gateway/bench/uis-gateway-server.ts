@@ -20,6 +20,8 @@ const { values } = parseArgs({
     engines: { type: 'string' },
     model: { type: 'string', default: 'sim-model' },
     role: { type: 'string', default: 'rollout' },
+    /** Without per-request metrics and time series (what they cost: the bench's `gateway bare` column). */
+    bare: { type: 'boolean', default: false },
   },
 });
 const engines = (values.engines ?? '').split(',').filter((u) => u !== '');
@@ -49,7 +51,13 @@ const config = parseConfig({
 });
 const logger = createLogger('warn');
 const plane = await createControlPlane({ config, launcher: 'external', logger });
-const uis = new UisServer({ plane, adminToken: 'bench-admin-token', logger, healthProbeMs: 0 });
+const uis = new UisServer({
+  plane,
+  adminToken: 'bench-admin-token',
+  logger,
+  healthProbeMs: 0,
+  servingObservability: !values.bare,
+});
 const listener = uis.requestListener();
 
 const windowStats = new WindowStats();

@@ -51,6 +51,9 @@ export interface UisServerOptions {
   healthProbeMs?: number;
   /** One `access` log line per serving request (`gateway.access_log`). */
   accessLog?: boolean;
+  /** Per-request metrics and the console's time series (default on). Off only to measure what they cost (the
+   * gateway bench's `gateway bare` column); `/metrics` still answers, without serving series. */
+  servingObservability?: boolean;
 }
 
 /** pino to stderr (stdout stays for what a command prints); silent under vitest unless UIS_LOG_LEVEL says. */
@@ -106,9 +109,10 @@ export class UisServer {
     });
     this.observability = new Observability(this.metrics, plane.plan);
     const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
+    const observe = opts.servingObservability !== false;
     const onServed = (r: ServedRequest) => {
       this.journal.served(r);
-      this.observability.served(r);
+      if (observe) this.observability.served(r);
       this.feed.notify();
     };
     for (const [role, manager] of plane.managers) {
@@ -119,7 +123,7 @@ export class UisServer {
         spec,
         placements: plane.placementsOf(role),
         pools: this.pools,
-        metrics: this.metrics,
+        ...(observe ? { metrics: this.metrics } : {}),
         logger: this.logger.child({ role }),
         servingTokens,
         onServed,
