@@ -5,7 +5,10 @@
  *   (b) ceiling: zero modelled latency, small non-streaming /generate at 64 clients (wrk)
  * Every process (engines, nginx, gateway, load generator) is separate, so none shares the gateway's event loop.
  */
+
 import { existsSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { cpus, getPriority, loadavg, setPriority } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -67,6 +70,9 @@ const { values: args } = parseArgs({
     gateway: { type: 'string', default: 'uis' },
     /** Also run the whole stack without per-request metrics and time series (`gateway bare`): what they cost. */
     'no-bare': { type: 'boolean', default: false },
+    /** Also run the whole stack with OpenTelemetry tracing on (`gateway traced`, every request sampled, spans
+     * exported over OTLP/HTTP to a sink in this process): what tracing costs when it is enabled. */
+    traced: { type: 'boolean', default: false },
   },
 });
 const ROLE = 'rollout';
@@ -124,6 +130,21 @@ interface Proxy {
   stats?(reset: boolean): Promise<Record<string, unknown>>;
 }
 
+/** An OTLP/HTTP endpoint in the bench process that takes span batches and drops them (the traced column's
+ * collector: the gateway pays for making and sending spans, not for a real backend). */
+async function otlpSink(): Promise<string> {
+  const server = createHttpServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{}');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  server.unref();
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`;
+}
+
 /** Gateway diagnostics of every measured window, printed under the tables. */
 const diagnostics: string[] = [];
 
@@ -133,13 +154,27 @@ function niced([cmd, rest]: [string, string[]]): [string, string[]] {
   return n === undefined ? [cmd, rest] : ['nice', ['-n', n, cmd, ...rest]];
 }
 
-async function startGateway(engines: string[], bare = false): Promise<Proxy> {
+async function startGateway(
+  engines: string[],
+  variant: 'bare' | { otlp: string } | null = null,
+): Promise<Proxy> {
+  const bare = variant === 'bare';
+  const otlp = variant !== null && variant !== 'bare' ? ['--otlp', variant.otlp] : [];
   const proc = start(
-    bare ? 'gateway-bare' : 'gateway',
+    bare ? 'gateway-bare' : otlp.length > 0 ? 'gateway-traced' : 'gateway',
     ...niced(
       tsx(
         args.gateway === 'core' ? 'gateway-server.ts' : 'uis-gateway-server.ts',
-        ['--engines', engines.join(','), '--model', SERVED, '--role', ROLE, ...(bare ? ['--bare'] : [])],
+        [
+          '--engines',
+          engines.join(','),
+          '--model',
+          SERVED,
+          '--role',
+          ROLE,
+          ...(bare ? ['--bare'] : []),
+          ...otlp,
+        ],
         [
           ...(args['gateway-node-args'] ?? '').split(',').filter((a) => a !== ''),
           ...(args['cpu-prof'] === undefined
@@ -377,7 +412,8 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
     Number(args['prefill-us']),
   );
   const gateway = await startGateway(engines.urls);
-  const bare = args['no-bare'] ? undefined : await startGateway(engines.urls, true);
+  const bare = args['no-bare'] ? undefined : await startGateway(engines.urls, 'bare');
+  const traced = args.traced ? await startGateway(engines.urls, { otlp: await otlpSink() }) : undefined;
   const proxyNginx = 'bin' in nginx ? await startNginxProxy(nginx.bin, engines.urls) : undefined;
   const proxyRouter = 'python' in router ? await startRouter(router.python, engines.urls, niced) : undefined;
   const nodeRelay = args['no-node-relay'] ? undefined : await startNodeRelay(engines.urls);
@@ -437,60 +473,75 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
             },
           ]
         : []),
+      ...(traced
+        ? [
+            {
+              name: 'gateway traced',
+              run: () =>
+                streamLoad([`${traced.url}/${ROLE}/v1/chat/completions`], body('bench-alias'), traced),
+            },
+          ]
+        : []),
     ];
     const results = await inRounds<StreamRun>(columns, mergeStream);
     const d = results.direct!.load;
     const rps = (l: LoadResult) => l.requests / l.durationS;
     const cpuCount = cpus().length;
-    const cols: Column[] = ['direct', 'nginx', 'sglang-router', 'node relay', 'gateway', 'gateway bare'].map(
-      (name) => {
-        const r = results[name];
-        if (r === undefined) return { name, skipped: missingReason(name, nginx, router) };
-        const l = r.load;
-        const cpuPerEventMs = r.cpuMs === undefined ? undefined : r.cpuMs / Math.max(1, l.events);
-        const directByRound = results.direct!.totalP99ByRound ?? [];
-        return {
-          name,
-          cells: {
-            'requests/s': f(rps(l)),
-            'SSE events/s': f(l.events / l.durationS, 0),
-            'chunks/s (client reads)': f(l.chunks / l.durationS, 0),
-            errors: String(l.errors),
-            'TTFB p50 / p99 ms': `${f(l.ttfbMs.p50, 2)} / ${f(l.ttfbMs.p99, 2)}`,
-            'total p50 / p99 ms': `${f(l.totalMs.p50, 1)} / ${f(l.totalMs.p99, 1)}`,
-            'added total p50 / p99 ms':
-              name === 'direct'
-                ? '-'
-                : `${f(l.totalMs.p50 - d.totalMs.p50, 2)} / ${f(l.totalMs.p99 - d.totalMs.p99, 2)}`,
-            'added TTFB p50 / p99 ms':
-              name === 'direct'
-                ? '-'
-                : `${f(l.ttfbMs.p50 - d.ttfbMs.p50, 2)} / ${f(l.ttfbMs.p99 - d.ttfbMs.p99, 2)}`,
-            'added total p99 by round ms':
-              name === 'direct'
-                ? '-'
-                : (r.totalP99ByRound ?? [])
-                    .map((p, i) => f(p - (directByRound[i] ?? Number.NaN), 1))
-                    .join(', '),
-            'inter-chunk p50 / p99 ms': `${f(l.gapMs.p50, 2)} / ${f(l.gapMs.p99, 2)}`,
-            'proxy CPU ms/request': r.cpuMs === undefined ? '-' : f(r.cpuMs / l.requests, 3),
-            'proxy CPU us/event': cpuPerEventMs === undefined ? '-' : f(cpuPerEventMs * 1000, 1),
-            // Every stream of an engine gets its token in the same decode step: the proxy relays bursts of
-            // (concurrency) events that it, the engines and the load generator work off on the same cores. The
-            // last event of a burst is then late by about the proxy's share of that work.
-            'model: burst x CPU/event / CPUs, ms':
-              cpuPerEventMs === undefined
-                ? '-'
-                : f((Number(args['stream-concurrency']) * cpuPerEventMs) / cpuCount, 1),
-            'vs direct (req/s)': ratio(rps(l), rps(d)),
-            'vs nginx (req/s)': results.nginx ? ratio(rps(l), rps(results.nginx.load)) : '-',
-            'vs sglang-router (req/s)': results['sglang-router']
-              ? ratio(rps(l), rps(results['sglang-router'].load))
-              : '-',
-          },
-        };
-      },
-    );
+    const cols: Column[] = [
+      'direct',
+      'nginx',
+      'sglang-router',
+      'node relay',
+      'gateway',
+      'gateway bare',
+      'gateway traced',
+    ].map((name) => {
+      const r = results[name];
+      if (r === undefined) return { name, skipped: missingReason(name, nginx, router) };
+      const l = r.load;
+      const cpuPerEventMs = r.cpuMs === undefined ? undefined : r.cpuMs / Math.max(1, l.events);
+      const directByRound = results.direct!.totalP99ByRound ?? [];
+      return {
+        name,
+        cells: {
+          'requests/s': f(rps(l)),
+          'SSE events/s': f(l.events / l.durationS, 0),
+          'chunks/s (client reads)': f(l.chunks / l.durationS, 0),
+          errors: String(l.errors),
+          'TTFB p50 / p99 ms': `${f(l.ttfbMs.p50, 2)} / ${f(l.ttfbMs.p99, 2)}`,
+          'total p50 / p99 ms': `${f(l.totalMs.p50, 1)} / ${f(l.totalMs.p99, 1)}`,
+          'added total p50 / p99 ms':
+            name === 'direct'
+              ? '-'
+              : `${f(l.totalMs.p50 - d.totalMs.p50, 2)} / ${f(l.totalMs.p99 - d.totalMs.p99, 2)}`,
+          'added TTFB p50 / p99 ms':
+            name === 'direct'
+              ? '-'
+              : `${f(l.ttfbMs.p50 - d.ttfbMs.p50, 2)} / ${f(l.ttfbMs.p99 - d.ttfbMs.p99, 2)}`,
+          'added total p99 by round ms':
+            name === 'direct'
+              ? '-'
+              : (r.totalP99ByRound ?? [])
+                  .map((p, i) => f(p - (directByRound[i] ?? Number.NaN), 1))
+                  .join(', '),
+          'inter-chunk p50 / p99 ms': `${f(l.gapMs.p50, 2)} / ${f(l.gapMs.p99, 2)}`,
+          'proxy CPU ms/request': r.cpuMs === undefined ? '-' : f(r.cpuMs / l.requests, 3),
+          'proxy CPU us/event': cpuPerEventMs === undefined ? '-' : f(cpuPerEventMs * 1000, 1),
+          // Every stream of an engine gets its token in the same decode step: the proxy relays bursts of
+          // (concurrency) events that it, the engines and the load generator work off on the same cores. The
+          // last event of a burst is then late by about the proxy's share of that work.
+          'model: burst x CPU/event / CPUs, ms':
+            cpuPerEventMs === undefined
+              ? '-'
+              : f((Number(args['stream-concurrency']) * cpuPerEventMs) / cpuCount, 1),
+          'vs direct (req/s)': ratio(rps(l), rps(d)),
+          'vs nginx (req/s)': results.nginx ? ratio(rps(l), rps(results.nginx.load)) : '-',
+          'vs sglang-router (req/s)': results['sglang-router']
+            ? ratio(rps(l), rps(results['sglang-router'].load))
+            : '-',
+        },
+      };
+    });
     printTable(
       `(a) realistic: ${args['stream-concurrency']} concurrent streaming chat, ${tokens} tokens, decode ${Number(args['decode-us']) / 1000} ms/token, ${engines.urls.length} ${engineKind} engines`,
       Object.keys((cols[0] as { cells: Record<string, string> }).cells),
@@ -505,7 +556,15 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
     );
   } finally {
     await Promise.all(
-      [gateway.proc, bare?.proc, proxyNginx?.proc, proxyRouter?.proc, nodeRelay?.proc, ...engines.procs]
+      [
+        gateway.proc,
+        bare?.proc,
+        traced?.proc,
+        proxyNginx?.proc,
+        proxyRouter?.proc,
+        nodeRelay?.proc,
+        ...engines.procs,
+      ]
         .filter((p) => p !== undefined)
         .map(stop),
     );
@@ -520,6 +579,7 @@ function missingReason(name: string, nginx: Found<'bin'>, router: Found<'python'
   if (name === 'sglang-router' && 'missing' in router) return router.missing;
   if (name === 'node relay' && args['no-node-relay']) return '--no-node-relay';
   if (name === 'gateway bare' && args['no-bare']) return '--no-bare';
+  if (name === 'gateway traced' && !args.traced) return 'needs --traced';
   return 'not run';
 }
 
@@ -527,7 +587,8 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
   const wrk = findWrk();
   const engines = await startEngines(Number(args['ceiling-engines']), 0, 0);
   const gateway = await startGateway(engines.urls);
-  const bare = args['no-bare'] ? undefined : await startGateway(engines.urls, true);
+  const bare = args['no-bare'] ? undefined : await startGateway(engines.urls, 'bare');
+  const traced = args.traced ? await startGateway(engines.urls, { otlp: await otlpSink() }) : undefined;
   const proxyNginx = 'bin' in nginx ? await startNginxProxy(nginx.bin, engines.urls) : undefined;
   const proxyRouter = 'python' in router ? await startRouter(router.python, engines.urls, niced) : undefined;
   const body = JSON.stringify({ text: 'The capital of France is', sampling_params: { max_new_tokens: 8 } });
@@ -598,11 +659,21 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
           : []),
         { name: 'gateway', run: () => run([`${gateway.url}/${ROLE}/generate`], gateway) },
         ...(bare ? [{ name: 'gateway bare', run: () => run([`${bare.url}/${ROLE}/generate`], bare) }] : []),
+        ...(traced
+          ? [{ name: 'gateway traced', run: () => run([`${traced.url}/${ROLE}/generate`], traced) }]
+          : []),
       ],
       merge,
     );
     const d = results.direct!;
-    const cols: Column[] = ['direct', 'nginx', 'sglang-router', 'gateway', 'gateway bare'].map((name) => {
+    const cols: Column[] = [
+      'direct',
+      'nginx',
+      'sglang-router',
+      'gateway',
+      'gateway bare',
+      'gateway traced',
+    ].map((name) => {
       const r = results[name];
       if (r === undefined) return { name, skipped: missingReason(name, nginx, router) };
       return {
@@ -634,7 +705,7 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
     );
   } finally {
     await Promise.all(
-      [gateway.proc, bare?.proc, proxyNginx?.proc, proxyRouter?.proc, ...engines.procs]
+      [gateway.proc, bare?.proc, traced?.proc, proxyNginx?.proc, proxyRouter?.proc, ...engines.procs]
         .filter((p) => p !== undefined)
         .map(stop),
     );

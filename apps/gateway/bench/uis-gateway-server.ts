@@ -11,7 +11,7 @@ import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
 import { createControlPlane } from '@uis/control-plane';
 import { parseConfig } from '@uis/spec';
-import { createLogger, UisServer } from '../src/index.ts';
+import { createLogger, createTracing, UisServer } from '../src/index.ts';
 import { WindowStats } from './window-stats.ts';
 
 const { values } = parseArgs({
@@ -22,6 +22,8 @@ const { values } = parseArgs({
     role: { type: 'string', default: 'rollout' },
     /** Without per-request metrics and time series (what they cost: the bench's `gateway bare` column). */
     bare: { type: 'boolean', default: false },
+    /** With OpenTelemetry tracing on, every request sampled, spans sent to this OTLP/HTTP URL. */
+    otlp: { type: 'string' },
   },
 });
 const engines = (values.engines ?? '').split(',').filter((u) => u !== '');
@@ -57,6 +59,11 @@ const uis = new UisServer({
   logger,
   healthProbeMs: 0,
   servingObservability: !values.bare,
+  tracing: createTracing(
+    values.otlp === undefined
+      ? undefined
+      : { otlp_endpoint: values.otlp, service_name: 'uis-bench', sample_ratio: 1 },
+  ),
 });
 const listener = uis.requestListener();
 

@@ -35,6 +35,8 @@ export interface ForwardRoute {
   path: string;
   pick: PickTarget;
   edit?: BodyEdit;
+  /** W3C trace context sent to the engine instead of the client's (set when the request is traced). */
+  traceparent?: string | undefined;
   /** The gateway that owns the request once routed, when it is not the handler's (the root OpenAI routes find
    * the role from the model): its in-flight counter and hooks count the request. */
   owner?: Pick<ServingProxyOptions, 'inFlight' | 'hooks'>;
@@ -209,7 +211,7 @@ class Exchange implements UpstreamHandler {
     if (body.fields.rid === undefined && this.#opts.injectRid !== false) inject = nextId();
     this.#rid = body.fields.rid ?? inject;
     this.#body = forwardedBody(body, route.edit, inject);
-    this.#upstreamHeaders = upstreamRequestHeaders(req.rawHeaders, this.#requestId);
+    this.#upstreamHeaders = upstreamRequestHeaders(req.rawHeaders, this.#requestId, route.traceparent);
     this.#attempt(route.pick(undefined));
   }
 

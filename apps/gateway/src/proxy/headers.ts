@@ -43,7 +43,12 @@ function connectionTokens(value: string | string[] | undefined): Set<string> | u
  * Builds the upstream request headers as a flat `[name, value, ...]` list, straight from node's `rawHeaders` (no
  * intermediate object). Adds `content-type: application/json` and `x-request-id`; the engine client sets `host` and the body's `content-length`.
  */
-export function upstreamRequestHeaders(rawHeaders: readonly string[], requestId: string): string[] {
+export function upstreamRequestHeaders(
+  rawHeaders: readonly string[],
+  requestId: string,
+  /** The gateway's own W3C trace context for the engine (tracing on); replaces the client's. */
+  traceparent?: string,
+): string[] {
   let listed: Set<string> | undefined;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     if (rawHeaders[i]!.toLowerCase() === 'connection') {
@@ -56,9 +61,11 @@ export function upstreamRequestHeaders(rawHeaders: readonly string[], requestId:
     const name = rawHeaders[i]!;
     const lower = name.toLowerCase();
     if (isHopByHop(lower) || SET_BY_PROXY.has(lower) || listed?.has(lower)) continue;
+    if (traceparent !== undefined && lower === 'traceparent') continue;
     out.push(name, rawHeaders[i + 1]!);
   }
   out.push('content-type', 'application/json', 'x-request-id', requestId);
+  if (traceparent !== undefined) out.push('traceparent', traceparent);
   return out;
 }
 

@@ -27,6 +27,8 @@ import {
   type UpstreamPoolOptions,
   UpstreamPools,
 } from '../proxy/index.ts';
+import { AuditSpans } from '../tracing/audit-spans.ts';
+import type { UisTracing } from '../tracing/tracing.ts';
 import { buildAppRouter } from '../trpc/app-router.ts';
 import { ChangeFeed } from '../trpc/change-feed.ts';
 import { ConsoleJournal } from '../trpc/console-journal.ts';
@@ -54,6 +56,9 @@ export interface UisServerOptions {
   /** Per-request metrics and the console's time series (default on). Off only to measure what they cost (the
    * gateway bench's `gateway bare` column); `/metrics` still answers, without serving series. */
   servingObservability?: boolean;
+  /** OpenTelemetry tracing (made from `gateway.tracing` by `createTracing`); the server flushes and stops it on
+   * close. Absent: no span is made anywhere. */
+  tracing?: UisTracing | undefined;
 }
 
 /** pino to stderr (stdout stays for what a command prints); silent under vitest unless UIS_LOG_LEVEL says. */
@@ -73,6 +78,7 @@ export class UisServer {
   readonly app = new Hono();
   readonly metrics: GatewayMetrics;
   readonly observability: Observability;
+  private readonly tracing: UisTracing | undefined;
   readonly journal = new ConsoleJournal();
   readonly feed = new ChangeFeed();
   readonly logger: pino.Logger;
@@ -128,12 +134,15 @@ export class UisServer {
         servingTokens,
         onServed,
         accessLog: opts.accessLog ?? false,
+        tracing: opts.tracing,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
       });
       this.gateways.set(role, gateway);
       gateway.registerServing(this.routes);
       this.app.route('/', gateway.app);
     }
+    const auditSpans = opts.tracing === undefined ? undefined : new AuditSpans(opts.tracing);
+    this.tracing = opts.tracing;
     this.journal.backfill(plane.events.latest(500));
     for (const e of plane.events.latest(20_000)) this.observability.audit(e, false);
     // Every change of the control plane (audit events, publications, barrier waiters, batch progress) wakes the
@@ -143,6 +152,7 @@ export class UisServer {
         if (change.type === 'audit') {
           this.journal.record(change.event);
           this.observability.audit(change.event);
+          auditSpans?.observe(change.event);
         } else if (change.type === 'barriers') this.observability.barriers(change.barriers, Date.now());
         this.feed.notify();
       }),
@@ -311,6 +321,7 @@ export class UisServer {
       await closed;
     }
     await this.pools.close();
+    await this.tracing?.shutdown();
   }
 }
 
