@@ -32,8 +32,11 @@ def start_demo(token: str, timeout_s: float = 180.0) -> tuple[subprocess.Popen[s
     node = shutil.which("node")
     if node is None:
         pytest.fail("node is not on PATH: the tests run against a real `uis demo`")
+    # The source CLI when the checkout has one (uis.mjs may run a compiled build that needs `pnpm build` first).
+    dev = REPO / "apps/gateway/bin/uis-dev.mjs"
+    cli = dev if dev.exists() else REPO / "apps/gateway/bin/uis.mjs"
     proc = subprocess.Popen(
-        [node, str(REPO / "apps/gateway/bin/uis.mjs"), "demo", "--no-driver", "--port", "0", "--host", "127.0.0.1"],
+        [node, str(cli), "demo", "--no-driver", "--port", "0", "--host", "127.0.0.1"],
         cwd=REPO,
         env={**os.environ, "UIS_ADMIN_TOKEN": token, "UIS_LOG_LEVEL": "warn"},
         stdout=subprocess.PIPE,

@@ -9,6 +9,13 @@ export {
 export { InProcessSimLauncher } from './launchers/in-process-sim-launcher.ts';
 export type { StartedRay } from './launchers/ray.ts';
 export {
+  type ModelReplica,
+  ModelReplicaSchema,
+  type ModelReplicas,
+  ModelReplicasSchema,
+  modelReplicas,
+} from './model-replicas.ts';
+export {
   type ControlPlaneEvent,
   type ControlPlaneListener,
   ControlPlaneStream,

@@ -65,17 +65,30 @@ export class LocalLauncher implements Launcher {
       offload: req.offload,
       command: [...(this.opts.command ?? DEFAULT_SGLANG_COMMAND)],
       advertiseHost: host,
-      extraArgs: this.opts.extraArgs?.(req) ?? [],
+      extraArgs: [...(this.opts.extraArgs?.(req) ?? []), ...apiKeyArgs(req)],
       ...(this.opts.env ? { env: this.opts.env } : {}),
     });
     return new SGLangEngine({
       engineId: req.replica.engine_id,
       baseUrl: args.headUrl,
+      ...apiKeyOf(req),
       launcher: this.processes,
       launchSpec: { ...args, engineId: req.replica.engine_id },
       ...(this.opts.pollMs === undefined ? {} : { pollMs: this.opts.pollMs }),
     });
   }
+}
+
+/** The model's engine key (`engine_api_key`) for the engine's client, when it has one. */
+export function apiKeyOf(req: LaunchRequest): { apiKey?: string } {
+  const key = req.model.engine_api_key;
+  return key === undefined ? {} : { apiKey: key };
+}
+
+/** SGLang's `--api-key` flag for an engine launched here, when the model has a key. */
+export function apiKeyArgs(req: LaunchRequest): string[] {
+  const key = req.model.engine_api_key;
+  return key === undefined ? [] : ['--api-key', key];
 }
 
 export const SIM_BIN = fileURLToPath(new URL('../../sglang-sim/bin/sglang-sim.mjs', import.meta.url));
@@ -108,6 +121,7 @@ export class ExternalLauncher implements Launcher {
     return new SGLangEngine({
       engineId: req.replica.engine_id,
       baseUrl: url.replace(/\/$/, ''),
+      ...apiKeyOf(req),
       ...(this.pollMs === undefined ? {} : { pollMs: this.pollMs }),
     });
   }

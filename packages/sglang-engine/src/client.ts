@@ -63,6 +63,8 @@ export interface SGLangClientOptions {
   timeouts?: ClientTimeouts;
   /** Keep-alive connections per engine. Default 64. */
   connections?: number;
+  /** The key the engine was started with (SGLang `--api-key`), sent as the bearer token of every call. */
+  apiKey?: string;
 }
 
 /** Per-call limits. */
@@ -112,11 +114,13 @@ export class SGLangClient {
   private readonly timeouts: Required<ClientTimeouts>;
   /** Which of the old/new endpoint names this engine answers, learnt on first use. */
   private readonly resolved = new Map<string, string>();
+  private readonly auth: Record<string, string>;
 
   constructor(baseUrl: string, opts: SGLangClientOptions = {}) {
     const url = new URL(baseUrl);
     this.baseUrl = url.origin;
     this.timeouts = { ...DEFAULT_TIMEOUTS, ...opts.timeouts };
+    this.auth = opts.apiKey === undefined ? {} : { authorization: `Bearer ${opts.apiKey}` };
     if (opts.dispatcher) {
       this.dispatcher = opts.dispatcher;
       this.ownsDispatcher = false;
@@ -533,7 +537,7 @@ export class SGLangClient {
       path,
       method,
       signal: controller.signal,
-      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      headers: body === undefined ? this.auth : { ...this.auth, 'content-type': 'application/json' },
     };
     if (body !== undefined) request.body = JSON.stringify(body);
     if (opts.idleTimeoutMs !== undefined) {

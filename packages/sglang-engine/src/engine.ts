@@ -24,6 +24,8 @@ export interface SGLangEngineOptions {
   engineId: string;
   baseUrl: string;
   client?: SGLangClient;
+  /** The engine's `--api-key` (used by the client built here; a given `client` brings its own). */
+  apiKey?: string;
   launcher?: EngineLauncher;
   launchSpec?: LaunchSpec;
   clock?: Clock;
@@ -116,7 +118,8 @@ export class SGLangEngine {
     this.baseUrl = opts.baseUrl;
     this.bootstrapPort = opts.launchSpec?.bootstrapPort;
     this.ownsClient = opts.client === undefined;
-    this.client = opts.client ?? new SGLangClient(opts.baseUrl);
+    this.client =
+      opts.client ?? new SGLangClient(opts.baseUrl, opts.apiKey === undefined ? {} : { apiKey: opts.apiKey });
     this.launcher = opts.launcher;
     this.launchSpec = opts.launchSpec;
     this.clock = opts.clock ?? systemClock;

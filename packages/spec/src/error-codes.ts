@@ -16,6 +16,8 @@ export const ERROR_CODES = {
   invalid_body: 400,
   invalid_query: 400,
   invalid_json: 400,
+  /** A JSON body nests deeper than the gateway's limit (`gateway.max_json_depth`); the path is where. */
+  json_too_deep: 400,
   invalid_http: 400,
   invalid_path: 400,
   invalid_url: 400,
@@ -67,6 +69,12 @@ export const ERROR_CODES = {
   invalid_bundles: 400,
   // ---- who may call (401) ------------------------------------------------------------------------------
   unauthorized: 401,
+  // ---- who may call: refused before any token is looked at -------------------------------------------------
+  /** The Host header names neither the listen address nor a configured name (`gateway.allowed_hosts`): a DNS
+   * rebinding page, or a name the operator did not list. */
+  host_not_allowed: 403,
+  /** Too many failed authentications from this client: wait `Retry-After` seconds. */
+  auth_rate_limited: 429,
   // ---- what the caller named does not exist (404) ------------------------------------------------------------
   // A name in a path segment or a body field is the same miss: 404, as OpenAI answers an unknown `model`.
   not_found: 404,
@@ -178,6 +186,8 @@ export const ERROR_CODES = {
   engine_start_failed: 503,
   /** Another replica's start failed or the engine is being stopped: this start gave up at once. */
   engine_start_cancelled: 503,
+  /** Request bodies still arriving hold the gateway's whole body budget (`gateway.body_budget_bytes`). */
+  body_budget_exhausted: 503,
   engine_unavailable: 503,
   ray_not_started: 503,
   router_not_started: 503,

@@ -16,8 +16,6 @@ export type ErrorBody = z.infer<typeof ErrorBodySchema>;
 export interface UisErrorInit {
   code: ErrorCode;
   message: string;
-  /** @deprecated the status comes from the error-code table; being removed call site by call site. */
-  status?: number;
   /** For a code in RELAYED_STATUS_CODES: the status of the answer or failure it passes on. */
   relayedStatus?: number;
   path?: string;
@@ -36,7 +34,7 @@ export class UisError extends Error {
     super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
     this.name = 'UisError';
     this.code = init.code;
-    this.status = init.status ?? statusOf(init.code, init.relayedStatus);
+    this.status = statusOf(init.code, init.relayedStatus);
     this.path = init.path;
     this.details = init.details;
   }

@@ -101,6 +101,21 @@ export const GatewayConfigSchema = z
       .int()
       .positive()
       .default(64 * 1024 * 1024),
+    /** Time a client has to send a whole request (headers and body), in ms; a slower one gets 408 and its
+     * connection closed. Answers may take as long as they take (hour-long streams are not cut). */
+    body_timeout_ms: z.number().int().positive().default(60_000),
+    /** Bytes all request bodies still arriving may hold at once, process-wide; beyond it new bodies get 503 with
+     * `Retry-After`. Bounds memory under many slow or stalled uploads. */
+    body_budget_bytes: z
+      .number()
+      .int()
+      .positive()
+      .default(512 * 1024 * 1024),
+    /** Deepest JSON nesting any route accepts (400 `json_too_deep` with the path beyond). */
+    max_json_depth: z.number().int().min(2).max(10_000).default(128),
+    /** Host header values accepted besides the listen address and loopback names (e.g. `uis.example.org` or
+     * `uis.example.org:8080`); any other Host is refused 403, which stops DNS-rebinding pages. `*` accepts any. */
+    allowed_hosts: z.array(z.string().min(1)).default([]),
     /** SQLite file for events, operations, leases and deferred batches (`:memory:` keeps nothing). */
     db_path: z.string().min(1).default(':memory:'),
     /** Engine launcher of `uis serve`. */

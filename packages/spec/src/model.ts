@@ -198,6 +198,10 @@ export const InferenceModelSpecSchema = z
     fault_tolerance_enabled: z.boolean().default(false),
     /** Asks for DCS registration / dynamic weight updates; refused for static models. */
     register_dcs: z.boolean().default(false),
+    /** The key this model's engines check (SGLang `--api-key`): launched engines get it, and the gateway and the
+     * manager send it as their bearer token. Clients never see it, and their own credentials never reach an
+     * engine. */
+    engine_api_key: z.string().min(1).optional(),
   })
   .strict();
 export type InferenceModelSpec = z.infer<typeof InferenceModelSpecSchema>;

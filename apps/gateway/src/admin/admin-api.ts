@@ -1,5 +1,5 @@
 import { isUtf8 } from 'node:buffer';
-import { type ControlPlane, submitBatch } from '@uis/control-plane';
+import { type ControlPlane, modelReplicas, submitBatch } from '@uis/control-plane';
 import { BatchKindSchema, OperationLedger, WeightUpdateRequestSchema } from '@uis/manager';
 import { UisError, zodError } from '@uis/spec';
 import { type Context, Hono } from 'hono';
@@ -297,6 +297,15 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
       (_c, b) => b.engine_id,
     ),
   );
+  // A model's replicas with their URLs, ranks and node/GPU ids (a trainer pushing update_weights_from_tensor).
+  app.get('/roles/:role/models/:model/replicas', (c) => {
+    try {
+      const result = modelReplicas(plane, c.req.param('role') ?? '', c.req.param('model') ?? '');
+      return c.json({ ok: true, operation_id: null, result });
+    } catch (e) {
+      return fail(c, e);
+    }
+  });
   app.get('/roles', (c) =>
     c.json({
       roles: Object.fromEntries([...plane.managers].map(([role, m]) => [role, m.snapshot()])),

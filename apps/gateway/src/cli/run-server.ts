@@ -184,9 +184,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     accessLog: opts.config.gateway?.access_log ?? false,
     tracing: createTracing(opts.config.gateway?.tracing),
     ...(servingToken ? { servingToken } : {}),
-    ...(opts.config.gateway?.max_body_bytes === undefined
-      ? {}
-      : { maxBodyBytes: opts.config.gateway.max_body_bytes }),
+    ...limitsOf(opts.config),
   });
   let url: string;
   try {
@@ -213,6 +211,18 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
   ];
   out(`${lines.join('\n')}\n`);
   if (opts.extra) extra = opts.extra({ url, adminToken: token, plane, logger });
+}
+
+/** The gateway block's request limits as server options (the schema's defaults when there is no block). */
+function limitsOf(config: UisConfig) {
+  const g = config.gateway;
+  if (g === undefined) return {};
+  return {
+    maxBodyBytes: g.max_body_bytes,
+    bodyTimeoutMs: g.body_timeout_ms,
+    bodyBudgetBytes: g.body_budget_bytes,
+    maxJsonDepth: g.max_json_depth,
+  };
 }
 
 /** `1 engine group`, `4 engine groups`. */

@@ -113,7 +113,14 @@ export async function genrmCall<M extends Resolved, K>(
       const r = await host.pools.get(target.origin).request(
         {
           path: '/v1/chat/completions',
-          headers: ['content-type', 'application/json', 'x-request-id', requestId],
+          headers: [
+            'content-type',
+            'application/json',
+            'x-request-id',
+            requestId,
+            // The model's engine key, never the client's credentials (the adapter builds its own request).
+            ...(spec?.engine_api_key ? ['authorization', `Bearer ${spec.engine_api_key}`] : []),
+          ],
           body: Buffer.from(payload),
         },
         controller.signal,

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { InferenceManager, InflightTracker } from '@uis/manager';
@@ -15,6 +14,7 @@ import { Hono } from 'hono';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import {
   asUisError,
+  type BodyBudget,
   type CompletionEvent,
   createServingHandler,
   DEFAULT_MAX_BODY_BYTES,
@@ -83,6 +83,10 @@ export interface InferenceGatewayOptions {
   /** When set, discovery and serving need one of these bearer tokens (RFC open question 3). */
   servingTokens?: readonly string[];
   maxBodyBytes?: number;
+  /** Deepest JSON nesting a serving body may have. */
+  maxJsonDepth?: number;
+  /** The process-wide budget for bytes of bodies still arriving. */
+  bodyBudget?: BodyBudget;
   /** Longest long-poll a client may ask for. Default 300 s. */
   maxWaitSeconds?: number;
   onServed?: (r: ServedRequest) => void;
@@ -143,6 +147,7 @@ export class InferenceGateway {
   private readonly logger: GatewayLogger;
   private readonly servingTokens: readonly string[];
   private readonly maxBodyBytes: number;
+  private readonly bodyRules: Pick<InferenceGatewayOptions, 'maxJsonDepth' | 'bodyBudget'>;
   private readonly maxWaitSeconds: number;
   private readonly onServed: ((r: ServedRequest) => void) | undefined;
   private readonly accessLog: boolean;
@@ -181,6 +186,10 @@ export class InferenceGateway {
     this.logger = opts.logger ?? silent;
     this.servingTokens = opts.servingTokens ?? [];
     this.maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    this.bodyRules = {
+      ...(opts.maxJsonDepth === undefined ? {} : { maxJsonDepth: opts.maxJsonDepth }),
+      ...(opts.bodyBudget === undefined ? {} : { bodyBudget: opts.bodyBudget }),
+    };
     this.maxWaitSeconds = opts.maxWaitSeconds ?? 300;
     this.onServed = opts.onServed;
     this.accessLog = opts.accessLog ?? false;
@@ -213,7 +222,7 @@ export class InferenceGateway {
    * completions (which answer errors in OpenAI's shape). */
   registerServing(routes: FastRoutes): void {
     const paths = servingPaths(this.role);
-    const options = { pools: this.pools, maxBodyBytes: this.maxBodyBytes, ...this.owner };
+    const options = { pools: this.pools, maxBodyBytes: this.maxBodyBytes, ...this.bodyRules, ...this.owner };
     const openai = { ...options, errorBody: openAIErrorBody };
     const generate = createServingHandler(options, (body, req, requestId, res) =>
       // GenRM: a body with `messages` is Relax's GenRM call, answered `{"response": ...}` by the adapter.
@@ -295,6 +304,18 @@ export class InferenceGateway {
     return model;
   }
 
+  /** The model's engine key, when its engines check one (`engine_api_key`). */
+  private engineAuth(model: string): { engineApiKey?: string } {
+    const key = this.spec.models.find((m) => m.name === model)?.engine_api_key;
+    return key === undefined ? {} : { engineApiKey: key };
+  }
+
+  /** The same key as a raw header pair for the gateway's own engine calls (abort_request). */
+  private engineAuthHeader(model: string | undefined): string[] {
+    const key = model === undefined ? undefined : this.engineAuth(model).engineApiKey;
+    return key === undefined ? [] : ['authorization', `Bearer ${key}`];
+  }
+
   private resolve(
     body: ParsedBody,
     req: IncomingMessage,
@@ -331,6 +352,7 @@ export class InferenceGateway {
       traceparent: traced?.traceparent,
       // Chat: `model` becomes the engine's served name; `route_key` is the gateway's, never the engine's.
       edit: edit ?? { set: { model: model.servedName }, remove: ['route_key'] },
+      ...this.engineAuth(model.name),
     };
   }
 
@@ -385,7 +407,13 @@ export class InferenceGateway {
         .request(
           {
             path: '/abort_request',
-            headers: ['content-type', 'application/json', 'x-request-id', requestId],
+            headers: [
+              'content-type',
+              'application/json',
+              'x-request-id',
+              requestId,
+              ...this.engineAuthHeader(this.modelOf.get(requestId)),
+            ],
             body: Buffer.from(JSON.stringify({ rid: one })),
           },
           AbortSignal.timeout(10_000),

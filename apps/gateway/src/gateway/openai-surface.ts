@@ -1,5 +1,6 @@
 import { UisError } from '@uis/spec';
 import type { Context, Hono } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import {
   createServingHandler,
   type ErrorBodyOf,
@@ -7,6 +8,7 @@ import {
   type FastRoutes,
   type ForwardRoute,
   type ParsedBody,
+  type ServingProxyOptions,
   sendError,
   type UpstreamPools,
 } from '../proxy/index.ts';
@@ -25,6 +27,10 @@ function openAIType(status: number): string {
 
 /** OpenAI's error object on OpenAI routes: `message`, `type`, `param` (the body field at fault: `model` for
  * `body.model`), `code`, and ours besides (`path`, `details`), so nothing a uis client reads is lost. */
+/** A Hono answer in OpenAI's error shape with the error's status (the error table's). */
+const openAIErrorJson = (c: Context, err: UisError): Response =>
+  c.json(openAIErrorBody(err) as object, err.status as ContentfulStatusCode);
+
 export const openAIErrorBody: ErrorBodyOf = (err: UisError) => {
   const ours = err.toJSON().error;
   const path = err.path;
@@ -51,6 +57,8 @@ export interface OpenAIRootOptions {
   roles: () => Iterable<OpenAIRole>;
   pools: UpstreamPools;
   maxBodyBytes?: number;
+  /** The same body rules as the role routes (JSON depth, the process-wide body budget). */
+  bodyRules?: Pick<ServingProxyOptions, 'maxJsonDepth' | 'bodyBudget'>;
   servingTokens: readonly string[];
 }
 
@@ -112,12 +120,12 @@ export function mountOpenAIRoot(app: Hono, routes: FastRoutes, opts: OpenAIRootO
   };
   app.get('/v1/models', (c) => {
     if (opts.servingTokens.length > 0 && !authorized(c.req.header('authorization'), opts.servingTokens))
-      return c.json(openAIErrorBody(unauthorized('serving')) as object, 401);
+      return openAIErrorJson(c, unauthorized('serving'));
     return c.json(rootModelList(opts.roles()));
   });
   const refuse = (allow: string) => (c: Context) => {
     c.header('allow', allow);
-    return c.json(openAIErrorBody(methodNotAllowed(c.req.method, c.req.path, allow)) as object, 405);
+    return openAIErrorJson(c, methodNotAllowed(c.req.method, c.req.path, allow));
   };
   app.on([...OTHER_METHODS.read], '/v1/models', refuse('GET, HEAD'));
   app.on([...OTHER_METHODS.serving], ['/v1/chat/completions', '/v1/completions'], refuse('POST'));
@@ -127,6 +135,7 @@ export function mountOpenAIRoot(app: Hono, routes: FastRoutes, opts: OpenAIRootO
         pools: opts.pools,
         errorBody: openAIErrorBody,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
+        ...opts.bodyRules,
       },
       (body, req, requestId, res) => {
         const role = roleForModel(opts.roles(), body);

@@ -2,7 +2,9 @@ import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 import { UisError, zodError } from '@uis/spec';
 import { z } from 'zod';
+import { type BodyBudget, bodyBudgetSpent } from './body-budget.ts';
 import { ProxyErrorCode } from './errors.ts';
+import { DEFAULT_MAX_JSON_DEPTH, jsonDepthError } from './json-depth.ts';
 
 /** The request fields the gateway reads to route and to abort; everything else passes through untouched. */
 export const ServingFieldsSchema = z.object({
@@ -45,23 +47,31 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   });
 }
 
-/** `readBody` in callback style, for the serving hot path (no promise per request). */
+/** `readBody` in callback style, for the serving hot path (no promise per request). With a `budget`, the body's
+ * bytes count against the process-wide budget while it arrives (503 `body_budget_exhausted` when spent). */
 export function collectBody(
   req: IncomingMessage,
   limit: number,
   done: (err: Error | null, body?: Buffer) => void,
+  budget?: BodyBudget,
 ): void {
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) {
     done(bodyTooLarge(limit));
     return;
   }
-  const c = new BodyCollector(limit, done);
+  if (budget !== undefined && !budget.open) {
+    done(bodyBudgetSpent(budget.limit));
+    return;
+  }
+  const c = new BodyCollector(limit, done, budget);
   // Anonymous listeners on purpose: tsx (esbuild keepNames) wraps every *named* closure in a defineProperty call,
   // which the serving hot path would pay on each request.
   req.on('data', (chunk: Buffer) => c.data(chunk));
   req.on('end', () => c.end());
   req.on('error', (err: Error) => c.error(err));
+  // A client that goes away mid-body (or is cut at the body deadline) gives its bytes back.
+  if (budget !== undefined) req.on('close', () => c.error(new Error('request closed before its body ended')));
 }
 
 /** One request body being read; answers `done` exactly once. */
@@ -74,13 +84,19 @@ class BodyCollector {
   constructor(
     readonly limit: number,
     readonly done: (err: Error | null, body?: Buffer) => void,
+    readonly budget: BodyBudget | undefined,
   ) {}
 
   data(chunk: Buffer): void {
     if (this.#settled) return;
+    if (this.budget !== undefined && !this.budget.take(chunk.length)) {
+      this.#settle();
+      this.done(bodyBudgetSpent(this.budget.limit));
+      return;
+    }
     this.#size += chunk.length;
     if (this.#size > this.limit) {
-      this.#settled = true;
+      this.#settle();
       this.done(bodyTooLarge(this.limit));
       return;
     }
@@ -93,7 +109,7 @@ class BodyCollector {
 
   end(): void {
     if (this.#settled) return;
-    this.#settled = true;
+    this.#settle();
     const chunks = this.#chunks;
     this.done(
       null,
@@ -103,13 +119,23 @@ class BodyCollector {
 
   error(err: Error): void {
     if (this.#settled) return;
-    this.#settled = true;
+    this.#settle();
     this.done(err);
+  }
+
+  /** Ends the read: its bytes leave the budget (a complete body is the request's own from here). */
+  #settle(): void {
+    this.#settled = true;
+    this.budget?.release(this.#size);
   }
 }
 
-/** Parses a body that must be a JSON object (400 `invalid_json` / `invalid_body` at `body` otherwise). */
-export function parseJsonObject(raw: Buffer): Record<string, unknown> | UisError {
+/** Parses a body that must be a JSON object (400 `invalid_json` / `invalid_body` at `body`, `json_too_deep` at
+ * the path where it nests deeper than `maxDepth`, otherwise). */
+export function parseJsonObject(
+  raw: Buffer,
+  maxDepth: number = DEFAULT_MAX_JSON_DEPTH,
+): Record<string, unknown> | UisError {
   // JSON text is UTF-8 (RFC 8259): decoding other bytes would silently turn them into U+FFFD, so a body would be
   // routed or recorded as one text and reach the engine as another.
   if (!isUtf8(raw))
@@ -118,6 +144,8 @@ export function parseJsonObject(raw: Buffer): Record<string, unknown> | UisError
       path: 'body',
       message: 'request body is not valid UTF-8; send JSON encoded as UTF-8',
     });
+  const deep = jsonDepthError(raw, maxDepth);
+  if (deep !== undefined) return deep;
   let json: unknown;
   try {
     json = JSON.parse(raw.toString('utf8'));
@@ -139,8 +167,8 @@ export function parseJsonObject(raw: Buffer): Record<string, unknown> | UisError
 }
 
 /** Parses a serving body: must be a JSON object whose routing fields have the right types (400 otherwise). */
-export function parseServingBody(raw: Buffer): ParsedBody | UisError {
-  const obj = parseJsonObject(raw);
+export function parseServingBody(raw: Buffer, maxDepth?: number): ParsedBody | UisError {
+  const obj = parseJsonObject(raw, maxDepth);
   if (obj instanceof UisError) return obj;
   const fields = quickFields(obj);
   if (fields !== undefined) return { raw, json: obj, fields };

@@ -17,6 +17,13 @@ export class FastRoutes {
     return this;
   }
 
+  /** Every registered route as `[method, path]` (for the OpenAPI coverage test). */
+  list(): Array<[string, string]> {
+    return [...this.#byMethod].flatMap(([method, paths]) =>
+      [...paths.keys()].map((p): [string, string] => [method, p]),
+    );
+  }
+
   /** The handler for `method` and the path part of `url` (query ignored), if any. */
   match(method: string | undefined, url: string | undefined): FastHandler | undefined {
     if (method === undefined || url === undefined) return undefined;

@@ -23,7 +23,7 @@ describe('upstreamRequestHeaders and trace context', () => {
   });
 
   it("replaces it with the gateway's span when traced (the engine's spans become the request's children)", () => {
-    const out = upstreamRequestHeaders(raw, 'req-1', OURS);
+    const out = upstreamRequestHeaders(raw, 'req-1', undefined, OURS);
     const pairs = Object.fromEntries(
       Array.from({ length: out.length / 2 }, (_, i) => [out[2 * i], out[2 * i + 1]]),
     );

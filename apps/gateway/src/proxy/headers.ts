@@ -19,6 +19,11 @@ const HOP_BY_HOP = new Set([
  * answers a non-JSON label with 422 in its own error shape). */
 const SET_BY_PROXY = new Set(['host', 'content-length', 'content-type', 'x-request-id']);
 
+/** The client's credentials: the serving or admin token (`Authorization`, the only header our tokens travel in)
+ * and browser cookies. They are the gateway's to check and never reach an engine, which may be anyone's process
+ * registered by URL; an engine that wants a key gets the model's own (`engine_api_key`). */
+const CREDENTIALS = new Set(['authorization', 'cookie']);
+
 function isHopByHop(lower: string): boolean {
   return HOP_BY_HOP.has(lower) || lower.startsWith('proxy-');
 }
@@ -41,11 +46,14 @@ function connectionTokens(value: string | string[] | undefined): Set<string> | u
 
 /**
  * Builds the upstream request headers as a flat `[name, value, ...]` list, straight from node's `rawHeaders` (no
- * intermediate object). Adds `content-type: application/json` and `x-request-id`; the engine client sets `host` and the body's `content-length`.
+ * intermediate object), without the client's credentials. Adds `content-type: application/json`, `x-request-id`
+ * and, when the model's engines need a key, `authorization: Bearer <engineApiKey>`; the engine client sets `host`
+ * and the body's `content-length`.
  */
 export function upstreamRequestHeaders(
   rawHeaders: readonly string[],
   requestId: string,
+  engineApiKey?: string,
   /** The gateway's own W3C trace context for the engine (tracing on); replaces the client's. */
   traceparent?: string,
 ): string[] {
@@ -60,11 +68,13 @@ export function upstreamRequestHeaders(
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!;
     const lower = name.toLowerCase();
-    if (isHopByHop(lower) || SET_BY_PROXY.has(lower) || listed?.has(lower)) continue;
+    if (isHopByHop(lower) || SET_BY_PROXY.has(lower) || CREDENTIALS.has(lower) || listed?.has(lower))
+      continue;
     if (traceparent !== undefined && lower === 'traceparent') continue;
     out.push(name, rawHeaders[i + 1]!);
   }
   out.push('content-type', 'application/json', 'x-request-id', requestId);
+  if (engineApiKey !== undefined) out.push('authorization', `Bearer ${engineApiKey}`);
   if (traceparent !== undefined) out.push('traceparent', traceparent);
   return out;
 }

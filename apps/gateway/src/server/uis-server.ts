@@ -19,8 +19,12 @@ import { InferenceGateway, type ServedRequest } from '../gateway/inference-gatew
 import { mountOpenAIRoot } from '../gateway/openai-surface.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import { Observability } from '../metrics/observability.ts';
+import { mountDocs } from '../openapi/docs-routes.ts';
 import {
+  BodyBudget,
   createCombinedListener,
+  DEFAULT_MAX_BODY_BYTES,
+  DEFAULT_MAX_JSON_DEPTH,
   errorJson,
   FastRoutes,
   servingPaths,
@@ -33,8 +37,11 @@ import { buildAppRouter } from '../trpc/app-router.ts';
 import { ChangeFeed } from '../trpc/change-feed.ts';
 import { ConsoleJournal } from '../trpc/console-journal.ts';
 import { consoleState } from '../trpc/console-state.ts';
+import { bodyGuard } from './body-guard.ts';
 import { CONSOLE_DIST, consoleHandler } from './console-static.ts';
 import { HealthProbe } from './health-probe.ts';
+
+const DEFAULT_BODY_TIMEOUT_MS = 60_000;
 
 export interface UisServerOptions {
   plane: ControlPlane;
@@ -43,6 +50,13 @@ export interface UisServerOptions {
   servingToken?: string | undefined;
   logger?: pino.Logger;
   maxBodyBytes?: number;
+  /** Time a client has to send a whole request, headers and body (408 and the connection closed after). Default
+   * 60 s. */
+  bodyTimeoutMs?: number;
+  /** Bytes all request bodies still arriving may hold at once (503 + Retry-After beyond). Default 512 MiB. */
+  bodyBudgetBytes?: number;
+  /** Deepest JSON nesting any route accepts. Default 128. */
+  maxJsonDepth?: number;
   /** The console build to serve at `/`. */
   consoleDist?: string;
   /** Least time between two console pushes. */
@@ -83,16 +97,32 @@ export class UisServer {
   readonly feed = new ChangeFeed();
   readonly logger: pino.Logger;
   private readonly pools: UpstreamPools;
-  private readonly routes = new FastRoutes();
+  /** The serving fast path's routes (served before Hono sees a request). */
+  readonly routes = new FastRoutes();
   private server: Server | null = null;
   private readonly probe: HealthProbe | null;
   private readonly unsubscribe: Array<() => void> = [];
+  private readonly bodyTimeoutMs: number;
+  /** Bytes of request bodies still arriving, process-wide. */
+  readonly bodyBudget: BodyBudget;
 
   constructor(opts: UisServerOptions) {
     const plane = opts.plane;
     this.plane = plane;
     this.pools = new UpstreamPools(opts.upstream);
     this.logger = opts.logger ?? createLogger();
+    this.bodyTimeoutMs = opts.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
+    this.bodyBudget = new BodyBudget(opts.bodyBudgetBytes);
+    const maxJsonDepth = opts.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH;
+    // First, so it runs before every framework route: the serving fast path applies the same rules itself.
+    this.app.use(
+      '*',
+      bodyGuard({
+        budget: this.bodyBudget,
+        maxBytes: opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+        maxJsonDepth,
+      }),
+    );
     this.metrics = new GatewayMetrics({
       inFlight: () =>
         [...this.gateways].flatMap(([role, g]) =>
@@ -133,6 +163,8 @@ export class UisServer {
         logger: this.logger.child({ role }),
         servingTokens,
         onServed,
+        bodyBudget: this.bodyBudget,
+        maxJsonDepth,
         accessLog: opts.accessLog ?? false,
         tracing: opts.tracing,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
@@ -226,11 +258,13 @@ export class UisServer {
       c.body(await this.metrics.text(), 200, { 'content-type': this.metrics.contentType }),
     );
     this.app.get('/healthz', (c) => c.json({ status: 'ok', roles: [...this.gateways.keys()] }));
+    mountDocs(this.app, () => ({ roles: [...this.gateways.keys()], admin: [] }));
     // One base URL for a whole job: /v1/models, /v1/chat/completions, /v1/completions find the role by model.
     mountOpenAIRoot(this.app, this.routes, {
       roles: () => this.gateways.values(),
       pools: this.pools,
       servingTokens,
+      bodyRules: { bodyBudget: this.bodyBudget, maxJsonDepth },
       ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
     });
     const roles = new Set<string>([...this.gateways.keys(), 'admin', 'trpc', 'metrics']);
@@ -285,11 +319,18 @@ export class UisServer {
 
   /** Listens (port 0: ephemeral). Resolves with the base URL. */
   async listen(port = 0, host = '127.0.0.1'): Promise<{ url: string; port: number }> {
-    const server = createServer({ keepAliveTimeout: 120_000 }, this.requestListener());
+    // The request (headers and body) must arrive within the body deadline, checked every second; the answer may
+    // take as long as it takes (hour-long generations are never cut for taking long).
+    const server = createServer(
+      {
+        keepAliveTimeout: 120_000,
+        requestTimeout: this.bodyTimeoutMs,
+        headersTimeout: Math.min(60_000, this.bodyTimeoutMs),
+        connectionsCheckingInterval: Math.min(1000, this.bodyTimeoutMs),
+      },
+      this.requestListener(),
+    );
     server.on('clientError', answerClientError);
-    // Hour-long generations: never cut a request for taking long.
-    server.requestTimeout = 0;
-    server.headersTimeout = 60_000;
     this.server = server;
     server.listen(port, host);
     await once(server, 'listening');
@@ -326,18 +367,16 @@ export class UisServer {
 }
 
 /** The JSON answers to what node's HTTP parser refuses, by error code (anything else: 400 `invalid_http`). */
-const PARSER_REFUSALS: Record<string, { status: number; code: ErrorCode; path?: string; message: string }> = {
+const PARSER_REFUSALS: Record<string, { code: ErrorCode; path?: string; message: string }> = {
   HPE_HEADER_OVERFLOW: {
-    status: 431,
     code: 'headers_too_large',
     path: 'headers',
     message: 'request headers are too large; send fewer or shorter headers',
   },
   ERR_HTTP_REQUEST_TIMEOUT: {
-    status: 408,
     code: 'request_timeout',
-    path: 'headers',
-    message: 'the request headers did not arrive in time',
+    path: 'body',
+    message: "the request (headers and body) did not arrive within the gateway's deadline; send it faster",
   },
 };
 
@@ -353,14 +392,15 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
     return;
   }
   const known = err.code === undefined ? undefined : PARSER_REFUSALS[err.code];
-  const init = known ?? {
-    status: 400,
-    code: 'invalid_http',
-    message: `the request is not valid HTTP/1.1 (${err.code ?? err.message}); fix the client's request framing`,
-  };
-  const body = JSON.stringify(new UisError(init).toJSON());
+  const refusal = new UisError(
+    known ?? {
+      code: 'invalid_http',
+      message: `the request is not valid HTTP/1.1 (${err.code ?? err.message}); fix the client's request framing`,
+    },
+  );
+  const body = JSON.stringify(refusal.toJSON());
   socket.end(
-    `HTTP/1.1 ${init.status} ${STATUS_CODES[init.status]}\r\ncontent-type: application/json\r\n` +
+    `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\ncontent-type: application/json\r\n` +
       `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
 }

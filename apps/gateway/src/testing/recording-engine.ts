@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import { createServer, type IncomingMessage } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type SimServer, startSimServer } from '@uis/sglang-sim';
 
@@ -8,6 +8,7 @@ export interface SeenRequest {
   method: string;
   path: string;
   body: Record<string, unknown> | null;
+  headers: IncomingHttpHeaders;
 }
 
 const GENERATION = new Set(['/generate', '/v1/chat/completions']);
@@ -47,7 +48,7 @@ export class RecordingEngine {
         } catch {
           body = null;
         }
-        e.seen.push({ method: req.method ?? 'GET', path, body });
+        e.seen.push({ method: req.method ?? 'GET', path, body, headers: req.headers });
         if (e.hang && GENERATION.has(path)) return;
         const controller = new AbortController();
         res.on('close', () => {

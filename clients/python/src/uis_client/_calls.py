@@ -11,7 +11,7 @@ from urllib.parse import quote
 from pydantic import TypeAdapter
 
 from .discovery import DiscoverySnapshot
-from .models import Batch, BatchPage, Event, Health, Lease, ModelList, Operation
+from .models import Batch, BatchPage, Event, Health, Lease, ModelList, ModelReplicas, Operation
 
 T = TypeVar("T")
 
@@ -124,6 +124,11 @@ def deactivate_model(role: str, model: str) -> Call[Operation[Any]]:
 def update_weights(role: str, model: str, body: dict[str, Any]) -> Call[Operation[Any]]:
     path = f"/admin/roles/{_p(role)}/models/{_p(model)}/weights"
     return Call("POST", path, _any, _clean(body), mutation=True)
+
+
+def model_replicas(role: str, model: str) -> Call[Operation[ModelReplicas]]:
+    path = f"/admin/roles/{_p(role)}/models/{_p(model)}/replicas"
+    return Call("GET", path, _op(ModelReplicas))
 
 
 def register_engine(role: str, model: str, url: str) -> Call[Operation[Any]]:

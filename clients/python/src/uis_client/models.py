@@ -99,6 +99,36 @@ class Health(_Model):
     models: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
+class ReplicaRank(_Model):
+    rank: int
+    node: str
+    node_ip: str | None = None
+    node_rank: int
+    gpu_id: int
+
+
+class ModelReplica(_Model):
+    engine_id: str
+    replica: int
+    group: int
+    worker_type: Literal["regular", "prefill", "decode"]
+    url: str | None
+    state: str
+    weight_version: str | None
+    tp: int
+    pp: int
+    gpus_per_engine: int
+    ranks: list[ReplicaRank]
+    actual_gpus: list[dict[str, Any]] | None = None
+
+
+class ModelReplicas(_Model):
+    role: str
+    model: str
+    weight_version: str | None
+    replicas: list[ModelReplica]
+
+
 class GenrmSample(_Model):
     """A GenRM scoring input: OpenAI chat messages."""
 

@@ -9,7 +9,7 @@ import {
 } from '@uis/sglang-engine';
 import type { GpuRef, NodePlacement, ReplicaPlacement } from '@uis/spec';
 import { UisError } from '@uis/spec';
-import type { Launcher, LaunchRequest } from '../launchers.ts';
+import { apiKeyArgs, apiKeyOf, type Launcher, type LaunchRequest } from '../launchers.ts';
 import type { ActorExitEvent } from './bridge-protocol.ts';
 import type { RayBridge } from './ray-bridge.ts';
 import type { ProbedPool, RayPlacementGroups } from './ray-placement-groups.ts';
@@ -80,7 +80,7 @@ export class RayLauncher implements Launcher {
       ...(head.node_ip ? { advertiseHost: head.node_ip } : {}),
       ...(rendezvous ? { distInitAddr: `${hostFor(host, head)}:${headPorts[1]}` } : {}),
       ...(prefill ? { bootstrapPort: headPorts[1 + rendezvous] as number } : {}),
-      extraArgs: this.opts.extraArgs?.(req) ?? [],
+      extraArgs: [...(this.opts.extraArgs?.(req) ?? []), ...apiKeyArgs(req)],
       ...(this.opts.env ? { env: this.opts.env } : {}),
     });
     const launcher = new RayEngineLauncher(this.opts.bridge, {
@@ -91,6 +91,7 @@ export class RayLauncher implements Launcher {
     return new SGLangEngine({
       engineId: req.replica.engine_id,
       baseUrl: args.headUrl,
+      ...apiKeyOf(req),
       launcher,
       launchSpec: { ...args, engineId: req.replica.engine_id },
       ...(this.opts.pollMs === undefined ? {} : { pollMs: this.opts.pollMs }),

@@ -1,0 +1,70 @@
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { describe, expect, it } from 'vitest';
+import { gatewayOnSims, splitTestConfig } from '../testing/fixtures.ts';
+
+const gw = gatewayOnSims({ config: splitTestConfig(), server: { adminToken: 'the-admin-token' } });
+
+type Doc = { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> };
+
+async function document(): Promise<Doc> {
+  const r = await fetch(`${gw.url}/openapi.json`);
+  expect(r.status).toBe(200);
+  expect(r.headers.get('content-type')).toContain('application/json');
+  return (await r.json()) as Doc;
+}
+
+/** `METHOD /path` of every documented operation, `{role}` expanded to the configured roles. */
+function documented(doc: Doc): Set<string> {
+  const out = new Set<string>();
+  for (const [path, ops] of Object.entries(doc.paths))
+    for (const method of Object.keys(ops))
+      for (const role of ['rollout', 'genrm', 'teacher'])
+        out.add(`${method.toUpperCase()} ${path.replace('{role}', role).replace(/\{([a-z_]+)\}/g, ':$1')}`);
+  return out;
+}
+
+describe('OpenAPI 3.1 document and /docs', () => {
+  it('is a valid OpenAPI 3.1 document (@seriousme/openapi-schema-validator)', async () => {
+    const doc = await document();
+    const result = await new Validator().validate(doc as never);
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+    expect((doc as unknown as { openapi: string }).openapi).toBe('3.1.0');
+  });
+
+  it('documents every route the server answers (serving fast path and Hono), each with its error answers', async () => {
+    const doc = await document();
+    const listed = documented(doc);
+    const served = [
+      ...gw.server.routes.list().map(([m, p]) => `${m} ${p}`),
+      ...gw.server.app.routes
+        .filter((r) => (r.method === 'GET' || r.method === 'POST') && !r.path.includes('*'))
+        // Swagger UI's own files, and the admin API until it is served from the command table (documented below).
+        .filter((r) => !r.path.startsWith('/docs/') && !r.path.startsWith('/admin'))
+        .map((r) => `${r.method} ${r.path}`),
+    ];
+    // A path documented under another method is that route's 405 answer (with Allow), not another route.
+    const paths = new Set([...listed].map((r) => r.split(' ')[1]));
+    const routes = served.filter((r) => !paths.has(r.split(' ')[1]) || listed.has(r));
+    expect(routes.length).toBeGreaterThan(20);
+    expect(routes.filter((r) => !listed.has(r))).toEqual([]);
+    const chat = doc.paths['/{role}/v1/chat/completions']!.post!;
+    expect(Object.keys(chat.responses)).toEqual(['200', '400', '401', '404', '413', '502', '503', '504']);
+    const root = doc.paths['/v1/completions']!.post!;
+    expect(JSON.stringify(root.responses['400'])).toContain('ambiguous_model');
+  });
+
+  it('renders /docs with Swagger UI served from the gateway itself', async () => {
+    const page = await fetch(`${gw.url}/docs`);
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    expect(html).toContain('/docs/swagger-ui-bundle.js');
+    expect(html).not.toMatch(/https?:\/\//);
+    const bundle = await fetch(`${gw.url}/docs/swagger-ui-bundle.js`);
+    expect(bundle.status).toBe(200);
+    expect(bundle.headers.get('content-type')).toContain('javascript');
+    expect((await bundle.arrayBuffer()).byteLength).toBeGreaterThan(100_000);
+    const init = await (await fetch(`${gw.url}/docs/init.js`)).text();
+    expect(init).toContain("url: '/openapi.json'");
+  });
+});
