@@ -40,6 +40,7 @@ import { consoleState } from '../trpc/console-state.ts';
 import { bodyGuard } from './body-guard.ts';
 import { CONSOLE_DIST, consoleHandler } from './console-static.ts';
 import { HealthProbe } from './health-probe.ts';
+import { AuthFailureLimiter, guardRequests, HostAllowList } from './request-guard.ts';
 
 const DEFAULT_BODY_TIMEOUT_MS = 60_000;
 
@@ -57,6 +58,10 @@ export interface UisServerOptions {
   bodyBudgetBytes?: number;
   /** Deepest JSON nesting any route accepts. Default 128. */
   maxJsonDepth?: number;
+  /** Host header names accepted besides IP literals, localhost and this machine's name (`*`: any). */
+  allowedHosts?: readonly string[];
+  /** Counts failed authentications per client (tests pass one with their own clock). */
+  authFailures?: AuthFailureLimiter;
   /** The console build to serve at `/`. */
   consoleDist?: string;
   /** Least time between two console pushes. */
@@ -105,6 +110,11 @@ export class UisServer {
   private readonly bodyTimeoutMs: number;
   /** Bytes of request bodies still arriving, process-wide. */
   readonly bodyBudget: BodyBudget;
+  /** Failed authentications per client address (429 + Retry-After past the limit). */
+  readonly authFailures: AuthFailureLimiter;
+  private readonly hosts: HostAllowList;
+  /** Tokens the console API needs when a serving token is set (serving, admin); empty: open. */
+  private readonly readTokens: readonly string[];
 
   constructor(opts: UisServerOptions) {
     const plane = opts.plane;
@@ -113,6 +123,9 @@ export class UisServer {
     this.logger = opts.logger ?? createLogger();
     this.bodyTimeoutMs = opts.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
     this.bodyBudget = new BodyBudget(opts.bodyBudgetBytes);
+    this.authFailures = opts.authFailures ?? new AuthFailureLimiter();
+    this.hosts = new HostAllowList(opts.allowedHosts ?? []);
+    this.readTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
     const maxJsonDepth = opts.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH;
     // First, so it runs before every framework route: the serving fast path applies the same rules itself.
     this.app.use(
@@ -314,7 +327,10 @@ export class UisServer {
   /** The node:http request listener of everything (serving fast path first, then Hono), for callers that run
    * their own server. */
   requestListener(): (req: IncomingMessage, res: ServerResponse) => void {
-    return createCombinedListener({ serving: this.routes, fallback: getRequestListener(this.app.fetch) });
+    return guardRequests(
+      createCombinedListener({ serving: this.routes, fallback: getRequestListener(this.app.fetch) }),
+      { hosts: this.hosts, limiter: this.authFailures, readTokens: this.readTokens },
+    );
   }
 
   /** Listens (port 0: ephemeral). Resolves with the base URL. */
