@@ -9,11 +9,12 @@ import {
 import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
-import type { ControlPlane } from '@uis/control-plane';
+import { buildAppRouter, ChangeFeed, type ControlPlane } from '@uis/control-plane';
 import { asRole, type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
 import { createAdminApi } from '../admin/admin-api.ts';
+import { authorized } from '../gateway/auth.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
 import { mountOpenAIRoot } from '../gateway/openai-surface.ts';
@@ -33,10 +34,9 @@ import {
 } from '../proxy/index.ts';
 import { AuditSpans } from '../tracing/audit-spans.ts';
 import type { UisTracing } from '../tracing/tracing.ts';
-import { buildAppRouter } from '../trpc/app-router.ts';
-import { ChangeFeed } from '../trpc/change-feed.ts';
 import { ConsoleJournal } from '../trpc/console-journal.ts';
 import { consoleState } from '../trpc/console-state.ts';
+import { gpuTimeUpdates, timeSeriesUpdates } from '../trpc/observability-feeds.ts';
 import { bodyGuard } from './body-guard.ts';
 import { CONSOLE_DIST, consoleHandler } from './console-static.ts';
 import { HealthProbe } from './health-probe.ts';
@@ -242,10 +242,15 @@ export class UisServer {
     };
     const router = buildAppRouter({
       plane,
-      adminToken: opts.adminToken,
+      authorize: (header, permission) =>
+        permission === 'public' ||
+        authorized(header, permission === 'admin' ? [opts.adminToken] : [opts.adminToken, ...servingTokens]),
       state,
       feed: this.feed,
-      observability: this.observability,
+      observability: {
+        timeSeries: (signal) => timeSeriesUpdates(this.observability.ring, signal),
+        gpuTime: (signal) => gpuTimeUpdates(this.observability.gpuTime, signal),
+      },
       ...(opts.throttleMs === undefined ? {} : { throttleMs: opts.throttleMs }),
     });
     this.app.route(
@@ -253,6 +258,7 @@ export class UisServer {
       createAdminApi({
         plane,
         adminToken: opts.adminToken,
+        servingToken: opts.servingToken,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
       }),
     );
