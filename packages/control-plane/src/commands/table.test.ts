@@ -140,4 +140,21 @@ describe('running commands', { timeout: 60_000 }, () => {
     expect((events.result as { events: unknown[] }).events).toHaveLength(1);
     expect(plane.events.list({ kind: 'admin.list_phases', limit: 1 })).toEqual([]);
   });
+
+  it('reads one replica by engine id (get_replica), and names an unknown one at engine_id', async () => {
+    const one = await call('get_replica', {
+      params: { role: 'rollout', engine_id: 'policy/1' },
+      inputRoot: 'query',
+    });
+    expect(one.result).toMatchObject({
+      role: 'rollout',
+      model: 'policy',
+      engine_id: 'policy/1',
+      state: 'ready',
+    });
+    expect((one.result as { url: string }).url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    await expect(
+      call('get_replica', { params: { role: 'rollout', engine_id: 'policy/9' }, inputRoot: 'query' }),
+    ).rejects.toMatchObject({ code: 'unknown_engine', path: 'engine_id' });
+  });
 });
