@@ -24,6 +24,7 @@ import {
   type ForwardRoute,
   InFlightCounter,
   type ParsedBody,
+  ProxyErrorCode,
   type ProxyTarget,
   type ServingProxyOptions,
   sendError,
@@ -31,6 +32,7 @@ import {
   type TokenUsage,
   UpstreamPools,
 } from '../proxy/index.ts';
+import type { RequestTrace, UisTracing } from '../tracing/tracing.ts';
 import { accessLine } from './access-log.ts';
 import { authorized, unauthorized } from './auth.ts';
 import { type GenrmHost, genrmCall, refusedModel } from './genrm-call.ts';
@@ -90,6 +92,8 @@ export interface InferenceGatewayOptions {
   onServed?: (r: ServedRequest) => void;
   /** Log one `access` line per serving request at info (see {@link accessLine}). */
   accessLog?: boolean;
+  /** OpenTelemetry tracing (`gateway.tracing`); absent: no span is made. */
+  tracing?: UisTracing | undefined;
   now?: () => number;
 }
 
@@ -150,6 +154,9 @@ export class InferenceGateway {
   private readonly now: () => number;
   /** Model of each forwarded request id, for the completion metrics. */
   private readonly modelOf = new Map<string, string>();
+  private readonly tracing: UisTracing | undefined;
+  /** Traced requests in flight, by request id (tracing on only). */
+  private readonly traces = new Map<string, RequestTrace>();
   private readonly origins = new Map<string, string>();
   private readonly ownsPools: boolean;
   /** What the proxy counts and reports a request of this role through (the root OpenAI routes borrow it). */
@@ -186,6 +193,7 @@ export class InferenceGateway {
     this.maxWaitSeconds = opts.maxWaitSeconds ?? 300;
     this.onServed = opts.onServed;
     this.accessLog = opts.accessLog ?? false;
+    this.tracing = opts.tracing;
     this.now = opts.now ?? (() => performance.now());
     this.genrmHost = {
       spec: this.spec,
@@ -325,9 +333,23 @@ export class InferenceGateway {
       return model;
     }
     this.modelOf.set(requestId, model.name);
+    const traced = this.tracing?.request(this.role, req.url ?? path, requestId, req.headers.traceparent);
+    if (traced !== undefined) this.traces.set(requestId, traced);
     return {
       path,
-      pick: (excluding) => this.pick(model, keys, res, excluding),
+      pick:
+        traced === undefined
+          ? (excluding) => this.pick(model, keys, res, excluding)
+          : (excluding) => {
+              const target = this.pick(model, keys, res, excluding);
+              // The proxy picks again only after an unreachable engine.
+              traced.attempt(
+                target instanceof UisError ? undefined : target.id,
+                excluding === undefined ? undefined : ProxyErrorCode.engineUnreachable,
+              );
+              return target;
+            },
+      traceparent: traced?.traceparent,
       // Chat: `model` becomes the engine's served name; `route_key` is the gateway's, never the engine's.
       edit: edit ?? { set: { model: model.servedName }, remove: ['route_key'] },
       ...this.engineAuth(model.name),
@@ -411,6 +433,7 @@ export class InferenceGateway {
   private completed(e: CompletionEvent): void {
     const model = this.modelOf.get(e.requestId) ?? '(none)';
     this.modelOf.delete(e.requestId);
+    if (this.traces.size > 0) this.endTrace(e, model);
     // The first byte handed to the client: for a stream, the first token (headers leave with it).
     const ttfbMs = e.firstByteOutMs ?? e.ttfbMs;
     this.served({
@@ -426,6 +449,19 @@ export class InferenceGateway {
       upstreamError: upstreamErrorOf(e),
       error: e.error?.message,
       requestId: e.requestId,
+    });
+  }
+
+  private endTrace(e: CompletionEvent, model: string): void {
+    const traced = this.traces.get(e.requestId);
+    if (traced === undefined) return;
+    this.traces.delete(e.requestId);
+    traced.end({
+      model,
+      status: e.status,
+      error: e.error?.code,
+      promptTokens: e.usage?.prompt,
+      completionTokens: e.usage?.completion,
     });
   }
 
