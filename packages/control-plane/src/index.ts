@@ -1,4 +1,5 @@
 export { BarrierBoard, type BarrierWait } from './barrier-board.ts';
+export * from './commands/index.ts';
 export { ControlPlane } from './control-plane.ts';
 export {
   type ControlPlaneOptions,
@@ -21,3 +22,5 @@ export {
   ControlPlaneStream,
 } from './stream.ts';
 export { submitBatch } from './submit-batch.ts';
+export { type AppRouter, type AppRouterDeps, buildAppRouter, type TrpcContext } from './trpc/app-router.ts';
+export { ChangeFeed, pause } from './trpc/change-feed.ts';

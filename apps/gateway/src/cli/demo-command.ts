@@ -1,7 +1,14 @@
 import { PRODUCER_ROLE } from '@uis/spec';
 import type { Command } from 'commander';
 import { DEMO_CONFIG } from '../package-paths.ts';
-import { addRunOptions, parseHost, parsePort, readConfig, withLayoutExit } from './serve-command.ts';
+import {
+  addRunOptions,
+  checkDbPath,
+  parseHost,
+  parsePort,
+  readConfig,
+  withLayoutExit,
+} from './serve-command.ts';
 
 /** Modelled engine timings: slow enough that requests and phases are visible, light enough for 2 cores. */
 const SIM_TIMING = {
@@ -30,7 +37,11 @@ export function registerDemoCommand(program: Command): void {
     .option('--host <host>', 'listen address', parseHost, '127.0.0.1')
     .option('--config <file>', 'another layout to run instead of examples/demo.yaml')
     .option('--processes', 'one sglang-sim process per engine node instead of engines inside this process')
-    .option('--no-driver', 'do not run the built-in RL loop');
+    .option('--no-driver', 'do not run the built-in RL loop')
+    .option(
+      '--db <file>',
+      'SQLite file for events, operations, leases and batches: the demo survives a restart (default: in memory)',
+    );
   addRunOptions(demo).action(
     async (o: {
       port: number;
@@ -38,10 +49,12 @@ export function registerDemoCommand(program: Command): void {
       config?: string;
       processes?: boolean;
       driver: boolean;
+      db?: string;
       logLevel?: string;
       startDeadline?: number;
     }) => {
       const config = readConfig(o.config ?? DEMO_CONFIG);
+      if (o.db !== undefined) checkDbPath(o.db, '--db');
       // Loaded here, not at the top: `uis plan` and `uis --version` should not pay for the server's modules.
       const [{ SimLauncher }, { RlLoopDriver }, { InProcessSimLauncher }, { runServer }] = await Promise.all([
         import('@uis/manager'),
@@ -58,6 +71,7 @@ export function registerDemoCommand(program: Command): void {
           launcher: inProcess ?? new SimLauncher({ simArgs: simFlags() }),
           port: o.port,
           host: o.host,
+          ...(o.db === undefined ? {} : { dbPath: o.db }),
           managerOptions: { healthIntervalMs: 2000, drainDeadlineMs: 30_000 },
           ...(o.logLevel === undefined ? {} : { logLevel: o.logLevel }),
           ...(o.startDeadline === undefined ? {} : { startDeadlineMs: o.startDeadline }),

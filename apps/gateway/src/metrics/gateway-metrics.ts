@@ -11,6 +11,8 @@ export interface MetricsSources {
   batchCounts(): Array<{ kind: string; state: string; count: number }>;
   /** Each live replica's weight version and how many versions it trails its model's target. */
   replicaWeights?(): ReplicaWeightRow[];
+  /** Replicas whose circuit breaker is not closed (state 1: half-open, 2: open). */
+  circuits?(): Array<{ role: string; engine_id: string; state: number }>;
 }
 
 export interface MetricsOptions {
@@ -59,7 +61,7 @@ export class GatewayMetrics {
       new Counter({ name, help, labelNames: ['role', 'model'] as const, registers });
     this.requests = new Counter({
       name: 'uis_requests_total',
-      help: 'Serving requests by role, model and HTTP status (0: the client left before an answer).',
+      help: 'Serving requests by role, model and HTTP status (0: the client left before an answer; cut: the engine broke the stream after its status went out).',
       labelNames: ['role', 'model', 'status'],
       registers,
     });
@@ -160,6 +162,18 @@ export class GatewayMetrics {
         for (const r of sources.batchCounts()) this.set({ kind: r.kind, state: r.state }, r.count);
       },
     });
+    const circuits = sources.circuits?.bind(sources);
+    if (circuits !== undefined)
+      new Gauge({
+        name: 'uis_circuit_breaker_state',
+        help: "A replica's circuit breaker: 0 closed (absent), 1 half-open (one probe), 2 open (skipped by routing).",
+        labelNames: ['role', 'engine_id'],
+        registers,
+        collect() {
+          this.reset();
+          for (const r of circuits()) this.set({ role: r.role, engine_id: r.engine_id }, r.state);
+        },
+      });
     const weights = sources.replicaWeights?.bind(sources);
     if (weights === undefined) return;
     // Both gauges read one snapshot per scrape: prom-client collects each gauge separately.
@@ -193,7 +207,10 @@ export class GatewayMetrics {
 
   observeRequest(e: ObservedRequest): void {
     const labels = { role: e.role, model: e.model };
-    this.requests.inc({ ...labels, status: String(e.status) });
+    // A stream the engine cut after its 200 went out is not a success: `status="cut"` (its kind is in
+    // uis_upstream_errors_total).
+    const cut = e.upstreamError !== undefined && e.status > 0 && e.status < 400;
+    this.requests.inc({ ...labels, status: cut ? 'cut' : String(e.status) });
     this.latency.observe(labels, e.totalMs / 1000);
     if (e.ttftMs !== undefined) this.timeToFirstToken.observe(labels, e.ttftMs / 1000);
     if (e.usage !== undefined) {

@@ -9,11 +9,12 @@ import {
 import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
-import type { ControlPlane } from '@uis/control-plane';
+import { buildAppRouter, ChangeFeed, type ControlPlane } from '@uis/control-plane';
 import { asRole, type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
 import { createAdminApi } from '../admin/admin-api.ts';
+import { authorized } from '../gateway/auth.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
 import { mountOpenAIRoot } from '../gateway/openai-surface.ts';
@@ -32,14 +33,16 @@ import {
   type UpstreamPoolOptions,
   UpstreamPools,
 } from '../proxy/index.ts';
-import { buildAppRouter } from '../trpc/app-router.ts';
-import { ChangeFeed } from '../trpc/change-feed.ts';
+import { AuditSpans } from '../tracing/audit-spans.ts';
+import type { UisTracing } from '../tracing/tracing.ts';
 import { ConsoleJournal } from '../trpc/console-journal.ts';
 import { consoleState } from '../trpc/console-state.ts';
+import { gpuTimeUpdates, timeSeriesUpdates } from '../trpc/observability-feeds.ts';
 import { bodyGuard } from './body-guard.ts';
 import { consoleHandler } from './console-static.ts';
 import { HealthProbe } from './health-probe.ts';
 import { humanDestination } from './log-format.ts';
+import { AuthFailureLimiter, guardRequests, HostAllowList } from './request-guard.ts';
 
 const DEFAULT_BODY_TIMEOUT_MS = 60_000;
 
@@ -57,6 +60,10 @@ export interface UisServerOptions {
   bodyBudgetBytes?: number;
   /** Deepest JSON nesting any route accepts. Default 128. */
   maxJsonDepth?: number;
+  /** Host header names accepted besides IP literals, localhost and this machine's name (`*`: any). */
+  allowedHosts?: readonly string[];
+  /** Counts failed authentications per client (tests pass one with their own clock). */
+  authFailures?: AuthFailureLimiter;
   /** The console build to serve at `/`. */
   consoleDist?: string;
   /** Least time between two console pushes. */
@@ -67,6 +74,12 @@ export interface UisServerOptions {
   healthProbeMs?: number;
   /** One `access` log line per serving request (`gateway.access_log`). */
   accessLog?: boolean;
+  /** Per-request metrics and the console's time series (default on). Off only to measure what they cost (the
+   * gateway bench's `gateway bare` column); `/metrics` still answers, without serving series. */
+  servingObservability?: boolean;
+  /** OpenTelemetry tracing (made from `gateway.tracing` by `createTracing`); the server flushes and stops it on
+   * close. Absent: no span is made anywhere. */
+  tracing?: UisTracing | undefined;
 }
 
 /** pino to stderr (stdout stays for what a command prints); silent under vitest unless UIS_LOG_LEVEL says. */
@@ -88,6 +101,7 @@ export class UisServer {
   readonly app = new Hono();
   readonly metrics: GatewayMetrics;
   readonly observability: Observability;
+  private readonly tracing: UisTracing | undefined;
   readonly journal = new ConsoleJournal();
   readonly feed = new ChangeFeed();
   readonly logger: pino.Logger;
@@ -100,6 +114,11 @@ export class UisServer {
   private readonly bodyTimeoutMs: number;
   /** Bytes of request bodies still arriving, process-wide. */
   readonly bodyBudget: BodyBudget;
+  /** Failed authentications per client address (429 + Retry-After past the limit). */
+  readonly authFailures: AuthFailureLimiter;
+  private readonly hosts: HostAllowList;
+  /** Tokens the console API needs when a serving token is set (serving, admin); empty: open. */
+  private readonly readTokens: readonly string[];
 
   constructor(opts: UisServerOptions) {
     const plane = opts.plane;
@@ -108,6 +127,9 @@ export class UisServer {
     this.logger = opts.logger ?? createLogger();
     this.bodyTimeoutMs = opts.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
     this.bodyBudget = new BodyBudget(opts.bodyBudgetBytes);
+    this.authFailures = opts.authFailures ?? new AuthFailureLimiter();
+    this.hosts = new HostAllowList(opts.allowedHosts ?? []);
+    this.readTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
     const maxJsonDepth = opts.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH;
     // First, so it runs before every framework route: the serving fast path applies the same rules itself.
     this.app.use(
@@ -137,12 +159,19 @@ export class UisServer {
         [...plane.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
       batchCounts: () => plane.store.counts(),
       replicaWeights: () => this.observability.weights.rows(plane.managers),
+      circuits: () =>
+        [...this.gateways].flatMap(([role, g]) =>
+          g.breakers
+            .snapshot()
+            .map((c) => ({ role, engine_id: c.engineId, state: c.state === 'open' ? 2 : 1 })),
+        ),
     });
     this.observability = new Observability(this.metrics, plane.plan);
     const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
+    const observe = opts.servingObservability !== false;
     const onServed = (r: ServedRequest) => {
       this.journal.served(r);
-      this.observability.served(r);
+      if (observe) this.observability.served(r);
       this.feed.notify();
     };
     for (const [role, manager] of plane.managers) {
@@ -153,19 +182,22 @@ export class UisServer {
         spec,
         placements: plane.placementsOf(role),
         pools: this.pools,
-        metrics: this.metrics,
+        ...(observe ? { metrics: this.metrics } : {}),
         logger: this.logger.child({ role }),
         servingTokens,
         onServed,
         bodyBudget: this.bodyBudget,
         maxJsonDepth,
         accessLog: opts.accessLog ?? false,
+        tracing: opts.tracing,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
       });
       this.gateways.set(role, gateway);
       gateway.registerServing(this.routes);
       this.app.route('/', gateway.app);
     }
+    const auditSpans = opts.tracing === undefined ? undefined : new AuditSpans(opts.tracing);
+    this.tracing = opts.tracing;
     this.journal.backfill(plane.events.latest(500));
     for (const e of plane.events.latest(20_000)) this.observability.audit(e, false);
     // Every change of the control plane (audit events, publications, barrier waiters, batch progress) wakes the
@@ -175,6 +207,7 @@ export class UisServer {
         if (change.type === 'audit') {
           this.journal.record(change.event);
           this.observability.audit(change.event);
+          auditSpans?.observe(change.event);
         } else if (change.type === 'barriers') this.observability.barriers(change.barriers, Date.now());
         this.feed.notify();
       }),
@@ -219,10 +252,15 @@ export class UisServer {
     };
     const router = buildAppRouter({
       plane,
-      adminToken: opts.adminToken,
+      authorize: (header, permission) =>
+        permission === 'public' ||
+        authorized(header, permission === 'admin' ? [opts.adminToken] : [opts.adminToken, ...servingTokens]),
       state,
       feed: this.feed,
-      observability: this.observability,
+      observability: {
+        timeSeries: (signal) => timeSeriesUpdates(this.observability.ring, signal),
+        gpuTime: (signal) => gpuTimeUpdates(this.observability.gpuTime, signal),
+      },
       ...(opts.throttleMs === undefined ? {} : { throttleMs: opts.throttleMs }),
     });
     this.app.route(
@@ -230,6 +268,7 @@ export class UisServer {
       createAdminApi({
         plane,
         adminToken: opts.adminToken,
+        servingToken: opts.servingToken,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
       }),
     );
@@ -304,7 +343,10 @@ export class UisServer {
   /** The node:http request listener of everything (serving fast path first, then Hono), for callers that run
    * their own server. */
   requestListener(): (req: IncomingMessage, res: ServerResponse) => void {
-    return createCombinedListener({ serving: this.routes, fallback: getRequestListener(this.app.fetch) });
+    return guardRequests(
+      createCombinedListener({ serving: this.routes, fallback: getRequestListener(this.app.fetch) }),
+      { hosts: this.hosts, limiter: this.authFailures, readTokens: this.readTokens },
+    );
   }
 
   /** Listens (port 0: ephemeral). Resolves with the base URL. */
@@ -352,6 +394,7 @@ export class UisServer {
       await closed;
     }
     await this.pools.close();
+    await this.tracing?.shutdown();
   }
 }
 

@@ -36,6 +36,8 @@ class Lease(_Model):
     status: str
     reason: str | None = None
     target: str | None = None
+    #: Proof recorded at the last transition: the roles that left and whether each engine released its memory.
+    last_release: dict[str, Any] | None = None
 
 
 class Batch(_Model):
@@ -78,10 +80,13 @@ class Event(_Model):
 class OpenAIModel(_Model):
     id: str
     object: str = "model"
+    created: int
     owned_by: str | None = None
     root: str | None = None
     state: str | None = None
     alias_of: str | None = None
+    #: Root ``/v1/models`` only: the role serving the model.
+    role: str | None = None
 
 
 class ModelList(_Model):
