@@ -69,7 +69,16 @@ if (extra.length === 0) runPython();
 function runPython() {
   const dir = join(root, 'clients', 'python');
   const python = process.env.PYTHON ?? 'python3';
-  const probe = spawnSync(python, ['-c', 'import uis_client, pytest, mypy'], { cwd: dir, encoding: 'utf8' });
+  // The checkout's source first: an older uis-client installed in site-packages must not stand in for it.
+  const env = {
+    ...process.env,
+    PYTHONPATH: [join(dir, 'src'), process.env.PYTHONPATH].filter(Boolean).join(':'),
+  };
+  const probe = spawnSync(python, ['-c', 'import uis_client, pytest, mypy'], {
+    cwd: dir,
+    encoding: 'utf8',
+    env,
+  });
   if (probe.status !== 0) {
     console.log(
       `\n=== python: cannot import uis_client, pytest and mypy with ${python} (${(probe.stderr ?? '').trim().split('\n').pop()}); run .ci/system-deps or pip install ./clients/python pytest mypy; counted as 1 failed`,
@@ -77,7 +86,7 @@ function runPython() {
     totals.failed += 1;
     return;
   }
-  const mypy = spawnSync(python, ['-m', 'mypy'], { cwd: dir, stdio: 'inherit' });
+  const mypy = spawnSync(python, ['-m', 'mypy'], { cwd: dir, stdio: 'inherit', env });
   console.log(
     `\n=== mypy --strict (clients/python, examples/python): ${mypy.status === 0 ? 'passed' : 'failed'}`,
   );

@@ -14,5 +14,4 @@ export {
 export { type LegacyEngines, legacyEngines } from './gateway/legacy-engines.ts';
 export { GatewayMetrics, type MetricsSources } from './metrics/gateway-metrics.ts';
 export { createLogger, UisServer, type UisServerOptions } from './server/uis-server.ts';
-export type { AppRouter, TrpcContext } from './trpc/app-router.ts';
 export { consoleState } from './trpc/console-state.ts';

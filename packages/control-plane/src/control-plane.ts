@@ -8,6 +8,7 @@ import type {
   LifecycleCoordinator,
   Logger,
   ModelRouters,
+  OperationLedger,
 } from '@uis/manager';
 import type { MemoryTag } from '@uis/sglang-engine';
 import {
@@ -50,6 +51,8 @@ export interface ControlPlaneParts {
   undeferred: UndeferredBatches;
   barriers: BarrierBoard;
   stream: ControlPlaneStream;
+  /** Operation ids of keyed commands and their results (durable). */
+  ledger: OperationLedger;
   logger: Logger;
   /** Unsubscribes and timers `stop()` ends first. */
   cleanups: Array<() => void>;
@@ -77,6 +80,8 @@ export class ControlPlane {
   readonly barriers: BarrierBoard;
   /** Every change as a typed event: audit events, topology publications, barrier waiters, batch progress. */
   readonly stream: ControlPlaneStream;
+  /** Operation ids of keyed commands and their results (durable). */
+  readonly ledger: OperationLedger;
   private readonly parts: ControlPlaneParts;
   private stopping: Promise<void> | null = null;
 
@@ -95,6 +100,7 @@ export class ControlPlane {
     this.ray = parts.ray;
     this.barriers = parts.barriers;
     this.stream = parts.stream;
+    this.ledger = parts.ledger;
   }
 
   /** The role's placements from the plan. */

@@ -10,6 +10,7 @@ import {
   type Logger,
   type ManagerOptions,
   type ModelRouters,
+  OperationLedger,
   openStore,
   type PlacementGroups,
   SimLauncher,
@@ -196,6 +197,7 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
     undeferred: new UndeferredBatches(wired.runner, store, logger),
     barriers: new BarrierBoard(),
     stream: new ControlPlaneStream(),
+    ledger: new OperationLedger(built.db),
   };
   try {
     const results = await Promise.allSettled([...managers.values()].map((m) => m.start()));

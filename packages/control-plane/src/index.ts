@@ -1,4 +1,5 @@
 export { BarrierBoard, type BarrierWait } from './barrier-board.ts';
+export * from './commands/index.ts';
 export { ControlPlane } from './control-plane.ts';
 export {
   type ControlPlaneOptions,
@@ -9,8 +10,17 @@ export {
 export { InProcessSimLauncher } from './launchers/in-process-sim-launcher.ts';
 export type { StartedRay } from './launchers/ray.ts';
 export {
+  type ModelReplica,
+  ModelReplicaSchema,
+  type ModelReplicas,
+  ModelReplicasSchema,
+  modelReplicas,
+} from './model-replicas.ts';
+export {
   type ControlPlaneEvent,
   type ControlPlaneListener,
   ControlPlaneStream,
 } from './stream.ts';
 export { submitBatch } from './submit-batch.ts';
+export { type AppRouter, type AppRouterDeps, buildAppRouter, type TrpcContext } from './trpc/app-router.ts';
+export { ChangeFeed, pause } from './trpc/change-feed.ts';

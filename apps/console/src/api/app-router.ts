@@ -1,3 +1,10 @@
-/** The gateway's router type, imported type-only: the console never depends on the gateway at run time (a
- * devDependency for types). `console-api.ts` is the same contract as a local router, for tests and the mock. */
-export type { AppRouter } from '@uis/gateway';
+import type { inferRouterOutputs } from '@trpc/server';
+import type { AppRouter } from '@uis/control-plane';
+
+/** The control plane's router type (its procedures derived from the command table), imported type-only: the
+ * console never depends on a server package at run time. `console-api.ts` serves the console's part of the same
+ * contract locally, for tests and the mock. */
+export type { AppRouter };
+
+/** What a procedure of the real router answers: `{ok, operation_id, result}`. */
+export type AppOutput<K extends keyof inferRouterOutputs<AppRouter>> = inferRouterOutputs<AppRouter>[K];

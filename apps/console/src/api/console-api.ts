@@ -1,6 +1,7 @@
 import { initTRPC, TRPCError } from '@trpc/server';
 import { type ConsoleState, type GpuTimeReport, RoleSchema, type TimeSeriesUpdate } from '@uis/spec';
 import { z } from 'zod';
+import type { AppOutput } from './app-router.ts';
 
 /** The console's tRPC contract, written as a router so the client gets exact types before the gateway's
  * `AppRouter` exists, and so tests and `dev/mock-gateway.ts` can serve it. The gateway implements the same
@@ -21,29 +22,28 @@ export const ResolveLeaseInputSchema = z.object({
   phase: z.string().min(1),
   note: z.string().optional(),
 });
-export const RestartReplicaInputSchema = z.object({ engine_id: z.string().min(1) });
+export const RestartReplicaInputSchema = z.object({ role: RoleSchema, engine_id: z.string().min(1) });
 export type RoleModelInput = z.infer<typeof RoleModelInputSchema>;
 export type AdvancePhaseInput = z.infer<typeof AdvancePhaseInputSchema>;
 export type ResolveLeaseInput = z.infer<typeof ResolveLeaseInputSchema>;
 export type RestartReplicaInput = z.infer<typeof RestartReplicaInputSchema>;
 
-export interface ActionResult {
-  ok: true;
-  message: string;
-}
+type Result<K extends 'drainModel' | 'activateModel' | 'advancePhase' | 'resolveLease' | 'restartReplica'> =
+  AppOutput<K>['result'];
 
-/** What a server behind the contract provides; an action throws (any Error) to refuse with its message. */
+/** What a server behind the contract provides: each action answers its command's result (the router wraps it in
+ * the `{ok, operation_id, result}` envelope) or throws (any Error) to refuse with its message. */
 export interface ConsoleApiImpl {
   state(): ConsoleState | Promise<ConsoleState>;
   /** Yields the current state first, then a full state whenever something changed; ends when `signal` aborts. */
   changes(signal: AbortSignal): AsyncIterable<ConsoleState>;
   adminToken: string;
-  drainModel(input: RoleModelInput): Promise<string>;
-  activateModel(input: RoleModelInput): Promise<string>;
-  advancePhase(input: AdvancePhaseInput): Promise<string>;
+  drainModel(input: RoleModelInput): Promise<Result<'drainModel'>>;
+  activateModel(input: RoleModelInput): Promise<Result<'activateModel'>>;
+  advancePhase(input: AdvancePhaseInput): Promise<Result<'advancePhase'>>;
   /** Unblocks a blocked lease: the operator attests the GPUs are in `phase`'s state; the lease is held there. */
-  resolveLease(input: ResolveLeaseInput): Promise<string>;
-  restartReplica(input: RestartReplicaInput): Promise<string>;
+  resolveLease(input: ResolveLeaseInput): Promise<Result<'resolveLease'>>;
+  restartReplica(input: RestartReplicaInput): Promise<Result<'restartReplica'>>;
   /** The time series window, then the seconds completed since, every second (absent: ends at once). */
   timeSeries?(signal: AbortSignal): AsyncIterable<TimeSeriesUpdate>;
   /** The GPU-time report per RL step, then again on each change (absent: ends at once). */
@@ -58,9 +58,11 @@ export function buildConsoleApiRouter(impl: ConsoleApiImpl) {
     }
     return next();
   });
-  const act = async (run: () => Promise<string>): Promise<ActionResult> => {
+  const act = async <R>(
+    run: () => Promise<R>,
+  ): Promise<{ ok: true; operation_id: string | null; result: R }> => {
     try {
-      return { ok: true, message: await run() };
+      return { ok: true, operation_id: null, result: await run() };
     } catch (e) {
       throw new TRPCError({ code: 'BAD_REQUEST', message: e instanceof Error ? e.message : String(e) });
     }

@@ -32,13 +32,17 @@ async function refusal(promise: Promise<unknown>) {
 }
 
 describe('console client', () => {
-  it('is the same contract as the gateway: procedure names and outputs (checked by tsc)', () => {
-    expectTypeOf<keyof inferRouterInputs<AppRouter>>().toEqualTypeOf<
-      keyof inferRouterInputs<ConsoleApiRouter>
+  it("is part of the control plane's contract: the console's procedures, inputs and outputs (checked by tsc)", () => {
+    type Used = keyof inferRouterInputs<ConsoleApiRouter>;
+    expectTypeOf<Used>().toExtend<keyof inferRouterInputs<AppRouter>>();
+    expectTypeOf<Pick<inferRouterOutputs<AppRouter>, Used>>().toEqualTypeOf<
+      inferRouterOutputs<ConsoleApiRouter>
     >();
-    expectTypeOf<inferRouterOutputs<AppRouter>>().toEqualTypeOf<inferRouterOutputs<ConsoleApiRouter>>();
     expectTypeOf<inferRouterInputs<ConsoleApiRouter>['resolveLease']>().toExtend<
       inferRouterInputs<AppRouter>['resolveLease']
+    >();
+    expectTypeOf<inferRouterInputs<ConsoleApiRouter>['restartReplica']>().toExtend<
+      inferRouterInputs<AppRouter>['restartReplica']
     >();
   });
 
@@ -79,7 +83,11 @@ describe('console client', () => {
     const unknown = await refusal(client.resolveLease.mutate({ group: 'actor', phase: 'nope' }));
     expect(unknown.message).toContain('unknown phase "nope"');
     const ok = await client.resolveLease.mutate({ group: 'actor', phase: 'score', note: 'checked' });
-    expect(ok).toEqual({ ok: true, message: 'actor: lease resolved at score' });
+    expect(ok).toMatchObject({
+      ok: true,
+      operation_id: null,
+      result: { group: 'actor', phase: 'score', status: 'held' },
+    });
     const group = (await client.state.query()).activation_groups[0];
     expect(group).toMatchObject({ current_phase: 'score', blocked: null });
   });

@@ -5,14 +5,22 @@ import type { AppRouter } from './app-router.ts';
 
 export const { TRPCProvider, useTRPC, useTRPCClient } = createTRPCContext<AppRouter>();
 
-/** Subscriptions go over SSE (EventSource cannot send headers; the stream is read-only); queries and mutations
- * over plain HTTP carrying the admin token as a bearer header. */
+/** Subscriptions go over SSE (EventSource cannot send headers: the token rides in the connection params);
+ * queries and mutations over plain HTTP carrying the admin token as a bearer header. */
 export function createConsoleClient(url = '/trpc', getToken: () => string | null = getAdminToken) {
   return createTRPCClient<AppRouter>({
     links: [
       splitLink({
         condition: (op) => op.type === 'subscription',
-        true: httpSubscriptionLink({ url }),
+        // With a serving token set the gateway refuses reads without a token; EventSource sends no header, so
+        // the subscription passes it as tRPC's connection params.
+        true: httpSubscriptionLink({
+          url,
+          connectionParams: () => {
+            const token = getToken();
+            return token ? { token } : null;
+          },
+        }),
         false: httpLink({
           url,
           headers: () => {

@@ -11,7 +11,8 @@ export interface AdminAction {
   title: string;
   /** What will happen, in operator terms. */
   description: string;
-  run: () => Promise<{ message: string }>;
+  /** Runs the action and words its result for the operator. */
+  run: () => Promise<string>;
 }
 
 interface Outcome {
@@ -52,8 +53,8 @@ export function AdminActionsProvider({ children }: { children: ReactNode }) {
     setPending(null);
     setDraftToken('');
     try {
-      const result = await mutation.mutateAsync(action);
-      report({ title: action.title, ok: true, message: result.message });
+      const message = await mutation.mutateAsync(action);
+      report({ title: action.title, ok: true, message });
     } catch (e) {
       const { message, unauthorized } = describeError(e);
       if (unauthorized) setAdminToken(null);

@@ -3,6 +3,7 @@ import { useState } from 'react';
 import { useTRPCClient } from '../api/trpc.ts';
 import { useAdminAction } from '../components/admin-actions.tsx';
 import { ActivationGroupPanel } from '../components/phase-timeline.tsx';
+import { advancedMessage, resolvedMessage } from '../lib/action-messages.ts';
 
 function nextPhase(group: ActivationGroupView): string | null {
   const names = group.phases.map((p) => p.name);
@@ -40,8 +41,14 @@ function AdvanceControl({ group }: { group: ActivationGroupView }) {
           request({
             title: `Advance ${group.name} to ${to}`,
             description: `The lease of ${group.name} moves from ${group.current_phase ?? 'nobody'} to ${to}: the current residents drain and release their GPU memory before ${to} is onloaded.`,
-            run: () =>
-              client.advancePhase.mutate(target ? { group: group.name, to: target } : { group: group.name }),
+            run: async () =>
+              advancedMessage(
+                (
+                  await client.advancePhase.mutate(
+                    target ? { group: group.name, to: target } : { group: group.name },
+                  )
+                ).result,
+              ),
           })
         }
       >
@@ -91,9 +98,13 @@ function ResolveControl({ group, blocked }: { group: ActivationGroupView; blocke
           request({
             title: `Resolve the lease of ${group.name} at ${phase}`,
             description: `The lease is blocked: ${blocked}. Resolving attests that you have checked the engines and that the GPUs of ${group.name} are in the state of phase ${phase}: ${residents.join(', ') || 'no role'} resident, every other role's memory released. The lease becomes held at ${phase} and phase transitions are allowed again.`,
-            run: () =>
-              client.resolveLease.mutate(
-                text === '' ? { group: group.name, phase } : { group: group.name, phase, note: text },
+            run: async () =>
+              resolvedMessage(
+                (
+                  await client.resolveLease.mutate(
+                    text === '' ? { group: group.name, phase } : { group: group.name, phase, note: text },
+                  )
+                ).result,
               ),
           });
         }}

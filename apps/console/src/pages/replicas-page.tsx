@@ -4,6 +4,7 @@ import { useTRPCClient } from '../api/trpc.ts';
 import { useAdminAction } from '../components/admin-actions.tsx';
 import { HealthSparkline } from '../components/sparkline.tsx';
 import { BoolMark, StateBadge } from '../components/state-badge.tsx';
+import { activatedMessage, drainedMessage, restartedMessage } from '../lib/action-messages.ts';
 import { roleColor } from '../lib/colors.ts';
 
 type SortKey = 'engine_id' | 'state' | 'inflight' | 'weight_version' | 'health';
@@ -59,7 +60,8 @@ function ModelActions({ role, model }: { role: Role; model: string }) {
           request({
             title: `Drain ${role}/${model}`,
             description: `Every replica of ${model} stops taking new work (direct_eligible false), finishes in-flight requests, flushes its cache and releases GPU memory (sleeping). The model is held: phase changes leave it asleep, and requests get 503, until it is activated here.`,
-            run: () => client.drainModel.mutate({ role, model }),
+            run: async () =>
+              drainedMessage(`${role}/${model}`, (await client.drainModel.mutate({ role, model })).result),
           })
         }
       >
@@ -73,7 +75,11 @@ function ModelActions({ role, model }: { role: Role; model: string }) {
           request({
             title: `Activate ${role}/${model}`,
             description: `The replicas of ${model} resume GPU memory, sync weights to the target version and become ready; a hold from a drain is lifted.`,
-            run: () => client.activateModel.mutate({ role, model }),
+            run: async () =>
+              activatedMessage(
+                `${role}/${model}`,
+                (await client.activateModel.mutate({ role, model })).result,
+              ),
           })
         }
       >
@@ -83,7 +89,7 @@ function ModelActions({ role, model }: { role: Role; model: string }) {
   );
 }
 
-function RestartButton({ engineId }: { engineId: string }) {
+function RestartButton({ role, engineId }: { role: Role; engineId: string }) {
   const client = useTRPCClient();
   const request = useAdminAction();
   return (
@@ -95,7 +101,8 @@ function RestartButton({ engineId }: { engineId: string }) {
         request({
           title: `Restart ${engineId}`,
           description: `The engine process of ${engineId} is stopped and started again (a new generation); it serves again once healthy and at the model's weight version.`,
-          run: () => client.restartReplica.mutate({ engine_id: engineId }),
+          run: async () =>
+            restartedMessage((await client.restartReplica.mutate({ role, engine_id: engineId })).result),
         })
       }
     >
@@ -256,7 +263,7 @@ export function ReplicasPage({ state, initialFilter = '' }: { state: ConsoleStat
                             <HealthSparkline samples={r.health} />
                           </td>
                           <td>
-                            <RestartButton engineId={r.engine_id} />
+                            <RestartButton role={r.role} engineId={r.engine_id} />
                           </td>
                         </tr>
                       ))}

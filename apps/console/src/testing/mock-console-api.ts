@@ -78,31 +78,36 @@ export class MockConsoleApi implements ConsoleApiImpl {
     this.record('system', 'lease.blocked', 'actor', reason);
   }
 
-  async drainModel(input: { role: string; model: string }): Promise<string> {
+  async drainModel(input: { role: string; model: string }) {
     this.model(input);
     this.drained.add(input.model);
     this.record('console', 'admin.drain', `${input.role}/${input.model}`, 'drained by operator');
-    return `${input.role}/${input.model} drained: replicas stop taking work and sleep`;
+    const engines = this.state()
+      .replicas.filter((r) => r.model === input.model)
+      .map((r) => ({ engine_id: r.engine_id, memory_released: true, state: 'sleeping' }));
+    return { memory_released: true, engines };
   }
 
-  async activateModel(input: { role: string; model: string }): Promise<string> {
+  async activateModel(input: { role: string; model: string }) {
     this.model(input);
     this.drained.delete(input.model);
     this.record('console', 'admin.activate', `${input.role}/${input.model}`, 'activated by operator');
-    return `${input.role}/${input.model} activated`;
+    return { onloaded: true };
   }
 
-  async advancePhase(input: { group: string; to?: string }): Promise<string> {
+  async advancePhase(input: { group: string; to?: string }) {
     this.group(input.group);
     if (input.to !== undefined) this.phaseIndex(input.to);
     if (this.blocked !== null) {
       throw new Error(`activation lease of actor is blocked: ${this.blocked}; an operator must resolve it`);
     }
+    const from = DEMO_PHASES[this.phase % DEMO_PHASES.length]?.name ?? null;
+    const started = this.now();
     const to = this.advance(input.to ?? null, 'console');
-    return `actor advanced to ${to}`;
+    return { group: 'actor', from, to, path: [to], duration_ms: this.now() - started, steps: [] };
   }
 
-  async resolveLease(input: { group: string; phase: string; note?: string }): Promise<string> {
+  async resolveLease(input: { group: string; phase: string; note?: string }) {
     this.group(input.group);
     const index = this.phaseIndex(input.phase);
     if (this.blocked === null) throw new Error('lease of actor is not blocked');
@@ -110,15 +115,25 @@ export class MockConsoleApi implements ConsoleApiImpl {
     while (this.phase % DEMO_PHASES.length !== index) this.phase++;
     const note = input.note ? `: ${input.note}` : '';
     this.record('console', 'lease.resolved', 'actor', `resolved at ${input.phase}${note}`);
-    return `actor: lease resolved at ${input.phase}`;
+    const residents = DEMO_PHASES[index]?.residents ?? [];
+    return {
+      group: 'actor',
+      phase: input.phase,
+      holder: [...residents],
+      status: 'held' as const,
+      reason: null,
+      target: null,
+      last_release: null,
+      since: this.now(),
+    };
   }
 
-  async restartReplica(input: { engine_id: string }): Promise<string> {
+  async restartReplica(input: { role: string; engine_id: string }) {
     const known = this.state().replicas.some((r) => r.engine_id === input.engine_id);
     if (!known) throw new Error(`unknown engine "${input.engine_id}"`);
     this.restarted[input.engine_id] = (this.restarted[input.engine_id] ?? 0) + 1;
     this.record('console', 'admin.restart', input.engine_id, 'restarted by operator');
-    return `${input.engine_id} restarting`;
+    return { engine_id: input.engine_id, restarted: true };
   }
 
   private group(name: string): void {

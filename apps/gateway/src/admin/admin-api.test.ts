@@ -80,7 +80,7 @@ describe('admin API', { timeout: 60_000 }, () => {
   it('reads phases: the group starts in its first phase with the scorers offloaded', async () => {
     const r = await call('GET', '/admin/phases', undefined, AUTH);
     expect(r.status).toBe(200);
-    expect(r.json.leases).toEqual([
+    expect((r.json.result as { leases: unknown[] }).leases).toEqual([
       expect.objectContaining({ group: 'actor', phase: 'rollout', status: 'held' }),
     ]);
     expect(states('genrm')).toEqual(['sleeping', 'sleeping']);
@@ -90,7 +90,11 @@ describe('admin API', { timeout: 60_000 }, () => {
   it('drains and activates a model, audited with its operation id', async () => {
     const d = await post('/admin/roles/rollout/models/policy/drain', { operation_id: 'drain-policy-1' });
     expect(d.status).toBe(200);
-    expect(d.json).toMatchObject({ ok: true, operation_id: 'drain-policy-1' });
+    expect(d.json).toMatchObject({
+      ok: true,
+      operation_id: 'drain-policy-1',
+      result: { memory_released: true },
+    });
     expect(states('rollout')).toEqual(['sleeping', 'sleeping']);
     const a = await post(
       '/admin/roles/rollout/models/policy/activate',
@@ -100,7 +104,11 @@ describe('admin API', { timeout: 60_000 }, () => {
     expect(a.status).toBe(200);
     expect(states('rollout')).toEqual(['ready', 'ready']);
     const ev = await call('GET', '/admin/events?kind=admin.drain_model', undefined, AUTH);
-    const events = ev.json.events as Array<{ operation_id: string; subject: string; actor: string }>;
+    const events = (ev.json.result as { events: unknown }).events as Array<{
+      operation_id: string;
+      subject: string;
+      actor: string;
+    }>;
     expect(events.at(-1)).toMatchObject({
       operation_id: 'drain-policy-1',
       subject: 'rollout/policy',
@@ -173,21 +181,31 @@ describe('admin API', { timeout: 60_000 }, () => {
     expect(errorCode(conflict.json)).toBe('operation_id_conflict');
 
     const g = await call('GET', `/admin/batches/${genrmId}`, undefined, AUTH);
-    expect((g.json.batch as { state: string }).state).toBe('committed');
-    const samples = g.json.samples as Array<{
+    const gr = g.json.result as { batch: { state: string }; samples: unknown };
+    expect(gr.batch.state).toBe('committed');
+    const samples = gr.samples as Array<{
       sample_id: string;
       output: { score: number; response: string };
     }>;
     expect(samples.map((s) => s.sample_id)).toEqual(['g0', 'g1', 'g2']);
     for (const s of samples) expect([0, 1]).toContain(s.output.score);
     const t = await call('GET', `/admin/batches/${teacherId}`, undefined, AUTH);
-    const tOut = (t.json.samples as Array<{ output: { logprobs: number[]; token_ids: number[] } }>)[0]
-      ?.output;
+    const tOut = (
+      (t.json.result as { samples: unknown }).samples as Array<{
+        output: { logprobs: number[]; token_ids: number[] };
+      }>
+    )[0]?.output;
     expect(tOut?.token_ids).toEqual(ids.slice(-3));
     expect(tOut?.logprobs).toHaveLength(3);
 
     const barrier = await post('/admin/barriers/wait', { phase: 'train', group: 'actor', timeout_s: 5 });
     expect(barrier.status).toBe(200);
+    // The same envelope as every admin answer; the lease in snake_case with the proof of the last release.
+    expect(barrier.json).toMatchObject({
+      ok: true,
+      operation_id: null,
+      result: { group: 'actor', phase: 'train', status: 'held', last_release: { phase: 'teacher_score' } },
+    });
     const early = await post('/admin/barriers/wait', { phase: 'rollout', group: 'actor', timeout_s: 0.2 });
     expect(early.status).toBe(504);
     expect(errorCode(early.json)).toBe('barrier_timeout');
@@ -216,7 +234,10 @@ describe('admin API', { timeout: 60_000 }, () => {
     expect((gen.json.meta_info as { weight_version: string }).weight_version).toBe('step-1');
 
     const audit = await call('GET', '/admin/events?kind=admin.advance_phase', undefined, AUTH);
-    const advances = audit.json.events as Array<{ operation_id: string | null; data: { ok: boolean } }>;
+    const advances = (audit.json.result as { events: unknown }).events as Array<{
+      operation_id: string | null;
+      data: { ok: boolean };
+    }>;
     expect(advances.filter((e) => e.operation_id === 'advance-1' && e.data.ok)).toHaveLength(1);
     expect(advances.some((e) => e.operation_id === 'advance-1' && !e.data.ok)).toBe(true);
   });
@@ -232,10 +253,9 @@ describe('admin API', { timeout: 60_000 }, () => {
     expect(on.status).toBe(200);
     expect(states('rollout')).toEqual(['ready', 'ready']);
     const list = await call('GET', '/admin/batches?state=committed', undefined, AUTH);
-    expect((list.json.batches as Array<{ state: string }>).map((b) => b.state)).toEqual([
-      'committed',
-      'committed',
-    ]);
+    expect(
+      ((list.json.result as { batches: unknown }).batches as Array<{ state: string }>).map((b) => b.state),
+    ).toEqual(['committed', 'committed']);
     const badQuery = await call('GET', '/admin/batches?state=done', undefined, AUTH);
     expect(badQuery.status).toBe(400);
     const resolve = await post('/admin/phases/resolve', { group: 'actor', phase: 'rollout' });
@@ -244,8 +264,11 @@ describe('admin API', { timeout: 60_000 }, () => {
     // Without a group the layout's only one is meant, in the answer and in the audit trail.
     const unnamed = await post('/admin/phases/resolve', { phase: 'rollout' });
     expect(errorCode(unnamed.json)).toBe('lease_not_blocked');
-    const resolves = (await call('GET', '/admin/events?kind=admin.resolve_lease', undefined, AUTH)).json
-      .events as Array<{ subject: string }>;
+    const resolves = (
+      (await call('GET', '/admin/events?kind=admin.resolve_lease', undefined, AUTH)).json.result as {
+        events: unknown;
+      }
+    ).events as Array<{ subject: string }>;
     expect(resolves.map((e) => e.subject)).toEqual(['actor', 'actor']);
     const missing = await call('GET', '/admin/batches/no-such-batch', undefined, AUTH);
     expect(missing.status).toBe(404);

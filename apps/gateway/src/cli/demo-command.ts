@@ -5,7 +5,7 @@ import { PRODUCER_ROLE } from '@uis/spec';
 import type { Command } from 'commander';
 import { RlLoopDriver } from '../demo/rl-loop-driver.ts';
 import { runServer } from './run-server.ts';
-import { parseHost, parsePort, readConfig, withLayoutExit } from './serve-command.ts';
+import { checkDbPath, parseHost, parsePort, readConfig, withLayoutExit } from './serve-command.ts';
 
 /** The demo layout shipped with the repo: 2 nodes x 8 GPUs, all three roles, colocated defer. */
 export const DEMO_CONFIG = fileURLToPath(new URL('../../../../examples/demo.yaml', import.meta.url));
@@ -38,9 +38,21 @@ export function registerDemoCommand(program: Command): void {
     .option('--config <file>', 'another layout to run instead of examples/demo.yaml')
     .option('--processes', 'one sglang-sim process per engine node instead of engines inside this process')
     .option('--no-driver', 'do not run the built-in RL loop')
+    .option(
+      '--db <file>',
+      'SQLite file for events, operations, leases and batches: the demo survives a restart (default: in memory)',
+    )
     .action(
-      async (o: { port: number; host: string; config?: string; processes?: boolean; driver: boolean }) => {
+      async (o: {
+        port: number;
+        host: string;
+        config?: string;
+        processes?: boolean;
+        driver: boolean;
+        db?: string;
+      }) => {
         const config = readConfig(o.config ?? DEMO_CONFIG);
+        if (o.db !== undefined) checkDbPath(o.db, '--db');
         const inProcess = o.processes ? null : new InProcessSimLauncher(SIM_TIMING);
         const policy = config.roles.rollout?.models[0];
         await withLayoutExit(() =>
@@ -50,6 +62,7 @@ export function registerDemoCommand(program: Command): void {
             launcher: inProcess ?? new SimLauncher({ simArgs: simFlags() }),
             port: o.port,
             host: o.host,
+            ...(o.db === undefined ? {} : { dbPath: o.db }),
             managerOptions: { healthIntervalMs: 2000, drainDeadlineMs: 30_000 },
             ...(inProcess ? { cleanup: () => inProcess.closeAll() } : {}),
             ...(o.driver && policy && config.schedule.activation_groups[0]

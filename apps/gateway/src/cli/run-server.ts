@@ -183,6 +183,8 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     accessLog: opts.config.gateway?.access_log ?? false,
     ...(servingToken ? { servingToken } : {}),
     ...limitsOf(opts.config),
+    // The listen address names this server too (a host name given to --host).
+    allowedHosts: [...(opts.config.gateway?.allowed_hosts ?? []), opts.host],
   });
   let url: string;
   try {

@@ -132,6 +132,32 @@ describe('uis serve and uis demo', { timeout: 120_000 }, () => {
     expect(pids.filter(alive)).toEqual([]);
   });
 
+  it('uis demo --db FILE keeps its events across a restart', async () => {
+    const db = join(tmp, 'demo.sqlite');
+    const events = async (url: string) =>
+      (
+        (await (
+          await fetch(`${url}/admin/events?limit=1000`, {
+            headers: { authorization: 'Bearer demo-db-token' },
+          })
+        ).json()) as { events: Array<{ seq: number; kind: string }> }
+      ).events;
+    const first = await start(['demo', '--port', '0', '--no-driver', '--db', db], {
+      UIS_ADMIN_TOKEN: 'demo-db-token',
+    });
+    const before = await events(first.url);
+    expect(before.length).toBeGreaterThan(0);
+    expect(await stop(first.child)).toBe(0);
+    const second = await start(['demo', '--port', '0', '--no-driver', '--db', db], {
+      UIS_ADMIN_TOKEN: 'demo-db-token',
+    });
+    const after = await events(second.url);
+    // Everything the first run recorded is still there, and the second run added its own start.
+    expect(after.map((e) => e.seq)).toEqual(expect.arrayContaining(before.map((e) => e.seq)));
+    expect(after.length).toBeGreaterThan(before.length);
+    expect(await stop(second.child)).toBe(0);
+  });
+
   it('uis demo serves all three roles, moves phases, and stops cleanly on SIGINT', async () => {
     const { child, url, output } = await start(['demo', '--port', '0'], {
       UIS_ADMIN_TOKEN: 'demo-test-token',

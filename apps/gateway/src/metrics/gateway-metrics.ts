@@ -59,7 +59,7 @@ export class GatewayMetrics {
       new Counter({ name, help, labelNames: ['role', 'model'] as const, registers });
     this.requests = new Counter({
       name: 'uis_requests_total',
-      help: 'Serving requests by role, model and HTTP status (0: the client left before an answer).',
+      help: 'Serving requests by role, model and HTTP status (0: the client left before an answer; cut: the engine broke the stream after its status went out).',
       labelNames: ['role', 'model', 'status'],
       registers,
     });
@@ -193,7 +193,10 @@ export class GatewayMetrics {
 
   observeRequest(e: ObservedRequest): void {
     const labels = { role: e.role, model: e.model };
-    this.requests.inc({ ...labels, status: String(e.status) });
+    // A stream the engine cut after its 200 went out is not a success: `status="cut"` (its kind is in
+    // uis_upstream_errors_total).
+    const cut = e.upstreamError !== undefined && e.status > 0 && e.status < 400;
+    this.requests.inc({ ...labels, status: cut ? 'cut' : String(e.status) });
     this.latency.observe(labels, e.totalMs / 1000);
     if (e.ttftMs !== undefined) this.timeToFirstToken.observe(labels, e.ttftMs / 1000);
     if (e.usage !== undefined) {

@@ -2,6 +2,7 @@ import { connect } from 'node:net';
 import { ErrorBodySchema, type ErrorCode, statusOf } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { deferTestConfig, gatewayOnSims } from '../testing/fixtures.ts';
+import { AuthFailureLimiter } from './request-guard.ts';
 
 // Bad input over real HTTP, route by route: every refusal is a 4xx JSON error with a stable code and the path of
 // what is wrong, and accepted work (a relayed stream, a submitted batch) goes on unharmed. Cases already covered
@@ -13,7 +14,14 @@ const SERVING = 'bad-input-serving-token';
 const LIMIT = 4096;
 const gw = gatewayOnSims({
   config: deferTestConfig(),
-  server: { adminToken: ADMIN, servingToken: SERVING, maxBodyBytes: LIMIT, healthProbeMs: 0 },
+  server: {
+    adminToken: ADMIN,
+    servingToken: SERVING,
+    maxBodyBytes: LIMIT,
+    healthProbeMs: 0,
+    // This table sends dozens of refused tokens from one address on purpose; the rate limit has its own test.
+    authFailures: new AuthFailureLimiter(Date.now, 10_000),
+  },
   // 1 ms per decode step: the stream opened before the cases outlives them.
   sim: { simOnloadMs: 10, simOffloadMs: 10, simDecodeUsPerToken: 1000 },
 });
@@ -127,8 +135,9 @@ const cases: Case[] = [
   { name: 'tRPC: input not JSON', method: 'POST', url: '/trpc/checkToken', headers: JSON_TYPE, body: 'nope', status: 400, code: 'invalid_json', path: 'input' },
   { name: 'tRPC: unknown role', method: 'POST', url: '/trpc/drainModel', headers: admin, body: { role: 'critic', model: 'x' }, status: 400, code: 'unknown_role', path: 'input.role' },
   { name: 'tRPC: unknown model', method: 'POST', url: '/trpc/activateModel', headers: admin, body: { role: 'rollout', model: 'nope' }, status: 400, code: 'unknown_model', path: 'input.model' },
-  { name: 'tRPC: unknown replica', method: 'POST', url: '/trpc/restartReplica', headers: admin, body: { engine_id: 'nope/0' }, status: 400, code: 'unknown_engine', path: 'input.engine_id' },
-  { name: 'tRPC: Bearer without a token', method: 'POST', url: '/trpc/drainModel', headers: { ...JSON_TYPE, authorization: 'Bearer' }, body: { role: 'rollout', model: 'policy' }, status: 401, code: 'unauthorized', path: null },
+  { name: 'tRPC: unknown replica', method: 'POST', url: '/trpc/restartReplica', headers: admin, body: { role: 'rollout', engine_id: 'nope/0' }, status: 400, code: 'unknown_engine', path: 'input.engine_id' },
+  { name: 'tRPC: replica without its role', method: 'POST', url: '/trpc/restartReplica', headers: admin, body: { engine_id: 'nope/0' }, status: 400, code: 'invalid_input', path: 'input.role' },
+  { name: 'tRPC: Bearer without a token', method: 'POST', url: '/trpc/drainModel', headers: { ...JSON_TYPE, authorization: 'Bearer' }, body: { role: 'rollout', model: 'policy' }, status: 401, code: 'unauthorized', path: 'headers.authorization' },
   { name: 'tRPC: text/plain', method: 'POST', url: '/trpc/checkToken', headers: { 'content-type': 'text/plain' }, body: { token: 'x' }, status: 415, code: 'unsupported_media_type', path: null },
   { name: 'tRPC: body over the limit', method: 'POST', url: '/trpc/checkToken', headers: JSON_TYPE, body: { token: 'x'.repeat(LIMIT) }, status: 413, code: 'body_too_large', path: 'body' },
 ];
@@ -275,26 +284,26 @@ describe('bad input over HTTP', { timeout: 60_000 }, () => {
     const table = [
       {
         name: 'control byte in a header',
-        bytes: 'GET /rollout/health HTTP/1.1\r\nHost: x\r\nX-Bad: a\u0001b\r\n\r\n',
+        bytes: 'GET /rollout/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Bad: a\u0001b\r\n\r\n',
         status: 400,
         code: 'invalid_http',
       },
       { name: 'garbage request line', bytes: 'HELLO\r\n\r\n', status: 400, code: 'invalid_http' },
       {
         name: 'bad chunk size',
-        bytes: `POST /rollout/generate HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${SERVING}\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`,
+        bytes: `POST /rollout/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${SERVING}\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`,
         status: 400,
         code: 'invalid_http',
       },
       {
         name: 'Content-Length not a number',
-        bytes: 'POST /admin/batches HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}',
+        bytes: 'POST /admin/batches HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: abc\r\n\r\n{}',
         status: 400,
         code: 'invalid_http',
       },
       {
         name: 'headers too large',
-        bytes: `GET /rollout/health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
+        bytes: `GET /rollout/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
         status: 431,
         code: 'headers_too_large',
       },
@@ -316,10 +325,10 @@ describe('bad input over HTTP', { timeout: 60_000 }, () => {
   });
 
   it('answers a refused request on a reused keep-alive connection too, not with a silent close', async () => {
-    const health = `GET /rollout/health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${SERVING}\r\n\r\n`;
+    const health = `GET /rollout/health HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${SERVING}\r\n\r\n`;
     const { first, second } = await exchangeAfter(
       health,
-      `GET /rollout/health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
+      `GET /rollout/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
     );
     expect(first.split(' ')[1]).toBe('200');
     const [head = '', body = ''] = second.split('\r\n\r\n');

@@ -9,11 +9,12 @@ import {
 import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
-import type { ControlPlane } from '@uis/control-plane';
+import { buildAppRouter, ChangeFeed, type ControlPlane } from '@uis/control-plane';
 import { asRole, type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
 import { createAdminApi } from '../admin/admin-api.ts';
+import { authorized } from '../gateway/auth.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
 import { mountOpenAIRoot } from '../gateway/openai-surface.ts';
@@ -31,13 +32,13 @@ import {
   type UpstreamPoolOptions,
   UpstreamPools,
 } from '../proxy/index.ts';
-import { buildAppRouter } from '../trpc/app-router.ts';
-import { ChangeFeed } from '../trpc/change-feed.ts';
 import { ConsoleJournal } from '../trpc/console-journal.ts';
 import { consoleState } from '../trpc/console-state.ts';
+import { gpuTimeUpdates, timeSeriesUpdates } from '../trpc/observability-feeds.ts';
 import { bodyGuard } from './body-guard.ts';
 import { CONSOLE_DIST, consoleHandler } from './console-static.ts';
 import { HealthProbe } from './health-probe.ts';
+import { AuthFailureLimiter, guardRequests, HostAllowList } from './request-guard.ts';
 
 const DEFAULT_BODY_TIMEOUT_MS = 60_000;
 
@@ -55,6 +56,10 @@ export interface UisServerOptions {
   bodyBudgetBytes?: number;
   /** Deepest JSON nesting any route accepts. Default 128. */
   maxJsonDepth?: number;
+  /** Host header names accepted besides IP literals, localhost and this machine's name (`*`: any). */
+  allowedHosts?: readonly string[];
+  /** Counts failed authentications per client (tests pass one with their own clock). */
+  authFailures?: AuthFailureLimiter;
   /** The console build to serve at `/`. */
   consoleDist?: string;
   /** Least time between two console pushes. */
@@ -96,6 +101,11 @@ export class UisServer {
   private readonly bodyTimeoutMs: number;
   /** Bytes of request bodies still arriving, process-wide. */
   readonly bodyBudget: BodyBudget;
+  /** Failed authentications per client address (429 + Retry-After past the limit). */
+  readonly authFailures: AuthFailureLimiter;
+  private readonly hosts: HostAllowList;
+  /** Tokens the console API needs when a serving token is set (serving, admin); empty: open. */
+  private readonly readTokens: readonly string[];
 
   constructor(opts: UisServerOptions) {
     const plane = opts.plane;
@@ -104,6 +114,9 @@ export class UisServer {
     this.logger = opts.logger ?? createLogger();
     this.bodyTimeoutMs = opts.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
     this.bodyBudget = new BodyBudget(opts.bodyBudgetBytes);
+    this.authFailures = opts.authFailures ?? new AuthFailureLimiter();
+    this.hosts = new HostAllowList(opts.allowedHosts ?? []);
+    this.readTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
     const maxJsonDepth = opts.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH;
     // First, so it runs before every framework route: the serving fast path applies the same rules itself.
     this.app.use(
@@ -215,10 +228,15 @@ export class UisServer {
     };
     const router = buildAppRouter({
       plane,
-      adminToken: opts.adminToken,
+      authorize: (header, permission) =>
+        permission === 'public' ||
+        authorized(header, permission === 'admin' ? [opts.adminToken] : [opts.adminToken, ...servingTokens]),
       state,
       feed: this.feed,
-      observability: this.observability,
+      observability: {
+        timeSeries: (signal) => timeSeriesUpdates(this.observability.ring, signal),
+        gpuTime: (signal) => gpuTimeUpdates(this.observability.gpuTime, signal),
+      },
       ...(opts.throttleMs === undefined ? {} : { throttleMs: opts.throttleMs }),
     });
     this.app.route(
@@ -226,6 +244,7 @@ export class UisServer {
       createAdminApi({
         plane,
         adminToken: opts.adminToken,
+        servingToken: opts.servingToken,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
       }),
     );
@@ -300,7 +319,10 @@ export class UisServer {
   /** The node:http request listener of everything (serving fast path first, then Hono), for callers that run
    * their own server. */
   requestListener(): (req: IncomingMessage, res: ServerResponse) => void {
-    return createCombinedListener({ serving: this.routes, fallback: getRequestListener(this.app.fetch) });
+    return guardRequests(
+      createCombinedListener({ serving: this.routes, fallback: getRequestListener(this.app.fetch) }),
+      { hosts: this.hosts, limiter: this.authFailures, readTokens: this.readTokens },
+    );
   }
 
   /** Listens (port 0: ephemeral). Resolves with the base URL. */

@@ -19,8 +19,8 @@ async function mutate(name: string, input: unknown, token?: string) {
   return {
     status: r.status,
     json: (await r.json()) as {
-      result?: { data: { ok: boolean; message?: string } };
-      error?: { message: string; data: { code: string } };
+      result?: { data: { ok: boolean; operation_id?: string | null; result?: Record<string, unknown> } };
+      error?: { message: string; data: { code: string; error?: { code: string; path?: string } } };
     },
   };
 }
@@ -115,18 +115,44 @@ describe('tRPC router for the console', { timeout: 60_000 }, () => {
   });
 
   it('runs the admin mutations with the token and reports refusals as errors with a message', async () => {
-    const drained = await mutate('drainModel', { role: 'rollout', model: 'policy' }, TOKEN);
-    expect(drained.json.result?.data).toMatchObject({ ok: true });
-    expect(drained.json.result?.data.message).toContain('rollout/policy drained');
+    // The same command, envelope and audit record as the admin REST route, with an operation id of the console's.
+    const drained = await mutate(
+      'drainModel',
+      { role: 'rollout', model: 'policy', operation_id: 'console-drain-1' },
+      TOKEN,
+    );
+    expect(drained.json.result?.data).toMatchObject({
+      ok: true,
+      operation_id: 'console-drain-1',
+      result: { memory_released: true },
+    });
+    const again = await mutate(
+      'drainModel',
+      { role: 'rollout', model: 'policy', operation_id: 'console-drain-1' },
+      TOKEN,
+    );
+    expect(again.json.result?.data).toEqual(drained.json.result?.data);
     const activated = await mutate('activateModel', { role: 'rollout', model: 'policy' }, TOKEN);
-    expect(activated.json.result?.data.ok).toBe(true);
-    const restart = await mutate('restartReplica', { engine_id: 'policy/1' }, TOKEN);
-    expect(restart.json.result?.data.ok).toBe(true);
-    const unknown = await mutate('restartReplica', { engine_id: 'nope/9' }, TOKEN);
+    expect(activated.json.result?.data).toMatchObject({ ok: true, result: { onloaded: true } });
+    const restart = await mutate('restartReplica', { role: 'rollout', engine_id: 'policy/1' }, TOKEN);
+    expect(restart.json.result?.data).toMatchObject({
+      ok: true,
+      result: { engine_id: 'policy/1', restarted: true },
+    });
+    const unknown = await mutate('restartReplica', { role: 'rollout', engine_id: 'nope/9' }, TOKEN);
     expect(unknown.status).toBe(400);
     expect(unknown.json.error?.message).toContain('nope/9');
     const events = gw.plane.events.list({ kind: 'admin.drain_model', limit: 10 });
+    expect(events.filter((e) => e.operation_id === 'console-drain-1')).toHaveLength(1);
     expect(events.at(-1)).toMatchObject({ actor: 'console', subject: 'rollout/policy' });
+    // Reads of the table are queries.
+    const phases = await fetch(`${gw.url}/trpc/listPhases`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    expect(
+      ((await phases.json()) as { result: { data: { result: { leases: unknown[] } } } }).result.data.result
+        .leases,
+    ).toHaveLength(1);
   });
 
   it('pushes the state on the changes subscription (SSE) and again when something changes', async () => {

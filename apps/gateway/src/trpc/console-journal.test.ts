@@ -1,6 +1,6 @@
+import { ChangeFeed } from '@uis/control-plane';
 import type { AuditEvent } from '@uis/manager';
 import { describe, expect, it } from 'vitest';
-import { ChangeFeed } from './change-feed.ts';
 import { ConsoleJournal } from './console-journal.ts';
 
 let seq = 0;

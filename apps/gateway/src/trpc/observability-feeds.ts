@@ -1,7 +1,7 @@
+import { pause } from '@uis/control-plane';
 import type { GpuTimeReport, TimeSeriesUpdate } from '@uis/spec';
 import type { GpuTimeTracker } from '../metrics/gpu-time-tracker.ts';
 import type { TimeSeriesRing } from '../metrics/time-series-ring.ts';
-import { pause } from './change-feed.ts';
 
 /** The time series of the last window, then every second the seconds completed since (1 Hz, aligned to the
  * clock's seconds so every subscriber gets the same points). */

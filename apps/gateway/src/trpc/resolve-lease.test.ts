@@ -12,7 +12,7 @@ const gw = gatewayOnSims({
 });
 
 interface TrpcAnswer {
-  result?: { data: { ok: boolean; message: string } };
+  result?: { data: { ok: boolean; operation_id: string | null; result: Record<string, unknown> } };
   error?: { message: string; data: { code: string; error: { code: string; path?: string } } };
 }
 
@@ -75,9 +75,10 @@ describe('resolving a blocked lease from the console', { timeout: 90_000 }, () =
       TOKEN,
     );
     expect(resolved.status).toBe(200);
-    expect(resolved.json.result?.data).toEqual({
+    expect(resolved.json.result?.data).toMatchObject({
       ok: true,
-      message: 'actor: lease resolved at rollout, held by rollout',
+      operation_id: null,
+      result: { group: 'actor', phase: 'rollout', holder: ['rollout'], status: 'held' },
     });
     expect(lease()).toMatchObject({ status: 'held', phase: 'rollout', holder: ['rollout'], reason: null });
     expect(gw.plane.events.list({ kind: 'lease.resolved', limit: 1 }).at(-1)).toMatchObject({
@@ -85,10 +86,24 @@ describe('resolving a blocked lease from the console', { timeout: 90_000 }, () =
       actor: 'console',
       data: { phase: 'rollout', note: 'judge held; rollout engines asleep' },
     });
+    // The admin REST route's audit record: the request, and the refusal's code and message.
     expect(gw.plane.events.list({ kind: 'admin.resolve_lease', limit: 10 }).map((e) => e.data)).toEqual([
-      { ok: false, error: expect.stringContaining('nope'), group: 'actor', phase: 'nope' },
-      { ok: false, error: expect.stringContaining('critic'), group: 'critic', phase: 'rollout' },
-      { ok: true, group: 'actor', phase: 'rollout', note: 'judge held; rollout engines asleep' },
+      {
+        ok: false,
+        request: { group: 'actor' },
+        error: { code: 'invalid_input', message: expect.any(String) },
+      },
+      {
+        ok: false,
+        request: { group: 'actor', phase: 'nope' },
+        error: { code: 'unknown_phase', message: expect.stringContaining('nope') },
+      },
+      {
+        ok: false,
+        request: { group: 'critic', phase: 'rollout' },
+        error: { code: 'unknown_activation_group', message: expect.stringContaining('critic') },
+      },
+      { ok: true, request: { group: 'actor', phase: 'rollout', note: 'judge held; rollout engines asleep' } },
     ]);
 
     const again = await mutate('resolveLease', { group: 'actor', phase: 'rollout' }, TOKEN);

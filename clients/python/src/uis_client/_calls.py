@@ -11,7 +11,7 @@ from urllib.parse import quote
 from pydantic import TypeAdapter
 
 from .discovery import DiscoverySnapshot
-from .models import Batch, BatchPage, Event, Health, Lease, ModelList, Operation
+from .models import Batch, BatchPage, Event, Health, Lease, ModelList, ModelReplicas, Operation
 
 T = TypeVar("T")
 
@@ -44,6 +44,11 @@ def _op(kind: type[T]) -> Callable[[Any], Operation[T]]:
 
 def _any(body: Any) -> Operation[Any]:
     return Operation[Any].model_validate(body)
+
+
+def _result(body: Any) -> Any:
+    """The ``result`` of the admin envelope ``{ok, operation_id, result}`` that every admin answer has."""
+    return body["result"] if isinstance(body, dict) and "ok" in body and "result" in body else body
 
 
 def _clean(body: dict[str, Any]) -> dict[str, Any]:
@@ -126,6 +131,11 @@ def update_weights(role: str, model: str, body: dict[str, Any]) -> Call[Operatio
     return Call("POST", path, _any, _clean(body), mutation=True)
 
 
+def model_replicas(role: str, model: str) -> Call[Operation[ModelReplicas]]:
+    path = f"/admin/roles/{_p(role)}/models/{_p(model)}/replicas"
+    return Call("GET", path, _op(ModelReplicas))
+
+
 def register_engine(role: str, model: str, url: str) -> Call[Operation[Any]]:
     path = f"/admin/roles/{_p(role)}/models/{_p(model)}/engines"
     return Call("POST", path, _any, {"url": url}, mutation=True)
@@ -142,7 +152,7 @@ def restart_replica(role: str, engine_id: str) -> Call[Operation[Any]]:
 
 
 def roles() -> Call[dict[str, Any]]:
-    return Call("GET", "/admin/roles", lambda b: dict(b["roles"]))
+    return Call("GET", "/admin/roles", lambda b: dict(_result(b)["roles"]))
 
 
 # ---- phases and barriers --------------------------------------------------------------------------------------
@@ -151,7 +161,7 @@ _leases: TypeAdapter[list[Lease]] = TypeAdapter(list[Lease])
 
 
 def phases() -> Call[list[Lease]]:
-    return Call("GET", "/admin/phases", lambda b: _leases.validate_python(b["leases"]))
+    return Call("GET", "/admin/phases", lambda b: _leases.validate_python(_result(b)["leases"]))
 
 
 def advance_phase(group: str | None, to: str | None) -> Call[Operation[Any]]:
@@ -164,8 +174,8 @@ def resolve_lease(phase: str, group: str | None, note: str | None) -> Call[Opera
 
 
 def _lease_of(body: Any) -> Lease:
-    # The lease is the envelope's result (older services answered it as `lease`).
-    return Lease.model_validate(body["result"] if "result" in body else body["lease"])
+    # Services before the command table answered a barrier wait as `{ok, lease}`.
+    return Lease.model_validate(body["lease"] if "lease" in body else _result(body))
 
 
 def wait_barrier(phase: str, group: str | None, timeout_s: float) -> Call[Lease]:
@@ -192,7 +202,7 @@ def batches(state: str | None, role: str | None) -> Call[list[Batch]]:
     return Call(
         "GET",
         "/admin/batches",
-        lambda b: _batches.validate_python(b["batches"]),
+        lambda b: _batches.validate_python(_result(b)["batches"]),
         params=_clean({"state": state, "role": role}),
     )
 
@@ -203,7 +213,7 @@ def batch_page(batch_id: str, after: str | None, limit: int | None) -> Call[Batc
         params["after"] = after
     if limit is not None:
         params["limit"] = str(limit)
-    return Call("GET", f"/admin/batches/{_p(batch_id)}", BatchPage.model_validate, params=params)
+    return Call("GET", f"/admin/batches/{_p(batch_id)}", lambda b: BatchPage.model_validate(_result(b)), params=params)
 
 
 _events: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
@@ -211,4 +221,4 @@ _events: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
 
 def events(after: int | None, limit: int | None, kind: str | None, subject: str | None) -> Call[list[Event]]:
     params = {k: str(v) for k, v in _clean({"after": after, "limit": limit, "kind": kind, "subject": subject}).items()}
-    return Call("GET", "/admin/events", lambda b: _events.validate_python(b["events"]), params=params)
+    return Call("GET", "/admin/events", lambda b: _events.validate_python(_result(b)["events"]), params=params)

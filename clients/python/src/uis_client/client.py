@@ -19,8 +19,9 @@ from ._transport import Settings, run_sync
 from .direct import DirectClient
 from .discovery import DiscoverySnapshot
 from .errors import UisError
-from .models import Batch, BatchSample, BatchState, Event, Health, Lease, ModelList, Operation
+from .models import Batch, BatchSample, BatchState, Event, Health, Lease, ModelList, ModelReplicas, Operation
 from .watcher import DiscoveryWatcher
+from .weights import Serialized, TensorPush, push_tensor_weights
 
 if TYPE_CHECKING:
     import openai
@@ -151,6 +152,14 @@ class UisClient:
         """Commits ``weight_version`` as the model's version (after weights were pushed to every replica)."""
         body = {"source": "version", "weight_version": weight_version}
         return self.update_weights(role, model, body, operation_id=operation_id)
+
+    def model_replicas(self, role: str, model: str) -> ModelReplicas:
+        """The model's replicas with URLs, states, versions and their ranks' nodes and GPU ids."""
+        return self.run(_calls.model_replicas(role, model)).result
+
+    def push_tensor_weights(self, role: str, model: str, weight_version: str, serialized: Serialized, **kw: Any) -> TensorPush:
+        """``update_weights_from_tensor`` to every replica, then the version commit (see ``uis_client.weights``)."""
+        return push_tensor_weights(self, role, model, weight_version, serialized, **kw)
 
     def register_engine(self, role: str, model: str, url: str, *, operation_id: str | None = None) -> Any:
         return self.run(_calls.register_engine(role, model, url), operation_id).result

@@ -36,6 +36,8 @@ class Lease(_Model):
     status: str
     reason: str | None = None
     target: str | None = None
+    #: Proof recorded at the last transition: the roles that left and whether each engine released its memory.
+    last_release: dict[str, Any] | None = None
 
 
 class Batch(_Model):
@@ -78,10 +80,13 @@ class Event(_Model):
 class OpenAIModel(_Model):
     id: str
     object: str = "model"
+    created: int
     owned_by: str | None = None
     root: str | None = None
     state: str | None = None
     alias_of: str | None = None
+    #: Root ``/v1/models`` only: the role serving the model.
+    role: str | None = None
 
 
 class ModelList(_Model):
@@ -97,6 +102,36 @@ class Health(_Model):
     registry_epoch: str | None = None
     can_serve: bool
     models: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class ReplicaRank(_Model):
+    rank: int
+    node: str
+    node_ip: str | None = None
+    node_rank: int
+    gpu_id: int
+
+
+class ModelReplica(_Model):
+    engine_id: str
+    replica: int
+    group: int
+    worker_type: Literal["regular", "prefill", "decode"]
+    url: str | None
+    state: str
+    weight_version: str | None
+    tp: int
+    pp: int
+    gpus_per_engine: int
+    ranks: list[ReplicaRank]
+    actual_gpus: list[dict[str, Any]] | None = None
+
+
+class ModelReplicas(_Model):
+    role: str
+    model: str
+    weight_version: str | None
+    replicas: list[ModelReplica]
 
 
 class GenrmSample(_Model):

@@ -1,0 +1,122 @@
+import { request } from 'node:http';
+import { describe, expect, it } from 'vitest';
+import { AuthFailureLimiter } from '../server/request-guard.ts';
+import { gatewayOnSims, singleRolloutConfig } from '../testing/fixtures.ts';
+
+// Chaos: reads around the serving token, a DNS-rebinding page, a token guesser. Loopback only.
+const ADMIN = 'admin-secret-token';
+const SERVING = 'serving-secret-token';
+let clock = 1_000_000;
+const gw = gatewayOnSims({
+  config: singleRolloutConfig(),
+  server: {
+    adminToken: ADMIN,
+    servingToken: SERVING,
+    healthProbeMs: 0,
+    allowedHosts: ['uis.example.org'],
+    authFailures: new AuthFailureLimiter(() => clock),
+  },
+});
+
+/** A raw GET with exactly these headers (fetch would set Host itself). */
+function get(
+  path: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; body: string; retryAfter?: string }> {
+  const { port } = new URL(gw.url);
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, headers, agent: false }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => {
+        body += d.toString();
+      });
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          body,
+          ...(res.headers['retry-after'] === undefined
+            ? {}
+            : { retryAfter: String(res.headers['retry-after']) }),
+        }),
+      );
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const input = encodeURIComponent(JSON.stringify({}));
+
+describe('chaos: reads follow the serving token', { timeout: 60_000 }, () => {
+  it('the console API (queries and the live subscription) is refused without the token and served with it', async () => {
+    const host = { host: new URL(gw.url).host };
+    for (const path of [`/trpc/state?input=${input}`, `/trpc/changes?input=${input}`]) {
+      const refused = await get(path, host);
+      expect(refused.status, path).toBe(401);
+      expect(JSON.parse(refused.body)).toMatchObject({ error: { code: 'unauthorized' } });
+      expect(refused.body).not.toContain('policy/0');
+    }
+    const wrong = await get(`/trpc/state?input=${input}`, {
+      ...host,
+      authorization: 'Bearer nope-nope-nope',
+    });
+    expect(wrong.status).toBe(401);
+    for (const token of [SERVING, ADMIN]) {
+      const ok = await get(`/trpc/state?input=${input}`, { ...host, authorization: `Bearer ${token}` });
+      expect(ok.status).toBe(200);
+      expect(ok.body).toContain('policy/0');
+    }
+    // The subscription (SSE: no header possible) passes the token as tRPC connection params.
+    const params = encodeURIComponent(JSON.stringify({ token: SERVING }));
+    const stream = await new Promise<number>((resolve, reject) => {
+      const { port } = new URL(gw.url);
+      const req = request(
+        {
+          host: '127.0.0.1',
+          port,
+          path: `/trpc/changes?input=${input}&connectionParams=${params}`,
+          agent: false,
+        },
+        (res) => {
+          resolve(res.statusCode ?? 0);
+          res.destroy();
+        },
+      );
+      req.on('error', reject);
+      req.end();
+    });
+    expect(stream).toBe(200);
+  });
+
+  it('a Host that does not name this server is refused 403 (DNS rebinding); IP literals and configured names pass', async () => {
+    const { port } = new URL(gw.url);
+    const auth = { authorization: `Bearer ${SERVING}` };
+    const rebound = await get('/rollout/engines', { ...auth, host: `attacker.example.com:${port}` });
+    expect(rebound.status).toBe(403);
+    expect(JSON.parse(rebound.body)).toMatchObject({
+      error: { code: 'host_not_allowed', path: 'headers.host' },
+    });
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, 'uis.example.org', `[::1]:${port}`]) {
+      expect((await get('/rollout/engines', { ...auth, host })).status, host).toBe(200);
+    }
+  });
+
+  it('failed authentications are rate-limited per client: 429 + Retry-After, lifted when the window ends', async () => {
+    const host = { host: new URL(gw.url).host };
+    const statuses: number[] = [];
+    for (let i = 0; i < 30; i++) {
+      const r = await get('/rollout/engines', { ...host, authorization: `Bearer guess-${i}-xxxxxxxx` });
+      statuses.push(r.status);
+    }
+    const firstRefusal = statuses.indexOf(429);
+    expect(firstRefusal).toBeGreaterThan(0);
+    expect(statuses.slice(0, firstRefusal).every((s) => s === 401)).toBe(true);
+    expect(statuses.slice(firstRefusal).every((s) => s === 429)).toBe(true);
+    const limited = await get('/rollout/engines', { ...host, authorization: `Bearer ${SERVING}` });
+    expect(limited.status).toBe(429);
+    expect(Number(limited.retryAfter)).toBeGreaterThan(0);
+    expect(JSON.parse(limited.body)).toMatchObject({ error: { code: 'auth_rate_limited' } });
+    clock += 10_000;
+    expect((await get('/rollout/engines', { ...host, authorization: `Bearer ${SERVING}` })).status).toBe(200);
+  });
+});

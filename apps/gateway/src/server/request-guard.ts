@@ -1,0 +1,183 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isIP } from 'node:net';
+import { hostname } from 'node:os';
+import { UisError } from '@uis/spec';
+import { authorized, bearerToken } from '../gateway/auth.ts';
+import { sendError } from '../proxy/index.ts';
+
+type Listener = (req: IncomingMessage, res: ServerResponse) => void;
+
+/** Failed authentications a client may make per window before it is refused with 429. */
+const MAX_FAILURES = 10;
+const WINDOW_MS = 10_000;
+/** Clients remembered at most; past it, expired entries go first, then the oldest. */
+const MAX_CLIENTS = 10_000;
+
+/** Failed authentications per client address in fixed windows: past `max` in one window, the client is refused
+ * (429 + Retry-After) until the window ends. Guessing a token then costs a window per `max` guesses. */
+export class AuthFailureLimiter {
+  private readonly clients = new Map<string, { since: number; failures: number }>();
+  constructor(
+    private readonly now: () => number = Date.now,
+    private readonly max = MAX_FAILURES,
+    private readonly windowMs = WINDOW_MS,
+  ) {}
+
+  /** Seconds `client` must wait, or 0 when it may try. */
+  retryAfter(client: string): number {
+    const c = this.clients.get(client);
+    if (c === undefined || c.failures < this.max) return 0;
+    const left = c.since + this.windowMs - this.now();
+    if (left <= 0) {
+      this.clients.delete(client);
+      return 0;
+    }
+    return Math.ceil(left / 1000);
+  }
+
+  failed(client: string): void {
+    const now = this.now();
+    const c = this.clients.get(client);
+    if (c === undefined || now - c.since >= this.windowMs) {
+      if (this.clients.size >= MAX_CLIENTS) this.evict(now);
+      this.clients.set(client, { since: now, failures: 1 });
+    } else c.failures++;
+  }
+
+  private evict(now: number): void {
+    for (const [k, c] of this.clients) if (now - c.since >= this.windowMs) this.clients.delete(k);
+    const oldest = this.clients.keys().next();
+    if (this.clients.size >= MAX_CLIENTS && !oldest.done) this.clients.delete(oldest.value);
+  }
+}
+
+/** Which Host header values name this server: IP literals (a DNS-rebinding page always comes with a name),
+ * `localhost`, this machine's name and the configured names (with or without a port); `*` accepts any. */
+export class HostAllowList {
+  private readonly names: Set<string>;
+  private readonly any: boolean;
+  private readonly seen = new Map<string, boolean>();
+
+  constructor(configured: readonly string[]) {
+    this.any = configured.includes('*');
+    this.names = new Set(['localhost', hostname().toLowerCase(), ...configured.map((h) => h.toLowerCase())]);
+  }
+
+  allows(host: string | undefined): boolean {
+    if (this.any) return true;
+    // HTTP/1.1 requires Host; without one nothing can have been rebound to us.
+    if (host === undefined) return true;
+    let known = this.seen.get(host);
+    if (known === undefined) {
+      known = this.decide(host.toLowerCase());
+      if (this.seen.size > 1000) this.seen.clear();
+      this.seen.set(host, known);
+    }
+    return known;
+  }
+
+  private decide(host: string): boolean {
+    if (this.names.has(host)) return true;
+    const m = /^\[([^\]]+)\](?::\d+)?$/.exec(host) ?? /^([^:]+)(?::\d+)?$/.exec(host);
+    const name = m?.[1];
+    if (name === undefined) return false;
+    return isIP(name) !== 0 || this.names.has(name) || name.endsWith('.localhost');
+  }
+}
+
+export interface RequestGuardOptions {
+  hosts: HostAllowList;
+  limiter: AuthFailureLimiter;
+  /** When non-empty, the console API (`/trpc`) needs one of these bearer tokens too (serving or admin). */
+  readTokens: readonly string[];
+}
+
+function refusal(
+  code: 'host_not_allowed' | 'auth_rate_limited' | 'unauthorized',
+  message: string,
+  path: string,
+) {
+  return new UisError({ code, path, message });
+}
+
+/** The token a tRPC subscription (SSE: EventSource sends no header) passes in its `connectionParams` query. */
+function connectionToken(url: string): string | undefined {
+  const q = url.indexOf('?');
+  if (q < 0) return undefined;
+  const raw = new URLSearchParams(url.slice(q + 1)).get('connectionParams');
+  if (raw === null) return undefined;
+  try {
+    const token = (JSON.parse(raw) as { token?: unknown } | null)?.token;
+    return typeof token === 'string' ? token : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * HTTP-level checks before any route: the Host must name this server (403 `host_not_allowed`); a client that
+ * failed authentication too often is refused for the rest of the window (429 + Retry-After); with a serving token,
+ * the console API needs it (or the admin token) like discovery does. Every 401 any route answers counts as a
+ * failed authentication of the client's address.
+ */
+export function guardRequests(next: Listener, opts: RequestGuardOptions): Listener {
+  const { hosts, limiter, readTokens } = opts;
+  const counted = (req: IncomingMessage, res: ServerResponse) => {
+    const client = req.socket.remoteAddress ?? '?';
+    const wait = limiter.retryAfter(client);
+    if (wait > 0) {
+      res.setHeader('retry-after', String(wait));
+      res.shouldKeepAlive = false;
+      sendError(
+        res,
+        refusal(
+          'auth_rate_limited',
+          `too many failed authentications; retry after ${wait} s`,
+          'headers.authorization',
+        ),
+        undefined,
+      );
+      return false;
+    }
+    res.once('finish', () => {
+      if (res.statusCode === 401) limiter.failed(client);
+    });
+    return true;
+  };
+  return (req, res) => {
+    if (!hosts.allows(req.headers.host)) {
+      sendError(
+        res,
+        refusal(
+          'host_not_allowed',
+          `Host ${JSON.stringify(req.headers.host)} does not name this server; add it to gateway.allowed_hosts`,
+          'headers.host',
+        ),
+        undefined,
+      );
+      return;
+    }
+    // Requests that may authenticate are counted; open serving without tokens skips the bookkeeping.
+    const url = req.url ?? '/';
+    const auth = req.headers.authorization !== undefined || readTokens.length > 0 || url.startsWith('/admin');
+    if (auth && !counted(req, res)) return;
+    // checkToken is the console's sign-in: it carries the token in its input, and a wrong one is a counted 401.
+    if (readTokens.length > 0 && url.startsWith('/trpc') && !url.startsWith('/trpc/checkToken')) {
+      const header = req.headers.authorization;
+      const token = header === undefined ? connectionToken(url) : bearerToken(header);
+      if (token === undefined || !authorized(`Bearer ${token}`, readTokens)) {
+        sendError(
+          res,
+          refusal(
+            'unauthorized',
+            'the console API needs "Authorization: Bearer <token>" (serving or admin token)',
+            'headers.authorization',
+          ),
+          undefined,
+        );
+        return;
+      }
+    }
+    next(req, res);
+  };
+}

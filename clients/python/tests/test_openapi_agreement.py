@@ -1,0 +1,51 @@
+"""The pydantic models agree with the service's OpenAPI document: every field a model declares is a property of
+the schema the service documents for that answer, and every property the schema requires is a field of the model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import BaseModel
+
+from uis_client.discovery import DiscoveryEngine, DiscoveryModel, DiscoveryRouting, DiscoverySnapshot
+from uis_client.models import Health, ModelList, OpenAIModel
+
+from .conftest import Service
+
+
+@pytest.fixture(scope="module")
+def document(service: Service) -> dict[str, Any]:
+    doc: dict[str, Any] = httpx.get(f"{service.url}/openapi.json").json()
+    assert doc["openapi"] == "3.1.0"
+    return doc
+
+
+def _answer(doc: dict[str, Any], method: str, path: str) -> dict[str, Any]:
+    schema: dict[str, Any] = doc["paths"][path][method]["responses"]["200"]["content"]["application/json"]["schema"]
+    return schema
+
+
+def _agree(model: type[BaseModel], schema: dict[str, Any]) -> None:
+    props = set(schema.get("properties", {}))
+    fields = {f.alias or name for name, f in model.model_fields.items()}
+    assert fields <= props, f"{model.__name__} declares fields the service does not document: {fields - props}"
+    required = set(schema.get("required", []))
+    assert required <= fields, f"{model.__name__} lacks required fields {required - fields}"
+
+
+def test_discovery_models_agree(document: dict[str, Any]) -> None:
+    snap = _answer(document, "get", "/{role}/engines")
+    _agree(DiscoverySnapshot, snap)
+    model = snap["properties"]["models"]["additionalProperties"]
+    _agree(DiscoveryModel, model)
+    _agree(DiscoveryEngine, model["properties"]["engines"]["items"])
+    _agree(DiscoveryRouting, snap["properties"]["routing"])
+
+
+def test_health_and_model_list_agree(document: dict[str, Any]) -> None:
+    _agree(Health, _answer(document, "get", "/{role}/health"))
+    listing = _answer(document, "get", "/{role}/v1/models")
+    _agree(ModelList, listing)
+    _agree(OpenAIModel, listing["properties"]["data"]["items"])

@@ -1,0 +1,105 @@
+import { UisError, zodError } from '@uis/spec';
+import type { ControlPlane } from '../control-plane.ts';
+import type { AnyCommand, CommandArgs, CommandContext } from './define.ts';
+
+/** One call of a command as a door (REST, tRPC, CLI) received it, before validation. */
+export interface CommandCall {
+  /** The path parameters (REST: the URL's `:name` segments; tRPC: the same fields of its input). */
+  params: Record<string, unknown>;
+  /** The body (POST) or query (GET), without the operation id. */
+  input: unknown;
+  actor: string;
+  operationId: string | null;
+  signal?: AbortSignal;
+  /** Where the door's caller wrote the input, for error paths: `body`, `query` or `input`. */
+  inputRoot: string;
+  /** Where the caller wrote the params: REST '' (the name alone, e.g. `role`), tRPC `input`. */
+  paramsRoot: string;
+  /** The audit subject when the call is refused before its own subject is known (e.g. the URL path). */
+  fallbackSubject: string;
+}
+
+/** The one answer of every command through every door. */
+export interface CommandAnswer<R = unknown> {
+  ok: true;
+  operation_id: string | null;
+  result: R;
+}
+
+const MAX_OPERATION_ID = 200;
+
+/** Checks an operation id: 1 to 200 characters, not blank (every call sending a blank id would share one
+ * operation and get its result). `path` names where the caller wrote it. */
+export function checkOperationId(id: string, path: string): string {
+  if (id.trim() === '' || id.length > MAX_OPERATION_ID)
+    throw new UisError({
+      code: 'invalid_input',
+      path,
+      message: `an operation id must be 1 to ${MAX_OPERATION_ID} characters, not blank; omit it to run without one`,
+    });
+  return id;
+}
+
+/**
+ * Runs a command the same way for every door: validates params and input, runs a keyed command once per
+ * operation id (a repeat answers the first result; the same id with another request is 409), checks the result
+ * against the output schema, and writes the audit event `admin.<name>` (refusals included) with the caller as actor.
+ */
+export async function runCommand(
+  plane: ControlPlane,
+  cmd: AnyCommand,
+  call: CommandCall,
+): Promise<CommandAnswer> {
+  const operationId = cmd.idempotency === 'keyed' ? call.operationId : null;
+  let subject = call.fallbackSubject;
+  try {
+    const params = cmd.params.safeParse(call.params);
+    if (!params.success) throw zodError(params.error, call.paramsRoot);
+    const input = cmd.input.safeParse(call.input);
+    if (!input.success) throw zodError(input.error, call.inputRoot);
+    const args: CommandArgs<unknown, unknown> = { params: params.data, input: input.data };
+    if (cmd.audit) subject = cmd.audit.subject(args, plane);
+    const ctx: CommandContext = {
+      actor: call.actor,
+      operationId,
+      signal: call.signal ?? new AbortController().signal,
+    };
+    const once = async () => {
+      const result: unknown = cmd.output.parse(await cmd.handler(plane, args, ctx));
+      if (cmd.audit)
+        plane.events.append({
+          kind: `admin.${cmd.name}`,
+          subject,
+          actor: call.actor,
+          operation_id: operationId,
+          data: { ok: true, request: auditRequest(call) },
+        });
+      return result;
+    };
+    const request = { command: cmd.name, params: params.data, input: call.input };
+    const result = operationId === null ? await once() : await plane.ledger.run(operationId, request, once);
+    return { ok: true, operation_id: operationId, result: result ?? null };
+  } catch (e) {
+    if (cmd.audit) {
+      const err = e instanceof UisError ? e : null;
+      plane.events.append({
+        kind: `admin.${cmd.name}`,
+        subject,
+        actor: call.actor,
+        operation_id: operationId,
+        data: {
+          ok: false,
+          request: auditRequest(call),
+          error: { code: err?.code ?? 'internal_error', message: e instanceof Error ? e.message : String(e) },
+        },
+      });
+    }
+    throw e;
+  }
+}
+
+/** What the audit record keeps of a request: the params and the input as sent. */
+function auditRequest(call: CommandCall): Record<string, unknown> {
+  const input = call.input !== null && typeof call.input === 'object' ? (call.input as object) : {};
+  return { ...call.params, ...input } as Record<string, unknown>;
+}

@@ -1,0 +1,87 @@
+import type { EngineGroupSpec, GroupPlacement, ReplicaPlacement } from '@uis/spec';
+import { engineId as makeEngineId } from '@uis/spec';
+import { ExternalLauncher } from '../launchers.ts';
+import type { ManagerContext } from './context.ts';
+import type { ModelRuntime } from './types.ts';
+
+/** Engines started elsewhere and attached by URL: health-checked and published like launched ones, never
+ * killed. */
+export class ExternalEngines {
+  constructor(private readonly ctx: ManagerContext) {}
+
+  async attach(m: ModelRuntime, url: string): Promise<{ engine_id: string }> {
+    const { replicas, pool, publication } = this.ctx;
+    for (const s of replicas.all()) if (s.baseUrl === url) return { engine_id: s.engineId };
+    const index = replicas.nextIndex(m.spec.name);
+    const groupIndex = Math.max(
+      0,
+      m.spec.engine_groups.findIndex((g) => g.worker_type === 'regular'),
+    );
+    const group = m.spec.engine_groups[groupIndex] as EngineGroupSpec;
+    const id = makeEngineId(m.spec.name, index);
+    const replica: ReplicaPlacement = {
+      engine_id: id,
+      replica: index,
+      group: groupIndex,
+      worker_type: 'regular',
+      nnodes: 1,
+      nodes: [
+        { node: 'external', node_rank: 0, bundle_indices: [], gpu_ids: [], base_gpu_id: 0, gpu_id_step: 1 },
+      ],
+    };
+    const placement =
+      pool.placements.find((p) => p.model === m.spec.name) ?? this.externalPlacement(m, groupIndex, group);
+    const slot = replicas.add(m.spec, group, placement, replica, { external: true });
+    try {
+      pool.attach(slot, await new ExternalLauncher({ [id]: url }).create(pool.launchRequest(slot)));
+    } catch (e) {
+      replicas.remove(slot);
+      throw e;
+    }
+    publication.publish();
+    try {
+      await pool.launch(slot);
+    } catch (e) {
+      replicas.remove(slot);
+      await slot.engine?.shutdown();
+      publication.publish();
+      throw e;
+    }
+    this.ctx.weights.adoptVersionOf(m, slot);
+    replicas.setState(slot, 'ready');
+    await this.ctx.routers.sync();
+    publication.publish();
+    this.ctx.audit('admin.register_external', id, { url });
+    return { engine_id: id };
+  }
+
+  /** The placement of an engine attached to a model that has none in the plan. */
+  private externalPlacement(m: ModelRuntime, groupIndex: number, group: EngineGroupSpec): GroupPlacement {
+    return {
+      role: this.ctx.spec.role,
+      model: m.spec.name,
+      group: groupIndex,
+      worker_type: 'regular',
+      num_gpus: group.num_gpus,
+      gpus_per_engine: group.gpus_per_engine,
+      tp: 1,
+      pp: 1,
+      dp: 1,
+      ep: 1,
+      bundle_start: 0,
+      bundle_stop: 0,
+      bundle_indices: [],
+      gpu_ids: [],
+      replicas: [],
+      nodes_per_engine: 1,
+      pool: 'external',
+      owner: 'external',
+      deleted_by: 'external',
+      activation_group: null,
+      phase: null,
+      deferred: false,
+      ray_num_gpus: 0,
+      offload: false,
+    };
+  }
+}
