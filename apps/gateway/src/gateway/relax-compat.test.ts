@@ -26,7 +26,11 @@ const config = parseConfig({
     }),
   },
 });
-const gw = gatewayOnSims({ config, sim: { simDecodeUsPerToken: 200 } });
+const gw = gatewayOnSims({
+  config,
+  sim: { simDecodeUsPerToken: 200 },
+  server: { adminToken: 'relax-compat-admin' },
+});
 
 /** Relax's resolver rule in Python, run on the test's inputs. */
 const PYTHON_PICKS = `
