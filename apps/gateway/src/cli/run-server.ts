@@ -12,6 +12,7 @@ import { forceStopEngines } from '@uis/sglang-engine';
 import { configuredRoles, type ErrorCode, type UisConfig, UisError } from '@uis/spec';
 import type pino from 'pino';
 import { createLogger, UisServer } from '../server/uis-server.ts';
+import { createTracing } from '../tracing/tracing.ts';
 
 export interface RunServerOptions {
   config: UisConfig;
@@ -181,6 +182,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     adminToken: token,
     logger,
     accessLog: opts.config.gateway?.access_log ?? false,
+    tracing: createTracing(opts.config.gateway?.tracing),
     ...(servingToken ? { servingToken } : {}),
     ...limitsOf(opts.config),
     // The listen address names this server too (a host name given to --host).

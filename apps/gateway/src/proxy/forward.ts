@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { UisError } from '@uis/spec';
 import { type BodyEdit, collectBody, forwardedBody, type ParsedBody, parseServingBody } from './body.ts';
 import { BODY_BUDGET_RETRY_AFTER_S, type BodyBudget } from './body-budget.ts';
+import type { CompletionEvent, ForwardOutcome, ProxyHooks } from './completion.ts';
 import { asUisError, type ErrorBodyOf, ProxyErrorCode, sendError } from './errors.ts';
 import type { FastHandler } from './fast-routes.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
@@ -38,6 +39,8 @@ export interface ForwardRoute {
   edit?: BodyEdit;
   /** The key the model's engines were started with (SGLang `--api-key`), sent as their bearer token. */
   engineApiKey?: string;
+  /** W3C trace context sent to the engine instead of the client's (set when the request is traced). */
+  traceparent?: string | undefined;
   /** The gateway that owns the request once routed, when it is not the handler's (the root OpenAI routes find
    * the role from the model): its in-flight counter and hooks count the request. */
   owner?: Pick<ServingProxyOptions, 'inFlight' | 'hooks'>;
@@ -58,46 +61,7 @@ export type ResolveRoute = (
   res: ServerResponse,
 ) => ForwardRoute | HandledRoute | UisError;
 
-export type ForwardOutcome = 'ok' | 'client_abort' | 'error';
-
-/** One per client request, after it ended one way or another: what metrics need. */
-export interface CompletionEvent {
-  requestId: string;
-  rid: string | string[] | undefined;
-  /** The last engine tried, if any. */
-  target: ProxyTarget | undefined;
-  /** Status sent to the client (0 when the client left or the stream broke before any status). */
-  status: number;
-  outcome: ForwardOutcome;
-  error: UisError | undefined;
-  attempts: number;
-  /** Why each attempt after the first was made (the error code of the attempt before it). */
-  retries: readonly string[];
-  /** The answer was relayed as it came (an event stream, or a body of unknown or large size). */
-  streamed: boolean;
-  /** Tokens the engine reported for a completed answer (none for refusals, cut streams, or a stream whose client
-   * did not ask for usage). */
-  usage: TokenUsage | undefined;
-  /** Bytes of the forwarded request body and of the response body relayed to the client (with the engine's
-   * chunk framing when a chunked answer is relayed as it came). */
-  bytesUp: number;
-  bytesDown: number;
-  /** Client body fully read (and the request handed to an engine), relative to the request's arrival. */
-  bodyMs: number | undefined;
-  /** The last attempt's request got an engine socket and started being written, relative to the arrival. */
-  upstreamStartMs: number | undefined;
-  /** Engine response headers received, relative to the request's arrival. */
-  ttfbMs: number | undefined;
-  /** First response byte handed to the client socket, relative to the request's arrival. */
-  firstByteOutMs: number | undefined;
-  totalMs: number;
-}
-
-export interface ProxyHooks {
-  /** The client left before the engine finished: the gateway asks that engine to abort `rid`. */
-  onClientAbort?(rid: string | string[], target: ProxyTarget, requestId: string): void;
-  onComplete?(event: CompletionEvent): void;
-}
+export type { CompletionEvent, ForwardOutcome, ProxyHooks } from './completion.ts';
 
 export interface ServingProxyOptions {
   pools: UpstreamPools;
@@ -216,7 +180,12 @@ class Exchange implements UpstreamHandler {
     if (body.fields.rid === undefined && this.#opts.injectRid !== false) inject = nextId();
     this.#rid = body.fields.rid ?? inject;
     this.#body = forwardedBody(body, route.edit, inject);
-    this.#upstreamHeaders = upstreamRequestHeaders(req.rawHeaders, this.#requestId, route.engineApiKey);
+    this.#upstreamHeaders = upstreamRequestHeaders(
+      req.rawHeaders,
+      this.#requestId,
+      route.engineApiKey,
+      route.traceparent,
+    );
     this.#attempt(route.pick(undefined));
   }
 
@@ -373,6 +342,7 @@ class Exchange implements UpstreamHandler {
         return;
       }
       this.#release();
+      this.#opts.hooks?.onAttemptFailed?.(target, unreachable.code);
       this.#tried ??= new Set();
       this.#tried.add(target.id);
       const next = this.#route!.pick(this.#tried);

@@ -32,6 +32,8 @@ import {
   type UpstreamPoolOptions,
   UpstreamPools,
 } from '../proxy/index.ts';
+import { AuditSpans } from '../tracing/audit-spans.ts';
+import type { UisTracing } from '../tracing/tracing.ts';
 import { ConsoleJournal } from '../trpc/console-journal.ts';
 import { consoleState } from '../trpc/console-state.ts';
 import { gpuTimeUpdates, timeSeriesUpdates } from '../trpc/observability-feeds.ts';
@@ -70,6 +72,12 @@ export interface UisServerOptions {
   healthProbeMs?: number;
   /** One `access` log line per serving request (`gateway.access_log`). */
   accessLog?: boolean;
+  /** Per-request metrics and the console's time series (default on). Off only to measure what they cost (the
+   * gateway bench's `gateway bare` column); `/metrics` still answers, without serving series. */
+  servingObservability?: boolean;
+  /** OpenTelemetry tracing (made from `gateway.tracing` by `createTracing`); the server flushes and stops it on
+   * close. Absent: no span is made anywhere. */
+  tracing?: UisTracing | undefined;
 }
 
 /** pino to stderr (stdout stays for what a command prints); silent under vitest unless UIS_LOG_LEVEL says. */
@@ -89,6 +97,7 @@ export class UisServer {
   readonly app = new Hono();
   readonly metrics: GatewayMetrics;
   readonly observability: Observability;
+  private readonly tracing: UisTracing | undefined;
   readonly journal = new ConsoleJournal();
   readonly feed = new ChangeFeed();
   readonly logger: pino.Logger;
@@ -146,12 +155,19 @@ export class UisServer {
         [...plane.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
       batchCounts: () => plane.store.counts(),
       replicaWeights: () => this.observability.weights.rows(plane.managers),
+      circuits: () =>
+        [...this.gateways].flatMap(([role, g]) =>
+          g.breakers
+            .snapshot()
+            .map((c) => ({ role, engine_id: c.engineId, state: c.state === 'open' ? 2 : 1 })),
+        ),
     });
     this.observability = new Observability(this.metrics, plane.plan);
     const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
+    const observe = opts.servingObservability !== false;
     const onServed = (r: ServedRequest) => {
       this.journal.served(r);
-      this.observability.served(r);
+      if (observe) this.observability.served(r);
       this.feed.notify();
     };
     for (const [role, manager] of plane.managers) {
@@ -162,19 +178,22 @@ export class UisServer {
         spec,
         placements: plane.placementsOf(role),
         pools: this.pools,
-        metrics: this.metrics,
+        ...(observe ? { metrics: this.metrics } : {}),
         logger: this.logger.child({ role }),
         servingTokens,
         onServed,
         bodyBudget: this.bodyBudget,
         maxJsonDepth,
         accessLog: opts.accessLog ?? false,
+        tracing: opts.tracing,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
       });
       this.gateways.set(role, gateway);
       gateway.registerServing(this.routes);
       this.app.route('/', gateway.app);
     }
+    const auditSpans = opts.tracing === undefined ? undefined : new AuditSpans(opts.tracing);
+    this.tracing = opts.tracing;
     this.journal.backfill(plane.events.latest(500));
     for (const e of plane.events.latest(20_000)) this.observability.audit(e, false);
     // Every change of the control plane (audit events, publications, barrier waiters, batch progress) wakes the
@@ -184,6 +203,7 @@ export class UisServer {
         if (change.type === 'audit') {
           this.journal.record(change.event);
           this.observability.audit(change.event);
+          auditSpans?.observe(change.event);
         } else if (change.type === 'barriers') this.observability.barriers(change.barriers, Date.now());
         this.feed.notify();
       }),
@@ -370,6 +390,7 @@ export class UisServer {
       await closed;
     }
     await this.pools.close();
+    await this.tracing?.shutdown();
   }
 }
 
