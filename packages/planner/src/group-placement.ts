@@ -1,26 +1,12 @@
 import {
-  type ActivationGroupPlan,
-  type Bundle,
   type ConfigRole,
-  configuredRoles,
-  type DeploymentMode,
   type EngineGroupSpec,
-  type ErrorCode,
   engineId,
   type GroupPlacement,
   groupTp,
-  type PgOwner,
-  type PlanResult,
-  type PlanViolation,
-  type PoolPlan,
-  PRODUCER_ROLE,
   type ReplicaPlacement,
-  ROLE_CAPABILITIES,
   type Role,
-  SCORER_ROLES,
   serverArgIssue,
-  TRAIN_PHASE_RESIDENT,
-  type UisConfig,
 } from '@uis/spec';
 import { checkEngineSites } from './engine-sites.ts';
 import type { BundleSite } from './inventory.ts';

@@ -1,27 +1,4 @@
-import {
-  type ActivationGroupPlan,
-  type Bundle,
-  type ConfigRole,
-  configuredRoles,
-  type DeploymentMode,
-  type EngineGroupSpec,
-  type ErrorCode,
-  engineId,
-  type GroupPlacement,
-  groupTp,
-  type PgOwner,
-  type PlanResult,
-  type PlanViolation,
-  type PoolPlan,
-  PRODUCER_ROLE,
-  type ReplicaPlacement,
-  ROLE_CAPABILITIES,
-  type Role,
-  SCORER_ROLES,
-  serverArgIssue,
-  TRAIN_PHASE_RESIDENT,
-  type UisConfig,
-} from '@uis/spec';
+import { type ConfigRole, ROLE_CAPABILITIES } from '@uis/spec';
 import { EPS, type PlanCtx, type PlannedGroup, type PoolState, round } from './plan-parts.ts';
 import { reserve } from './pool-sites.ts';
 

@@ -1,26 +1,9 @@
 import {
   type ActivationGroupPlan,
-  type Bundle,
-  type ConfigRole,
-  configuredRoles,
-  type DeploymentMode,
-  type EngineGroupSpec,
-  type ErrorCode,
-  engineId,
-  type GroupPlacement,
-  groupTp,
-  type PgOwner,
-  type PlanResult,
-  type PlanViolation,
-  type PoolPlan,
   PRODUCER_ROLE,
-  type ReplicaPlacement,
   ROLE_CAPABILITIES,
-  type Role,
   SCORER_ROLES,
-  serverArgIssue,
   TRAIN_PHASE_RESIDENT,
-  type UisConfig,
 } from '@uis/spec';
 import { ACTOR_POOL, isColocated, type PlanCtx, type Residency } from './plan-parts.ts';
 
