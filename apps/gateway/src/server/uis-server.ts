@@ -155,6 +155,12 @@ export class UisServer {
         [...plane.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
       batchCounts: () => plane.store.counts(),
       replicaWeights: () => this.observability.weights.rows(plane.managers),
+      circuits: () =>
+        [...this.gateways].flatMap(([role, g]) =>
+          g.breakers
+            .snapshot()
+            .map((c) => ({ role, engine_id: c.engineId, state: c.state === 'open' ? 2 : 1 })),
+        ),
     });
     this.observability = new Observability(this.metrics, plane.plan);
     const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
