@@ -7,6 +7,7 @@ import {
   type NodePlacement,
   type ReplicaPlacement,
 } from '@uis/spec';
+import type { Clock } from './clock.ts';
 import { SGLangEngine } from './engine.ts';
 import { EngineError } from './engine-error.ts';
 import { LocalProcessLauncher } from './launcher.ts';
@@ -22,6 +23,8 @@ export interface SimEngineOptions {
   offload?: boolean;
   weightSource?: 'static' | 'disk' | 'dcs';
   serverArgs?: Record<string, string | number | boolean | null>;
+  /** The engine's clock (start deadline, poll interval, drain deadline); a ManualClock to drive them. */
+  clock?: Clock;
 }
 
 export function simReplica(nnodes: number, gpusPerNode: number): ReplicaPlacement {
@@ -62,6 +65,7 @@ export async function simEngine(opts: SimEngineOptions = {}): Promise<SGLangEngi
     launcher: new LocalProcessLauncher(),
     launchSpec: { ...args, engineId: 'sim-model/0' },
     pollMs: 100,
+    ...(opts.clock ? { clock: opts.clock } : {}),
   });
 }
 

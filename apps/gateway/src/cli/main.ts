@@ -1,5 +1,6 @@
 // The `uis` CLI: wiring only. Each command lives in its own file and registers itself here.
 import { Command } from 'commander';
+import { registerAdminCommand } from './admin-command.ts';
 import { cliFailure } from './cli-errors.ts';
 import { registerDemoCommand } from './demo-command.ts';
 import { registerPlanCommand } from './plan-command.ts';
@@ -14,6 +15,7 @@ const program = new Command('uis')
 registerPlanCommand(program);
 registerServeCommand(program);
 registerDemoCommand(program);
+registerAdminCommand(program);
 
 // The command an error belongs to: the one whose action ran, else the one named on the command line.
 let command = program.commands.some((c) => c.name() === process.argv[2]) ? `uis ${process.argv[2]}` : 'uis';

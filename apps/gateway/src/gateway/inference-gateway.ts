@@ -38,6 +38,7 @@ import { authorized, unauthorized } from './auth.ts';
 import { type GenrmHost, genrmCall, refusedModel } from './genrm-call.ts';
 import { openAIErrorBody } from './openai-surface.ts';
 import { modelList, mountReadRoutes } from './read-routes.ts';
+import { type BreakerOptions, ReplicaBreakers } from './replica-breakers.ts';
 
 /** What the gateway logs through (pino loggers satisfy it). */
 export interface GatewayLogger {
@@ -87,6 +88,8 @@ export interface InferenceGatewayOptions {
   maxJsonDepth?: number;
   /** The process-wide budget for bytes of bodies still arriving. */
   bodyBudget?: BodyBudget;
+  /** Circuit breaker settings of this role's replicas. */
+  breaker?: BreakerOptions;
   /** Longest long-poll a client may ask for. Default 300 s. */
   maxWaitSeconds?: number;
   onServed?: (r: ServedRequest) => void;
@@ -147,6 +150,8 @@ export class InferenceGateway {
   private readonly logger: GatewayLogger;
   private readonly servingTokens: readonly string[];
   private readonly maxBodyBytes: number;
+  /** One circuit breaker per replica of this role. */
+  readonly breakers: ReplicaBreakers;
   private readonly bodyRules: Pick<InferenceGatewayOptions, 'maxJsonDepth' | 'bodyBudget'>;
   private readonly maxWaitSeconds: number;
   private readonly onServed: ((r: ServedRequest) => void) | undefined;
@@ -176,6 +181,9 @@ export class InferenceGateway {
       hooks: {
         onClientAbort: (rid, target, requestId) => this.abortAtEngine(rid, target, requestId),
         onComplete: (e) => this.completed(e),
+        onAttemptFailed: (target) => {
+          if (!target.id.startsWith(ROUTER_PREFIX)) this.breakers.failure(target.id);
+        },
       },
     };
     this.selector = new ReplicaSelector({
@@ -186,6 +194,7 @@ export class InferenceGateway {
     this.logger = opts.logger ?? silent;
     this.servingTokens = opts.servingTokens ?? [];
     this.maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    this.breakers = new ReplicaBreakers(opts.breaker);
     this.bodyRules = {
       ...(opts.maxJsonDepth === undefined ? {} : { maxJsonDepth: opts.maxJsonDepth }),
       ...(opts.bodyBudget === undefined ? {} : { bodyBudget: opts.bodyBudget }),
@@ -375,6 +384,13 @@ export class InferenceGateway {
       if (sel instanceof UisError) return this.refuse(sel, res);
       if (sel.engineId === null)
         return { id: `${ROUTER_PREFIX}${model.name}`, origin: this.originOf(sel.url) };
+      // An open circuit skips its replica (one request probes it once its open time is up).
+      if (!this.breakers.allows(sel.engineId)) {
+        const next = new Set(exclude);
+        next.add(sel.engineId);
+        exclude = next;
+        continue;
+      }
       try {
         this.manager.inflight.acquire(sel.engineId);
       } catch {
@@ -430,7 +446,18 @@ export class InferenceGateway {
     this.logger.info({ requestId, rid, engine: target.id }, 'client disconnected; aborted at the engine');
   }
 
+  /** The circuit of the replica a request ended on: an engine failure counts against it, an answer closes it. */
+  private judge(e: CompletionEvent): void {
+    const id = e.target?.id;
+    if (id === undefined || id.startsWith(ROUTER_PREFIX)) return;
+    const failure = upstreamErrorOf(e);
+    if (failure !== undefined) this.breakers.failure(id);
+    else if (e.outcome === 'ok') this.breakers.success(id);
+    else this.breakers.settle(id);
+  }
+
   private completed(e: CompletionEvent): void {
+    this.judge(e);
     const model = this.modelOf.get(e.requestId) ?? '(none)';
     this.modelOf.delete(e.requestId);
     if (this.traces.size > 0) this.endTrace(e, model);

@@ -11,6 +11,8 @@ export interface MetricsSources {
   batchCounts(): Array<{ kind: string; state: string; count: number }>;
   /** Each live replica's weight version and how many versions it trails its model's target. */
   replicaWeights?(): ReplicaWeightRow[];
+  /** Replicas whose circuit breaker is not closed (state 1: half-open, 2: open). */
+  circuits?(): Array<{ role: string; engine_id: string; state: number }>;
 }
 
 export interface MetricsOptions {
@@ -169,6 +171,18 @@ export class GatewayMetrics {
         for (const r of sources.batchCounts()) this.set({ kind: r.kind, state: r.state }, r.count);
       },
     });
+    const circuits = sources.circuits?.bind(sources);
+    if (circuits !== undefined)
+      new Gauge({
+        name: 'uis_circuit_breaker_state',
+        help: "A replica's circuit breaker: 0 closed (absent), 1 half-open (one probe), 2 open (skipped by routing).",
+        labelNames: ['role', 'engine_id'],
+        registers,
+        collect() {
+          this.reset();
+          for (const r of circuits()) this.set({ role: r.role, engine_id: r.engine_id }, r.state);
+        },
+      });
     const weights = sources.replicaWeights?.bind(sources);
     if (weights === undefined) return;
     // Both gauges read one snapshot per scrape: prom-client collects each gauge separately.

@@ -342,6 +342,7 @@ class Exchange implements UpstreamHandler {
         return;
       }
       this.#release();
+      this.#opts.hooks?.onAttemptFailed?.(target, unreachable.code);
       this.#tried ??= new Set();
       this.#tried.add(target.id);
       const next = this.#route!.pick(this.#tried);
