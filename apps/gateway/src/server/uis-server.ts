@@ -9,7 +9,7 @@ import {
 import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
-import { buildAppRouter, ChangeFeed, type ControlPlane } from '@uis/control-plane';
+import { buildAppRouter, ChangeFeed, type ControlPlane, commandRoutes } from '@uis/control-plane';
 import { asRole, type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
@@ -287,7 +287,7 @@ export class UisServer {
       c.body(await this.metrics.text(), 200, { 'content-type': this.metrics.contentType }),
     );
     this.app.get('/healthz', (c) => c.json({ status: 'ok', roles: [...this.gateways.keys()] }));
-    mountDocs(this.app, () => ({ roles: [...this.gateways.keys()], admin: [] }));
+    mountDocs(this.app, () => ({ roles: [...this.gateways.keys()], admin: commandRoutes() }));
     // One base URL for a whole job: /v1/models, /v1/chat/completions, /v1/completions find the role by model.
     mountOpenAIRoot(this.app, this.routes, {
       roles: () => this.gateways.values(),
