@@ -4,7 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { UisError } from '@uis/spec';
 import { type BodyEdit, collectBody, forwardedBody, type ParsedBody, parseServingBody } from './body.ts';
 import { BODY_BUDGET_RETRY_AFTER_S, type BodyBudget } from './body-budget.ts';
-import type { CompletionEvent, ForwardOutcome, ProxyHooks } from './completion.ts';
+import type { ForwardOutcome, ProxyHooks } from './completion.ts';
 import { asUisError, type ErrorBodyOf, ProxyErrorCode, sendError } from './errors.ts';
 import type { FastHandler } from './fast-routes.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
