@@ -385,13 +385,18 @@ export class InferenceGateway {
     for (;;) {
       const sel = this.selector.select(model, {
         affinityKey: keys.affinityKey,
+        routingKey: keys.routingKey,
         minWeightVersion: keys.minWeightVersion,
         prompt: keys.prompt,
         exclude,
       });
       if (sel instanceof UisError) return this.refuse(sel, res);
       if (sel.engineId === null)
-        return { id: `${ROUTER_PREFIX}${model.name}`, origin: this.originOf(sel.url) };
+        return {
+          id: `${ROUTER_PREFIX}${model.name}`,
+          origin: this.originOf(sel.url),
+          weightVersion: sel.weightVersion,
+        };
       // An open circuit skips its replica (one request probes it once its open time is up).
       if (!this.breakers.allows(sel.engineId)) {
         const next = new Set(exclude);
@@ -407,7 +412,7 @@ export class InferenceGateway {
         exclude = next;
         continue;
       }
-      return { id: sel.engineId, origin: this.originOf(sel.url) };
+      return { id: sel.engineId, origin: this.originOf(sel.url), weightVersion: sel.weightVersion };
     }
   }
 

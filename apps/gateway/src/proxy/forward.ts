@@ -1,11 +1,11 @@
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeader, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { UisError } from '@uis/spec';
 import type { AdmissionGate, Admittable } from './admission.ts';
 import { type BodyEdit, collectBody, forwardedBody, type ParsedBody, parseServingBody } from './body.ts';
 import { BODY_BUDGET_RETRY_AFTER_S, type BodyBudget } from './body-budget.ts';
-import type { CompletionEvent, ForwardOutcome, ProxyHooks } from './completion.ts';
+import type { ForwardOutcome, ProxyHooks } from './completion.ts';
 import { asUisError, type ErrorBodyOf, ProxyErrorCode, sendError } from './errors.ts';
 import type { FastHandler } from './fast-routes.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
@@ -28,6 +28,17 @@ export interface ProxyTarget {
   id: string;
   /** `http://host:port` */
   origin: string;
+  /** The weight version the replica served when picked (the answer's `X-UIS-Weight-Version`). */
+  weightVersion?: string | null;
+}
+
+/** Who served a proxied answer: `X-UIS-Engine-Id` and `X-UIS-Weight-Version` (when known), so a caller can see
+ * its affinity hold and tag a rollout sample with the policy version that produced it. */
+function servedBy(out: OutgoingHttpHeader[], target: ProxyTarget | undefined): OutgoingHttpHeader[] {
+  if (target === undefined) return out;
+  out.push('x-uis-engine-id', target.id);
+  if (target.weightVersion) out.push('x-uis-weight-version', target.weightVersion);
+  return out;
 }
 
 /** The gateway's routing decision; `excluding` holds targets that already failed for this request. */
@@ -243,14 +254,17 @@ class Exchange implements UpstreamHandler, Admittable {
       const res = this.#res;
       if (framing === 'chunked' && canRelayChunked(this.#req!, res) && controller.relayChunked()) {
         // The engine's chunks go out with their framing as they came; node must not frame them again.
-        const out = clientResponseHeaders(headers, this.#requestId, false);
+        const out = servedBy(clientResponseHeaders(headers, this.#requestId, false), this.#target);
         out.push('transfer-encoding', 'chunked');
         res.writeHead(statusCode, out);
         res.chunkedEncoding = false;
         this.#raw = true;
       } else {
         // A known length is kept (the bytes are relayed unchanged); otherwise node frames the stream itself.
-        res.writeHead(statusCode, clientResponseHeaders(headers, this.#requestId, length !== undefined));
+        res.writeHead(
+          statusCode,
+          servedBy(clientResponseHeaders(headers, this.#requestId, length !== undefined), this.#target),
+        );
       }
       // The engine's first bytes usually come in the same read as its headers: they then leave in one write with
       // the headers (one syscall and one client wake-up less per request). Headers alone still go out this turn.
@@ -296,7 +310,10 @@ class Exchange implements UpstreamHandler, Admittable {
     } else if (!res.destroyed) {
       const body =
         this.#chunks.length === 1 ? this.#chunks[0]! : Buffer.concat(this.#chunks, this.#bytesDown);
-      res.writeHead(this.#status, clientResponseHeaders(this.#respHeaders ?? {}, this.#requestId, true));
+      res.writeHead(
+        this.#status,
+        servedBy(clientResponseHeaders(this.#respHeaders ?? {}, this.#requestId, true), this.#target),
+      );
       this.#firstOutAt = this.#now() - this.#start;
       res.end(body);
       this.#answer = body;
