@@ -2,13 +2,15 @@ import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeader, ServerRe
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { UisError } from '@uis/spec';
+import type { AdmissionGate, Admittable } from './admission.ts';
 import { type BodyEdit, collectBody, forwardedBody, type ParsedBody, parseServingBody } from './body.ts';
 import { BODY_BUDGET_RETRY_AFTER_S, type BodyBudget } from './body-budget.ts';
-import type { CompletionEvent, ForwardOutcome, ProxyHooks } from './completion.ts';
+import type { ForwardOutcome, ProxyHooks } from './completion.ts';
 import { asUisError, type ErrorBodyOf, ProxyErrorCode, sendError } from './errors.ts';
 import type { FastHandler } from './fast-routes.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
 import type { InFlightCounter } from './in-flight.ts';
+import { ClientGoneError, canRelayChunked } from './relay-util.ts';
 import { nextId, REQUEST_ID } from './request-id.ts';
 import {
   errorCode,
@@ -54,7 +56,7 @@ export interface ForwardRoute {
   traceparent?: string | undefined;
   /** The gateway that owns the request once routed, when it is not the handler's (the root OpenAI routes find
    * the role from the model): its in-flight counter and hooks count the request. */
-  owner?: Pick<ServingProxyOptions, 'inFlight' | 'hooks'>;
+  owner?: Pick<ServingProxyOptions, 'inFlight' | 'hooks' | 'admission'>;
 }
 
 /** A request the resolver answers itself instead of forwarding it as is (e.g. the GenRM messages adapter, which
@@ -84,6 +86,8 @@ export interface ServingProxyOptions {
   maxJsonDepth?: number;
   /** The process-wide budget for bytes of bodies still arriving (503 + Retry-After when spent). */
   bodyBudget?: BodyBudget;
+  /** The role's admission limit (503 + Retry-After when it and its queue are full). */
+  admission?: AdmissionGate;
   /** Inject a `rid` into bodies that carry none, so a disconnect can be aborted at the engine. */
   injectRid?: boolean;
   now?: () => number;
@@ -99,30 +103,12 @@ const MAX_BUFFERED_RESPONSE_BYTES = 1024 * 1024;
 
 const NO_RETRIES: readonly string[] = [];
 
-/** Carries no stack: it only tells the engine pool why a request stops. A captured stack costs ~40 us under tsx (source
- * maps, read by node's destroy()), paid per stream when hundreds of clients leave at once. */
-class ClientGoneError extends Error {
-  constructor() {
-    const limit = Error.stackTraceLimit;
-    Error.stackTraceLimit = 0;
-    super('client disconnected');
-    Error.stackTraceLimit = limit;
-    this.name = 'ClientGoneError';
-  }
-}
-
-/** `res.chunkedEncoding` is what node's ServerResponse consults to frame each write as a chunk; a chunked engine
- * answer relayed with its own framing turns it off after writing the head. Checked, not assumed. */
-function canRelayChunked(req: IncomingMessage, res: ServerResponse): boolean {
-  return req.httpVersionMajor === 1 && req.httpVersionMinor === 1 && typeof res.chunkedEncoding === 'boolean';
-}
-
 /**
  * One client request's trip through the proxy. Implements the engine pool's handler directly, so the engine's
  * bytes go from its socket to `res.write` with no stream objects in between; a chunked event stream to an
  * HTTP/1.1 client is relayed with the engine's own chunk framing (one read, one write per event).
  */
-class Exchange implements UpstreamHandler {
+class Exchange implements UpstreamHandler, Admittable {
   readonly #res: ServerResponse;
   #opts: ServingProxyOptions;
   readonly #now: () => number;
@@ -160,6 +146,9 @@ class Exchange implements UpstreamHandler {
   #upstreamDone = false;
   #clientGone = false;
   #finished = false;
+  /** The role's admission gate this request waits at, then holds a slot of. */
+  #queuedAt: AdmissionGate | undefined;
+  #slotOf: AdmissionGate | undefined;
 
   constructor(
     res: ServerResponse,
@@ -197,7 +186,25 @@ class Exchange implements UpstreamHandler {
       route.engineApiKey,
       route.traceparent,
     );
-    this.#attempt(route.pick(undefined));
+    const gate = this.#opts.admission;
+    if (gate === undefined) this.#attempt(route.pick(undefined));
+    else {
+      this.#queuedAt = gate;
+      gate.enter(this);
+    }
+  }
+
+  admitted(): void {
+    this.#slotOf = this.#queuedAt;
+    this.#queuedAt = undefined;
+    if (this.#clientGone) this.#finish('client_abort', 0, undefined);
+    else this.#attempt(this.#route!.pick(undefined));
+  }
+
+  turnedAway(err: UisError, retryAfterSeconds: number): void {
+    this.#queuedAt = undefined;
+    if (!this.#res.headersSent) this.#res.setHeader('retry-after', String(retryAfterSeconds));
+    this.#fail(err);
   }
 
   #attempt(picked: ProxyTarget | UisError): void {
@@ -401,6 +408,13 @@ class Exchange implements UpstreamHandler {
     if (this.#res.writableFinished || this.#upstreamDone) return;
     this.#clientGone = true;
     const target = this.#target;
+    if (this.#queuedAt !== undefined) {
+      // Left while waiting for an admission slot: it never holds one.
+      this.#queuedAt.cancel(this);
+      this.#queuedAt = undefined;
+      this.#finish('client_abort', 0, undefined);
+      return;
+    }
     if (target === undefined) return; // still reading the body or resolving: nothing upstream yet
     this.#controller?.abort(new ClientGoneError());
     if (this.#rid !== undefined) this.#opts.hooks?.onClientAbort?.(this.#rid, target, this.#requestId);
@@ -416,6 +430,9 @@ class Exchange implements UpstreamHandler {
     if (this.#finished) return;
     this.#finished = true;
     this.#release();
+    const slot = this.#slotOf;
+    this.#slotOf = undefined;
+    slot?.leave();
     const onComplete = this.#opts.hooks?.onComplete;
     if (onComplete === undefined) return;
     onComplete({

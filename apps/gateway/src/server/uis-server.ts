@@ -22,6 +22,7 @@ import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import { Observability } from '../metrics/observability.ts';
 import { mountDocs } from '../openapi/docs-routes.ts';
 import {
+  type AdmissionOptions,
   BodyBudget,
   createCombinedListener,
   DEFAULT_MAX_BODY_BYTES,
@@ -62,6 +63,8 @@ export interface UisServerOptions {
   allowedHosts?: readonly string[];
   /** Counts failed authentications per client (tests pass one with their own clock). */
   authFailures?: AuthFailureLimiter;
+  /** Each role's admission limit and queue (absent: unlimited). */
+  admission?: AdmissionOptions;
   /** The console build to serve at `/`. */
   consoleDist?: string;
   /** Least time between two console pushes. */
@@ -184,6 +187,7 @@ export class UisServer {
         onServed,
         bodyBudget: this.bodyBudget,
         maxJsonDepth,
+        ...(opts.admission === undefined ? {} : { admission: opts.admission }),
         accessLog: opts.accessLog ?? false,
         tracing: opts.tracing,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
