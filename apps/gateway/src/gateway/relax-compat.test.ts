@@ -131,4 +131,16 @@ describe('Relax compatibility over HTTP', { timeout: 60_000 }, () => {
     expect(byVersion).toEqual(bySchema);
     expect(bySchema.total_engines).toBe(6);
   });
+
+  it('puts the message where FastAPI callers read it: "detail" beside "error"', async () => {
+    const r = await fetch(`${gw.url}/rollout/generate`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'no-such-model', text: 'x' }),
+    });
+    const body = (await r.json()) as { error: { code: string; message: string }; detail: string };
+    expect(r.status).toBe(404);
+    expect(body.error.code).toBe('unknown_model');
+    expect(body.detail).toBe(body.error.message);
+  });
 });
