@@ -13,6 +13,8 @@ import { capabilitiesOf, type GroupPlacement, type InferenceRoleSpec, UisError }
 import { Hono } from 'hono';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import {
+  AdmissionGate,
+  type AdmissionOptions,
   asUisError,
   type BodyBudget,
   type CompletionEvent,
@@ -38,6 +40,7 @@ import { authorized, unauthorized } from './auth.ts';
 import { type GenrmHost, genrmCall, refusedModel } from './genrm-call.ts';
 import { openAIErrorBody } from './openai-surface.ts';
 import { modelList, mountReadRoutes } from './read-routes.ts';
+import { type BreakerOptions, ReplicaBreakers } from './replica-breakers.ts';
 
 /** What the gateway logs through (pino loggers satisfy it). */
 export interface GatewayLogger {
@@ -87,6 +90,10 @@ export interface InferenceGatewayOptions {
   maxJsonDepth?: number;
   /** The process-wide budget for bytes of bodies still arriving. */
   bodyBudget?: BodyBudget;
+  /** Circuit breaker settings of this role's replicas. */
+  breaker?: BreakerOptions;
+  /** This role's admission limit and queue (absent: unlimited). */
+  admission?: AdmissionOptions;
   /** Longest long-poll a client may ask for. Default 300 s. */
   maxWaitSeconds?: number;
   onServed?: (r: ServedRequest) => void;
@@ -147,6 +154,8 @@ export class InferenceGateway {
   private readonly logger: GatewayLogger;
   private readonly servingTokens: readonly string[];
   private readonly maxBodyBytes: number;
+  /** One circuit breaker per replica of this role. */
+  readonly breakers: ReplicaBreakers;
   private readonly bodyRules: Pick<InferenceGatewayOptions, 'maxJsonDepth' | 'bodyBudget'>;
   private readonly maxWaitSeconds: number;
   private readonly onServed: ((r: ServedRequest) => void) | undefined;
@@ -160,7 +169,9 @@ export class InferenceGateway {
   private readonly origins = new Map<string, string>();
   private readonly ownsPools: boolean;
   /** What the proxy counts and reports a request of this role through (the root OpenAI routes borrow it). */
-  private readonly owner: Pick<ServingProxyOptions, 'inFlight' | 'hooks'>;
+  private readonly owner: Pick<ServingProxyOptions, 'inFlight' | 'hooks' | 'admission'>;
+  /** This role's admission limit (absent: unlimited). */
+  readonly admission: AdmissionGate | undefined;
   private readonly genrmHost: GenrmHost<ResolvedModel, RequestKeys>;
 
   constructor(opts: InferenceGatewayOptions) {
@@ -171,11 +182,16 @@ export class InferenceGateway {
     this.ownsPools = opts.pools === undefined;
     this.pools = opts.pools ?? new UpstreamPools();
     this.inFlight = new TrackedInFlight(opts.manager.inflight);
+    this.admission = opts.admission === undefined ? undefined : new AdmissionGate(opts.admission);
     this.owner = {
       inFlight: this.inFlight,
+      ...(this.admission === undefined ? {} : { admission: this.admission }),
       hooks: {
         onClientAbort: (rid, target, requestId) => this.abortAtEngine(rid, target, requestId),
         onComplete: (e) => this.completed(e),
+        onAttemptFailed: (target) => {
+          if (!target.id.startsWith(ROUTER_PREFIX)) this.breakers.failure(target.id);
+        },
       },
     };
     this.selector = new ReplicaSelector({
@@ -186,6 +202,7 @@ export class InferenceGateway {
     this.logger = opts.logger ?? silent;
     this.servingTokens = opts.servingTokens ?? [];
     this.maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    this.breakers = new ReplicaBreakers(opts.breaker);
     this.bodyRules = {
       ...(opts.maxJsonDepth === undefined ? {} : { maxJsonDepth: opts.maxJsonDepth }),
       ...(opts.bodyBudget === undefined ? {} : { bodyBudget: opts.bodyBudget }),
@@ -368,13 +385,25 @@ export class InferenceGateway {
     for (;;) {
       const sel = this.selector.select(model, {
         affinityKey: keys.affinityKey,
+        routingKey: keys.routingKey,
         minWeightVersion: keys.minWeightVersion,
         prompt: keys.prompt,
         exclude,
       });
       if (sel instanceof UisError) return this.refuse(sel, res);
       if (sel.engineId === null)
-        return { id: `${ROUTER_PREFIX}${model.name}`, origin: this.originOf(sel.url) };
+        return {
+          id: `${ROUTER_PREFIX}${model.name}`,
+          origin: this.originOf(sel.url),
+          weightVersion: sel.weightVersion,
+        };
+      // An open circuit skips its replica (one request probes it once its open time is up).
+      if (!this.breakers.allows(sel.engineId)) {
+        const next = new Set(exclude);
+        next.add(sel.engineId);
+        exclude = next;
+        continue;
+      }
       try {
         this.manager.inflight.acquire(sel.engineId);
       } catch {
@@ -383,7 +412,7 @@ export class InferenceGateway {
         exclude = next;
         continue;
       }
-      return { id: sel.engineId, origin: this.originOf(sel.url) };
+      return { id: sel.engineId, origin: this.originOf(sel.url), weightVersion: sel.weightVersion };
     }
   }
 
@@ -430,7 +459,18 @@ export class InferenceGateway {
     this.logger.info({ requestId, rid, engine: target.id }, 'client disconnected; aborted at the engine');
   }
 
+  /** The circuit of the replica a request ended on: an engine failure counts against it, an answer closes it. */
+  private judge(e: CompletionEvent): void {
+    const id = e.target?.id;
+    if (id === undefined || id.startsWith(ROUTER_PREFIX)) return;
+    const failure = upstreamErrorOf(e);
+    if (failure !== undefined) this.breakers.failure(id);
+    else if (e.outcome === 'ok') this.breakers.success(id);
+    else this.breakers.settle(id);
+  }
+
   private completed(e: CompletionEvent): void {
+    this.judge(e);
     const model = this.modelOf.get(e.requestId) ?? '(none)';
     this.modelOf.delete(e.requestId);
     if (this.traces.size > 0) this.endTrace(e, model);

@@ -41,4 +41,6 @@ export interface ProxyHooks {
   /** The client left before the engine finished: the gateway asks that engine to abort `rid`. */
   onClientAbort?(rid: string | string[], target: ProxyTarget, requestId: string): void;
   onComplete?(event: CompletionEvent): void;
+  /** An attempt failed before any byte reached the client and the request goes to another engine. */
+  onAttemptFailed?(target: ProxyTarget, code: string): void;
 }
