@@ -47,9 +47,12 @@ test('the GPU-time view adds RL steps as the loop runs and matches the transitio
   const res = await request.get('/admin/events?kind=transition.step&subject=actor&limit=1000', {
     headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
   });
-  const { events } = (await res.json()) as {
-    events: Array<{ at: number; duration_ms: number; data: { step: string } }>;
-  };
+  // The admin API's answer envelope: `{ok, operation_id, result}`.
+  const { events } = (
+    (await res.json()) as {
+      result: { events: Array<{ at: number; duration_ms: number; data: { step: string } }> };
+    }
+  ).result;
   const offloadS = events
     .filter((e) => e.data.step === 'offload' && e.at - e.duration_ms >= from && e.at <= to)
     .reduce((n, e) => n + e.duration_ms / 1000, 0);

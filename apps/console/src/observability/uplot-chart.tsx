@@ -26,7 +26,6 @@ export function UplotChart({
   const plot = useRef<uPlot | null>(null);
   const layout = series.map((s) => `${s.label}:${s.color}`).join('|');
 
-  // biome-ignore lint/correctness/useExhaustiveDependencies: the chart is rebuilt only when its series layout changes; data flows through setData below.
   useEffect(() => {
     const el = host.current;
     if (el === null) return;

@@ -235,6 +235,11 @@ function limitsOf(config: UisConfig) {
     bodyTimeoutMs: g.body_timeout_ms,
     bodyBudgetBytes: g.body_budget_bytes,
     maxJsonDepth: g.max_json_depth,
+    admission: {
+      limit: g.admission.limit,
+      queue: g.admission.queue,
+      queueTimeoutMs: g.admission.queue_timeout_ms,
+    },
   };
 }
 

@@ -13,6 +13,8 @@ import { capabilitiesOf, type GroupPlacement, type InferenceRoleSpec, UisError }
 import { Hono } from 'hono';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import {
+  AdmissionGate,
+  type AdmissionOptions,
   asUisError,
   type BodyBudget,
   type CompletionEvent,
@@ -90,6 +92,8 @@ export interface InferenceGatewayOptions {
   bodyBudget?: BodyBudget;
   /** Circuit breaker settings of this role's replicas. */
   breaker?: BreakerOptions;
+  /** This role's admission limit and queue (absent: unlimited). */
+  admission?: AdmissionOptions;
   /** Longest long-poll a client may ask for. Default 300 s. */
   maxWaitSeconds?: number;
   onServed?: (r: ServedRequest) => void;
@@ -165,7 +169,9 @@ export class InferenceGateway {
   private readonly origins = new Map<string, string>();
   private readonly ownsPools: boolean;
   /** What the proxy counts and reports a request of this role through (the root OpenAI routes borrow it). */
-  private readonly owner: Pick<ServingProxyOptions, 'inFlight' | 'hooks'>;
+  private readonly owner: Pick<ServingProxyOptions, 'inFlight' | 'hooks' | 'admission'>;
+  /** This role's admission limit (absent: unlimited). */
+  readonly admission: AdmissionGate | undefined;
   private readonly genrmHost: GenrmHost<ResolvedModel, RequestKeys>;
 
   constructor(opts: InferenceGatewayOptions) {
@@ -176,8 +182,10 @@ export class InferenceGateway {
     this.ownsPools = opts.pools === undefined;
     this.pools = opts.pools ?? new UpstreamPools();
     this.inFlight = new TrackedInFlight(opts.manager.inflight);
+    this.admission = opts.admission === undefined ? undefined : new AdmissionGate(opts.admission);
     this.owner = {
       inFlight: this.inFlight,
+      ...(this.admission === undefined ? {} : { admission: this.admission }),
       hooks: {
         onClientAbort: (rid, target, requestId) => this.abortAtEngine(rid, target, requestId),
         onComplete: (e) => this.completed(e),
@@ -377,13 +385,18 @@ export class InferenceGateway {
     for (;;) {
       const sel = this.selector.select(model, {
         affinityKey: keys.affinityKey,
+        routingKey: keys.routingKey,
         minWeightVersion: keys.minWeightVersion,
         prompt: keys.prompt,
         exclude,
       });
       if (sel instanceof UisError) return this.refuse(sel, res);
       if (sel.engineId === null)
-        return { id: `${ROUTER_PREFIX}${model.name}`, origin: this.originOf(sel.url) };
+        return {
+          id: `${ROUTER_PREFIX}${model.name}`,
+          origin: this.originOf(sel.url),
+          weightVersion: sel.weightVersion,
+        };
       // An open circuit skips its replica (one request probes it once its open time is up).
       if (!this.breakers.allows(sel.engineId)) {
         const next = new Set(exclude);
@@ -399,7 +412,7 @@ export class InferenceGateway {
         exclude = next;
         continue;
       }
-      return { id: sel.engineId, origin: this.originOf(sel.url) };
+      return { id: sel.engineId, origin: this.originOf(sel.url), weightVersion: sel.weightVersion };
     }
   }
 

@@ -1,14 +1,16 @@
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeader, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { UisError } from '@uis/spec';
+import type { AdmissionGate, Admittable } from './admission.ts';
 import { type BodyEdit, collectBody, forwardedBody, type ParsedBody, parseServingBody } from './body.ts';
 import { BODY_BUDGET_RETRY_AFTER_S, type BodyBudget } from './body-budget.ts';
-import type { CompletionEvent, ForwardOutcome, ProxyHooks } from './completion.ts';
+import type { ForwardOutcome, ProxyHooks } from './completion.ts';
 import { asUisError, type ErrorBodyOf, ProxyErrorCode, sendError } from './errors.ts';
 import type { FastHandler } from './fast-routes.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
 import type { InFlightCounter } from './in-flight.ts';
+import { ClientGoneError, canRelayChunked } from './relay-util.ts';
 import { nextId, REQUEST_ID } from './request-id.ts';
 import {
   errorCode,
@@ -26,6 +28,17 @@ export interface ProxyTarget {
   id: string;
   /** `http://host:port` */
   origin: string;
+  /** The weight version the replica served when picked (the answer's `X-UIS-Weight-Version`). */
+  weightVersion?: string | null;
+}
+
+/** Who served a proxied answer: `X-UIS-Engine-Id` and `X-UIS-Weight-Version` (when known), so a caller can see
+ * its affinity hold and tag a rollout sample with the policy version that produced it. */
+function servedBy(out: OutgoingHttpHeader[], target: ProxyTarget | undefined): OutgoingHttpHeader[] {
+  if (target === undefined) return out;
+  out.push('x-uis-engine-id', target.id);
+  if (target.weightVersion) out.push('x-uis-weight-version', target.weightVersion);
+  return out;
 }
 
 /** The gateway's routing decision; `excluding` holds targets that already failed for this request. */
@@ -43,7 +56,7 @@ export interface ForwardRoute {
   traceparent?: string | undefined;
   /** The gateway that owns the request once routed, when it is not the handler's (the root OpenAI routes find
    * the role from the model): its in-flight counter and hooks count the request. */
-  owner?: Pick<ServingProxyOptions, 'inFlight' | 'hooks'>;
+  owner?: Pick<ServingProxyOptions, 'inFlight' | 'hooks' | 'admission'>;
 }
 
 /** A request the resolver answers itself instead of forwarding it as is (e.g. the GenRM messages adapter, which
@@ -73,6 +86,8 @@ export interface ServingProxyOptions {
   maxJsonDepth?: number;
   /** The process-wide budget for bytes of bodies still arriving (503 + Retry-After when spent). */
   bodyBudget?: BodyBudget;
+  /** The role's admission limit (503 + Retry-After when it and its queue are full). */
+  admission?: AdmissionGate;
   /** Inject a `rid` into bodies that carry none, so a disconnect can be aborted at the engine. */
   injectRid?: boolean;
   now?: () => number;
@@ -88,30 +103,12 @@ const MAX_BUFFERED_RESPONSE_BYTES = 1024 * 1024;
 
 const NO_RETRIES: readonly string[] = [];
 
-/** Carries no stack: it only tells the engine pool why a request stops. A captured stack costs ~40 us under tsx (source
- * maps, read by node's destroy()), paid per stream when hundreds of clients leave at once. */
-class ClientGoneError extends Error {
-  constructor() {
-    const limit = Error.stackTraceLimit;
-    Error.stackTraceLimit = 0;
-    super('client disconnected');
-    Error.stackTraceLimit = limit;
-    this.name = 'ClientGoneError';
-  }
-}
-
-/** `res.chunkedEncoding` is what node's ServerResponse consults to frame each write as a chunk; a chunked engine
- * answer relayed with its own framing turns it off after writing the head. Checked, not assumed. */
-function canRelayChunked(req: IncomingMessage, res: ServerResponse): boolean {
-  return req.httpVersionMajor === 1 && req.httpVersionMinor === 1 && typeof res.chunkedEncoding === 'boolean';
-}
-
 /**
  * One client request's trip through the proxy. Implements the engine pool's handler directly, so the engine's
  * bytes go from its socket to `res.write` with no stream objects in between; a chunked event stream to an
  * HTTP/1.1 client is relayed with the engine's own chunk framing (one read, one write per event).
  */
-class Exchange implements UpstreamHandler {
+class Exchange implements UpstreamHandler, Admittable {
   readonly #res: ServerResponse;
   #opts: ServingProxyOptions;
   readonly #now: () => number;
@@ -149,6 +146,9 @@ class Exchange implements UpstreamHandler {
   #upstreamDone = false;
   #clientGone = false;
   #finished = false;
+  /** The role's admission gate this request waits at, then holds a slot of. */
+  #queuedAt: AdmissionGate | undefined;
+  #slotOf: AdmissionGate | undefined;
 
   constructor(
     res: ServerResponse,
@@ -186,7 +186,25 @@ class Exchange implements UpstreamHandler {
       route.engineApiKey,
       route.traceparent,
     );
-    this.#attempt(route.pick(undefined));
+    const gate = this.#opts.admission;
+    if (gate === undefined) this.#attempt(route.pick(undefined));
+    else {
+      this.#queuedAt = gate;
+      gate.enter(this);
+    }
+  }
+
+  admitted(): void {
+    this.#slotOf = this.#queuedAt;
+    this.#queuedAt = undefined;
+    if (this.#clientGone) this.#finish('client_abort', 0, undefined);
+    else this.#attempt(this.#route!.pick(undefined));
+  }
+
+  turnedAway(err: UisError, retryAfterSeconds: number): void {
+    this.#queuedAt = undefined;
+    if (!this.#res.headersSent) this.#res.setHeader('retry-after', String(retryAfterSeconds));
+    this.#fail(err);
   }
 
   #attempt(picked: ProxyTarget | UisError): void {
@@ -236,14 +254,17 @@ class Exchange implements UpstreamHandler {
       const res = this.#res;
       if (framing === 'chunked' && canRelayChunked(this.#req!, res) && controller.relayChunked()) {
         // The engine's chunks go out with their framing as they came; node must not frame them again.
-        const out = clientResponseHeaders(headers, this.#requestId, false);
+        const out = servedBy(clientResponseHeaders(headers, this.#requestId, false), this.#target);
         out.push('transfer-encoding', 'chunked');
         res.writeHead(statusCode, out);
         res.chunkedEncoding = false;
         this.#raw = true;
       } else {
         // A known length is kept (the bytes are relayed unchanged); otherwise node frames the stream itself.
-        res.writeHead(statusCode, clientResponseHeaders(headers, this.#requestId, length !== undefined));
+        res.writeHead(
+          statusCode,
+          servedBy(clientResponseHeaders(headers, this.#requestId, length !== undefined), this.#target),
+        );
       }
       // The engine's first bytes usually come in the same read as its headers: they then leave in one write with
       // the headers (one syscall and one client wake-up less per request). Headers alone still go out this turn.
@@ -289,7 +310,10 @@ class Exchange implements UpstreamHandler {
     } else if (!res.destroyed) {
       const body =
         this.#chunks.length === 1 ? this.#chunks[0]! : Buffer.concat(this.#chunks, this.#bytesDown);
-      res.writeHead(this.#status, clientResponseHeaders(this.#respHeaders ?? {}, this.#requestId, true));
+      res.writeHead(
+        this.#status,
+        servedBy(clientResponseHeaders(this.#respHeaders ?? {}, this.#requestId, true), this.#target),
+      );
       this.#firstOutAt = this.#now() - this.#start;
       res.end(body);
       this.#answer = body;
@@ -384,6 +408,13 @@ class Exchange implements UpstreamHandler {
     if (this.#res.writableFinished || this.#upstreamDone) return;
     this.#clientGone = true;
     const target = this.#target;
+    if (this.#queuedAt !== undefined) {
+      // Left while waiting for an admission slot: it never holds one.
+      this.#queuedAt.cancel(this);
+      this.#queuedAt = undefined;
+      this.#finish('client_abort', 0, undefined);
+      return;
+    }
     if (target === undefined) return; // still reading the body or resolving: nothing upstream yet
     this.#controller?.abort(new ClientGoneError());
     if (this.#rid !== undefined) this.#opts.hooks?.onClientAbort?.(this.#rid, target, this.#requestId);
@@ -399,6 +430,9 @@ class Exchange implements UpstreamHandler {
     if (this.#finished) return;
     this.#finished = true;
     this.#release();
+    const slot = this.#slotOf;
+    this.#slotOf = undefined;
+    slot?.leave();
     const onComplete = this.#opts.hooks?.onComplete;
     if (onComplete === undefined) return;
     onComplete({

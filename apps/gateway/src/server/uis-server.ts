@@ -9,7 +9,7 @@ import {
 import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
-import { buildAppRouter, ChangeFeed, type ControlPlane } from '@uis/control-plane';
+import { buildAppRouter, ChangeFeed, type ControlPlane, commandRoutes } from '@uis/control-plane';
 import { asRole, type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
@@ -23,6 +23,7 @@ import { Observability } from '../metrics/observability.ts';
 import { mountDocs } from '../openapi/docs-routes.ts';
 import { CONSOLE_DIST } from '../package-paths.ts';
 import {
+  type AdmissionOptions,
   BodyBudget,
   createCombinedListener,
   DEFAULT_MAX_BODY_BYTES,
@@ -64,6 +65,8 @@ export interface UisServerOptions {
   allowedHosts?: readonly string[];
   /** Counts failed authentications per client (tests pass one with their own clock). */
   authFailures?: AuthFailureLimiter;
+  /** Each role's admission limit and queue (absent: unlimited). */
+  admission?: AdmissionOptions;
   /** The console build to serve at `/`. */
   consoleDist?: string;
   /** Least time between two console pushes. */
@@ -188,6 +191,7 @@ export class UisServer {
         onServed,
         bodyBudget: this.bodyBudget,
         maxJsonDepth,
+        ...(opts.admission === undefined ? {} : { admission: opts.admission }),
         accessLog: opts.accessLog ?? false,
         tracing: opts.tracing,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
@@ -287,7 +291,7 @@ export class UisServer {
       c.body(await this.metrics.text(), 200, { 'content-type': this.metrics.contentType }),
     );
     this.app.get('/healthz', (c) => c.json({ status: 'ok', roles: [...this.gateways.keys()] }));
-    mountDocs(this.app, () => ({ roles: [...this.gateways.keys()], admin: [] }));
+    mountDocs(this.app, () => ({ roles: [...this.gateways.keys()], admin: commandRoutes() }));
     // One base URL for a whole job: /v1/models, /v1/chat/completions, /v1/completions find the role by model.
     mountOpenAIRoot(this.app, this.routes, {
       roles: () => this.gateways.values(),
