@@ -35,6 +35,10 @@ export interface RunServerOptions {
   /** How long a shutdown (or the cleanup of a failed start) may take before every engine this process launched
    * and still runs is killed. Default 30 s, `UIS_SHUTDOWN_DEADLINE_MS` overrides. */
   shutdownDeadlineMs?: number;
+  /** pino level of the logs (`--log-level`); default `UIS_LOG_LEVEL`, else info. */
+  logLevel?: string;
+  /** How long one engine may take to become healthy (`--start-deadline`); default the manager's 600 s. */
+  startDeadlineMs?: number;
 }
 
 const DEFAULT_SHUTDOWN_DEADLINE_MS = 30_000;
@@ -119,7 +123,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
   const out = opts.out ?? ((t: string) => process.stdout.write(t));
   const listenPaths = opts.listenPaths ?? { port: '--port', host: '--host' };
   await checkListen(opts.port, opts.host, listenPaths);
-  const logger = createLogger();
+  const logger = createLogger(opts.logLevel);
   // Planned first: an invalid layout is refused before anything starts, and the banner names what will run.
   const plan = planOf(opts.config);
   let plane: ControlPlane | null = null;
@@ -131,7 +135,14 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     launcher: opts.launcher,
     logger,
     ...(opts.dbPath === undefined ? {} : { dbPath: opts.dbPath }),
-    ...(opts.managerOptions === undefined ? {} : { managerOptions: opts.managerOptions }),
+    ...(opts.managerOptions === undefined && opts.startDeadlineMs === undefined
+      ? {}
+      : {
+          managerOptions: {
+            ...opts.managerOptions,
+            ...(opts.startDeadlineMs === undefined ? {} : { startDeadlineMs: opts.startDeadlineMs }),
+          },
+        }),
   });
   const deadlineMs = shutdownDeadline(opts);
   const stop = (signal: string) => {

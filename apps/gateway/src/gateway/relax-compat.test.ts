@@ -111,4 +111,36 @@ describe('Relax compatibility over HTTP', { timeout: 60_000 }, () => {
       }
     }
   });
+
+  it("answers Relax's GenRM health readers by default, and both legacy spellings", async () => {
+    const health = (await (await fetch(`${gw.url}/genrm/health`)).json()) as {
+      models: Record<string, unknown>;
+    };
+    expect(health).toMatchObject({ status: 'healthy', service: 'genrm', role: 'genrm', can_serve: true });
+    expect(health.models.judge).toMatchObject({ state: 'ready', can_serve: true });
+    for (const q of ['schema=1', 'schema_version=1']) {
+      expect(await (await fetch(`${gw.url}/genrm/health?${q}`)).json()).toEqual({
+        status: 'healthy',
+        service: 'genrm',
+      });
+    }
+    const bySchema = (await (await fetch(`${gw.url}/rollout/engines?schema=1`)).json()) as {
+      total_engines: number;
+    };
+    const byVersion = await (await fetch(`${gw.url}/rollout/engines?schema_version=1`)).json();
+    expect(byVersion).toEqual(bySchema);
+    expect(bySchema.total_engines).toBe(6);
+  });
+
+  it('puts the message where FastAPI callers read it: "detail" beside "error"', async () => {
+    const r = await fetch(`${gw.url}/rollout/generate`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'no-such-model', text: 'x' }),
+    });
+    const body = (await r.json()) as { error: { code: string; message: string }; detail: string };
+    expect(r.status).toBe(404);
+    expect(body.error.code).toBe('unknown_model');
+    expect(body.detail).toBe(body.error.message);
+  });
 });

@@ -21,6 +21,7 @@ import { mountOpenAIRoot } from '../gateway/openai-surface.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import { Observability } from '../metrics/observability.ts';
 import { mountDocs } from '../openapi/docs-routes.ts';
+import { CONSOLE_DIST } from '../package-paths.ts';
 import {
   type AdmissionOptions,
   BodyBudget,
@@ -39,8 +40,9 @@ import { ConsoleJournal } from '../trpc/console-journal.ts';
 import { consoleState } from '../trpc/console-state.ts';
 import { gpuTimeUpdates, timeSeriesUpdates } from '../trpc/observability-feeds.ts';
 import { bodyGuard } from './body-guard.ts';
-import { CONSOLE_DIST, consoleHandler } from './console-static.ts';
+import { consoleHandler } from './console-static.ts';
 import { HealthProbe } from './health-probe.ts';
+import { humanDestination } from './log-format.ts';
 import { AuthFailureLimiter, guardRequests, HostAllowList } from './request-guard.ts';
 
 const DEFAULT_BODY_TIMEOUT_MS = 60_000;
@@ -86,7 +88,9 @@ export interface UisServerOptions {
 /** pino to stderr (stdout stays for what a command prints); silent under vitest unless UIS_LOG_LEVEL says. */
 export function createLogger(level?: string): pino.Logger {
   const chosen = level ?? process.env.UIS_LOG_LEVEL ?? (process.env.VITEST ? 'silent' : 'info');
-  return pino({ level: chosen, base: { service: 'uis' } }, pino.destination(2));
+  // A person at a terminal reads lines; a collector (stderr redirected) gets JSON.
+  const destination = process.stderr.isTTY ? humanDestination(process.stderr) : pino.destination(2);
+  return pino({ level: chosen, base: { service: 'uis' } }, destination);
 }
 
 /**
