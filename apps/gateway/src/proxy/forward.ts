@@ -3,15 +3,15 @@ import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { UisError } from '@uis/spec';
 import type { AdmissionGate, Admittable } from './admission.ts';
-import { type BodyEdit, collectBody, forwardedBody, type ParsedBody, parseServingBody } from './body.ts';
-import { BODY_BUDGET_RETRY_AFTER_S, type BodyBudget } from './body-budget.ts';
-import type { ForwardOutcome, ProxyHooks } from './completion.ts';
-import { asUisError, type ErrorBodyOf, ProxyErrorCode, sendError } from './errors.ts';
+import { collectBody, forwardedBody, type ParsedBody, parseServingBody } from './body.ts';
+import { BODY_BUDGET_RETRY_AFTER_S } from './body-budget.ts';
+import type { ForwardOutcome } from './completion.ts';
+import { asUisError, ProxyErrorCode, sendError } from './errors.ts';
 import type { FastHandler } from './fast-routes.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
-import type { InFlightCounter } from './in-flight.ts';
 import { ClientGoneError, canRelayChunked } from './relay-util.ts';
 import { nextId, REQUEST_ID } from './request-id.ts';
+import type { ForwardRoute, ProxyTarget, ResolveRoute, ServingProxyOptions } from './route-types.ts';
 import {
   errorCode,
   TIMEOUT_CODES,
@@ -20,17 +20,7 @@ import {
   type UpstreamHandler,
 } from './upstream/engine-pool.ts';
 import type { BodyFraming } from './upstream/http1.ts';
-import type { UpstreamPools } from './upstream-pools.ts';
 import { type TokenUsage, usageOfBody, usageOfStreamTail } from './usage.ts';
-
-/** An engine the gateway may forward to: `id` is what routing and the in-flight counter know it by. */
-export interface ProxyTarget {
-  id: string;
-  /** `http://host:port` */
-  origin: string;
-  /** The weight version the replica served when picked (the answer's `X-UIS-Weight-Version`). */
-  weightVersion?: string | null;
-}
 
 /** Who served a proxied answer: `X-UIS-Engine-Id` and `X-UIS-Weight-Version` (when known), so a caller can see
  * its affinity hold and tag a rollout sample with the policy version that produced it. */
@@ -41,60 +31,17 @@ function servedBy(out: OutgoingHttpHeader[], target: ProxyTarget | undefined): O
   return out;
 }
 
-/** The gateway's routing decision; `excluding` holds targets that already failed for this request. */
-export type PickTarget = (excluding?: ReadonlySet<string>) => ProxyTarget | UisError;
-
-/** Where and how one request goes: the engine path, how to choose engines, and body edits. */
-export interface ForwardRoute {
-  /** Engine path, e.g. `/generate` or `/v1/chat/completions`. */
-  path: string;
-  pick: PickTarget;
-  edit?: BodyEdit;
-  /** The key the model's engines were started with (SGLang `--api-key`), sent as their bearer token. */
-  engineApiKey?: string;
-  /** W3C trace context sent to the engine instead of the client's (set when the request is traced). */
-  traceparent?: string | undefined;
-  /** The gateway that owns the request once routed, when it is not the handler's (the root OpenAI routes find
-   * the role from the model): its in-flight counter and hooks count the request. */
-  owner?: Pick<ServingProxyOptions, 'inFlight' | 'hooks' | 'admission'>;
-}
-
-/** A request the resolver answers itself instead of forwarding it as is (e.g. the GenRM messages adapter, which
- * calls the engine with a different request and reshapes the answer). The body was read and parsed once. */
-export interface HandledRoute {
-  respond(res: ServerResponse): void;
-}
-
-/** Decides the route for a parsed request (model resolution etc.), answers it itself, or refuses it. */
-export type ResolveRoute = (
-  body: ParsedBody,
-  req: IncomingMessage,
-  requestId: string,
-  /** The request's response, e.g. to add `Retry-After` to a refusal (passed, not looked up: see InferenceGateway). */
-  res: ServerResponse,
-) => ForwardRoute | HandledRoute | UisError;
-
-export type { CompletionEvent, ForwardOutcome, ProxyHooks } from './completion.ts';
-
-export interface ServingProxyOptions {
-  pools: UpstreamPools;
-  inFlight?: InFlightCounter;
-  hooks?: ProxyHooks;
-  /** Request body limit in bytes (413 above it). */
-  maxBodyBytes?: number;
-  /** Deepest JSON nesting accepted (400 `json_too_deep` beyond). Default 128. */
-  maxJsonDepth?: number;
-  /** The process-wide budget for bytes of bodies still arriving (503 + Retry-After when spent). */
-  bodyBudget?: BodyBudget;
-  /** The role's admission limit (503 + Retry-After when it and its queue are full). */
-  admission?: AdmissionGate;
-  /** Inject a `rid` into bodies that carry none, so a disconnect can be aborted at the engine. */
-  injectRid?: boolean;
-  now?: () => number;
-  newId?: () => string;
-  /** Error body of this route (default: the product's); OpenAI routes answer OpenAI's shape. */
-  errorBody?: ErrorBodyOf;
-}
+export type {
+  CompletionEvent,
+  ForwardOutcome,
+  ForwardRoute,
+  HandledRoute,
+  PickTarget,
+  ProxyHooks,
+  ProxyTarget,
+  ResolveRoute,
+  ServingProxyOptions,
+} from './route-types.ts';
 
 export const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
 
