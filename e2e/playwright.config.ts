@@ -20,7 +20,7 @@ const ADMIN_TOKEN = 'e2e-token';
 const server =
   process.env.UIS_E2E_SERVER === 'mock'
     ? `npx tsx apps/console/mock-gateway.ts ${port}`
-    : `node apps/gateway/bin/uis.mjs demo --port ${port}`;
+    : `node apps/gateway/bin/uis-dev.mjs demo --port ${port}`;
 
 export default defineConfig({
   testDir: 'tests',

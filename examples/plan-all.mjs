@@ -6,7 +6,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 const dir = import.meta.dirname;
-const uis = join(dir, '..', 'apps', 'gateway', 'bin', 'uis.mjs');
+const uis = join(dir, '..', 'apps', 'gateway', 'bin', 'uis-dev.mjs');
 let failed = 0;
 for (const file of readdirSync(dir)
   .filter((f) => f.endsWith('.yaml'))

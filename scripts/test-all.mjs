@@ -20,18 +20,22 @@ function run(name, cmd, args, env = {}, cwd = root) {
   return r.status ?? 1;
 }
 
-// vitest
-const vitestJson = join(reports, 'vitest.json');
-const vStatus = run('vitest', 'npx', [
-  'vitest',
-  'run',
-  '--reporter=default',
-  '--reporter=json',
-  `--outputFile.json=${vitestJson}`,
-  ...extra,
-]);
-if (existsSync(vitestJson)) {
-  const r = JSON.parse(readFileSync(vitestJson, 'utf8'));
+/** Runs vitest with a JSON report and adds its counts to the totals. */
+function vitest(name, args) {
+  const json = join(reports, `${name}.json`);
+  const status = run(name, 'npx', [
+    'vitest',
+    'run',
+    '--reporter=default',
+    '--reporter=json',
+    `--outputFile.json=${json}`,
+    ...args,
+  ]);
+  if (!existsSync(json)) {
+    broken = true;
+    return;
+  }
+  const r = JSON.parse(readFileSync(json, 'utf8'));
   totals.passed += r.numPassedTests ?? 0;
   totals.failed += r.numFailedTests ?? 0;
   totals.skipped += (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
@@ -40,10 +44,15 @@ if (existsSync(vitestJson)) {
     (s) => s.status === 'failed' && (s.assertionResults ?? []).length === 0,
   );
   totals.failed += failedSuites.length;
-  if (vStatus !== 0 && r.numFailedTests === 0 && failedSuites.length === 0) broken = true;
-} else {
-  broken = true;
+  if (status !== 0 && r.numFailedTests === 0 && failedSuites.length === 0) broken = true;
 }
+
+// Unit and integration tests of every package, from source.
+vitest('vitest', extra);
+
+// The packages as another repo installs them (build, pack, publint, attw, npm install, plain-Node consumer):
+// minutes, so only in a full run.
+if (extra.length === 0) vitest('packaging', ['--config', 'packaging/vitest.config.ts']);
 
 // Playwright e2e (the console against `uis demo`), when the e2e package exists and no filter was given.
 if (extra.length === 0 && existsSync(join(root, 'e2e', 'playwright.config.ts'))) {

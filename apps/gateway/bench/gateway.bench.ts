@@ -5,7 +5,10 @@
  *   (b) ceiling: zero modelled latency, small non-streaming /generate at 64 clients (wrk)
  * Every process (engines, nginx, gateway, load generator) is separate, so none shares the gateway's event loop.
  */
+
 import { existsSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { cpus, getPriority, loadavg, setPriority } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -65,6 +68,11 @@ const { values: args } = parseArgs({
      * resolveModel + ReplicaSelector, in-flight tracking into the manager, metrics). `core`: the forwarding core
      * alone with plain round robin, to see what the layers above it cost. */
     gateway: { type: 'string', default: 'uis' },
+    /** Also run the whole stack without per-request metrics and time series (`gateway bare`): what they cost. */
+    'no-bare': { type: 'boolean', default: false },
+    /** Also run the whole stack with OpenTelemetry tracing on (`gateway traced`, every request sampled, spans
+     * exported over OTLP/HTTP to a sink in this process): what tracing costs when it is enabled. */
+    traced: { type: 'boolean', default: false },
   },
 });
 const ROLE = 'rollout';
@@ -122,6 +130,21 @@ interface Proxy {
   stats?(reset: boolean): Promise<Record<string, unknown>>;
 }
 
+/** An OTLP/HTTP endpoint in the bench process that takes span batches and drops them (the traced column's
+ * collector: the gateway pays for making and sending spans, not for a real backend). */
+async function otlpSink(): Promise<string> {
+  const server = createHttpServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{}');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  server.unref();
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`;
+}
+
 /** Gateway diagnostics of every measured window, printed under the tables. */
 const diagnostics: string[] = [];
 
@@ -131,13 +154,27 @@ function niced([cmd, rest]: [string, string[]]): [string, string[]] {
   return n === undefined ? [cmd, rest] : ['nice', ['-n', n, cmd, ...rest]];
 }
 
-async function startGateway(engines: string[]): Promise<Proxy> {
+async function startGateway(
+  engines: string[],
+  variant: 'bare' | { otlp: string } | null = null,
+): Promise<Proxy> {
+  const bare = variant === 'bare';
+  const otlp = variant !== null && variant !== 'bare' ? ['--otlp', variant.otlp] : [];
   const proc = start(
-    'gateway',
+    bare ? 'gateway-bare' : otlp.length > 0 ? 'gateway-traced' : 'gateway',
     ...niced(
       tsx(
         args.gateway === 'core' ? 'gateway-server.ts' : 'uis-gateway-server.ts',
-        ['--engines', engines.join(','), '--model', SERVED, '--role', ROLE],
+        [
+          '--engines',
+          engines.join(','),
+          '--model',
+          SERVED,
+          '--role',
+          ROLE,
+          ...(bare ? ['--bare'] : []),
+          ...otlp,
+        ],
         [
           ...(args['gateway-node-args'] ?? '').split(',').filter((a) => a !== ''),
           ...(args['cpu-prof'] === undefined
@@ -375,6 +412,8 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
     Number(args['prefill-us']),
   );
   const gateway = await startGateway(engines.urls);
+  const bare = args['no-bare'] ? undefined : await startGateway(engines.urls, 'bare');
+  const traced = args.traced ? await startGateway(engines.urls, { otlp: await otlpSink() }) : undefined;
   const proxyNginx = 'bin' in nginx ? await startNginxProxy(nginx.bin, engines.urls) : undefined;
   const proxyRouter = 'python' in router ? await startRouter(router.python, engines.urls, niced) : undefined;
   const nodeRelay = args['no-node-relay'] ? undefined : await startNodeRelay(engines.urls);
@@ -426,12 +465,37 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
         name: 'gateway',
         run: () => streamLoad([`${gateway.url}/${ROLE}/v1/chat/completions`], body('bench-alias'), gateway),
       },
+      ...(bare
+        ? [
+            {
+              name: 'gateway bare',
+              run: () => streamLoad([`${bare.url}/${ROLE}/v1/chat/completions`], body('bench-alias'), bare),
+            },
+          ]
+        : []),
+      ...(traced
+        ? [
+            {
+              name: 'gateway traced',
+              run: () =>
+                streamLoad([`${traced.url}/${ROLE}/v1/chat/completions`], body('bench-alias'), traced),
+            },
+          ]
+        : []),
     ];
     const results = await inRounds<StreamRun>(columns, mergeStream);
     const d = results.direct!.load;
     const rps = (l: LoadResult) => l.requests / l.durationS;
     const cpuCount = cpus().length;
-    const cols: Column[] = ['direct', 'nginx', 'sglang-router', 'node relay', 'gateway'].map((name) => {
+    const cols: Column[] = [
+      'direct',
+      'nginx',
+      'sglang-router',
+      'node relay',
+      'gateway',
+      'gateway bare',
+      'gateway traced',
+    ].map((name) => {
       const r = results[name];
       if (r === undefined) return { name, skipped: missingReason(name, nginx, router) };
       const l = r.load;
@@ -492,7 +556,15 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
     );
   } finally {
     await Promise.all(
-      [gateway.proc, proxyNginx?.proc, proxyRouter?.proc, nodeRelay?.proc, ...engines.procs]
+      [
+        gateway.proc,
+        bare?.proc,
+        traced?.proc,
+        proxyNginx?.proc,
+        proxyRouter?.proc,
+        nodeRelay?.proc,
+        ...engines.procs,
+      ]
         .filter((p) => p !== undefined)
         .map(stop),
     );
@@ -506,6 +578,8 @@ function missingReason(name: string, nginx: Found<'bin'>, router: Found<'python'
   if (name === 'nginx' && 'missing' in nginx) return nginx.missing;
   if (name === 'sglang-router' && 'missing' in router) return router.missing;
   if (name === 'node relay' && args['no-node-relay']) return '--no-node-relay';
+  if (name === 'gateway bare' && args['no-bare']) return '--no-bare';
+  if (name === 'gateway traced' && !args.traced) return 'needs --traced';
   return 'not run';
 }
 
@@ -513,6 +587,8 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
   const wrk = findWrk();
   const engines = await startEngines(Number(args['ceiling-engines']), 0, 0);
   const gateway = await startGateway(engines.urls);
+  const bare = args['no-bare'] ? undefined : await startGateway(engines.urls, 'bare');
+  const traced = args.traced ? await startGateway(engines.urls, { otlp: await otlpSink() }) : undefined;
   const proxyNginx = 'bin' in nginx ? await startNginxProxy(nginx.bin, engines.urls) : undefined;
   const proxyRouter = 'python' in router ? await startRouter(router.python, engines.urls, niced) : undefined;
   const body = JSON.stringify({ text: 'The capital of France is', sampling_params: { max_new_tokens: 8 } });
@@ -582,11 +658,22 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
           ? [{ name: 'sglang-router', run: () => run([`${proxyRouter.url}/generate`], proxyRouter) }]
           : []),
         { name: 'gateway', run: () => run([`${gateway.url}/${ROLE}/generate`], gateway) },
+        ...(bare ? [{ name: 'gateway bare', run: () => run([`${bare.url}/${ROLE}/generate`], bare) }] : []),
+        ...(traced
+          ? [{ name: 'gateway traced', run: () => run([`${traced.url}/${ROLE}/generate`], traced) }]
+          : []),
       ],
       merge,
     );
     const d = results.direct!;
-    const cols: Column[] = ['direct', 'nginx', 'sglang-router', 'gateway'].map((name) => {
+    const cols: Column[] = [
+      'direct',
+      'nginx',
+      'sglang-router',
+      'gateway',
+      'gateway bare',
+      'gateway traced',
+    ].map((name) => {
       const r = results[name];
       if (r === undefined) return { name, skipped: missingReason(name, nginx, router) };
       return {
@@ -618,7 +705,7 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
     );
   } finally {
     await Promise.all(
-      [gateway.proc, proxyNginx?.proc, proxyRouter?.proc, ...engines.procs]
+      [gateway.proc, bare?.proc, traced?.proc, proxyNginx?.proc, proxyRouter?.proc, ...engines.procs]
         .filter((p) => p !== undefined)
         .map(stop),
     );

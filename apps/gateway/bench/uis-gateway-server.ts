@@ -11,7 +11,7 @@ import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
 import { createControlPlane } from '@uis/control-plane';
 import { parseConfig } from '@uis/spec';
-import { createLogger, UisServer } from '../src/index.ts';
+import { createLogger, createTracing, UisServer } from '../src/index.ts';
 import { WindowStats } from './window-stats.ts';
 
 const { values } = parseArgs({
@@ -20,6 +20,10 @@ const { values } = parseArgs({
     engines: { type: 'string' },
     model: { type: 'string', default: 'sim-model' },
     role: { type: 'string', default: 'rollout' },
+    /** Without per-request metrics and time series (what they cost: the bench's `gateway bare` column). */
+    bare: { type: 'boolean', default: false },
+    /** With OpenTelemetry tracing on, every request sampled, spans sent to this OTLP/HTTP URL. */
+    otlp: { type: 'string' },
   },
 });
 const engines = (values.engines ?? '').split(',').filter((u) => u !== '');
@@ -49,7 +53,18 @@ const config = parseConfig({
 });
 const logger = createLogger('warn');
 const plane = await createControlPlane({ config, launcher: 'external', logger });
-const uis = new UisServer({ plane, adminToken: 'bench-admin-token', logger, healthProbeMs: 0 });
+const uis = new UisServer({
+  plane,
+  adminToken: 'bench-admin-token',
+  logger,
+  healthProbeMs: 0,
+  servingObservability: !values.bare,
+  tracing: createTracing(
+    values.otlp === undefined
+      ? undefined
+      : { otlp_endpoint: values.otlp, service_name: 'uis-bench', sample_ratio: 1 },
+  ),
+});
 const listener = uis.requestListener();
 
 const windowStats = new WindowStats();

@@ -1,6 +1,13 @@
 #!/usr/bin/env node
-// The `uis` CLI runs from TypeScript source through tsx, so no build step stands between a change and a run.
-import { register } from 'tsx/esm/api';
+// The `uis` CLI runs its compiled JavaScript (`pnpm build` makes it). Contributors run the TypeScript source
+// with no build step through `uis-dev` (bin/uis-dev.mjs).
+import { existsSync } from 'node:fs';
 
-register();
-await import('../src/cli/main.ts');
+const compiled = new URL('../dist/cli/uis.mjs', import.meta.url);
+if (!existsSync(compiled)) {
+  process.stderr.write(
+    'uis: the compiled CLI (apps/gateway/dist/cli/uis.mjs) is missing: run `pnpm build`, or run from source with uis-dev\n',
+  );
+  process.exit(1);
+}
+await import(compiled.href);

@@ -14,4 +14,5 @@ export {
 export { type LegacyEngines, legacyEngines } from './gateway/legacy-engines.ts';
 export { GatewayMetrics, type MetricsSources } from './metrics/gateway-metrics.ts';
 export { createLogger, UisServer, type UisServerOptions } from './server/uis-server.ts';
+export { createTracing, UisTracing } from './tracing/tracing.ts';
 export { consoleState } from './trpc/console-state.ts';

@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from uis_client.discovery import DiscoveryEngine, DiscoveryModel, DiscoveryRouting, DiscoverySnapshot
-from uis_client.models import Health, ModelList, OpenAIModel
+from uis_client.models import Batch, BatchPage, Event, Health, Lease, ModelList, ModelReplicas, OpenAIModel
 
 from .conftest import Service
 
@@ -49,3 +49,18 @@ def test_health_and_model_list_agree(document: dict[str, Any]) -> None:
     listing = _answer(document, "get", "/{role}/v1/models")
     _agree(ModelList, listing)
     _agree(OpenAIModel, listing["properties"]["data"]["items"])
+
+
+def _result(doc: dict[str, Any], method: str, path: str) -> dict[str, Any]:
+    schema: dict[str, Any] = _answer(doc, method, path)["properties"]["result"]
+    return schema
+
+
+def test_admin_answers_agree(document: dict[str, Any]) -> None:
+    _agree(Lease, _result(document, "get", "/admin/phases")["properties"]["leases"]["items"])
+    _agree(Lease, _result(document, "post", "/admin/barriers/wait"))
+    _agree(Batch, _result(document, "post", "/admin/batches"))
+    _agree(Batch, _result(document, "get", "/admin/batches")["properties"]["batches"]["items"])
+    _agree(BatchPage, _result(document, "get", "/admin/batches/{id}"))
+    _agree(Event, _result(document, "get", "/admin/events")["properties"]["events"]["items"])
+    _agree(ModelReplicas, _result(document, "get", "/admin/roles/{role}/models/{model}/replicas"))

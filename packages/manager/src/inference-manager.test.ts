@@ -1,6 +1,6 @@
 import { createServer } from 'node:http';
 import { SGLangClient, SGLangRouterClient } from '@uis/sglang-engine';
-import { waitFor } from '@uis/sglang-engine/testing';
+import { ManualClock, waitFor } from '@uis/sglang-engine/testing';
 import { type DiscoverySnapshot, type InferenceRoleSpec, isUisError, type PlacementPlan } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InferenceManager, type InferenceManagerInit, type RouterRegistrar } from './inference-manager.ts';
@@ -190,7 +190,9 @@ describe('InferenceManager against sglang-sim processes', () => {
 
   it('a replica that dies while its model sleeps is restarted by the next onload, not next to the resident phase', async () => {
     const { plan, roles } = planConfig(splitConfig({ faultTolerance: true }));
-    const m = manager(roles.rollout as InferenceRoleSpec, plan);
+    // Health checks and restart backoff run on a clock the test moves: "however long it waits" is an hour here.
+    const clock = new ManualClock();
+    const m = manager(roles.rollout as InferenceRoleSpec, plan, { clock });
     await m.start();
     await m.drain();
     const pid = m.snapshot().models.policy?.replicas[0]?.pids[0] as number;
@@ -200,14 +202,14 @@ describe('InferenceManager against sglang-sim processes', () => {
       60_000,
       'dead published',
     );
-    // What was left of the dead incarnation is cleaned up; several health intervals later it is still dead:
-    // nothing was launched while the model sleeps.
+    // What was left of the dead incarnation is cleaned up; an hour of health checks and backoff periods later it
+    // is still dead: nothing was launched while the model sleeps.
     await waitFor(
       () => m.snapshot().models.policy?.replicas[0]?.pids.length === 0,
       60_000,
       'old incarnation cleaned up',
     );
-    await new Promise((r) => setTimeout(r, 600));
+    await clock.advance(3_600_000);
     expect(m.snapshot().models.policy?.replicas[0]).toMatchObject({
       state: 'dead',
       generation: 0,

@@ -1,4 +1,5 @@
-import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import {
   DEFAULT_SGLANG_COMMAND,
   type EngineLauncher,
@@ -91,7 +92,13 @@ export function apiKeyArgs(req: LaunchRequest): string[] {
   return key === undefined ? [] : ['--api-key', key];
 }
 
-export const SIM_BIN = fileURLToPath(new URL('../../sglang-sim/bin/sglang-sim.mjs', import.meta.url));
+/** The simulator's bin, found through package resolution so it holds from source, from this package's build and
+ * from a bundle that inlines the manager (the compiled `uis`). */
+export const SIM_BIN = join(
+  dirname(createRequire(import.meta.url).resolve('@uis/sglang-sim/package.json')),
+  'bin',
+  'sglang-sim.mjs',
+);
 
 /** `sim`: sglang-sim processes started from the same `buildServerArgs` output (the embedded default). */
 export class SimLauncher extends LocalLauncher {

@@ -54,14 +54,15 @@ function resolved(snap: DiscoverySnapshot): ResolvedModel {
 }
 
 /** Runs `fn` for at least `minMs` after a warm-up; returns µs per call. */
-function measure(fn: (i: number) => void, minMs = 400): number {
-  for (let i = 0; i < 2000; i++) fn(i);
+function measure(fn: (i: number) => void, minMs = 400, warmUp = 2000): number {
+  for (let i = 0; i < warmUp; i++) fn(i);
   let calls = 0;
   const start = performance.now();
   let elapsed = 0;
+  const chunk = Math.min(1000, Math.max(10, warmUp));
   while (elapsed < minMs) {
-    for (let i = 0; i < 1000; i++) fn(calls + i);
-    calls += 1000;
+    for (let i = 0; i < chunk; i++) fn(calls + i);
+    calls += chunk;
     elapsed = performance.now() - start;
   }
   return (elapsed * 1000) / calls;
@@ -91,17 +92,65 @@ for (const n of SIZES) {
       }),
     });
   }
-  for (const policy of ['round_robin', 'least_outstanding', 'affinity'] as const) {
+  // Keyed requests (X-SMG-Routing-Key, Relax's rule: one SHA-256 per replica): a key seen for the first time,
+  // and a key that repeats (a GRPO group's samples, a multi-turn session), whose winner is remembered per model and
+  // topology. The model's policy is round robin: the key decides whatever the policy.
+  {
+    const model = resolved(snapshotOf(n, 'round_robin'));
+    const selector = new ReplicaSelector();
+    let fresh = 0;
+    rows.push({
+      policy: 'keyed (affinity), first-time key',
+      replicas: n,
+      us: measure(
+        () => {
+          const s = selector.select(model, { routingKey: `new-${n}-${fresh++}` });
+          if (s instanceof UisError) throw s;
+          sink += s.url.length;
+        },
+        300,
+        Math.max(10, Math.floor(20_000 / n)),
+      ),
+    });
+    const rand = lcg(n + 7);
+    const keys = Array.from({ length: 4096 }, (_, i) => `group-${i}-${Math.floor(rand() * 1e9)}`);
+    // Every key once first, so this row is what a repeat costs.
+    for (const key of keys) selector.select(model, { routingKey: key });
+    rows.push({
+      policy: 'keyed (affinity), repeated key',
+      replicas: n,
+      us: measure((i) => {
+        const s = selector.select(model, { routingKey: keys[i & 4095] });
+        if (s instanceof UisError) throw s;
+        sink += s.url.length;
+      }),
+    });
+    // A GRPO group of 8 samples shares one key: one first-time decision, then 7 repeats.
+    let group = 0;
+    rows.push({
+      policy: 'keyed (affinity), GRPO groups of 8',
+      replicas: n,
+      us: measure(
+        (i) => {
+          if ((i & 7) === 0) group++;
+          const s = selector.select(model, { routingKey: `grpo-${n}-${group}` });
+          if (s instanceof UisError) throw s;
+          sink += s.url.length;
+        },
+        300,
+        Math.max(16, Math.floor(80_000 / n)),
+      ),
+    });
+  }
+  for (const policy of ['round_robin', 'least_outstanding'] as const) {
     const snap = snapshotOf(n, policy);
     const model = resolved(snap);
     const selector = new ReplicaSelector();
-    const rand = lcg(n);
-    const keys = Array.from({ length: 4096 }, (_, i) => `session-${i}-${Math.floor(rand() * 1e9)}`);
     rows.push({
       policy,
       replicas: n,
       us: measure((i) => {
-        const s = selector.select(model, { affinityKey: keys[i & 4095] });
+        const s = selector.select(model);
         if (s instanceof UisError) throw s;
         if (policy === 'least_outstanding') {
           // Keep a realistic in-flight picture: start one, finish an older one.
@@ -210,6 +259,14 @@ for (const m of memory) {
   );
 }
 const rr1024 = rows.find((r) => r.policy === 'round_robin' && r.replicas === 1024)!.us;
+const at = (policy: string, n: number) => rows.find((r) => r.policy === policy && r.replicas === n)!.us;
+for (const n of [128, 1024]) {
+  const first = at('keyed (affinity), first-time key', n);
+  const again = at('keyed (affinity), repeated key', n);
+  console.log(
+    `keyed at ${n} replicas: first-time key ${first.toFixed(2)} µs = ${(first / at('round_robin', n)).toFixed(0)} x round robin; repeated key ${again.toFixed(2)} µs = ${(again / at('round_robin', n)).toFixed(1)} x round robin`,
+  );
+}
 const ca1024 = rows.find((r) => r.policy.startsWith('cache_aware') && r.replicas === 1024)!.us;
 console.log(
   `\ntargets at 1,024 replicas: round_robin ${rr1024.toFixed(2)} µs (< 2 µs: ${rr1024 < 2 ? 'met' : 'MISSED'}), cache_aware ${ca1024.toFixed(2)} µs (< 20 µs: ${ca1024 < 20 ? 'met' : 'MISSED'})`,

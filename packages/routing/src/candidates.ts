@@ -1,13 +1,13 @@
 import type { DiscoveryEngine, DiscoveryModel } from '@uis/spec';
-import { fnv1a64, type Hash64 } from './hash.ts';
+import { affinitySuffix } from './affinity-hash.ts';
 
 /** A replica a request may be sent to directly. */
 export interface Candidate {
   engineId: string;
   url: string;
   weightVersion: string | null;
-  /** Rendezvous hash of the engine id, computed once per snapshot. */
-  idHash: Hash64;
+  /** The end of this replica's affinity message (`"<engine id>"]`), encoded once per snapshot. */
+  affinitySuffix: Uint8Array;
 }
 
 const cache = new WeakMap<DiscoveryModel, readonly Candidate[]>();
@@ -32,7 +32,7 @@ export function candidatesOf(entry: DiscoveryModel): readonly Candidate[] {
       engineId: engine.engine_id,
       url: engine.base_url!,
       weightVersion: engine.weight_version ?? null,
-      idHash: fnv1a64(engine.engine_id),
+      affinitySuffix: affinitySuffix(engine.engine_id),
     }));
     cache.set(entry, list);
   }

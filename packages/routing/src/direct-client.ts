@@ -40,6 +40,9 @@ export interface CallOptions {
   /** Overrides the body's `model` for routing. */
   model?: string;
   route_key?: string;
+  /** The request's affinity key (as the `X-SMG-Routing-Key` header would give it): keyed whatever the policy, the
+   * replica the gateway and Relax's resolver pick for the same key. */
+  affinityKey?: string;
 }
 
 /** Where one request went, for logs and tests. */
@@ -318,6 +321,10 @@ export class DirectClient {
     const keys = requestKeys(body, options.headers as HeaderBag | undefined, affinityHeader);
     if (options.model !== undefined) keys.model = options.model;
     if (options.route_key !== undefined) keys.route_key = options.route_key;
+    if (options.affinityKey !== undefined && options.affinityKey !== '') {
+      keys.routingKey = options.affinityKey;
+      keys.affinityKey = options.affinityKey;
+    }
     return keys;
   }
 

@@ -1,4 +1,11 @@
 export { sseData } from '@uis/spec';
+export {
+  affinityMessage,
+  affinityPrefix,
+  affinitySuffix,
+  pythonJsonString,
+  rendezvousSha256,
+} from './affinity-hash.ts';
 export { type Candidate, candidatesOf, isEligible } from './candidates.ts';
 export {
   type Attempt,
@@ -7,7 +14,6 @@ export {
   type DirectClientOptions,
   type FetchLike,
 } from './direct-client.ts';
-export { fnv1a64, type Hash64, rendezvousWeight } from './hash.ts';
 export { ApproxRadixTree, type PrefixMatch, type RadixTreeOptions, type TenantStats } from './radix-tree.ts';
 export {
   ReplicaSelector,
@@ -31,4 +37,5 @@ export {
   policyFor,
   type RoutingRules,
 } from './routing-rules.ts';
+export { sha256Hex } from './sha256.ts';
 export { compareWeightVersions, meetsMinWeightVersion } from './weight-version.ts';

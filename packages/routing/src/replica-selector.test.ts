@@ -297,14 +297,15 @@ describe('ReplicaSelector: affinity (rendezvous)', () => {
     expect(ids(selector, model, 3)).toEqual(['m/0', 'm/1', 'm/2']);
   });
 
-  it('property: adding a replica moves only ~1/(N+1) of 10k keys, and only to the new replica', () => {
+  it('property: adding a replica moves only ~1/(N+1) of 1.5k keys, and only to the new replica', () => {
     fc.assert(
       fc.property(fc.integer({ min: 2, max: 32 }), fc.string({ minLength: 1, maxLength: 8 }), (n, salt) => {
         const before = resolved(modelEntry('m', n), 'affinity');
         const after = resolved(modelEntry('m', n + 1), 'affinity');
         const selector = new ReplicaSelector();
         let moved = 0;
-        const keys = 10_000;
+        // One SHA-256 per replica and key (Relax's rule): 1.5k keys keep the run short, 6 sd still catches a mod-N hash.
+        const keys = 1_500;
         for (let k = 0; k < keys; k++) {
           const key = `${salt}-${k}`;
           const a = sel(selector.select(before, { affinityKey: key })).engineId;
@@ -315,11 +316,11 @@ describe('ReplicaSelector: affinity (rendezvous)', () => {
           }
         }
         const expected = keys / (n + 1);
-        // Binomial(10k, 1/(n+1)): 6 standard deviations of slack keeps this deterministic-in-practice.
+        // Binomial(1.5k, 1/(n+1)): 6 standard deviations of slack keeps this deterministic-in-practice.
         const sd = Math.sqrt(keys * (1 / (n + 1)) * (1 - 1 / (n + 1)));
         return Math.abs(moved - expected) <= 6 * sd + 1;
       }),
-      { numRuns: 20 },
+      { numRuns: 6 },
     );
   });
 

@@ -5,8 +5,8 @@ import {
   type ReplicaPolicy,
   UisError,
 } from '@uis/spec';
+import { affinityPrefix, rendezvousSha256 } from './affinity-hash.ts';
 import { type Candidate, candidatesOf } from './candidates.ts';
-import { fnv1a64, rendezvousWeight } from './hash.ts';
 import { ApproxRadixTree, type TenantStats } from './radix-tree.ts';
 import type { ResolvedModel } from './resolve-model.ts';
 import { compareWeightVersions, meetsMinWeightVersion } from './weight-version.ts';
@@ -14,6 +14,9 @@ import { compareWeightVersions, meetsMinWeightVersion } from './weight-version.t
 export interface SelectRequest {
   /** Affinity key (header `X-SMG-Routing-Key`, or the body's session id / rid); used by `affinity`. */
   affinityKey?: string | null | undefined;
+  /** An explicit routing key (header `X-SMG-Routing-Key`, or the direct client's affinity key): the request is
+   * keyed whatever the model's policy, as Relax's resolver keys it. */
+  routingKey?: string | null | undefined;
   /** Only replicas at or above this weight version are candidates (header `X-Min-Weight-Version`). */
   minWeightVersion?: string | null | undefined;
   /** Prompt text; used by `cache_aware`. */
@@ -28,6 +31,9 @@ export interface Selection {
   url: string;
   /** The chosen replica, or null in router mode. */
   engineId: string | null;
+  /** The chosen replica's weight version in the snapshot; in router mode the version every ready worker serves
+   * when they agree, else null. */
+  weightVersion: string | null;
   viaRouter: boolean;
   policy: ReplicaPolicy;
   /** Why this replica, for logs and tests. */
@@ -66,9 +72,15 @@ interface ModelState {
   tree: ApproxRadixTree | null;
   /** Slots at or above a min weight version, per version asked (bounded), for the current list. */
   byMinVersion: Map<string, Slot[] | UisError>;
+  /** Affinity winners among all of the current list's slots, per key (bounded): a GRPO group's samples and a
+   * multi-turn session repeat their key, and the list changes only with the topology. */
+  winners: Map<string, Slot>;
 }
 
 const MIN_VERSION_CACHE = 32;
+/** Keys remembered per model and topology; past it the memory starts over (a full scan costs one SHA-256 per
+ * replica, so a miss is slower, never wrong). */
+const AFFINITY_WINNERS = 65536;
 
 const RR_WRAP = 0x40000000;
 
@@ -127,6 +139,7 @@ export class ReplicaSelector {
         model: model.name,
         url: entry.router_url,
         engineId: null,
+        weightVersion: commonVersion(entry),
         viaRouter: true,
         policy: model.policy,
         reason: 'router',
@@ -135,13 +148,15 @@ export class ReplicaSelector {
     const state = this.stateFor(model);
     const slots = this.eligibleSlots(model, state, request);
     if (slots instanceof UisError) return slots;
+    const key = request.routingKey || (model.policy === 'affinity' ? request.affinityKey : undefined);
+    if (key) return this.affinity(model, state, slots, key);
     switch (model.policy) {
       case 'round_robin':
         return this.pick(model, slots[this.nextRr(state) % slots.length]!, 'round_robin');
       case 'least_outstanding':
         return this.pick(model, this.leastLoaded(state, slots), 'least_outstanding');
       case 'affinity':
-        return this.affinity(model, state, slots, request.affinityKey);
+        return this.pick(model, slots[this.nextRr(state) % slots.length]!, 'round_robin');
       case 'cache_aware':
         return this.cacheAware(model, state, slots, request.prompt ?? '');
     }
@@ -176,6 +191,7 @@ export class ReplicaSelector {
         slots: [],
         tree: null,
         byMinVersion: new Map(),
+        winners: new Map(),
       };
       this.models.set(model.name, state);
     }
@@ -184,6 +200,7 @@ export class ReplicaSelector {
       if (state.tree !== null) state.tree.retainTenants(new Set(list.map((c) => c.engineId)));
       state.list = list;
       state.byMinVersion.clear();
+      state.winners.clear();
       state.slots = list.map((cand) => ({
         cand,
         counter: this.counter(cand.engineId),
@@ -243,6 +260,7 @@ export class ReplicaSelector {
       model: model.name,
       url: slot.cand.url,
       engineId: slot.cand.engineId,
+      weightVersion: slot.cand.weightVersion,
       viaRouter: false,
       policy: model.policy,
       reason,
@@ -266,28 +284,20 @@ export class ReplicaSelector {
     return best;
   }
 
-  /** Rendezvous (highest random weight) hashing: a key keeps its replica while that replica stays eligible, and
-   * adding or removing one of N replicas moves only ~1/N of keys. Without a key, round robin. */
-  private affinity(
-    model: ResolvedModel,
-    state: ModelState,
-    slots: Slot[],
-    key: string | null | undefined,
-  ): Selection {
-    if (key === undefined || key === null || key === '') {
-      return this.pick(model, slots[this.nextRr(state) % slots.length]!, 'round_robin');
+  /** Relax's rendezvous rule (affinity-hash.ts): the replica with the largest SHA-256 of
+   * `[role, model, key, engine_id]`. A key keeps its replica while that replica stays eligible, and adding or
+   * removing one of N replicas moves only ~1/N of keys. Winners among all slots are remembered per key until the
+   * topology changes; a request that filters the slots (weight version, exclusions) is decided afresh. */
+  private affinity(model: ResolvedModel, state: ModelState, slots: Slot[], key: string): Selection {
+    const whole = slots === state.slots;
+    const known = whole ? state.winners.get(key) : undefined;
+    if (known !== undefined) return this.pick(model, known, 'affinity');
+    const winner = slots[rendezvousSha256(affinityPrefix(model.role, model.name, key), slots, suffixOf)]!;
+    if (whole) {
+      if (state.winners.size >= AFFINITY_WINNERS) state.winners.clear();
+      state.winners.set(key, winner);
     }
-    const keyHash = fnv1a64(key);
-    let best = slots[0]!;
-    let bestWeight = -1;
-    for (const slot of slots) {
-      const weight = rendezvousWeight(keyHash, slot.cand.idHash);
-      if (weight > bestWeight) {
-        best = slot;
-        bestWeight = weight;
-      }
-    }
-    return this.pick(model, best, 'affinity');
+    return this.pick(model, winner, 'affinity');
   }
 
   /** sgl-model-gateway's cache_aware: when load is imbalanced past both thresholds, the shortest queue; otherwise
@@ -345,6 +355,8 @@ export class ReplicaSelector {
   }
 }
 
+const suffixOf = (slot: Slot) => slot.cand.affinitySuffix;
+
 const acceptors = new WeakMap<Slot[], (tenant: string) => boolean>();
 
 /** The replica whose tree holds the fewest characters, ties to the first at or after `start`. */
@@ -386,6 +398,17 @@ function findSlot(state: ModelState, engineId: string, among?: Slot[]): Slot | u
     slotIndex.set(slots, index);
   }
   return index.get(engineId);
+}
+
+function commonVersion(entry: DiscoveryModel): string | null {
+  let version: string | null = null;
+  for (const e of entry.engines) {
+    if (e.state !== 'ready') continue;
+    const v = e.weight_version ?? null;
+    if (v === null || (version !== null && v !== version)) return null;
+    version = v;
+  }
+  return version;
 }
 
 function noEligible(name: string, entry: DiscoveryModel): UisError {

@@ -12,6 +12,7 @@ describe('requestKeys', () => {
       model: 'm',
       route_key: 'math',
       affinityKey: 'conv-7',
+      routingKey: 'conv-7',
       minWeightVersion: '12',
       prompt: 'hi',
     });
@@ -22,6 +23,8 @@ describe('requestKeys', () => {
     expect(requestKeys({ session_params: { id: 'p' }, rid: 'r' }).affinityKey).toBe('p');
     expect(requestKeys({ rid: 'r' }).affinityKey).toBe('r');
     expect(requestKeys({ rid: ['r1', 'r2'] }).affinityKey).toBeUndefined();
+    // Only the header makes a request keyed whatever the policy.
+    expect(requestKeys({ session_id: 's' }).routingKey).toBeUndefined();
     expect(requestKeys({}, { 'X-Route-Key': 'code', 'x-smg-routing-key': 'k' })).toMatchObject({
       route_key: 'code',
       affinityKey: 'k',

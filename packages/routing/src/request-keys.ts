@@ -9,7 +9,11 @@ export type HeaderBag = Headers | Readonly<Record<string, string | string[] | un
 export interface RequestKeys {
   model: string | undefined;
   route_key: string | undefined;
+  /** The affinity key: the routing-key header, else (used by the `affinity` policy only) the body's session id or
+   * rid. */
   affinityKey: string | undefined;
+  /** The routing-key header alone: a request that carries it is keyed whatever the model's policy (Relax). */
+  routingKey: string | undefined;
   minWeightVersion: string | undefined;
   prompt: string | undefined;
 }
@@ -88,11 +92,12 @@ export function requestKeys(
   const session = b.session_params;
   const sessionId =
     typeof session === 'object' && session !== null ? str((session as { id?: unknown }).id) : undefined;
+  const routingKey = str(header(headers, affinityHeader.toLowerCase()));
   return {
     model: str(b.model),
     route_key: str(b.route_key) ?? str(header(headers, ROUTE_KEY_HEADER)),
-    affinityKey:
-      str(header(headers, affinityHeader.toLowerCase())) ?? str(b.session_id) ?? sessionId ?? str(b.rid),
+    affinityKey: routingKey ?? str(b.session_id) ?? sessionId ?? str(b.rid),
+    routingKey,
     minWeightVersion: str(header(headers, MIN_WEIGHT_VERSION_HEADER)),
     prompt: withPrompt ? promptText(b) : undefined,
   };

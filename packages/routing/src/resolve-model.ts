@@ -18,6 +18,8 @@ export interface ResolveRequest {
 }
 
 export interface ResolvedModel {
+  /** The role whose discovery snapshot the model came from (part of the affinity message). */
+  role: string;
   /** The model id in discovery. */
   name: string;
   /** The name engines answer to (`model` in an OpenAI body is rewritten to it). */
@@ -188,6 +190,7 @@ export function resolveModel(
     });
   }
   return {
+    role: snapshot.role,
     name,
     servedName: entry.served_model_name ?? name,
     state: entry.state,

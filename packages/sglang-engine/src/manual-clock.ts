@@ -75,14 +75,16 @@ export class ManualClock implements Clock {
     await this.settle();
   }
 
-  /** Resolves once `n` sleeps are pending (the code under test reached its timer), letting real I/O run. Fails
-   * after `limitTurns` turns of the event loop, so a test that waits for a sleep that never comes fails. */
-  async untilPending(n = 1, limitTurns = 100_000): Promise<void> {
-    for (let i = 0; i < limitTurns; i++) {
-      if (this.#timers.size >= n) return;
-      await turn();
+  /** Resolves once `n` sleeps are pending (the code under test reached its timer) while real I/O runs (a process
+   * exits, a socket answers). Fails after `realTimeoutMs` of wall time, so a test waiting for a sleep that never
+   * comes fails instead of hanging. */
+  async untilPending(n = 1, realTimeoutMs = 30_000): Promise<void> {
+    const deadline = Date.now() + realTimeoutMs;
+    for (let i = 0; this.#timers.size < n; i++) {
+      if (Date.now() > deadline) throw new Error(`expected ${n} pending sleeps, have ${this.#timers.size}`);
+      // Promise jobs first; then let the event loop breathe instead of spinning a shared CPU.
+      await (i < 50 ? turn() : new Promise<void>((r) => setTimeout(r, 5)));
     }
-    throw new Error(`expected ${n} pending sleeps, have ${this.#timers.size}`);
   }
 
   private async settle(): Promise<void> {

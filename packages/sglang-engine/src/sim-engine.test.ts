@@ -1,8 +1,9 @@
 import { UisError } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { SGLangEngine } from './engine.ts';
+import { SGLangEngine } from './engine.ts';
 import { EngineError } from './engine-error.ts';
 import type { ProcessExit } from './launcher.ts';
+import { ManualClock } from './manual-clock.ts';
 import type { GenerateReqInput } from './protocol.ts';
 import { alive, failure, type SimEngineOptions, simEngine } from './testing.ts';
 import { waitFor } from './wait-for.ts';
@@ -73,17 +74,28 @@ describe('SGLangEngine lifecycle on sglang-sim', () => {
     expect(err.message).toMatch(/context/i);
   }, 90_000);
 
-  it('fails start at the deadline when the engine never gets healthy, and stops it', async () => {
-    const e = await simEngine({ simFlags: ['--sim-startup-ms', '600000'] });
+  it('fails start at the deadline when the engine never gets healthy, not before, and stops it', async () => {
+    // The start deadline runs on a clock the test moves: exactly 2000 ms of polling, however slow the machine.
+    const clock = new ManualClock();
+    const e = await simEngine({ simFlags: ['--sim-startup-ms', '600000'], clock });
     engines.push(e);
-    const err = await failure(e.start({ deadlineMs: 2000 }), UisError);
+    let settled = false;
+    const outcome = failure(e.start({ deadlineMs: 2000 }), UisError).finally(() => {
+      settled = true;
+    });
+    for (let polled = 0; polled < 2000; polled += 100) {
+      await clock.untilPending();
+      expect(settled).toBe(false);
+      await clock.advance(100);
+    }
+    const err = await outcome;
     allPids.push(...e.pids());
     expect(err.code).toBe('engine_start_failed');
     expect(err.message).toContain('not healthy within 2000 ms');
     expect(e.pids().filter(alive)).toEqual([]);
   }, 90_000);
 
-  it('drain wait: returns once in-flight work ends; aborts what is left at the deadline', async () => {
+  it('drain wait: returns once in-flight work ends', async () => {
     const e = await started({ simFlags: ['--sim-decode-us-per-token', '1000'] });
     const short = e.client.generate({
       text: 'short',
@@ -105,11 +117,27 @@ describe('SGLangEngine lifecycle on sglang-sim', () => {
     });
     expect(report.inFlightAtStart).toBeGreaterThanOrEqual(1);
     expect((await short).meta_info.finish_reason?.type).toBe('length');
+  }, 90_000);
 
+  it('drain wait: aborts what is left at the deadline, not before', async () => {
+    const launched = await started({ simFlags: ['--sim-decode-us-per-token', '1000'] });
+    // The same engine attached by URL with a clock the test moves: the drain deadline is exactly 500 ms of it.
+    const clock = new ManualClock();
+    const e = new SGLangEngine({ engineId: 'sim-model/0', baseUrl: launched.baseUrl, clock, pollMs: 100 });
+    engines.push(e);
     const long = consume(e);
     await waitFor(async () => (await engineLoad(e)) > 0, 30_000);
-    const timed = await e.drain({ policy: 'wait', deadlineMs: 500 });
-    expect(timed).toMatchObject({ timedOut: true, aborted: true, flushed: true });
+    let settled = false;
+    const draining = e.drain({ policy: 'wait', deadlineMs: 500 }).finally(() => {
+      settled = true;
+    });
+    for (let waited = 0; waited < 500; waited += 100) {
+      await clock.untilPending();
+      expect(settled).toBe(false);
+      await clock.advance(100);
+    }
+    const timed = await draining;
+    expect(timed).toMatchObject({ timedOut: true, aborted: true, flushed: true, waitedMs: 500 });
     expect(await long).toBe('abort');
   }, 90_000);
 

@@ -9,6 +9,7 @@ import {
   type NodePlacement,
   type ReplicaPlacement,
 } from '@uis/spec';
+import type { Clock } from './clock.ts';
 import { SGLangEngine } from './engine.ts';
 import { EngineError } from './engine-error.ts';
 import { LocalProcessLauncher } from './launcher.ts';
@@ -62,6 +63,8 @@ export interface SimEngineOptions {
   offload?: boolean;
   weightSource?: 'static' | 'disk' | 'dcs';
   serverArgs?: Record<string, string | number | boolean | null>;
+  /** The engine's clock (start deadline, poll interval, drain deadline); a ManualClock to drive them. */
+  clock?: Clock;
 }
 
 export function simReplica(nnodes: number, gpusPerNode: number): ReplicaPlacement {
@@ -102,6 +105,7 @@ export async function simEngine(opts: SimEngineOptions = {}): Promise<SGLangEngi
     launcher: new LocalProcessLauncher(),
     launchSpec: { ...args, engineId: 'sim-model/0' },
     pollMs: 100,
+    ...(opts.clock ? { clock: opts.clock } : {}),
   });
 }
 

@@ -1,5 +1,13 @@
 #!/usr/bin/env node
-import { register } from 'tsx/esm/api';
+// In the repo the simulator runs from its TypeScript source through tsx (no build between a change and a run);
+// the published package has no source, only the compiled `dist/cli.mjs`.
+import { existsSync } from 'node:fs';
 
-register();
-await import('../src/cli.ts');
+const source = new URL('../src/cli.ts', import.meta.url);
+if (existsSync(source)) {
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import(source.href);
+} else {
+  await import('../dist/cli.mjs');
+}

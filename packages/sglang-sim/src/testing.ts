@@ -37,7 +37,12 @@ async function read(res: Response): Promise<{ text: string; json: unknown }> {
   }
 }
 
-export async function post(base: string, path: string, body?: unknown, signal?: AbortSignal) {
+export async function post(
+  base: string,
+  path: string,
+  body?: unknown,
+  signal?: AbortSignal,
+): Promise<{ status: number; text: string; json: unknown; headers: Headers }> {
   const res = await fetch(`${base}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },

@@ -188,6 +188,8 @@ export const ERROR_CODES = {
   engine_start_cancelled: 503,
   /** Request bodies still arriving hold the gateway's whole body budget (`gateway.body_budget_bytes`). */
   body_budget_exhausted: 503,
+  /** A role's admission limit and its queue are full, or the wait for a slot timed out. */
+  admission_rejected: 503,
   engine_unavailable: 503,
   ray_not_started: 503,
   router_not_started: 503,

@@ -10,6 +10,8 @@ export const ErrorBodySchema = z.object({
     path: z.string().optional(),
     details: z.unknown().optional(),
   }),
+  /** The message again, where FastAPI puts it (`{"detail": "..."}`): Relax's callers read this field. */
+  detail: z.string().optional(),
 });
 export type ErrorBody = z.infer<typeof ErrorBodySchema>;
 
@@ -43,7 +45,7 @@ export class UisError extends Error {
     const error: ErrorBody['error'] = { code: this.code, message: this.message };
     if (this.path !== undefined) error.path = this.path;
     if (this.details !== undefined) error.details = this.details;
-    return { error };
+    return { error, detail: this.message };
   }
 }
 

@@ -116,6 +116,16 @@ export const GatewayConfigSchema = z
     /** Host header values accepted besides the listen address and loopback names (e.g. `uis.example.org` or
      * `uis.example.org:8080`); any other Host is refused 403, which stops DNS-rebinding pages. `*` accepts any. */
     allowed_hosts: z.array(z.string().min(1)).default([]),
+    /** Each role's admission limit: requests forwarded at once, how many more may wait for a slot and for how
+     * long; beyond, 503 `admission_rejected` + Retry-After. */
+    admission: z
+      .object({
+        limit: z.number().int().positive().default(1024),
+        queue: z.number().int().nonnegative().default(1024),
+        queue_timeout_ms: z.number().int().positive().default(10_000),
+      })
+      .strict()
+      .default({ limit: 1024, queue: 1024, queue_timeout_ms: 10_000 }),
     /** SQLite file for events, operations, leases and deferred batches (`:memory:` keeps nothing). */
     db_path: z.string().min(1).default(':memory:'),
     /** Engine launcher of `uis serve`. */

@@ -1,4 +1,5 @@
 export * from './config.ts';
+export * from './config-json-schema.ts';
 export * from './console.ts';
 export * from './discovery.ts';
 export * from './error-codes.ts';

@@ -18,7 +18,6 @@ const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
 
 function segmentColor(part: GpuTimePart, holder: string): string {
   if (part === 'work') return roleColor(holder.split('+')[0] ?? holder);
-  if (part === 'batch_run') return roleColor(holder.split('+')[0] ?? holder, 2);
   return PART_COLORS[part];
 }
 
@@ -112,7 +111,14 @@ function GroupView({ group }: { group: GpuTimeReport['groups'][number] }) {
   ];
   const bubbles = BUBBLES.reduce((n, p) => n + (step.shares[p] ?? 0), 0);
   return (
-    <section className="card" data-testid={`gpu-group-${group.group}`}>
+    <section
+      className="card"
+      data-testid={`gpu-group-${group.group}`}
+      data-step={step.step}
+      data-from={step.from}
+      data-to={step.to}
+      data-gpus={step.bundles.length}
+    >
       <h2>
         {group.group}: step {step.step} ({((step.to - step.from) / 1000).toFixed(1)} s, {step.bundles.length}{' '}
         GPUs)
@@ -130,7 +136,7 @@ function GroupView({ group }: { group: GpuTimeReport['groups'][number] }) {
         </thead>
         <tbody>
           {GPU_TIME_PARTS.map((p) => (
-            <tr key={p} data-part={p}>
+            <tr key={p} data-part={p} data-gpu-seconds={step.gpu_seconds[p] ?? 0}>
               <td>
                 <i className="swatch" style={{ background: PART_COLORS[p] }} /> {p.replace('_', ' ')}
               </td>
@@ -152,6 +158,14 @@ function GroupView({ group }: { group: GpuTimeReport['groups'][number] }) {
 /** Where each activation group's GPU time goes per RL step: a Gantt per GPU and the bubbles' shares. */
 export function GpuTimePage() {
   const { report, error } = useGpuTime();
+  return (
+    <div className="page" data-testid="page-gputime">
+      <GpuTimeBody report={report} error={error} />
+    </div>
+  );
+}
+
+function GpuTimeBody({ report, error }: { report: GpuTimeReport | null; error: string | null }) {
   if (error) return <div className="alert alert-error">GPU-time report unreadable: {error}</div>;
   if (report === null) return <div className="placeholder">Waiting for the gateway…</div>;
   if (report.groups.length === 0)

@@ -93,6 +93,14 @@ function SeriesCard({ s }: { s: TimeSeries }) {
 /** Serving over the last 15 minutes per role and model, pushed every second from the gateway's in-memory ring. */
 export function TimeSeriesPage() {
   const { series, error } = useTimeSeries();
+  return (
+    <div className="page" data-testid="page-timeseries">
+      <TimeSeriesBody series={series} error={error} />
+    </div>
+  );
+}
+
+function TimeSeriesBody({ series, error }: { series: TimeSeries[]; error: string | null }) {
   if (error) return <div className="alert alert-error">Time series unreadable: {error}</div>;
   if (series.length === 0)
     return (

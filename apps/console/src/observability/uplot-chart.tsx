@@ -26,7 +26,6 @@ export function UplotChart({
   const plot = useRef<uPlot | null>(null);
   const layout = series.map((s) => `${s.label}:${s.color}`).join('|');
 
-  // biome-ignore lint/correctness/useExhaustiveDependencies: the chart is rebuilt only when its series layout changes; data flows through setData below.
   useEffect(() => {
     const el = host.current;
     if (el === null) return;
@@ -57,5 +56,17 @@ export function UplotChart({
 
   const points = data[0]?.length ?? 0;
   const lastX = points > 0 ? (data[0]?.[points - 1] ?? 0) : 0;
-  return <div className="chart" ref={host} data-testid={testId} data-points={points} data-last={lastX} />;
+  // What the e2e tests read to see the chart move: its last x and the sum of its first series.
+  let sum = 0;
+  for (const y of data[1] ?? []) sum += y ?? 0;
+  return (
+    <div
+      className="chart"
+      ref={host}
+      data-testid={testId}
+      data-points={points}
+      data-last={lastX}
+      data-sum={sum}
+    />
+  );
 }

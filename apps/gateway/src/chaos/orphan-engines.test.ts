@@ -41,9 +41,9 @@ describe('chaos: kill -9 of uis', { timeout: 120_000 }, () => {
     const roles = (await (
       await fetch(`${url}/admin/roles`, { headers: { authorization: 'Bearer chaos-token' } })
     ).json()) as {
-      roles: Record<string, { models: Record<string, { replicas: Array<{ pids: number[] }> }> }>;
+      result: { roles: Record<string, { models: Record<string, { replicas: Array<{ pids: number[] }> }> }> };
     };
-    const reported = Object.values(roles.roles).flatMap((r) =>
+    const reported = Object.values(roles.result.roles).flatMap((r) =>
       Object.values(r.models).flatMap((m) => m.replicas.flatMap((x) => x.pids)),
     );
     expect(reported).toHaveLength(4);

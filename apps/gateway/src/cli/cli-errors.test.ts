@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
  * (`uis <command>: unusable input` then `  <path>: <message> [<code>]`), no stack trace, and nothing left running. */
 
 const root = join(import.meta.dirname, '..', '..', '..', '..');
-const bin = join(root, 'apps', 'gateway', 'bin', 'uis.mjs');
+const bin = join(root, 'apps', 'gateway', 'bin', 'uis-dev.mjs');
 const tmp = mkdtempSync(join(tmpdir(), 'uis-cli-'));
 let busy: Server;
 let busyPort = 0;

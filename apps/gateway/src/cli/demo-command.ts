@@ -1,14 +1,14 @@
-import { fileURLToPath } from 'node:url';
-import { InProcessSimLauncher } from '@uis/control-plane';
-import { SimLauncher } from '@uis/manager';
 import { PRODUCER_ROLE } from '@uis/spec';
 import type { Command } from 'commander';
-import { RlLoopDriver } from '../demo/rl-loop-driver.ts';
-import { runServer } from './run-server.ts';
-import { checkDbPath, parseHost, parsePort, readConfig, withLayoutExit } from './serve-command.ts';
-
-/** The demo layout shipped with the repo: 2 nodes x 8 GPUs, all three roles, colocated defer. */
-export const DEMO_CONFIG = fileURLToPath(new URL('../../../../examples/demo.yaml', import.meta.url));
+import { DEMO_CONFIG } from '../package-paths.ts';
+import {
+  addRunOptions,
+  checkDbPath,
+  parseHost,
+  parsePort,
+  readConfig,
+  withLayoutExit,
+} from './serve-command.ts';
 
 /** Modelled engine timings: slow enough that requests and phases are visible, light enough for 2 cores. */
 const SIM_TIMING = {
@@ -28,7 +28,7 @@ function simFlags(): string[] {
 
 /** `uis demo`: the README's main command. */
 export function registerDemoCommand(program: Command): void {
-  program
+  const demo = program
     .command('demo')
     .description(
       'run a simulated 2-node x 8-GPU RL cluster (rollout, GenRM, teacher in a colocated defer schedule) with a built-in RL loop and the console',
@@ -41,57 +41,68 @@ export function registerDemoCommand(program: Command): void {
     .option(
       '--db <file>',
       'SQLite file for events, operations, leases and batches: the demo survives a restart (default: in memory)',
-    )
-    .action(
-      async (o: {
-        port: number;
-        host: string;
-        config?: string;
-        processes?: boolean;
-        driver: boolean;
-        db?: string;
-      }) => {
-        const config = readConfig(o.config ?? DEMO_CONFIG);
-        if (o.db !== undefined) checkDbPath(o.db, '--db');
-        const inProcess = o.processes ? null : new InProcessSimLauncher(SIM_TIMING);
-        const policy = config.roles.rollout?.models[0];
-        await withLayoutExit(() =>
-          runServer({
-            config,
-            title: 'uis demo',
-            launcher: inProcess ?? new SimLauncher({ simArgs: simFlags() }),
-            port: o.port,
-            host: o.host,
-            ...(o.db === undefined ? {} : { dbPath: o.db }),
-            managerOptions: { healthIntervalMs: 2000, drainDeadlineMs: 30_000 },
-            ...(inProcess ? { cleanup: () => inProcess.closeAll() } : {}),
-            ...(o.driver && policy && config.schedule.activation_groups[0]
-              ? {
-                  extra: ({ url, adminToken, logger }) => {
-                    const group = config.schedule.activation_groups[0];
-                    const routing = config.roles.rollout?.routing;
-                    const alias = Object.keys(routing?.aliases ?? {})[0];
-                    const routeKey = Object.keys(routing?.route_keys ?? {})[0];
-                    const driver = new RlLoopDriver({
-                      baseUrl: url,
-                      adminToken,
-                      group: group?.name ?? 'actor',
-                      rolloutPhase:
-                        group?.phases.find((p) => p.residents.includes(PRODUCER_ROLE))?.name ?? PRODUCER_ROLE,
-                      trainPhase: group?.phases.find((p) => p.residents.includes('train'))?.name ?? 'train',
-                      ...(alias === undefined ? {} : { chatModel: alias }),
-                      ...(routeKey === undefined ? {} : { generateRouteKey: routeKey }),
-                      policyModel: policy.name,
-                      policyPath: policy.model_path,
-                      logger: logger.child({ component: 'driver' }),
-                    });
-                    driver.start();
-                    return driver;
-                  },
-                }
-              : {}),
-          }),
-        );
-      },
     );
+  addRunOptions(demo).action(
+    async (o: {
+      port: number;
+      host: string;
+      config?: string;
+      processes?: boolean;
+      driver: boolean;
+      db?: string;
+      logLevel?: string;
+      startDeadline?: number;
+    }) => {
+      const config = readConfig(o.config ?? DEMO_CONFIG);
+      if (o.db !== undefined) checkDbPath(o.db, '--db');
+      // Loaded here, not at the top: `uis plan` and `uis --version` should not pay for the server's modules.
+      const [{ SimLauncher }, { RlLoopDriver }, { InProcessSimLauncher }, { runServer }] = await Promise.all([
+        import('@uis/manager'),
+        import('../demo/rl-loop-driver.ts'),
+        import('@uis/control-plane'),
+        import('./run-server.ts'),
+      ]);
+      const inProcess = o.processes ? null : new InProcessSimLauncher(SIM_TIMING);
+      const policy = config.roles.rollout?.models[0];
+      await withLayoutExit(() =>
+        runServer({
+          config,
+          title: 'uis demo',
+          launcher: inProcess ?? new SimLauncher({ simArgs: simFlags() }),
+          port: o.port,
+          host: o.host,
+          ...(o.db === undefined ? {} : { dbPath: o.db }),
+          managerOptions: { healthIntervalMs: 2000, drainDeadlineMs: 30_000 },
+          ...(o.logLevel === undefined ? {} : { logLevel: o.logLevel }),
+          ...(o.startDeadline === undefined ? {} : { startDeadlineMs: o.startDeadline }),
+          ...(inProcess ? { cleanup: () => inProcess.closeAll() } : {}),
+          ...(o.driver && policy && config.schedule.activation_groups[0]
+            ? {
+                extra: ({ url, adminToken, logger }) => {
+                  const group = config.schedule.activation_groups[0];
+                  const routing = config.roles.rollout?.routing;
+                  const alias = Object.keys(routing?.aliases ?? {})[0];
+                  const routeKey = Object.keys(routing?.route_keys ?? {})[0];
+                  const driver = new RlLoopDriver({
+                    baseUrl: url,
+                    adminToken,
+                    group: group?.name ?? 'actor',
+                    rolloutPhase:
+                      group?.phases.find((p) => p.residents.includes(PRODUCER_ROLE))?.name ?? PRODUCER_ROLE,
+                    trainPhase: group?.phases.find((p) => p.residents.includes('train'))?.name ?? 'train',
+                    ...(alias === undefined ? {} : { chatModel: alias }),
+                    ...(routeKey === undefined ? {} : { generateRouteKey: routeKey }),
+                    policyModel: policy.name,
+                    policyPath: policy.model_path,
+                    logger: logger.child({ component: 'driver' }),
+                  });
+                  driver.start();
+                  return driver;
+                },
+              }
+            : {}),
+        }),
+      );
+    },
+  );
 }

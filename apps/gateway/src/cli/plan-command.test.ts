@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 const root = join(import.meta.dirname, '..', '..', '..', '..');
-const bin = join(root, 'apps', 'gateway', 'bin', 'uis.mjs');
+const bin = join(root, 'apps', 'gateway', 'bin', 'uis-dev.mjs');
 const example = (f: string) => join(root, 'examples', f);
 const tmp = mkdtempSync(join(tmpdir(), 'uis-plan-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));

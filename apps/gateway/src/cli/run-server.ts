@@ -12,6 +12,7 @@ import { forceStopEngines } from '@uis/sglang-engine';
 import { configuredRoles, type ErrorCode, type UisConfig, UisError } from '@uis/spec';
 import type pino from 'pino';
 import { createLogger, UisServer } from '../server/uis-server.ts';
+import { createTracing } from '../tracing/tracing.ts';
 
 export interface RunServerOptions {
   config: UisConfig;
@@ -34,6 +35,10 @@ export interface RunServerOptions {
   /** How long a shutdown (or the cleanup of a failed start) may take before every engine this process launched
    * and still runs is killed. Default 30 s, `UIS_SHUTDOWN_DEADLINE_MS` overrides. */
   shutdownDeadlineMs?: number;
+  /** pino level of the logs (`--log-level`); default `UIS_LOG_LEVEL`, else info. */
+  logLevel?: string;
+  /** How long one engine may take to become healthy (`--start-deadline`); default the manager's 600 s. */
+  startDeadlineMs?: number;
 }
 
 const DEFAULT_SHUTDOWN_DEADLINE_MS = 30_000;
@@ -118,7 +123,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
   const out = opts.out ?? ((t: string) => process.stdout.write(t));
   const listenPaths = opts.listenPaths ?? { port: '--port', host: '--host' };
   await checkListen(opts.port, opts.host, listenPaths);
-  const logger = createLogger();
+  const logger = createLogger(opts.logLevel);
   // Planned first: an invalid layout is refused before anything starts, and the banner names what will run.
   const plan = planOf(opts.config);
   let plane: ControlPlane | null = null;
@@ -130,7 +135,14 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     launcher: opts.launcher,
     logger,
     ...(opts.dbPath === undefined ? {} : { dbPath: opts.dbPath }),
-    ...(opts.managerOptions === undefined ? {} : { managerOptions: opts.managerOptions }),
+    ...(opts.managerOptions === undefined && opts.startDeadlineMs === undefined
+      ? {}
+      : {
+          managerOptions: {
+            ...opts.managerOptions,
+            ...(opts.startDeadlineMs === undefined ? {} : { startDeadlineMs: opts.startDeadlineMs }),
+          },
+        }),
   });
   const deadlineMs = shutdownDeadline(opts);
   const stop = (signal: string) => {
@@ -181,6 +193,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     adminToken: token,
     logger,
     accessLog: opts.config.gateway?.access_log ?? false,
+    tracing: createTracing(opts.config.gateway?.tracing),
     ...(servingToken ? { servingToken } : {}),
     ...limitsOf(opts.config),
     // The listen address names this server too (a host name given to --host).
@@ -222,6 +235,11 @@ function limitsOf(config: UisConfig) {
     bodyTimeoutMs: g.body_timeout_ms,
     bodyBudgetBytes: g.body_budget_bytes,
     maxJsonDepth: g.max_json_depth,
+    admission: {
+      limit: g.admission.limit,
+      queue: g.admission.queue,
+      queueTimeoutMs: g.admission.queue_timeout_ms,
+    },
   };
 }
 

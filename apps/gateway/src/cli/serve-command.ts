@@ -5,7 +5,6 @@ import { isUisError, loadConfig, type PathIssue, type UisConfig, UisError } from
 import { type Command, InvalidArgumentError } from 'commander';
 import { EXIT_INVALID_LAYOUT, renderIssues } from './cli-errors.ts';
 import { readInputFile } from './input-file.ts';
-import { runServer } from './run-server.ts';
 
 /** Decimal digits only: `Number()` would also take '' (port 0, a random port), '0x50', '1e3' and ' 80'. */
 export function parsePort(value: string): number {
@@ -24,6 +23,35 @@ export function parseHost(value: string): string {
 export function parseLauncher(value: string): LauncherKind {
   if (value === 'sim' || value === 'local' || value === 'external' || value === 'ray') return value;
   throw new InvalidArgumentError('must be sim, local, external or ray');
+}
+
+const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+
+export function parseLogLevel(value: string): string {
+  if (!LOG_LEVELS.includes(value)) throw new InvalidArgumentError(`must be one of ${LOG_LEVELS.join(', ')}`);
+  return value;
+}
+
+/** Seconds (decimal) to milliseconds; 0, negatives and words are refused. */
+export function parseSeconds(value: string): number {
+  const n = /^\d+(\.\d+)?$/.test(value) ? Number(value) : Number.NaN;
+  if (!(n > 0)) throw new InvalidArgumentError('must be a number of seconds greater than 0, e.g. 1200');
+  return Math.round(n * 1000);
+}
+
+/** The options serve and demo share: how the terminal shows logs and how long an engine may take to start. */
+export function addRunOptions(command: Command): Command {
+  return command
+    .option(
+      '--log-level <level>',
+      'trace | debug | info | warn | error | fatal | silent (default: info)',
+      parseLogLevel,
+    )
+    .option(
+      '--start-deadline <seconds>',
+      'how long one engine may take to load and answer /health before its start fails (default: 600)',
+      parseSeconds,
+    );
 }
 
 /** Reads and validates a config file; problems are UisErrors at `--config` or at their config path (exit 2). */
@@ -62,7 +90,7 @@ export async function withLayoutExit(run: () => Promise<void>): Promise<void> {
 
 /** `uis serve --config FILE`: the managers and role gateways of a config, with the console at `/`. */
 export function registerServeCommand(program: Command): void {
-  program
+  const serve = program
     .command('serve')
     .description('start the managers and role gateways of a config file and serve the console')
     .requiredOption('--config <file>', 'a UIS config file (YAML or JSON)')
@@ -77,31 +105,43 @@ export function registerServeCommand(program: Command): void {
       'engine launcher: sim | local | external | ray (default: gateway.launcher; ray reads gateway.ray)',
       parseLauncher,
     )
-    .option('--db <path>', 'SQLite file for events, operations and batches (default: gateway.db_path)')
-    .action(
-      async (o: { config: string; port?: number; host?: string; launcher?: LauncherKind; db?: string }) => {
-        const config = readConfig(o.config);
-        // Errors name where the value came from: the flag, else the config's gateway block.
-        const source = (given: boolean, field: 'port' | 'host') =>
-          given || config.gateway === undefined ? `--${field}` : `gateway.${field}`;
-        checkDbPath(
-          o.db ?? config.gateway?.db_path ?? ':memory:',
-          o.db === undefined ? 'gateway.db_path' : '--db',
-        );
-        await withLayoutExit(() =>
-          runServer({
-            config,
-            title: 'uis serve',
-            launcher: o.launcher ?? config.gateway?.launcher ?? 'sim',
-            port: o.port ?? config.gateway?.port ?? 8080,
-            host: o.host ?? config.gateway?.host ?? '127.0.0.1',
-            listenPaths: {
-              port: source(o.port !== undefined, 'port'),
-              host: source(o.host !== undefined, 'host'),
-            },
-            ...(o.db === undefined ? {} : { dbPath: o.db }),
-          }),
-        );
-      },
-    );
+    .option('--db <path>', 'SQLite file for events, operations and batches (default: gateway.db_path)');
+  addRunOptions(serve).action(
+    async (o: {
+      config: string;
+      port?: number;
+      host?: string;
+      launcher?: LauncherKind;
+      db?: string;
+      logLevel?: string;
+      startDeadline?: number;
+    }) => {
+      const config = readConfig(o.config);
+      // Errors name where the value came from: the flag, else the config's gateway block.
+      const source = (given: boolean, field: 'port' | 'host') =>
+        given || config.gateway === undefined ? `--${field}` : `gateway.${field}`;
+      checkDbPath(
+        o.db ?? config.gateway?.db_path ?? ':memory:',
+        o.db === undefined ? 'gateway.db_path' : '--db',
+      );
+      // Loaded here, not at the top: `uis plan` and `uis --version` should not pay for the server's modules.
+      const { runServer } = await import('./run-server.ts');
+      await withLayoutExit(() =>
+        runServer({
+          config,
+          title: 'uis serve',
+          launcher: o.launcher ?? config.gateway?.launcher ?? 'sim',
+          port: o.port ?? config.gateway?.port ?? 8080,
+          host: o.host ?? config.gateway?.host ?? '127.0.0.1',
+          listenPaths: {
+            port: source(o.port !== undefined, 'port'),
+            host: source(o.host !== undefined, 'host'),
+          },
+          ...(o.db === undefined ? {} : { dbPath: o.db }),
+          ...(o.logLevel === undefined ? {} : { logLevel: o.logLevel }),
+          ...(o.startDeadline === undefined ? {} : { startDeadlineMs: o.startDeadline }),
+        }),
+      );
+    },
+  );
 }

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 const root = join(import.meta.dirname, '..', '..', '..', '..');
-const bin = join(root, 'apps', 'gateway', 'bin', 'uis.mjs');
+const bin = join(root, 'apps', 'gateway', 'bin', 'uis-dev.mjs');
 const tmp = mkdtempSync(join(tmpdir(), 'uis-serve-'));
 const children: ChildProcess[] = [];
 
@@ -119,8 +119,10 @@ describe('uis serve and uis demo', { timeout: 120_000 }, () => {
     const { child, url } = await start(['serve', '--config', config, '--port', '0']);
     const roles = (await (
       await fetch(`${url}/admin/roles`, { headers: { authorization: 'Bearer serve-test-token' } })
-    ).json()) as { roles: { rollout: { models: { policy: { replicas: Array<{ pids: number[] }> } } } } };
-    const pids = roles.roles.rollout.models.policy.replicas.flatMap((r) => r.pids);
+    ).json()) as {
+      result: { roles: { rollout: { models: { policy: { replicas: Array<{ pids: number[] }> } } } } };
+    };
+    const pids = roles.result.roles.rollout.models.policy.replicas.flatMap((r) => r.pids);
     expect(pids).toHaveLength(2);
     expect(pids.every(alive)).toBe(true);
     const gen = await fetch(`${url}/rollout/generate`, {
@@ -140,8 +142,8 @@ describe('uis serve and uis demo', { timeout: 120_000 }, () => {
           await fetch(`${url}/admin/events?limit=1000`, {
             headers: { authorization: 'Bearer demo-db-token' },
           })
-        ).json()) as { events: Array<{ seq: number; kind: string }> }
-      ).events;
+        ).json()) as { result: { events: Array<{ seq: number; kind: string }> } }
+      ).result.events;
     const first = await start(['demo', '--port', '0', '--no-driver', '--db', db], {
       UIS_ADMIN_TOKEN: 'demo-db-token',
     });

@@ -13,6 +13,8 @@ import { capabilitiesOf, type GroupPlacement, type InferenceRoleSpec, UisError }
 import { Hono } from 'hono';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import {
+  AdmissionGate,
+  type AdmissionOptions,
   asUisError,
   type BodyBudget,
   type CompletionEvent,
@@ -24,6 +26,7 @@ import {
   type ForwardRoute,
   InFlightCounter,
   type ParsedBody,
+  ProxyErrorCode,
   type ProxyTarget,
   type ServingProxyOptions,
   sendError,
@@ -31,11 +34,13 @@ import {
   type TokenUsage,
   UpstreamPools,
 } from '../proxy/index.ts';
+import type { RequestTrace, UisTracing } from '../tracing/tracing.ts';
 import { accessLine } from './access-log.ts';
 import { authorized, unauthorized } from './auth.ts';
 import { type GenrmHost, genrmCall, refusedModel } from './genrm-call.ts';
 import { openAIErrorBody } from './openai-surface.ts';
 import { modelList, mountReadRoutes } from './read-routes.ts';
+import { type BreakerOptions, ReplicaBreakers } from './replica-breakers.ts';
 
 /** What the gateway logs through (pino loggers satisfy it). */
 export interface GatewayLogger {
@@ -85,11 +90,17 @@ export interface InferenceGatewayOptions {
   maxJsonDepth?: number;
   /** The process-wide budget for bytes of bodies still arriving. */
   bodyBudget?: BodyBudget;
+  /** Circuit breaker settings of this role's replicas. */
+  breaker?: BreakerOptions;
+  /** This role's admission limit and queue (absent: unlimited). */
+  admission?: AdmissionOptions;
   /** Longest long-poll a client may ask for. Default 300 s. */
   maxWaitSeconds?: number;
   onServed?: (r: ServedRequest) => void;
   /** Log one `access` line per serving request at info (see {@link accessLine}). */
   accessLog?: boolean;
+  /** OpenTelemetry tracing (`gateway.tracing`); absent: no span is made. */
+  tracing?: UisTracing | undefined;
   now?: () => number;
 }
 
@@ -143,6 +154,8 @@ export class InferenceGateway {
   private readonly logger: GatewayLogger;
   private readonly servingTokens: readonly string[];
   private readonly maxBodyBytes: number;
+  /** One circuit breaker per replica of this role. */
+  readonly breakers: ReplicaBreakers;
   private readonly bodyRules: Pick<InferenceGatewayOptions, 'maxJsonDepth' | 'bodyBudget'>;
   private readonly maxWaitSeconds: number;
   private readonly onServed: ((r: ServedRequest) => void) | undefined;
@@ -150,10 +163,15 @@ export class InferenceGateway {
   private readonly now: () => number;
   /** Model of each forwarded request id, for the completion metrics. */
   private readonly modelOf = new Map<string, string>();
+  private readonly tracing: UisTracing | undefined;
+  /** Traced requests in flight, by request id (tracing on only). */
+  private readonly traces = new Map<string, RequestTrace>();
   private readonly origins = new Map<string, string>();
   private readonly ownsPools: boolean;
   /** What the proxy counts and reports a request of this role through (the root OpenAI routes borrow it). */
-  private readonly owner: Pick<ServingProxyOptions, 'inFlight' | 'hooks'>;
+  private readonly owner: Pick<ServingProxyOptions, 'inFlight' | 'hooks' | 'admission'>;
+  /** This role's admission limit (absent: unlimited). */
+  readonly admission: AdmissionGate | undefined;
   private readonly genrmHost: GenrmHost<ResolvedModel, RequestKeys>;
 
   constructor(opts: InferenceGatewayOptions) {
@@ -164,11 +182,16 @@ export class InferenceGateway {
     this.ownsPools = opts.pools === undefined;
     this.pools = opts.pools ?? new UpstreamPools();
     this.inFlight = new TrackedInFlight(opts.manager.inFlight);
+    this.admission = opts.admission === undefined ? undefined : new AdmissionGate(opts.admission);
     this.owner = {
       inFlight: this.inFlight,
+      ...(this.admission === undefined ? {} : { admission: this.admission }),
       hooks: {
         onClientAbort: (rid, target, requestId) => this.abortAtEngine(rid, target, requestId),
         onComplete: (e) => this.completed(e),
+        onAttemptFailed: (target) => {
+          if (!target.id.startsWith(ROUTER_PREFIX)) this.breakers.failure(target.id);
+        },
       },
     };
     this.selector = new ReplicaSelector({
@@ -179,6 +202,7 @@ export class InferenceGateway {
     this.logger = opts.logger ?? silent;
     this.servingTokens = opts.servingTokens ?? [];
     this.maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    this.breakers = new ReplicaBreakers(opts.breaker);
     this.bodyRules = {
       ...(opts.maxJsonDepth === undefined ? {} : { maxJsonDepth: opts.maxJsonDepth }),
       ...(opts.bodyBudget === undefined ? {} : { bodyBudget: opts.bodyBudget }),
@@ -186,6 +210,7 @@ export class InferenceGateway {
     this.maxWaitSeconds = opts.maxWaitSeconds ?? 300;
     this.onServed = opts.onServed;
     this.accessLog = opts.accessLog ?? false;
+    this.tracing = opts.tracing;
     this.now = opts.now ?? (() => performance.now());
     this.genrmHost = {
       spec: this.spec,
@@ -325,9 +350,23 @@ export class InferenceGateway {
       return model;
     }
     this.modelOf.set(requestId, model.name);
+    const traced = this.tracing?.request(this.role, req.url ?? path, requestId, req.headers.traceparent);
+    if (traced !== undefined) this.traces.set(requestId, traced);
     return {
       path,
-      pick: (excluding) => this.pick(model, keys, res, excluding),
+      pick:
+        traced === undefined
+          ? (excluding) => this.pick(model, keys, res, excluding)
+          : (excluding) => {
+              const target = this.pick(model, keys, res, excluding);
+              // The proxy picks again only after an unreachable engine.
+              traced.attempt(
+                target instanceof UisError ? undefined : target.id,
+                excluding === undefined ? undefined : ProxyErrorCode.engineUnreachable,
+              );
+              return target;
+            },
+      traceparent: traced?.traceparent,
       // Chat: `model` becomes the engine's served name; `route_key` is the gateway's, never the engine's.
       edit: edit ?? { set: { model: model.servedName }, remove: ['route_key'] },
       ...this.engineAuth(model.name),
@@ -346,13 +385,25 @@ export class InferenceGateway {
     for (;;) {
       const sel = this.selector.select(model, {
         affinityKey: keys.affinityKey,
+        routingKey: keys.routingKey,
         minWeightVersion: keys.minWeightVersion,
         prompt: keys.prompt,
         exclude,
       });
       if (sel instanceof UisError) return this.refuse(sel, res);
       if (sel.engineId === null)
-        return { id: `${ROUTER_PREFIX}${model.name}`, origin: this.originOf(sel.url) };
+        return {
+          id: `${ROUTER_PREFIX}${model.name}`,
+          origin: this.originOf(sel.url),
+          weightVersion: sel.weightVersion,
+        };
+      // An open circuit skips its replica (one request probes it once its open time is up).
+      if (!this.breakers.allows(sel.engineId)) {
+        const next = new Set(exclude);
+        next.add(sel.engineId);
+        exclude = next;
+        continue;
+      }
       try {
         this.manager.inFlight.acquire(sel.engineId);
       } catch {
@@ -361,7 +412,7 @@ export class InferenceGateway {
         exclude = next;
         continue;
       }
-      return { id: sel.engineId, origin: this.originOf(sel.url) };
+      return { id: sel.engineId, origin: this.originOf(sel.url), weightVersion: sel.weightVersion };
     }
   }
 
@@ -408,9 +459,21 @@ export class InferenceGateway {
     this.logger.info({ requestId, rid, engine: target.id }, 'client disconnected; aborted at the engine');
   }
 
+  /** The circuit of the replica a request ended on: an engine failure counts against it, an answer closes it. */
+  private judge(e: CompletionEvent): void {
+    const id = e.target?.id;
+    if (id === undefined || id.startsWith(ROUTER_PREFIX)) return;
+    const failure = upstreamErrorOf(e);
+    if (failure !== undefined) this.breakers.failure(id);
+    else if (e.outcome === 'ok') this.breakers.success(id);
+    else this.breakers.settle(id);
+  }
+
   private completed(e: CompletionEvent): void {
+    this.judge(e);
     const model = this.modelOf.get(e.requestId) ?? '(none)';
     this.modelOf.delete(e.requestId);
+    if (this.traces.size > 0) this.endTrace(e, model);
     // The first byte handed to the client: for a stream, the first token (headers leave with it).
     const ttfbMs = e.firstByteOutMs ?? e.ttfbMs;
     this.served({
@@ -426,6 +489,19 @@ export class InferenceGateway {
       upstreamError: upstreamErrorOf(e),
       error: e.error?.message,
       requestId: e.requestId,
+    });
+  }
+
+  private endTrace(e: CompletionEvent, model: string): void {
+    const traced = this.traces.get(e.requestId);
+    if (traced === undefined) return;
+    this.traces.delete(e.requestId);
+    traced.end({
+      model,
+      status: e.status,
+      error: e.error?.code,
+      promptTokens: e.usage?.prompt,
+      completionTokens: e.usage?.completion,
     });
   }
 

@@ -1,6 +1,14 @@
 import type { InferenceManager } from '@uis/manager';
 import { candidatesOf } from '@uis/routing';
-import { type DiscoverySnapshot, type GroupPlacement, retryGuidance, UisError, zodError } from '@uis/spec';
+import {
+  type DiscoverySnapshot,
+  type GroupPlacement,
+  ROLE_CAPABILITIES,
+  type Role,
+  retryGuidance,
+  UisError,
+  zodError,
+} from '@uis/spec';
 import type { Context, Hono } from 'hono';
 import { z } from 'zod';
 import { errorJson, servingPaths } from '../proxy/index.ts';
@@ -22,12 +30,17 @@ export const EngineQuerySchema = z.object({
     .pipe(z.number().nonnegative())
     .optional(),
   schema: z.enum(['1', '2']).optional(),
+  /** Another spelling Relax callers use for `schema`. */
+  schema_version: z.enum(['1', '2']).optional(),
   model_name: z.string().min(1).optional(),
   /** The epoch the client's `wait_revision` belongs to: revisions restart with a new registry, so a client that
    * saw another epoch gets the current snapshot at once instead of waiting for a revision that may never come. */
   registry_epoch: z.string().min(1).optional(),
 });
-export const HealthQuerySchema = z.object({ schema: z.enum(['1', '2']).optional() });
+export const HealthQuerySchema = z.object({
+  schema: z.enum(['1', '2']).optional(),
+  schema_version: z.enum(['1', '2']).optional(),
+});
 
 /** Methods other than the ones a route answers get 405 + `Allow` instead of a 404 that hides the route. */
 export const OTHER_METHODS = {
@@ -89,7 +102,8 @@ export function mountReadRoutes(app: Hono, deps: ReadRouteDeps): void {
   app.get(`${base}/engines`, async (c) => {
     const q = EngineQuerySchema.safeParse(c.req.query());
     if (!q.success) return errorJson(c, queryError(q.error));
-    const { wait_revision, timeout_s, schema, model_name, registry_epoch } = q.data;
+    const { wait_revision, timeout_s, model_name, registry_epoch } = q.data;
+    const schema = q.data.schema ?? q.data.schema_version;
     const registry = deps.manager.registry;
     let snapshot = registry.snapshot();
     const sameEpoch = registry_epoch === undefined || registry_epoch === snapshot.registry_epoch;
@@ -128,12 +142,16 @@ export function mountReadRoutes(app: Hono, deps: ReadRouteDeps): void {
         ...(canServe ? {} : { reason: guidance.reason, retry_after_s: guidance.retryAfterSeconds }),
       };
     }
-    if (q.data.schema === '1') {
+    const relaxStatus = { status: anyServing ? 'healthy' : 'unhealthy', service: deps.role };
+    if ((q.data.schema ?? q.data.schema_version) === '1') {
       // Relax's GenRM service answered this shape; healthy means it can score now.
-      return c.json({ status: anyServing ? 'healthy' : 'unhealthy', service: deps.role });
+      return c.json(relaxStatus);
     }
     return c.json({
-      status: 'ok',
+      // Relax's GenRM readers parse the default answer too: its status words, our fields beside them.
+      ...(ROLE_CAPABILITIES[deps.role as Role].messageAdapter === 'genrm_messages'
+        ? relaxStatus
+        : { status: 'ok' }),
       role: deps.role,
       phase: snapshot.phase,
       topology_revision: snapshot.topology_revision,

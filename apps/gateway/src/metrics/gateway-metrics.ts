@@ -11,6 +11,8 @@ export interface MetricsSources {
   batchCounts(): Array<{ kind: string; state: string; count: number }>;
   /** Each live replica's weight version and how many versions it trails its model's target. */
   replicaWeights?(): ReplicaWeightRow[];
+  /** Replicas whose circuit breaker is not closed (state 1: half-open, 2: open). */
+  circuits?(): Array<{ role: string; engine_id: string; state: number }>;
 }
 
 export interface MetricsOptions {
@@ -34,6 +36,14 @@ export interface ObservedRequest {
   upstreamError?: string | undefined;
 }
 
+interface ServedChildren {
+  latency: { observe(value: number): void };
+  ttft: { observe(value: number): void };
+  prompt: { inc(value?: number): void };
+  generation: { inc(value?: number): void };
+  byStatus: Map<string, { inc(value?: number): void }>;
+}
+
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800];
 const PHASE_BUCKETS = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 
@@ -51,6 +61,7 @@ export class GatewayMetrics {
   readonly clientAborts: Counter<'role' | 'model'>;
   readonly phaseTransitions: Histogram<'group' | 'to' | 'outcome'>;
   readonly transitionParts: Histogram<'group' | 'part'>;
+  readonly #served = new Map<string, ServedChildren>();
 
   constructor(sources: MetricsSources, options: MetricsOptions = {}) {
     const registers = [this.registry];
@@ -160,6 +171,18 @@ export class GatewayMetrics {
         for (const r of sources.batchCounts()) this.set({ kind: r.kind, state: r.state }, r.count);
       },
     });
+    const circuits = sources.circuits?.bind(sources);
+    if (circuits !== undefined)
+      new Gauge({
+        name: 'uis_circuit_breaker_state',
+        help: "A replica's circuit breaker: 0 closed (absent), 1 half-open (one probe), 2 open (skipped by routing).",
+        labelNames: ['role', 'engine_id'],
+        registers,
+        collect() {
+          this.reset();
+          for (const r of circuits()) this.set({ role: r.role, engine_id: r.engine_id }, r.state);
+        },
+      });
     const weights = sources.replicaWeights?.bind(sources);
     if (weights === undefined) return;
     // Both gauges read one snapshot per scrape: prom-client collects each gauge separately.
@@ -191,17 +214,42 @@ export class GatewayMetrics {
     });
   }
 
+  /** The labelled children of one role+model: prom-client hashes a label set on every call, so the serving path
+   * resolves its children once per role+model (and status) instead of per request. */
+  #children(role: string, model: string): ServedChildren {
+    const key = `${role}\u0000${model}`;
+    let c = this.#served.get(key);
+    if (c === undefined) {
+      const labels = { role, model };
+      c = {
+        latency: this.latency.labels(labels),
+        ttft: this.timeToFirstToken.labels(labels),
+        prompt: this.promptTokens.labels(labels),
+        generation: this.generationTokens.labels(labels),
+        byStatus: new Map(),
+      };
+      this.#served.set(key, c);
+    }
+    return c;
+  }
+
   observeRequest(e: ObservedRequest): void {
     const labels = { role: e.role, model: e.model };
+    const c = this.#children(e.role, e.model);
     // A stream the engine cut after its 200 went out is not a success: `status="cut"` (its kind is in
     // uis_upstream_errors_total).
-    const cut = e.upstreamError !== undefined && e.status > 0 && e.status < 400;
-    this.requests.inc({ ...labels, status: cut ? 'cut' : String(e.status) });
-    this.latency.observe(labels, e.totalMs / 1000);
-    if (e.ttftMs !== undefined) this.timeToFirstToken.observe(labels, e.ttftMs / 1000);
+    const status = e.upstreamError !== undefined && e.status > 0 && e.status < 400 ? 'cut' : String(e.status);
+    let requests = c.byStatus.get(status);
+    if (requests === undefined) {
+      requests = this.requests.labels({ ...labels, status });
+      c.byStatus.set(status, requests);
+    }
+    requests.inc();
+    c.latency.observe(e.totalMs / 1000);
+    if (e.ttftMs !== undefined) c.ttft.observe(e.ttftMs / 1000);
     if (e.usage !== undefined) {
-      this.promptTokens.inc(labels, e.usage.prompt);
-      this.generationTokens.inc(labels, e.usage.completion);
+      c.prompt.inc(e.usage.prompt);
+      c.generation.inc(e.usage.completion);
     }
     if (e.retries !== undefined)
       for (const reason of e.retries) this.upstreamRetries.inc({ ...labels, reason });

@@ -1,6 +1,6 @@
 import { ERROR_CODES, type ErrorCode, statusOf } from '@uis/spec';
 import type { z } from 'zod';
-import { type JsonSchema, jsonSchemaOf } from './json-schema.ts';
+import { type JsonSchema, type SchemaDefs, jsonSchemaOf as toJsonSchema } from './json-schema.ts';
 import { SERVING_ROUTES, type ServingRouteDoc } from './serving-routes.ts';
 
 /** One admin command as an HTTP route (the command table's `commandRoutes()` of @uis/control-plane). */
@@ -196,9 +196,14 @@ function adminOperation(r: AdminRouteDoc): Record<string, unknown> {
   };
 }
 
+/** Definitions the schemas of the document being built hoisted (set for the duration of one build). */
+let hoisted: SchemaDefs = {};
+const jsonSchemaOf = (schema: z.ZodType, io: 'input' | 'output') => toJsonSchema(schema, io, hoisted);
+
 /** The OpenAPI 3.1 document of a gateway: the serving and discovery routes from their zod schemas, the admin
  * routes from the command table, each with its error answers. */
 export function buildOpenApiDocument(opts: OpenApiOptions): Record<string, unknown> {
+  hoisted = {};
   const paths: Record<string, Record<string, unknown>> = {};
   const add = (path: string, method: string, op: Record<string, unknown>) => {
     paths[path] = { ...paths[path], [method]: op };
@@ -223,7 +228,7 @@ export function buildOpenApiDocument(opts: OpenApiOptions): Record<string, unkno
     ],
     paths,
     components: {
-      schemas: { Error: ERROR_SCHEMA, OpenAIError: OPENAI_ERROR_SCHEMA },
+      schemas: { Error: ERROR_SCHEMA, OpenAIError: OPENAI_ERROR_SCHEMA, ...hoisted },
       securitySchemes: {
         adminToken: { type: 'http', scheme: 'bearer', description: 'gateway.admin_token / UIS_ADMIN_TOKEN' },
         servingToken: {

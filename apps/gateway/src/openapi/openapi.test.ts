@@ -18,7 +18,7 @@ function documented(doc: Doc): Set<string> {
   const out = new Set<string>();
   for (const [path, ops] of Object.entries(doc.paths))
     for (const method of Object.keys(ops))
-      for (const role of ['rollout', 'genrm', 'teacher'])
+      for (const role of path.startsWith('/admin/') ? ['{role}'] : ['rollout', 'genrm', 'teacher'])
         out.add(`${method.toUpperCase()} ${path.replace('{role}', role).replace(/\{([a-z_]+)\}/g, ':$1')}`);
   return out;
 }
@@ -39,8 +39,8 @@ describe('OpenAPI 3.1 document and /docs', () => {
       ...gw.server.routes.list().map(([m, p]) => `${m} ${p}`),
       ...gw.server.app.routes
         .filter((r) => (r.method === 'GET' || r.method === 'POST') && !r.path.includes('*'))
-        // Swagger UI's own files, and the admin API until it is served from the command table (documented below).
-        .filter((r) => !r.path.startsWith('/docs/') && !r.path.startsWith('/admin'))
+        // Swagger UI's own files are the page's, not API routes.
+        .filter((r) => !r.path.startsWith('/docs/'))
         .map((r) => `${r.method} ${r.path}`),
     ];
     // A path documented under another method is that route's 405 answer (with Allow), not another route.
@@ -50,6 +50,12 @@ describe('OpenAPI 3.1 document and /docs', () => {
     expect(routes.filter((r) => !listed.has(r))).toEqual([]);
     const chat = doc.paths['/{role}/v1/chat/completions']!.post!;
     expect(Object.keys(chat.responses)).toEqual(['200', '400', '401', '404', '413', '502', '503', '504']);
+    // The admin routes come from the command table: one operation per command, idempotent ones take the key.
+    const admin = Object.entries(doc.paths).filter(([p]) => p.startsWith('/admin/'));
+    expect(admin.length).toBeGreaterThan(15);
+    const drain = doc.paths['/admin/roles/{role}/drain']!.post! as unknown as Record<string, unknown>;
+    expect(drain.operationId).toBe('drain');
+    expect(JSON.stringify(drain.parameters)).toContain('Idempotency-Key');
     const root = doc.paths['/v1/completions']!.post!;
     expect(JSON.stringify(root.responses['400'])).toContain('ambiguous_model');
   });

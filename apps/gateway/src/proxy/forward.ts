@@ -1,14 +1,17 @@
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeader, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { UisError } from '@uis/spec';
-import { type BodyEdit, collectBody, forwardedBody, type ParsedBody, parseServingBody } from './body.ts';
-import { BODY_BUDGET_RETRY_AFTER_S, type BodyBudget } from './body-budget.ts';
-import { asUisError, type ErrorBodyOf, ProxyErrorCode, sendError } from './errors.ts';
+import type { AdmissionGate, Admittable } from './admission.ts';
+import { collectBody, forwardedBody, type ParsedBody, parseServingBody } from './body.ts';
+import { BODY_BUDGET_RETRY_AFTER_S } from './body-budget.ts';
+import type { ForwardOutcome } from './completion.ts';
+import { asUisError, ProxyErrorCode, sendError } from './errors.ts';
 import type { FastHandler } from './fast-routes.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
-import type { InFlightCounter } from './in-flight.ts';
+import { ClientGoneError, canRelayChunked } from './relay-util.ts';
 import { nextId, REQUEST_ID } from './request-id.ts';
+import type { ForwardRoute, ProxyTarget, ResolveRoute, ServingProxyOptions } from './route-types.ts';
 import {
   errorCode,
   TIMEOUT_CODES,
@@ -17,105 +20,28 @@ import {
   type UpstreamHandler,
 } from './upstream/engine-pool.ts';
 import type { BodyFraming } from './upstream/http1.ts';
-import type { UpstreamPools } from './upstream-pools.ts';
 import { type TokenUsage, usageOfBody, usageOfStreamTail } from './usage.ts';
 
-/** An engine the gateway may forward to: `id` is what routing and the in-flight counter know it by. */
-export interface ProxyTarget {
-  id: string;
-  /** `http://host:port` */
-  origin: string;
+/** Who served a proxied answer: `X-UIS-Engine-Id` and `X-UIS-Weight-Version` (when known), so a caller can see
+ * its affinity hold and tag a rollout sample with the policy version that produced it. */
+function servedBy(out: OutgoingHttpHeader[], target: ProxyTarget | undefined): OutgoingHttpHeader[] {
+  if (target === undefined) return out;
+  out.push('x-uis-engine-id', target.id);
+  if (target.weightVersion) out.push('x-uis-weight-version', target.weightVersion);
+  return out;
 }
 
-/** The gateway's routing decision; `excluding` holds targets that already failed for this request. */
-export type PickTarget = (excluding?: ReadonlySet<string>) => ProxyTarget | UisError;
-
-/** Where and how one request goes: the engine path, how to choose engines, and body edits. */
-export interface ForwardRoute {
-  /** Engine path, e.g. `/generate` or `/v1/chat/completions`. */
-  path: string;
-  pick: PickTarget;
-  edit?: BodyEdit;
-  /** The key the model's engines were started with (SGLang `--api-key`), sent as their bearer token. */
-  engineApiKey?: string;
-  /** The gateway that owns the request once routed, when it is not the handler's (the root OpenAI routes find
-   * the role from the model): its in-flight counter and hooks count the request. */
-  owner?: Pick<ServingProxyOptions, 'inFlight' | 'hooks'>;
-}
-
-/** A request the resolver answers itself instead of forwarding it as is (e.g. the GenRM messages adapter, which
- * calls the engine with a different request and reshapes the answer). The body was read and parsed once. */
-export interface HandledRoute {
-  respond(res: ServerResponse): void;
-}
-
-/** Decides the route for a parsed request (model resolution etc.), answers it itself, or refuses it. */
-export type ResolveRoute = (
-  body: ParsedBody,
-  req: IncomingMessage,
-  requestId: string,
-  /** The request's response, e.g. to add `Retry-After` to a refusal (passed, not looked up: see InferenceGateway). */
-  res: ServerResponse,
-) => ForwardRoute | HandledRoute | UisError;
-
-export type ForwardOutcome = 'ok' | 'client_abort' | 'error';
-
-/** One per client request, after it ended one way or another: what metrics need. */
-export interface CompletionEvent {
-  requestId: string;
-  rid: string | string[] | undefined;
-  /** The last engine tried, if any. */
-  target: ProxyTarget | undefined;
-  /** Status sent to the client (0 when the client left or the stream broke before any status). */
-  status: number;
-  outcome: ForwardOutcome;
-  error: UisError | undefined;
-  attempts: number;
-  /** Why each attempt after the first was made (the error code of the attempt before it). */
-  retries: readonly string[];
-  /** The answer was relayed as it came (an event stream, or a body of unknown or large size). */
-  streamed: boolean;
-  /** Tokens the engine reported for a completed answer (none for refusals, cut streams, or a stream whose client
-   * did not ask for usage). */
-  usage: TokenUsage | undefined;
-  /** Bytes of the forwarded request body and of the response body relayed to the client (with the engine's
-   * chunk framing when a chunked answer is relayed as it came). */
-  bytesUp: number;
-  bytesDown: number;
-  /** Client body fully read (and the request handed to an engine), relative to the request's arrival. */
-  bodyMs: number | undefined;
-  /** The last attempt's request got an engine socket and started being written, relative to the arrival. */
-  upstreamStartMs: number | undefined;
-  /** Engine response headers received, relative to the request's arrival. */
-  ttfbMs: number | undefined;
-  /** First response byte handed to the client socket, relative to the request's arrival. */
-  firstByteOutMs: number | undefined;
-  totalMs: number;
-}
-
-export interface ProxyHooks {
-  /** The client left before the engine finished: the gateway asks that engine to abort `rid`. */
-  onClientAbort?(rid: string | string[], target: ProxyTarget, requestId: string): void;
-  onComplete?(event: CompletionEvent): void;
-}
-
-export interface ServingProxyOptions {
-  pools: UpstreamPools;
-  inFlight?: InFlightCounter;
-  hooks?: ProxyHooks;
-  /** Request body limit in bytes (413 above it). */
-  maxBodyBytes?: number;
-  /** Deepest JSON nesting accepted (400 `json_too_deep` beyond). Default 128. */
-  maxJsonDepth?: number;
-  /** The process-wide budget for bytes of bodies still arriving (503 + Retry-After when spent). */
-  bodyBudget?: BodyBudget;
-  /** Inject a `rid` into bodies that carry none, so a disconnect can be aborted at the engine. */
-  injectRid?: boolean;
-  now?: () => number;
-  newId?: () => string;
-  /** Error body of this route (default: the product's); OpenAI routes answer OpenAI's shape. */
-  errorBody?: ErrorBodyOf;
-}
+export type {
+  CompletionEvent,
+  ForwardOutcome,
+  ForwardRoute,
+  HandledRoute,
+  PickTarget,
+  ProxyHooks,
+  ProxyTarget,
+  ResolveRoute,
+  ServingProxyOptions,
+} from './route-types.ts';
 
 export const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
 
@@ -124,30 +50,12 @@ const MAX_BUFFERED_RESPONSE_BYTES = 1024 * 1024;
 
 const NO_RETRIES: readonly string[] = [];
 
-/** Carries no stack: it only tells the engine pool why a request stops. A captured stack costs ~40 us under tsx (source
- * maps, read by node's destroy()), paid per stream when hundreds of clients leave at once. */
-class ClientGoneError extends Error {
-  constructor() {
-    const limit = Error.stackTraceLimit;
-    Error.stackTraceLimit = 0;
-    super('client disconnected');
-    Error.stackTraceLimit = limit;
-    this.name = 'ClientGoneError';
-  }
-}
-
-/** `res.chunkedEncoding` is what node's ServerResponse consults to frame each write as a chunk; a chunked engine
- * answer relayed with its own framing turns it off after writing the head. Checked, not assumed. */
-function canRelayChunked(req: IncomingMessage, res: ServerResponse): boolean {
-  return req.httpVersionMajor === 1 && req.httpVersionMinor === 1 && typeof res.chunkedEncoding === 'boolean';
-}
-
 /**
  * One client request's trip through the proxy. Implements the engine pool's handler directly, so the engine's
  * bytes go from its socket to `res.write` with no stream objects in between; a chunked event stream to an
  * HTTP/1.1 client is relayed with the engine's own chunk framing (one read, one write per event).
  */
-class Exchange implements UpstreamHandler {
+class Exchange implements UpstreamHandler, Admittable {
   readonly #res: ServerResponse;
   #opts: ServingProxyOptions;
   readonly #now: () => number;
@@ -185,6 +93,9 @@ class Exchange implements UpstreamHandler {
   #upstreamDone = false;
   #clientGone = false;
   #finished = false;
+  /** The role's admission gate this request waits at, then holds a slot of. */
+  #queuedAt: AdmissionGate | undefined;
+  #slotOf: AdmissionGate | undefined;
 
   constructor(
     res: ServerResponse,
@@ -216,8 +127,31 @@ class Exchange implements UpstreamHandler {
     if (body.fields.rid === undefined && this.#opts.injectRid !== false) inject = nextId();
     this.#rid = body.fields.rid ?? inject;
     this.#body = forwardedBody(body, route.edit, inject);
-    this.#upstreamHeaders = upstreamRequestHeaders(req.rawHeaders, this.#requestId, route.engineApiKey);
-    this.#attempt(route.pick(undefined));
+    this.#upstreamHeaders = upstreamRequestHeaders(
+      req.rawHeaders,
+      this.#requestId,
+      route.engineApiKey,
+      route.traceparent,
+    );
+    const gate = this.#opts.admission;
+    if (gate === undefined) this.#attempt(route.pick(undefined));
+    else {
+      this.#queuedAt = gate;
+      gate.enter(this);
+    }
+  }
+
+  admitted(): void {
+    this.#slotOf = this.#queuedAt;
+    this.#queuedAt = undefined;
+    if (this.#clientGone) this.#finish('client_abort', 0, undefined);
+    else this.#attempt(this.#route!.pick(undefined));
+  }
+
+  turnedAway(err: UisError, retryAfterSeconds: number): void {
+    this.#queuedAt = undefined;
+    if (!this.#res.headersSent) this.#res.setHeader('retry-after', String(retryAfterSeconds));
+    this.#fail(err);
   }
 
   #attempt(picked: ProxyTarget | UisError): void {
@@ -267,14 +201,17 @@ class Exchange implements UpstreamHandler {
       const res = this.#res;
       if (framing === 'chunked' && canRelayChunked(this.#req!, res) && controller.relayChunked()) {
         // The engine's chunks go out with their framing as they came; node must not frame them again.
-        const out = clientResponseHeaders(headers, this.#requestId, false);
+        const out = servedBy(clientResponseHeaders(headers, this.#requestId, false), this.#target);
         out.push('transfer-encoding', 'chunked');
         res.writeHead(statusCode, out);
         res.chunkedEncoding = false;
         this.#raw = true;
       } else {
         // A known length is kept (the bytes are relayed unchanged); otherwise node frames the stream itself.
-        res.writeHead(statusCode, clientResponseHeaders(headers, this.#requestId, length !== undefined));
+        res.writeHead(
+          statusCode,
+          servedBy(clientResponseHeaders(headers, this.#requestId, length !== undefined), this.#target),
+        );
       }
       // The engine's first bytes usually come in the same read as its headers: they then leave in one write with
       // the headers (one syscall and one client wake-up less per request). Headers alone still go out this turn.
@@ -320,7 +257,10 @@ class Exchange implements UpstreamHandler {
     } else if (!res.destroyed) {
       const body =
         this.#chunks.length === 1 ? this.#chunks[0]! : Buffer.concat(this.#chunks, this.#bytesDown);
-      res.writeHead(this.#status, clientResponseHeaders(this.#respHeaders ?? {}, this.#requestId, true));
+      res.writeHead(
+        this.#status,
+        servedBy(clientResponseHeaders(this.#respHeaders ?? {}, this.#requestId, true), this.#target),
+      );
       this.#firstOutAt = this.#now() - this.#start;
       res.end(body);
       this.#answer = body;
@@ -373,6 +313,7 @@ class Exchange implements UpstreamHandler {
         return;
       }
       this.#release();
+      this.#opts.hooks?.onAttemptFailed?.(target, unreachable.code);
       this.#tried ??= new Set();
       this.#tried.add(target.id);
       const next = this.#route!.pick(this.#tried);
@@ -414,6 +355,13 @@ class Exchange implements UpstreamHandler {
     if (this.#res.writableFinished || this.#upstreamDone) return;
     this.#clientGone = true;
     const target = this.#target;
+    if (this.#queuedAt !== undefined) {
+      // Left while waiting for an admission slot: it never holds one.
+      this.#queuedAt.cancel(this);
+      this.#queuedAt = undefined;
+      this.#finish('client_abort', 0, undefined);
+      return;
+    }
     if (target === undefined) return; // still reading the body or resolving: nothing upstream yet
     this.#controller?.abort(new ClientGoneError());
     if (this.#rid !== undefined) this.#opts.hooks?.onClientAbort?.(this.#rid, target, this.#requestId);
@@ -429,6 +377,9 @@ class Exchange implements UpstreamHandler {
     if (this.#finished) return;
     this.#finished = true;
     this.#release();
+    const slot = this.#slotOf;
+    this.#slotOf = undefined;
+    slot?.leave();
     const onComplete = this.#opts.hooks?.onComplete;
     if (onComplete === undefined) return;
     onComplete({

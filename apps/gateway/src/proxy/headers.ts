@@ -54,6 +54,8 @@ export function upstreamRequestHeaders(
   rawHeaders: readonly string[],
   requestId: string,
   engineApiKey?: string,
+  /** The gateway's own W3C trace context for the engine (tracing on); replaces the client's. */
+  traceparent?: string,
 ): string[] {
   let listed: Set<string> | undefined;
   for (let i = 0; i < rawHeaders.length; i += 2) {
@@ -68,10 +70,12 @@ export function upstreamRequestHeaders(
     const lower = name.toLowerCase();
     if (isHopByHop(lower) || SET_BY_PROXY.has(lower) || CREDENTIALS.has(lower) || listed?.has(lower))
       continue;
+    if (traceparent !== undefined && lower === 'traceparent') continue;
     out.push(name, rawHeaders[i + 1]!);
   }
   out.push('content-type', 'application/json', 'x-request-id', requestId);
   if (engineApiKey !== undefined) out.push('authorization', `Bearer ${engineApiKey}`);
+  if (traceparent !== undefined) out.push('traceparent', traceparent);
   return out;
 }
 

@@ -1,3 +1,4 @@
+export * from './admission.ts';
 export * from './body.ts';
 export * from './body-budget.ts';
 export * from './errors.ts';

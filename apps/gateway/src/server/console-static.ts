@@ -1,12 +1,9 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { extname, join, normalize, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { UisError } from '@uis/spec';
 import type { Context } from 'hono';
+import { CONSOLE_DIST } from '../package-paths.ts';
 import { errorJson } from '../proxy/index.ts';
-
-/** Where the console's Vite build lands in this repo. */
-export const CONSOLE_DIST = fileURLToPath(new URL('../../../console/dist', import.meta.url));
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',

@@ -9,7 +9,7 @@ import {
 import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
-import { buildAppRouter, ChangeFeed, type ControlPlane } from '@uis/control-plane';
+import { buildAppRouter, ChangeFeed, type ControlPlane, commandRoutes } from '@uis/control-plane';
 import { asRole, type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
@@ -21,7 +21,9 @@ import { mountOpenAIRoot } from '../gateway/openai-surface.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import { Observability } from '../metrics/observability.ts';
 import { mountDocs } from '../openapi/docs-routes.ts';
+import { CONSOLE_DIST } from '../package-paths.ts';
 import {
+  type AdmissionOptions,
   BodyBudget,
   createCombinedListener,
   DEFAULT_MAX_BODY_BYTES,
@@ -32,12 +34,15 @@ import {
   type UpstreamPoolOptions,
   UpstreamPools,
 } from '../proxy/index.ts';
+import { AuditSpans } from '../tracing/audit-spans.ts';
+import type { UisTracing } from '../tracing/tracing.ts';
 import { ConsoleJournal } from '../trpc/console-journal.ts';
 import { consoleState } from '../trpc/console-state.ts';
 import { gpuTimeUpdates, timeSeriesUpdates } from '../trpc/observability-feeds.ts';
 import { bodyGuard } from './body-guard.ts';
-import { CONSOLE_DIST, consoleHandler } from './console-static.ts';
+import { consoleHandler } from './console-static.ts';
 import { HealthProbe } from './health-probe.ts';
+import { humanDestination } from './log-format.ts';
 import { AuthFailureLimiter, guardRequests, HostAllowList } from './request-guard.ts';
 
 const DEFAULT_BODY_TIMEOUT_MS = 60_000;
@@ -60,6 +65,8 @@ export interface UisServerOptions {
   allowedHosts?: readonly string[];
   /** Counts failed authentications per client (tests pass one with their own clock). */
   authFailures?: AuthFailureLimiter;
+  /** Each role's admission limit and queue (absent: unlimited). */
+  admission?: AdmissionOptions;
   /** The console build to serve at `/`. */
   consoleDist?: string;
   /** Least time between two console pushes. */
@@ -70,12 +77,20 @@ export interface UisServerOptions {
   healthProbeMs?: number;
   /** One `access` log line per serving request (`gateway.access_log`). */
   accessLog?: boolean;
+  /** Per-request metrics and the console's time series (default on). Off only to measure what they cost (the
+   * gateway bench's `gateway bare` column); `/metrics` still answers, without serving series. */
+  servingObservability?: boolean;
+  /** OpenTelemetry tracing (made from `gateway.tracing` by `createTracing`); the server flushes and stops it on
+   * close. Absent: no span is made anywhere. */
+  tracing?: UisTracing | undefined;
 }
 
 /** pino to stderr (stdout stays for what a command prints); silent under vitest unless UIS_LOG_LEVEL says. */
 export function createLogger(level?: string): pino.Logger {
   const chosen = level ?? process.env.UIS_LOG_LEVEL ?? (process.env.VITEST ? 'silent' : 'info');
-  return pino({ level: chosen, base: { service: 'uis' } }, pino.destination(2));
+  // A person at a terminal reads lines; a collector (stderr redirected) gets JSON.
+  const destination = process.stderr.isTTY ? humanDestination(process.stderr) : pino.destination(2);
+  return pino({ level: chosen, base: { service: 'uis' } }, destination);
 }
 
 /**
@@ -89,6 +104,7 @@ export class UisServer {
   readonly app = new Hono();
   readonly metrics: GatewayMetrics;
   readonly observability: Observability;
+  private readonly tracing: UisTracing | undefined;
   readonly journal = new ConsoleJournal();
   readonly feed = new ChangeFeed();
   readonly logger: pino.Logger;
@@ -146,12 +162,19 @@ export class UisServer {
         [...plane.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
       batchCounts: () => plane.store.counts(),
       replicaWeights: () => this.observability.weights.rows(plane.managers),
+      circuits: () =>
+        [...this.gateways].flatMap(([role, g]) =>
+          g.breakers
+            .snapshot()
+            .map((c) => ({ role, engine_id: c.engineId, state: c.state === 'open' ? 2 : 1 })),
+        ),
     });
     this.observability = new Observability(this.metrics, plane.plan);
     const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
+    const observe = opts.servingObservability !== false;
     const onServed = (r: ServedRequest) => {
       this.journal.served(r);
-      this.observability.served(r);
+      if (observe) this.observability.served(r);
       this.feed.notify();
     };
     for (const [role, manager] of plane.managers) {
@@ -162,19 +185,23 @@ export class UisServer {
         spec,
         placements: plane.placementsOf(role),
         pools: this.pools,
-        metrics: this.metrics,
+        ...(observe ? { metrics: this.metrics } : {}),
         logger: this.logger.child({ role }),
         servingTokens,
         onServed,
         bodyBudget: this.bodyBudget,
         maxJsonDepth,
+        ...(opts.admission === undefined ? {} : { admission: opts.admission }),
         accessLog: opts.accessLog ?? false,
+        tracing: opts.tracing,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
       });
       this.gateways.set(role, gateway);
       gateway.registerServing(this.routes);
       this.app.route('/', gateway.app);
     }
+    const auditSpans = opts.tracing === undefined ? undefined : new AuditSpans(opts.tracing);
+    this.tracing = opts.tracing;
     this.journal.backfill(plane.events.latest(500));
     for (const e of plane.events.latest(20_000)) this.observability.audit(e, false);
     // Every change of the control plane (audit events, publications, barrier waiters, batch progress) wakes the
@@ -184,6 +211,7 @@ export class UisServer {
         if (change.type === 'audit') {
           this.journal.record(change.event);
           this.observability.audit(change.event);
+          auditSpans?.observe(change.event);
         } else if (change.type === 'barriers') this.observability.barriers(change.barriers, Date.now());
         this.feed.notify();
       }),
@@ -263,7 +291,7 @@ export class UisServer {
       c.body(await this.metrics.text(), 200, { 'content-type': this.metrics.contentType }),
     );
     this.app.get('/healthz', (c) => c.json({ status: 'ok', roles: [...this.gateways.keys()] }));
-    mountDocs(this.app, () => ({ roles: [...this.gateways.keys()], admin: [] }));
+    mountDocs(this.app, () => ({ roles: [...this.gateways.keys()], admin: commandRoutes() }));
     // One base URL for a whole job: /v1/models, /v1/chat/completions, /v1/completions find the role by model.
     mountOpenAIRoot(this.app, this.routes, {
       roles: () => this.gateways.values(),
@@ -370,6 +398,7 @@ export class UisServer {
       await closed;
     }
     await this.pools.close();
+    await this.tracing?.shutdown();
   }
 }
 

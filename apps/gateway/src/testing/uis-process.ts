@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { waitFor } from '@uis/sglang-engine/testing';
 
 /** The `uis` CLI and the repository root, for tests that run the real command as a process. */
 export const REPO_ROOT = join(import.meta.dirname, '..', '..', '..', '..');
@@ -72,13 +73,10 @@ export function taggedPids(tag: string, exclude: readonly number[] = []): number
   return out;
 }
 
-/** Polls `cond` every 25 ms; resolves with the ms it took, rejects after `ms`. */
+/** Waits for `cond`; resolves with the ms it took, rejects after `ms`. */
 export async function within(ms: number, cond: () => boolean, what: string): Promise<number> {
   const t0 = Date.now();
-  while (!cond()) {
-    if (Date.now() - t0 > ms) throw new Error(`${what}: not within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
+  await waitFor(cond, ms, what);
   return Date.now() - t0;
 }
 

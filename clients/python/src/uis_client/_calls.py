@@ -174,8 +174,7 @@ def resolve_lease(phase: str, group: str | None, note: str | None) -> Call[Opera
 
 
 def _lease_of(body: Any) -> Lease:
-    # Services before the command table answered a barrier wait as `{ok, lease}`.
-    return Lease.model_validate(body["lease"] if "lease" in body else _result(body))
+    return Lease.model_validate(_result(body))
 
 
 def wait_barrier(phase: str, group: str | None, timeout_s: float) -> Call[Lease]:

@@ -38,6 +38,8 @@ class Lease(_Model):
     target: str | None = None
     #: Proof recorded at the last transition: the roles that left and whether each engine released its memory.
     last_release: dict[str, Any] | None = None
+    #: When the lease entered its status (epoch ms).
+    since: float
 
 
 class Batch(_Model):
@@ -70,6 +72,9 @@ class BatchPage(_Model):
 
 class Event(_Model):
     seq: int
+    #: Epoch ms.
+    at: float
+    duration_ms: float | None = None
     kind: str
     subject: str | None = None
     actor: str | None = None

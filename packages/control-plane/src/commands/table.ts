@@ -1,7 +1,7 @@
 import { BatchKindSchema, WeightUpdateRequestSchema } from '@uis/manager';
 import { UisError } from '@uis/spec';
 import { z } from 'zod';
-import { ModelReplicasSchema, modelReplicas } from '../model-replicas.ts';
+import { ModelReplicaSchema, ModelReplicasSchema, modelReplicas } from '../model-replicas.ts';
 import { submitBatch } from '../submit-batch.ts';
 import { type AnyCommand, defineCommand } from './define.ts';
 import {
@@ -205,6 +205,31 @@ const roleCommands = {
     input: None,
     output: ModelReplicasSchema,
     handler: (plane, { params }) => modelReplicas(plane, params.role, params.model),
+  }),
+  get_replica: defineCommand({
+    ...adminRead,
+    name: 'get_replica',
+    summary: 'One replica by engine id: URL, state, weight version, ranks and GPUs',
+    method: 'GET',
+    path: '/roles/:role/engines/:engine_id',
+    params: z.strictObject({ role: z.string().min(1), engine_id: z.string().min(1) }),
+    input: None,
+    output: ModelReplicaSchema.extend({ role: z.string(), model: z.string() }),
+    handler: (plane, { params }) => {
+      const models = plane.managerOf(params.role).snapshot().models;
+      for (const [model, m] of Object.entries(models))
+        if (m.replicas.some((r) => r.engine_id === params.engine_id)) {
+          const replica = modelReplicas(plane, params.role, model).replicas.find(
+            (r) => r.engine_id === params.engine_id,
+          );
+          if (replica) return { ...replica, role: params.role, model };
+        }
+      throw new UisError({
+        code: 'unknown_engine',
+        path: 'engine_id',
+        message: `role ${params.role} has no replica ${JSON.stringify(params.engine_id)}`,
+      });
+    },
   }),
   list_roles: defineCommand({
     ...adminRead,

@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import type { BundleProbeEntry } from '@uis/planner';
 import { type ErrorCode, isErrorCode, UisError, zodIssues } from '@uis/spec';
 import type { z } from 'zod';
@@ -23,7 +24,12 @@ import {
   TailSchema,
 } from './bridge-protocol.ts';
 
-export const RAY_BRIDGE_SCRIPT = fileURLToPath(new URL('../../python/uis_ray_bridge.py', import.meta.url));
+// Resolved from the package root (not this file) so source, build and the compiled `uis` bundle agree.
+export const RAY_BRIDGE_SCRIPT = join(
+  dirname(createRequire(import.meta.url).resolve('@uis/manager/package.json')),
+  'python',
+  'uis_ray_bridge.py',
+);
 
 export interface RayBridgeOptions {
   /** Ray cluster address (`host:port` of the GCS, or `auto`). */

@@ -6,6 +6,9 @@ import { errorMessage } from '../runtime.ts';
 import type { ManagerContext } from './context.ts';
 import type { Slot } from './types.ts';
 
+/** How often a start names the engines still loading. */
+const SLOW_REPORT_MS = 30_000;
+
 /** Where the role's engines run: the placement groups this manager created, launching each incarnation of a
  * replica (`slot.engine`, `slot.baseUrl`), the start of the whole plan with its rollback, and the shutdown. */
 export class EnginePool {
@@ -87,18 +90,58 @@ export class EnginePool {
    * that follows never races an engine still being launched. */
   private async launchAll(slots: Slot[]): Promise<void> {
     const cancel = new AbortController();
+    const progress = this.startProgress(slots, cancel.signal);
     const results = await Promise.allSettled(
       slots.map((s) =>
-        this.launch(s, cancel.signal).catch((e: unknown) => {
-          cancel.abort(e);
-          throw e;
-        }),
+        this.launch(s, cancel.signal).then(
+          () => progress.ready(s),
+          (e: unknown) => {
+            cancel.abort(e);
+            throw e;
+          },
+        ),
       ),
     );
+    progress.done();
     const failed = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
     const first = failed.find((r) => !isUisError(r.reason) || r.reason.code !== 'engine_start_cancelled');
     const reported = first ?? failed[0];
     if (reported) throw reported.reason;
+  }
+
+  /** Tells the operator how a start goes (engines load for minutes on real GPUs): `n of m ready` as each engine
+   * answers, and every SLOW_REPORT_MS which engines are still loading. */
+  private startProgress(slots: Slot[], signal: AbortSignal) {
+    const { clock, logger, role } = this.ctx;
+    const t0 = clock.now();
+    const waiting = new Set(slots.map((s) => s.engineId));
+    const stop = new AbortController();
+    const abort = () => stop.abort();
+    signal.addEventListener('abort', abort, { once: true });
+    logger.info({ role }, `starting ${slots.length} engine${slots.length === 1 ? '' : 's'}`);
+    const watch = async () => {
+      for (;;) {
+        await clock.sleep(SLOW_REPORT_MS, stop.signal);
+        const seconds = Math.round((clock.now() - t0) / 1000);
+        logger.info(
+          { role, loading: [...waiting], seconds },
+          `${waiting.size} of ${slots.length} engines still loading`,
+        );
+      }
+    };
+    watch().catch(() => undefined);
+    return {
+      ready: (s: Slot) => {
+        waiting.delete(s.engineId);
+        const ready = slots.length - waiting.size;
+        const seconds = ((clock.now() - t0) / 1000).toFixed(1);
+        logger.info({ role, engineId: s.engineId, seconds }, `engine ready (${ready} of ${slots.length})`);
+      },
+      done: () => {
+        signal.removeEventListener('abort', abort);
+        stop.abort();
+      },
+    };
   }
 
   private async createPgs(createdNow: string[]): Promise<void> {

@@ -356,39 +356,51 @@ describe('EnginePool', { timeout: 30_000 }, () => {
   });
 
   it('pauses reading while the handler holds back, so the engine has to wait', async () => {
+    // The answer (32 MiB) is larger than loopback's socket buffers can hold: while the handler holds back, the
+    // engine ends up waiting for 'drain' with chunks still to write, and no data reaches the handler.
     const big = 'x'.repeat(64 * 1024);
-    let engineWaited = false;
+    const chunks = 512;
+    let engineWaiting = false;
+    let chunksLeft = chunks;
     const engine = await rawEngine((socket) => {
-      socket.write(`HTTP/1.1 200 OK\r\ncontent-length: ${big.length * 64}\r\n\r\n`);
-      const pump = (left: number) => {
-        while (left > 0) {
-          left--;
+      socket.write(`HTTP/1.1 200 OK\r\ncontent-length: ${big.length * chunks}\r\n\r\n`);
+      const pump = () => {
+        engineWaiting = false;
+        while (chunksLeft > 0) {
+          chunksLeft--;
           if (!socket.write(big)) {
-            engineWaited = true;
-            socket.once('drain', () => pump(left));
+            engineWaiting = true;
+            socket.once('drain', pump);
             return;
           }
         }
       };
-      pump(64);
+      pump();
     });
     closers.push(engine.close);
     let paused: UpstreamController | undefined;
+    let dataWhilePaused = 0;
     const r = recorder({
-      onData: (c) => {
+      onData: (c, chunk) => {
         if (paused === undefined) {
           paused = c;
           c.pause();
+        } else if (dataWhilePaused >= 0) {
+          dataWhilePaused += chunk.length;
         }
       },
     });
     pools().get(engine.url).dispatch(post(), r.handler);
-    await waitFor(() => engineWaited);
-    expect(engineWaited).toBe(true);
-    paused!.resume();
+    await waitFor(() => paused !== undefined && engineWaiting && chunksLeft > 0);
+    expect(paused).toBeDefined();
+    expect(engineWaiting).toBe(true);
+    expect(chunksLeft).toBeGreaterThan(0);
+    expect(dataWhilePaused).toBe(0);
+    dataWhilePaused = -1;
+    paused?.resume();
     await r.done;
     expect(r.seen.ended).toBe(true);
-    expect(Buffer.concat(r.seen.data).length).toBe(big.length * 64);
+    expect(Buffer.concat(r.seen.data).length).toBe(big.length * chunks);
   });
 
   it('fails running requests when the pools close, and waits for the sockets', async () => {

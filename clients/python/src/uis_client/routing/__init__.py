@@ -1,7 +1,7 @@
 """The routing rules of ``@uis/routing`` in Python: the same decisions on the same snapshot (checked by the
 shared vectors in ``packages/routing/vectors``)."""
 
-from .hashing import fnv1a64, rendezvous_weight
+from .affinity import affinity_digest, relax_affinity_pick
 from .request_keys import (
     DEFAULT_AFFINITY_HEADER,
     MIN_WEIGHT_VERSION_HEADER,
@@ -24,11 +24,11 @@ __all__ = [
     "RequestKeys",
     "ResolvedModel",
     "Selection",
+    "affinity_digest",
     "compare_weight_versions",
-    "fnv1a64",
     "is_eligible",
     "meets_min_weight_version",
-    "rendezvous_weight",
+    "relax_affinity_pick",
     "request_keys",
     "resolve_model",
     "retry_guidance",

@@ -16,6 +16,8 @@ class RequestKeys:
     model: str | None = None
     route_key: str | None = None
     affinity_key: str | None = None
+    # The routing-key header alone: a request that carries it is keyed whatever the model's policy (Relax).
+    routing_key: str | None = None
     min_weight_version: str | None = None
 
 
@@ -42,12 +44,14 @@ def request_keys(
     b: Mapping[str, Any] = body if isinstance(body, Mapping) else {}
     session = b.get("session_params")
     session_id = _str(session.get("id")) if isinstance(session, Mapping) else None
+    routing_key = _str(_header(headers, affinity_header.lower()))
     return RequestKeys(
         model=_str(b.get("model")),
         route_key=_str(b.get("route_key")) or _str(_header(headers, ROUTE_KEY_HEADER)),
-        affinity_key=_str(_header(headers, affinity_header.lower()))
+        affinity_key=routing_key
         or _str(b.get("session_id"))
         or session_id
         or _str(b.get("rid")),
+        routing_key=routing_key,
         min_weight_version=_str(_header(headers, MIN_WEIGHT_VERSION_HEADER)),
     )

@@ -15,6 +15,7 @@ Via = Literal["model", "alias", "served_name", "route_key", "default", "only_mod
 
 @dataclass(frozen=True)
 class ResolvedModel:
+    role: str
     name: str
     served_name: str
     state: ReplicaState
@@ -144,6 +145,7 @@ def resolve_model(
             retry_after=retry_after,
         )
     return ResolvedModel(
+        role=snapshot.role,
         name=name,
         served_name=entry.served_model_name or name,
         state=entry.state,

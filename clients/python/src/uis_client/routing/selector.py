@@ -1,7 +1,8 @@
 """Replica selection of ``packages/routing/src/replica-selector.ts``: candidates are ready, direct_eligible regular
 replicas with a URL, in discovery order; a router-mode model answers its router. Policies: round robin (a counter
 per model, reset when ``registry_epoch`` changes), least outstanding (ties from the round-robin cursor), affinity
-(rendezvous hash; no key: round robin). ``cache_aware`` lives in the gateway (its prefix trees see every client's
+(Relax's SHA-256 rendezvous; no key: round robin); a request keyed by the routing-key header takes the affinity rule
+whatever the policy. ``cache_aware`` lives in the gateway (its prefix trees see every client's
 requests), so it is refused here with ``policy_needs_gateway``."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Literal
 
 from ..discovery import DiscoveryEngine, DiscoveryModel, ReplicaPolicy
 from ..errors import UisError, UnavailableError
-from .hashing import fnv1a64, rendezvous_weight
+from .affinity import relax_affinity_pick
 from .resolve import ResolvedModel
 from .weight_version import compare_weight_versions, meets_min_weight_version
 
@@ -25,7 +26,6 @@ class Candidate:
     engine_id: str
     url: str
     weight_version: str | None
-    id_hash: tuple[int, int]
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def is_eligible(engine: DiscoveryEngine) -> bool:
 
 def _candidates(entry: DiscoveryModel) -> list[Candidate]:
     return [
-        Candidate(e.engine_id, e.base_url, e.weight_version, fnv1a64(e.engine_id))
+        Candidate(e.engine_id, e.base_url, e.weight_version)
         for e in entry.engines
         if is_eligible(e) and e.base_url is not None
     ]
@@ -115,11 +115,13 @@ class ReplicaSelector:
         affinity_key: str | None = None,
         min_weight_version: str | None = None,
         exclude: Collection[str] = (),
+        routing_key: str | None = None,
     ) -> Selection | UisError:
         entry = model.entry
         if entry.router_url is not None:
             return self._router(model, entry.router_url, min_weight_version)
-        if model.policy == "cache_aware":
+        key = routing_key or (affinity_key if model.policy == "affinity" else None)
+        if model.policy == "cache_aware" and not key:
             return UisError(
                 "policy_needs_gateway",
                 f'model "{model.name}" routes cache_aware: send it through the gateway, whose prefix trees see '
@@ -132,16 +134,11 @@ class ReplicaSelector:
         slots = self._eligible(model, state, min_weight_version, exclude)
         if isinstance(slots, UisError):
             return slots
+        if key:
+            ids = [cand.engine_id for cand in slots]
+            return self._pick(model, slots[relax_affinity_pick(model.role, model.name, key, ids)], "affinity")
         if model.policy == "least_outstanding":
             return self._pick(model, self._least_loaded(state, slots), "least_outstanding")
-        if model.policy == "affinity" and affinity_key:
-            key = fnv1a64(affinity_key)
-            best, best_weight = slots[0], -1
-            for cand in slots:
-                weight = rendezvous_weight(key, cand.id_hash)
-                if weight > best_weight:
-                    best, best_weight = cand, weight
-            return self._pick(model, best, "affinity")
         return self._pick(model, slots[self._next_rr(state) % len(slots)], "round_robin")
 
     def _router(self, model: ResolvedModel, url: str, minimum: str | None) -> Selection | UisError:

@@ -1,0 +1,73 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { UisError } from '@uis/spec';
+import type { AdmissionGate } from './admission.ts';
+import type { BodyEdit, ParsedBody } from './body.ts';
+import type { BodyBudget } from './body-budget.ts';
+import type { ProxyHooks } from './completion.ts';
+import type { ErrorBodyOf } from './errors.ts';
+import type { InFlightCounter } from './in-flight.ts';
+import type { UpstreamPools } from './upstream-pools.ts';
+
+export type { CompletionEvent, ForwardOutcome, ProxyHooks } from './completion.ts';
+
+/** An engine the gateway may forward to: `id` is what routing and the in-flight counter know it by. */
+export interface ProxyTarget {
+  id: string;
+  /** `http://host:port` */
+  origin: string;
+  /** The weight version the replica served when picked (the answer's `X-UIS-Weight-Version`). */
+  weightVersion?: string | null;
+}
+
+/** The gateway's routing decision; `excluding` holds targets that already failed for this request. */
+export type PickTarget = (excluding?: ReadonlySet<string>) => ProxyTarget | UisError;
+
+/** Where and how one request goes: the engine path, how to choose engines, and body edits. */
+export interface ForwardRoute {
+  /** Engine path, e.g. `/generate` or `/v1/chat/completions`. */
+  path: string;
+  pick: PickTarget;
+  edit?: BodyEdit;
+  /** The key the model's engines were started with (SGLang `--api-key`), sent as their bearer token. */
+  engineApiKey?: string;
+  /** W3C trace context sent to the engine instead of the client's (set when the request is traced). */
+  traceparent?: string | undefined;
+  /** The gateway that owns the request once routed, when it is not the handler's (the root OpenAI routes find
+   * the role from the model): its in-flight counter and hooks count the request. */
+  owner?: Pick<ServingProxyOptions, 'inFlight' | 'hooks' | 'admission'>;
+}
+
+/** A request the resolver answers itself instead of forwarding it as is (e.g. the GenRM messages adapter, which
+ * calls the engine with a different request and reshapes the answer). The body was read and parsed once. */
+export interface HandledRoute {
+  respond(res: ServerResponse): void;
+}
+
+/** Decides the route for a parsed request (model resolution etc.), answers it itself, or refuses it. */
+export type ResolveRoute = (
+  body: ParsedBody,
+  req: IncomingMessage,
+  requestId: string,
+  /** The request's response, e.g. to add `Retry-After` to a refusal (passed, not looked up: see InferenceGateway). */
+  res: ServerResponse,
+) => ForwardRoute | HandledRoute | UisError;
+
+export interface ServingProxyOptions {
+  pools: UpstreamPools;
+  inFlight?: InFlightCounter;
+  hooks?: ProxyHooks;
+  /** Request body limit in bytes (413 above it). */
+  maxBodyBytes?: number;
+  /** Deepest JSON nesting accepted (400 `json_too_deep` beyond). Default 128. */
+  maxJsonDepth?: number;
+  /** The process-wide budget for bytes of bodies still arriving (503 + Retry-After when spent). */
+  bodyBudget?: BodyBudget;
+  /** The role's admission limit (503 + Retry-After when it and its queue are full). */
+  admission?: AdmissionGate;
+  /** Inject a `rid` into bodies that carry none, so a disconnect can be aborted at the engine. */
+  injectRid?: boolean;
+  now?: () => number;
+  newId?: () => string;
+  /** Error body of this route (default: the product's); OpenAI routes answer OpenAI's shape. */
+  errorBody?: ErrorBodyOf;
+}

@@ -1,0 +1,160 @@
+import { deferConfig } from '@uis/manager/testing';
+import { parseConfig } from '@uis/spec';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import type { ControlPlane } from '../control-plane.ts';
+import { createControlPlane } from '../create-control-plane.ts';
+import { InProcessSimLauncher } from '../launchers/in-process-sim-launcher.ts';
+import { commandNamed, commandRoutes } from './index.ts';
+import { type CommandCall, runCommand } from './run-command.ts';
+import { COMMAND_TABLE, COMMANDS } from './table.ts';
+
+/** JSON Schema nodes that say nothing about their value (an `unknown` or `any` on the wire). */
+function untyped(node: unknown, at: string, out: string[]): string[] {
+  if (Array.isArray(node)) for (const [i, n] of node.entries()) untyped(n, `${at}[${i}]`, out);
+  else if (node !== null && typeof node === 'object') {
+    const o = node as Record<string, unknown>;
+    const says = ['type', 'anyOf', 'oneOf', 'allOf', '$ref', 'const', 'enum', 'not'].some((k) => k in o);
+    if (!says && !at.endsWith('properties') && !at.endsWith('$defs')) out.push(at || '(root)');
+    for (const [k, v] of Object.entries(o)) if (typeof v === 'object') untyped(v, `${at}.${k}`, out);
+  }
+  return out;
+}
+
+describe('the command table', () => {
+  it('declares each command once, with a unique route whose :params are its params schema', () => {
+    const names = COMMANDS.map((c) => c.name);
+    expect(new Set(names).size).toBe(names.length);
+    for (const [key, c] of Object.entries(COMMAND_TABLE)) expect(c.name).toBe(key);
+    const routes = commandRoutes();
+    expect(new Set(routes.map((r) => `${r.method} ${r.path}`)).size).toBe(routes.length);
+    for (const r of routes) {
+      expect(Object.keys(r.command.params.shape).sort()).toEqual([...r.params].sort());
+      expect(r.name).toMatch(/^[a-z]+(_[a-z]+)*$/);
+      // A read changes nothing: no operation id, no audit record.
+      if (r.method === 'GET') expect([r.idempotent, r.audited]).toEqual([false, false]);
+    }
+    expect(commandNamed('drain_model')?.path).toBe('/roles/:role/models/:model/drain');
+    expect(commandNamed('nope')).toBeUndefined();
+  });
+
+  it('types everything on the wire: no schema node of any command is an untyped unknown', () => {
+    const found: string[] = [];
+    for (const c of COMMANDS)
+      for (const [part, schema] of [
+        ['params', c.params],
+        ['input', c.input],
+        ['output', c.output],
+      ] as const) {
+        const json = z.toJSONSchema(schema as z.ZodType, { io: part === 'output' ? 'output' : 'input' });
+        untyped(json, `${c.name}.${part}`, found);
+      }
+    expect(found).toEqual([]);
+    // The check itself sees an unknown.
+    expect(untyped(z.toJSONSchema(z.object({ x: z.unknown() })), 'probe', [])).toEqual([
+      'probe.properties.x',
+    ]);
+  });
+});
+
+describe('running commands', { timeout: 60_000 }, () => {
+  const launcher = new InProcessSimLauncher({ simOnloadMs: 5, simOffloadMs: 5 });
+  let plane: ControlPlane;
+  beforeAll(async () => {
+    plane = await createControlPlane({ config: parseConfig(deferConfig()), launcher });
+  });
+  afterAll(async () => {
+    await plane?.stop();
+    await launcher.closeAll();
+  });
+  const call = (name: string, over: Partial<CommandCall>) => {
+    const cmd = commandNamed(name);
+    if (!cmd) throw new Error(`no command ${name}`);
+    return runCommand(plane, cmd, {
+      params: {},
+      input: {},
+      actor: 'test',
+      operationId: null,
+      inputRoot: 'body',
+      paramsRoot: '',
+      fallbackSubject: name,
+      ...over,
+    });
+  };
+
+  it('answers the envelope, runs a keyed command once per operation id and audits it the same way', async () => {
+    const params = { role: 'rollout', model: 'policy' };
+    const first = await call('drain_model', { params, operationId: 'op-1' });
+    expect(first).toMatchObject({ ok: true, operation_id: 'op-1', result: { memory_released: true } });
+    const again = await call('drain_model', { params, operationId: 'op-1' });
+    expect(again).toEqual(first);
+    await expect(call('activate_model', { params, operationId: 'op-1' })).rejects.toMatchObject({
+      code: 'operation_id_conflict',
+    });
+    const audit = plane.events.list({ kind: 'admin.drain_model', limit: 10 });
+    expect(audit).toHaveLength(1);
+    expect(audit[0]).toMatchObject({ actor: 'test', subject: 'rollout/policy', operation_id: 'op-1' });
+    expect(audit[0]?.data).toEqual({ ok: true, request: { role: 'rollout', model: 'policy' } });
+    const on = await call('activate_model', { params });
+    expect(on).toEqual({ ok: true, operation_id: null, result: { onloaded: true } });
+  });
+
+  it('refuses bad input at the path the caller wrote it, and audits the refusal', async () => {
+    await expect(
+      call('drain', { params: { role: 'rollout' }, input: { policy: 'later' } }),
+    ).rejects.toMatchObject({
+      code: 'invalid_input',
+      path: 'body.policy',
+    });
+    await expect(call('drain', { params: { role: 'critic' } })).rejects.toMatchObject({
+      code: 'unknown_role',
+      path: 'role',
+    });
+    const refused = plane.events.list({ kind: 'admin.drain', limit: 10 }).map((e) => e.data);
+    expect(refused).toEqual([
+      {
+        ok: false,
+        request: { role: 'rollout', policy: 'later' },
+        error: expect.objectContaining({ code: 'invalid_input' }),
+      },
+      { ok: false, request: { role: 'critic' }, error: expect.objectContaining({ code: 'unknown_role' }) },
+    ]);
+  });
+
+  it('reads through the same envelope, snake_case, unaudited: phases, a barrier wait, batches, events', async () => {
+    const phases = await call('list_phases', { inputRoot: 'query' });
+    const leases = (phases.result as { leases: Array<Record<string, unknown>> }).leases;
+    expect(leases.map((l) => l.group)).toEqual(['actor']);
+    // The proof of the last release, in snake_case like every key we define.
+    expect(leases[0]?.last_release).toMatchObject({ engines: expect.any(Array) });
+    expect(Object.keys(leases[0] ?? {})).not.toContain('lastRelease');
+    const wait = await call('wait_barrier', { input: { phase: 'rollout', timeout_s: 1 } });
+    expect(wait).toMatchObject({
+      ok: true,
+      operation_id: null,
+      result: { phase: 'rollout', status: 'held' },
+    });
+    const batches = await call('list_batches', { input: { state: 'committed' }, inputRoot: 'query' });
+    expect(batches.result).toEqual({ batches: [] });
+    const events = await call('list_events', { input: { kind: 'admin.drain_model' }, inputRoot: 'query' });
+    expect((events.result as { events: unknown[] }).events).toHaveLength(1);
+    expect(plane.events.list({ kind: 'admin.list_phases', limit: 1 })).toEqual([]);
+  });
+
+  it('reads one replica by engine id (get_replica), and names an unknown one at engine_id', async () => {
+    const one = await call('get_replica', {
+      params: { role: 'rollout', engine_id: 'policy/1' },
+      inputRoot: 'query',
+    });
+    expect(one.result).toMatchObject({
+      role: 'rollout',
+      model: 'policy',
+      engine_id: 'policy/1',
+      state: 'ready',
+    });
+    expect((one.result as { url: string }).url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    await expect(
+      call('get_replica', { params: { role: 'rollout', engine_id: 'policy/9' }, inputRoot: 'query' }),
+    ).rejects.toMatchObject({ code: 'unknown_engine', path: 'engine_id' });
+  });
+});
