@@ -3,7 +3,7 @@ import { CompletionRequestSchema } from '@uis/sglang-engine';
 import { chatSampling, openAIFinish, usageOf } from './chat.ts';
 import type { SimEngine } from './engine.ts';
 import { type Defaults, specFromSampling } from './generate.ts';
-import { BadJson, readJson, sendJson, sendOpenAIError, sseData, sseDone, startSse } from './http-util.ts';
+import { readOpenAIBody, sendJson, sendOpenAIError, sseData, sseDone, startSse } from './http-util.ts';
 import type { SimSequence } from './request.ts';
 import { encode } from './tokenizer.ts';
 
@@ -25,17 +25,8 @@ export interface CompletionsContext {
 export function completionsHandler(ctx: CompletionsContext) {
   const { engine, defaults, interval } = ctx;
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    let raw: unknown;
-    try {
-      raw = await readJson(req);
-    } catch (e) {
-      if (e instanceof BadJson) return sendOpenAIError(res, 400, `Invalid JSON: ${e.message}`);
-      throw e;
-    }
-    const parsed = CompletionRequestSchema.safeParse(raw);
-    if (!parsed.success)
-      return sendOpenAIError(res, 400, parsed.error.issues[0]?.message ?? 'invalid request');
-    const r = parsed.data;
+    const r = await readOpenAIBody(req, res, CompletionRequestSchema);
+    if (r === undefined) return;
     if (typeof r.prompt !== 'string' && typeof r.prompt[0] !== 'number') {
       return sendOpenAIError(res, 400, 'The simulator accepts one prompt (a string or a list of token ids).');
     }

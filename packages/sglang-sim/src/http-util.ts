@@ -72,6 +72,30 @@ export function sendOpenAIError(res: ServerResponse, status: number, message: st
   sendJson(res, status, { object: 'error', message, type, param: null, code: status });
 }
 
+/** Reads and validates the body of a /v1 endpoint; on bad JSON or a schema failure it answers OpenAI's 400 and
+ * returns undefined. */
+export async function readOpenAIBody<T extends z.ZodType>(
+  req: IncomingMessage,
+  res: ServerResponse,
+  schema: T,
+): Promise<z.infer<T> | undefined> {
+  let raw: unknown;
+  try {
+    raw = await readJson(req);
+  } catch (e) {
+    if (!(e instanceof BadJson)) throw e;
+    sendOpenAIError(res, 400, `Invalid JSON: ${e.message}`);
+    return undefined;
+  }
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) {
+    const i = parsed.error.issues[0];
+    sendOpenAIError(res, 400, `${i?.path.join('.') || 'body'}: ${i?.message ?? 'invalid request'}`);
+    return undefined;
+  }
+  return parsed.data;
+}
+
 export function startSse(res: ServerResponse): void {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
 }

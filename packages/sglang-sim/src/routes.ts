@@ -23,6 +23,7 @@ import { hashString } from './hash.ts';
 import {
   BadJson,
   readJson,
+  readOpenAIBody,
   sendEmpty,
   sendJson,
   sendOpenAIError,
@@ -166,19 +167,8 @@ export function headHandler(engine: SimEngine, options: SimOptions): Handler {
   };
 
   const chat: Handler = async (req, res) => {
-    let raw: unknown;
-    try {
-      raw = await readJson(req);
-    } catch (e) {
-      if (e instanceof BadJson) return sendOpenAIError(res, 400, `Invalid JSON: ${e.message}`);
-      throw e;
-    }
-    const parsed = ChatCompletionRequestSchema.safeParse(raw);
-    if (!parsed.success) {
-      const i = parsed.error.issues[0];
-      return sendOpenAIError(res, 400, `${i?.path.join('.') || 'body'}: ${i?.message ?? 'invalid request'}`);
-    }
-    const r = parsed.data;
+    const r = await readOpenAIBody(req, res, ChatCompletionRequestSchema);
+    if (r === undefined) return;
     if ((r.n ?? 1) !== 1) return sendOpenAIError(res, 400, 'The simulator supports n = 1 only.');
     if (!gate(res, true)) return;
     const wantLogprobs = r.logprobs === true;
