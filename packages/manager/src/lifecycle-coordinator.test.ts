@@ -1,4 +1,5 @@
 import { ManualClock } from '@uis/sglang-engine/testing';
+import { deferPhases } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { EventLog } from './event-log.ts';
 import { LifecycleCoordinator, type OffloadReport, type PhaseParticipant } from './lifecycle-coordinator.ts';
@@ -9,11 +10,7 @@ import { outcomeCode } from './testing.ts';
 const GROUP = {
   name: 'actor',
   pool: 'actor',
-  phases: [
-    { name: 'rollout', residents: ['rollout'] },
-    { name: 'genrm_score', residents: ['genrm'] },
-    { name: 'train', residents: ['train'] },
-  ],
+  phases: deferPhases(['genrm']),
 };
 
 /** A participant that records calls into a shared trace and can be told to misbehave. */

@@ -1,14 +1,11 @@
+import { deferPhases } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { type GpuTimeInput, gpuTimeSteps, type TimelineEvent } from './gpu-time.ts';
 
 const group = {
   name: 'actor',
   pool: 'actor',
-  phases: [
-    { name: 'rollout', residents: ['rollout'] },
-    { name: 'genrm_score', residents: ['genrm'] },
-    { name: 'train', residents: ['train'] },
-  ],
+  phases: deferPhases(['genrm']),
 };
 const ev = (
   kind: string,

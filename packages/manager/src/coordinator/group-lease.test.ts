@@ -1,3 +1,4 @@
+import { deferPhases } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { EventLog } from '../event-log.ts';
 import { MemoryLogger } from '../runtime.ts';
@@ -8,10 +9,7 @@ import { LeaseStore } from './lease-store.ts';
 const PLAN = {
   name: 'actor',
   pool: 'actor',
-  phases: [
-    { name: 'rollout', residents: ['rollout'] },
-    { name: 'train', residents: ['train'] },
-  ],
+  phases: deferPhases([]),
 };
 
 function lease() {
