@@ -106,7 +106,7 @@ function runPython() {
     'pytest',
     python,
     ['-m', 'pytest', '-p', 'no:cacheprovider', `--junitxml=${junit}`],
-    {},
+    { PYTHONPATH: env.PYTHONPATH },
     dir,
   );
   if (status === 5) {

@@ -21,7 +21,7 @@ class _Flaky(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("content-length") or 0))
         type(self).seen.append((time.monotonic(), self.headers.get("idempotency-key")))
         if len(type(self).seen) <= type(self).unavailable:
-            body = {"error": {"code": "model_not_ready", "message": "onloading", "details": {"retryAfterSeconds": 1}}}
+            body = {"error": {"code": "model_not_ready", "message": "onloading", "details": {"retry_after_s": 1}}}
             self._answer(503, body, {"retry-after": "1"})
         else:
             self._answer(200, {"ok": True, "operation_id": "x", "result": {"done": True}}, {})

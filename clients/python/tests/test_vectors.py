@@ -34,8 +34,8 @@ def _decide(snapshot: object, selector: ReplicaSelector, step: dict[str, Any]) -
         error: dict[str, Any] = {"code": routed.code, "status": routed.status}
         if routed.path is not None:
             error["path"] = routed.path
-        if isinstance(routed.details, dict) and "retryAfterSeconds" in routed.details:
-            error["retry_after_s"] = routed.details["retryAfterSeconds"]
+        if isinstance(routed.details, dict) and "retry_after_s" in routed.details:
+            error["retry_after_s"] = routed.details["retry_after_s"]
         return {"error": error}
     _, sel = routed
     return {"model": sel.model, "engine_id": sel.engine_id, "url": sel.url, "reason": sel.reason}

@@ -383,7 +383,7 @@ describe('DirectClient against sglang-sim processes', { timeout: 30_000 }, () =>
       await c.start();
       const e = (await c.generate(body).catch((x: unknown) => x)) as UisError;
       expect(e).toMatchObject({ code: 'model_not_ready', status: 503 });
-      expect((e.details as { retryAfterSeconds: number }).retryAfterSeconds).toBeGreaterThan(0);
+      expect((e.details as { retry_after_s: number }).retry_after_s).toBeGreaterThan(0);
       expect(c.lastAttempts).toEqual([]);
       await c.close();
     } finally {

@@ -131,7 +131,7 @@ export class ReplicaSelector {
             code: 'no_replica_at_version',
             path: 'headers.x-min-weight-version',
             message: `model "${model.name}" (router mode) has no ready worker at weight version >= ${min}; versions served: ${versions.join(', ') || '(no ready worker)'}`,
-            details: { model: model.name, minWeightVersion: min, versions, retryAfterSeconds: 1 },
+            details: { model: model.name, min_weight_version: min, versions, retry_after_s: 1 },
           });
         }
       }
@@ -226,7 +226,7 @@ export class ReplicaSelector {
         code: 'no_eligible_replica',
         path: 'body.model',
         message: `model "${model.name}": every eligible replica was excluded after failing (${[...exclude!].join(', ')})`,
-        details: { model: model.name, excluded: [...exclude!], retryAfterSeconds: 1 },
+        details: { model: model.name, excluded: [...exclude!], retry_after_s: 1 },
       });
     }
     return slots;
@@ -247,7 +247,7 @@ export class ReplicaSelector {
         code: 'no_replica_at_version',
         path: 'headers.x-min-weight-version',
         message: `model "${model.name}" has no eligible replica at weight version >= ${min}; versions served: ${versions.join(', ')}`,
-        details: { model: model.name, minWeightVersion: min, versions, retryAfterSeconds: 1 },
+        details: { model: model.name, min_weight_version: min, versions, retry_after_s: 1 },
       });
     }
     if (state.byMinVersion.size >= MIN_VERSION_CACHE) state.byMinVersion.clear();
@@ -419,6 +419,6 @@ function noEligible(name: string, entry: DiscoveryModel): UisError {
     code: 'no_eligible_replica',
     path: 'body.model',
     message: `model "${name}" has no ready, direct_eligible replica with a URL (${states.length === 0 ? 'no replicas' : states.join(', ')})`,
-    details: { model: name, engines: states, retryAfterSeconds: 1 },
+    details: { model: name, engines: states, retry_after_s: 1 },
   });
 }

@@ -118,9 +118,9 @@ describe('resolveModel', () => {
       const e = err(resolveModel(snap, { model: 'math-teacher' }));
       expect(e).toMatchObject({ code: 'model_not_ready', status: 503 });
       expect(e.message).toContain(state);
-      const details = e.details as { retryAfterSeconds: number; reason: string; state: string };
+      const details = e.details as { retry_after_s: number; reason: string; state: string };
       expect(details.state).toBe(state);
-      expect(details.retryAfterSeconds).toBeGreaterThan(0);
+      expect(details.retry_after_s).toBeGreaterThan(0);
       expect(details.reason).toContain(state);
     });
   }

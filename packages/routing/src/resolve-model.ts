@@ -186,7 +186,13 @@ export function resolveModel(
       path: 'body.model',
       // The guidance reads "model is sleeping: why"; the message names the model once instead of repeating it.
       message: `${guidance.reason.replace(/^model /, `model "${name}" `)}; retry after ${guidance.retryAfterSeconds}s`,
-      details: { model: name, state: entry.state, ...(entry.held ? { held: true } : {}), ...guidance },
+      details: {
+        model: name,
+        state: entry.state,
+        ...(entry.held ? { held: true } : {}),
+        retry_after_s: guidance.retryAfterSeconds,
+        reason: guidance.reason,
+      },
     });
   }
   return {

@@ -43,13 +43,13 @@ function decide(snapshot: unknown, selector: ReplicaSelector, input: RouteInput)
   const keys = requestKeys(input.body, input.headers ?? {});
   const routed = route(snapshot, keys, selector, { exclude: new Set(input.exclude ?? []) });
   if (routed instanceof UisError) {
-    const details = routed.details as { retryAfterSeconds?: number } | undefined;
+    const details = routed.details as { retry_after_s?: number } | undefined;
     return {
       error: {
         code: routed.code,
         status: routed.status,
         ...(routed.path === undefined ? {} : { path: routed.path }),
-        ...(details?.retryAfterSeconds === undefined ? {} : { retry_after_s: details.retryAfterSeconds }),
+        ...(details?.retry_after_s === undefined ? {} : { retry_after_s: details.retry_after_s }),
       },
     };
   }

@@ -130,8 +130,8 @@ function upstreamErrorOf(e: CompletionEvent): string | undefined {
 /** Seconds a client should wait before retrying a refusal (503s carry them in `details`). */
 function retryAfterOf(err: UisError): number | undefined {
   if (err.status !== 503) return undefined;
-  const d = err.details as { retryAfterSeconds?: unknown } | undefined;
-  return typeof d?.retryAfterSeconds === 'number' ? d.retryAfterSeconds : 5;
+  const d = err.details as { retry_after_s?: unknown } | undefined;
+  return typeof d?.retry_after_s === 'number' ? d.retry_after_s : 5;
 }
 
 /**

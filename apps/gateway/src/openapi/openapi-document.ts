@@ -42,7 +42,7 @@ const ERROR_SCHEMA: JsonSchema = {
           type: 'string',
           description: 'The input at fault: `body.model`, `query.wait_revision`, `role`',
         },
-        details: { description: 'Structured details (e.g. retryAfterSeconds, the names that exist)' },
+        details: { description: 'Structured details (e.g. retry_after_s, the names that exist)' },
       },
     },
   },

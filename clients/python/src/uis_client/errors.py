@@ -101,10 +101,9 @@ def _retry_after(response: httpx.Response, details: Any) -> float | None:
         except ValueError:
             pass
     if isinstance(details, dict):
-        for key in ("retry_after_s", "retryAfterSeconds"):
-            value = details.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return float(value)
+        value = details.get("retry_after_s")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
     return None
 
 

@@ -139,7 +139,7 @@ def resolve_model(
                 "model": name,
                 "state": entry.state,
                 **({"held": True} if entry.held else {}),
-                "retryAfterSeconds": retry_after,
+                "retry_after_s": retry_after,
                 "reason": reason,
             },
             retry_after=retry_after,

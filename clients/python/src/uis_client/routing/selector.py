@@ -73,7 +73,7 @@ def _no_eligible(name: str, entry: DiscoveryModel) -> UisError:
         f'model "{name}" has no ready, direct_eligible replica with a URL ({listed})',
         status=503,
         path="body.model",
-        details={"model": name, "engines": states, "retryAfterSeconds": 1},
+        details={"model": name, "engines": states, "retry_after_s": 1},
         retry_after=1,
     )
 
@@ -86,7 +86,7 @@ def _no_version(name: str, minimum: str, versions: list[str], router: bool) -> U
         f'model "{name}" {what} at weight version >= {minimum}; versions served: {served}',
         status=503,
         path="headers.x-min-weight-version",
-        details={"model": name, "minWeightVersion": minimum, "versions": versions, "retryAfterSeconds": 1},
+        details={"model": name, "min_weight_version": minimum, "versions": versions, "retry_after_s": 1},
         retry_after=1,
     )
 
@@ -183,7 +183,7 @@ class ReplicaSelector:
                     f"({', '.join(exclude)})",
                     status=503,
                     path="body.model",
-                    details={"model": model.name, "excluded": list(exclude), "retryAfterSeconds": 1},
+                    details={"model": model.name, "excluded": list(exclude), "retry_after_s": 1},
                     retry_after=1,
                 )
         return slots
