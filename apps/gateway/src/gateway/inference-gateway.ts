@@ -17,7 +17,6 @@ import {
   type AdmissionOptions,
   asUisError,
   type BodyBudget,
-  type CompletionEvent,
   createServingHandler,
   DEFAULT_MAX_BODY_BYTES,
   type ErrorBodyOf,
@@ -31,47 +30,23 @@ import {
   type ServingProxyOptions,
   sendError,
   servingPaths,
-  type TokenUsage,
   UpstreamPools,
 } from '../proxy/index.ts';
-import type { RequestTrace, UisTracing } from '../tracing/tracing.ts';
-import { accessLine } from './access-log.ts';
+import type { UisTracing } from '../tracing/tracing.ts';
 import { authorized, unauthorized } from './auth.ts';
 import { type GenrmHost, genrmCall, refusedModel } from './genrm-call.ts';
 import { openAIErrorBody } from './openai-surface.ts';
 import { modelList, mountReadRoutes } from './read-routes.ts';
 import { type BreakerOptions, ReplicaBreakers } from './replica-breakers.ts';
+import {
+  type GatewayLogger,
+  ROUTER_PREFIX,
+  type ServedRequest,
+  ServedRequests,
+  silentLogger,
+} from './served-requests.ts';
 
-/** What the gateway logs through (pino loggers satisfy it). */
-export interface GatewayLogger {
-  debug(obj: object, msg?: string): void;
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-  /** pino's: lets a per-request debug line skip building its fields when debug is off. */
-  isLevelEnabled?(level: string): boolean;
-}
-
-const silent: GatewayLogger = { debug() {}, info() {}, warn() {} };
-
-/** One served request as the console's health history and the metrics see it. */
-export interface ServedRequest {
-  role: string;
-  model: string;
-  engineId: string | undefined;
-  status: number;
-  outcome: CompletionEvent['outcome'];
-  totalMs: number;
-  ttfbMs: number | undefined;
-  /** Streamed answers only: arrival to the first token sent to the client. */
-  ttftMs?: number | undefined;
-  usage?: TokenUsage | undefined;
-  /** Error codes of the attempts that were retried on another replica. */
-  retries?: readonly string[] | undefined;
-  /** The engine error code when the request failed at or with its engine. */
-  upstreamError?: string | undefined;
-  error: string | undefined;
-  at: number;
-}
+export type { GatewayLogger, ServedRequest } from './served-requests.ts';
 
 export interface InferenceGatewayOptions {
   manager: InferenceManager;
@@ -104,8 +79,6 @@ export interface InferenceGatewayOptions {
   now?: () => number;
 }
 
-const ROUTER_PREFIX = 'router:';
-
 /** The proxy's in-flight counter, mirrored into the manager's tracker so drain waits for what the gateway forwards.
  * Admission (the tracker's acquire, which refuses draining replicas) happens when a replica is picked. */
 class TrackedInFlight extends InFlightCounter {
@@ -116,15 +89,6 @@ class TrackedInFlight extends InFlightCounter {
     super.release(targetId);
     if (!targetId.startsWith(ROUTER_PREFIX)) this.tracker.release(targetId);
   }
-}
-
-/** The engine error a finished request met, if an engine was involved: the proxy's error code, or
- * `engine_status_5xx` when the engine itself answered a server error. Refusals before any engine are not upstream
- * errors. */
-function upstreamErrorOf(e: CompletionEvent): string | undefined {
-  if (e.target === undefined) return undefined;
-  if (e.error !== undefined) return e.error.code;
-  return e.outcome === 'ok' && e.status >= 500 ? 'engine_status_5xx' : undefined;
 }
 
 /** Seconds a client should wait before retrying a refusal (503s carry them in `details`). */
@@ -158,14 +122,11 @@ export class InferenceGateway {
   readonly breakers: ReplicaBreakers;
   private readonly bodyRules: Pick<InferenceGatewayOptions, 'maxJsonDepth' | 'bodyBudget'>;
   private readonly maxWaitSeconds: number;
-  private readonly onServed: ((r: ServedRequest) => void) | undefined;
-  private readonly accessLog: boolean;
   private readonly now: () => number;
   /** Model of each forwarded request id, for the completion metrics. */
-  private readonly modelOf = new Map<string, string>();
   private readonly tracing: UisTracing | undefined;
+  private readonly requests: ServedRequests;
   /** Traced requests in flight, by request id (tracing on only). */
-  private readonly traces = new Map<string, RequestTrace>();
   private readonly origins = new Map<string, string>();
   private readonly ownsPools: boolean;
   /** What the proxy counts and reports a request of this role through (the root OpenAI routes borrow it). */
@@ -188,7 +149,7 @@ export class InferenceGateway {
       ...(this.admission === undefined ? {} : { admission: this.admission }),
       hooks: {
         onClientAbort: (rid, target, requestId) => this.abortAtEngine(rid, target, requestId),
-        onComplete: (e) => this.completed(e),
+        onComplete: (e) => this.requests.completed(e),
         onAttemptFailed: (target) => {
           if (!target.id.startsWith(ROUTER_PREFIX)) this.breakers.failure(target.id);
         },
@@ -199,7 +160,7 @@ export class InferenceGateway {
       cacheAware: opts.spec.routing.cache_aware,
     });
     this.metrics = opts.metrics;
-    this.logger = opts.logger ?? silent;
+    this.logger = opts.logger ?? silentLogger;
     this.servingTokens = opts.servingTokens ?? [];
     this.maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.breakers = new ReplicaBreakers(opts.breaker);
@@ -208,8 +169,14 @@ export class InferenceGateway {
       ...(opts.bodyBudget === undefined ? {} : { bodyBudget: opts.bodyBudget }),
     };
     this.maxWaitSeconds = opts.maxWaitSeconds ?? 300;
-    this.onServed = opts.onServed;
-    this.accessLog = opts.accessLog ?? false;
+    this.requests = new ServedRequests({
+      role: this.role,
+      breakers: this.breakers,
+      metrics: this.metrics,
+      logger: this.logger,
+      onServed: opts.onServed,
+      accessLog: opts.accessLog ?? false,
+    });
     this.tracing = opts.tracing;
     this.now = opts.now ?? (() => performance.now());
     this.genrmHost = {
@@ -221,7 +188,7 @@ export class InferenceGateway {
       resolveModel: (keys, body, res) => this.resolveModel(keys, body, res),
       pick: (model, keys, res, excluding) => this.pick(model, keys, res, excluding),
       abortAtEngine: (rid, target, requestId) => this.abortAtEngine(rid, target, requestId),
-      served: (r) => this.served(r),
+      served: (r) => this.requests.served(r),
     };
     mountReadRoutes(this.app, {
       role: this.role,
@@ -346,12 +313,11 @@ export class InferenceGateway {
     if (model instanceof UisError) {
       // A refused known model (sleeping, draining) still counts under its name in the metrics.
       const known = refusedModel(model);
-      if (known !== undefined) this.modelOf.set(requestId, known);
+      if (known !== undefined) this.requests.begin(requestId, known);
       return model;
     }
-    this.modelOf.set(requestId, model.name);
     const traced = this.tracing?.request(this.role, req.url ?? path, requestId, req.headers.traceparent);
-    if (traced !== undefined) this.traces.set(requestId, traced);
+    this.requests.begin(requestId, model.name, traced);
     return {
       path,
       pick:
@@ -428,7 +394,7 @@ export class InferenceGateway {
   }
 
   private abortAtEngine(rid: string | string[], target: ProxyTarget, requestId: string): void {
-    this.metrics?.clientAborts.inc({ role: this.role, model: this.modelOf.get(requestId) ?? '(none)' });
+    this.metrics?.clientAborts.inc({ role: this.role, model: this.requests.modelOf(requestId) ?? '(none)' });
     const rids = Array.isArray(rid) ? rid : [rid];
     for (const one of rids) {
       this.pools
@@ -441,7 +407,7 @@ export class InferenceGateway {
               'application/json',
               'x-request-id',
               requestId,
-              ...this.engineAuthHeader(this.modelOf.get(requestId)),
+              ...this.engineAuthHeader(this.requests.modelOf(requestId)),
             ],
             body: Buffer.from(JSON.stringify({ rid: one })),
           },
@@ -457,67 +423,6 @@ export class InferenceGateway {
         );
     }
     this.logger.info({ requestId, rid, engine: target.id }, 'client disconnected; aborted at the engine');
-  }
-
-  /** The circuit of the replica a request ended on: an engine failure counts against it, an answer closes it. */
-  private judge(e: CompletionEvent): void {
-    const id = e.target?.id;
-    if (id === undefined || id.startsWith(ROUTER_PREFIX)) return;
-    const failure = upstreamErrorOf(e);
-    if (failure !== undefined) this.breakers.failure(id);
-    else if (e.outcome === 'ok') this.breakers.success(id);
-    else this.breakers.settle(id);
-  }
-
-  private completed(e: CompletionEvent): void {
-    this.judge(e);
-    const model = this.modelOf.get(e.requestId) ?? '(none)';
-    this.modelOf.delete(e.requestId);
-    if (this.traces.size > 0) this.endTrace(e, model);
-    // The first byte handed to the client: for a stream, the first token (headers leave with it).
-    const ttfbMs = e.firstByteOutMs ?? e.ttfbMs;
-    this.served({
-      model,
-      engineId: e.target?.id,
-      status: e.status,
-      outcome: e.outcome,
-      totalMs: e.totalMs,
-      ttfbMs,
-      ttftMs: e.streamed ? ttfbMs : undefined,
-      usage: e.usage,
-      retries: e.retries.length > 0 ? e.retries : undefined,
-      upstreamError: upstreamErrorOf(e),
-      error: e.error?.message,
-      requestId: e.requestId,
-    });
-  }
-
-  private endTrace(e: CompletionEvent, model: string): void {
-    const traced = this.traces.get(e.requestId);
-    if (traced === undefined) return;
-    this.traces.delete(e.requestId);
-    traced.end({
-      model,
-      status: e.status,
-      error: e.error?.code,
-      promptTokens: e.usage?.prompt,
-      completionTokens: e.usage?.completion,
-    });
-  }
-
-  private served(r: Omit<ServedRequest, 'role' | 'at'> & { requestId: string }): void {
-    this.metrics?.observeRequest({ role: this.role, ...r });
-    const { requestId, ...rest } = r;
-    const entry: ServedRequest = { role: this.role, at: Date.now(), ...rest };
-    this.onServed?.(entry);
-    if (this.accessLog) this.logger.info(accessLine(entry, requestId), 'access');
-    // Refusals by design (4xx, 503 for a model that is not ready) are the service working: debug, not warn.
-    if (r.status >= 500 && r.status !== 503)
-      this.logger.warn({ requestId, role: this.role, ...rest }, 'request failed');
-    else if (r.outcome === 'error' && r.status < 400)
-      this.logger.warn({ requestId, role: this.role, ...rest }, 'stream broke');
-    else if (this.logger.isLevelEnabled?.('debug') ?? true)
-      this.logger.debug({ requestId, role: this.role, ...rest }, 'request served');
   }
 
   /** Closes the engine connection pools this gateway created. */

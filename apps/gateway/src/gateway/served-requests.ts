@@ -1,0 +1,139 @@
+import type { GatewayMetrics } from '../metrics/gateway-metrics.ts';
+import type { CompletionEvent, TokenUsage } from '../proxy/index.ts';
+import type { RequestTrace } from '../tracing/tracing.ts';
+import { accessLine } from './access-log.ts';
+import type { ReplicaBreakers } from './replica-breakers.ts';
+
+/** What the gateway logs through (pino loggers satisfy it). */
+export interface GatewayLogger {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  /** pino's: lets a per-request debug line skip building its fields when debug is off. */
+  isLevelEnabled?(level: string): boolean;
+}
+
+export const silentLogger: GatewayLogger = { debug() {}, info() {}, warn() {} };
+
+/** One served request as the console's health history and the metrics see it. */
+export interface ServedRequest {
+  role: string;
+  model: string;
+  engineId: string | undefined;
+  status: number;
+  outcome: CompletionEvent['outcome'];
+  totalMs: number;
+  ttfbMs: number | undefined;
+  /** Streamed answers only: arrival to the first token sent to the client. */
+  ttftMs?: number | undefined;
+  usage?: TokenUsage | undefined;
+  /** Error codes of the attempts that were retried on another replica. */
+  retries?: readonly string[] | undefined;
+  /** The engine error code when the request failed at or with its engine. */
+  upstreamError?: string | undefined;
+  error: string | undefined;
+  at: number;
+}
+
+/** Replica ids of this prefix are SGLang routers, not engines: no circuit of ours. */
+export const ROUTER_PREFIX = 'router:';
+
+/** The engine error a finished request met, if an engine was involved: the proxy's error code, or
+ * `engine_status_5xx` when the engine itself answered a server error. Refusals before any engine are not upstream
+ * errors. */
+function upstreamErrorOf(e: CompletionEvent): string | undefined {
+  if (e.target === undefined) return undefined;
+  if (e.error !== undefined) return e.error.code;
+  return e.outcome === 'ok' && e.status >= 500 ? 'engine_status_5xx' : undefined;
+}
+
+export interface ServedRequestsOptions {
+  role: string;
+  breakers: ReplicaBreakers;
+  metrics?: GatewayMetrics | undefined;
+  logger: GatewayLogger;
+  onServed?: ((r: ServedRequest) => void) | undefined;
+  accessLog: boolean;
+}
+
+/** The end of one role's serving requests: which model and trace each request in flight has, and, when it ends,
+ * its replica's circuit, the metrics, the trace, the console's history, the access log and the log line. */
+export class ServedRequests {
+  private readonly models = new Map<string, string>();
+  private readonly traces = new Map<string, RequestTrace>();
+
+  constructor(private readonly opts: ServedRequestsOptions) {}
+
+  /** Records the model (a refused known model too) and trace of a request the gateway routes. */
+  begin(requestId: string, model: string, trace?: RequestTrace): void {
+    this.models.set(requestId, model);
+    if (trace !== undefined) this.traces.set(requestId, trace);
+  }
+
+  modelOf(requestId: string): string | undefined {
+    return this.models.get(requestId);
+  }
+
+  /** The proxy's end of a request. */
+  completed(e: CompletionEvent): void {
+    this.judge(e);
+    const model = this.models.get(e.requestId) ?? '(none)';
+    this.models.delete(e.requestId);
+    if (this.traces.size > 0) this.endTrace(e, model);
+    // The first byte handed to the client: for a stream, the first token (headers leave with it).
+    const ttfbMs = e.firstByteOutMs ?? e.ttfbMs;
+    this.served({
+      model,
+      engineId: e.target?.id,
+      status: e.status,
+      outcome: e.outcome,
+      totalMs: e.totalMs,
+      ttfbMs,
+      ttftMs: e.streamed ? ttfbMs : undefined,
+      usage: e.usage,
+      retries: e.retries.length > 0 ? e.retries : undefined,
+      upstreamError: upstreamErrorOf(e),
+      error: e.error?.message,
+      requestId: e.requestId,
+    });
+  }
+
+  /** A request's report, from the proxy's end or from a route that answers by itself (the GenRM adapter). */
+  served(r: Omit<ServedRequest, 'role' | 'at'> & { requestId: string }): void {
+    const { role, metrics, logger } = this.opts;
+    metrics?.observeRequest({ role, ...r });
+    const { requestId, ...rest } = r;
+    const entry: ServedRequest = { role, at: Date.now(), ...rest };
+    this.opts.onServed?.(entry);
+    if (this.opts.accessLog) logger.info(accessLine(entry, requestId), 'access');
+    // Refusals by design (4xx, 503 for a model that is not ready) are the service working: debug, not warn.
+    if (r.status >= 500 && r.status !== 503) logger.warn({ requestId, role, ...rest }, 'request failed');
+    else if (r.outcome === 'error' && r.status < 400)
+      logger.warn({ requestId, role, ...rest }, 'stream broke');
+    else if (logger.isLevelEnabled?.('debug') ?? true)
+      logger.debug({ requestId, role, ...rest }, 'request served');
+  }
+
+  /** The circuit of the replica a request ended on: an engine failure counts against it, an answer closes it. */
+  private judge(e: CompletionEvent): void {
+    const id = e.target?.id;
+    if (id === undefined || id.startsWith(ROUTER_PREFIX)) return;
+    const failure = upstreamErrorOf(e);
+    if (failure !== undefined) this.opts.breakers.failure(id);
+    else if (e.outcome === 'ok') this.opts.breakers.success(id);
+    else this.opts.breakers.settle(id);
+  }
+
+  private endTrace(e: CompletionEvent, model: string): void {
+    const traced = this.traces.get(e.requestId);
+    if (traced === undefined) return;
+    this.traces.delete(e.requestId);
+    traced.end({
+      model,
+      status: e.status,
+      error: e.error?.code,
+      promptTokens: e.usage?.prompt,
+      completionTokens: e.usage?.completion,
+    });
+  }
+}
