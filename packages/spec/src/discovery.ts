@@ -68,6 +68,45 @@ export const DiscoveryEngineSchema = z
   });
 export type DiscoveryEngine = z.infer<typeof DiscoveryEngineSchema>;
 
+/** One worker row of Relax's legacy `engine_groups` (one per node of an engine). `rank` is global across the
+ * role (the group's rank offset + the worker's slot), so `engine_<rank>` is unique across models. Keys are absent,
+ * never null, where Relax omits them: `url` on non-head workers and engines without an address, `pid`/`node_id`
+ * on dead workers. */
+export const LegacyWorkerSchema = z.object({
+  rank: z.number().int().nonnegative(),
+  status: z.enum(['active', 'dead']),
+  url: z.string().optional(),
+  pid: z.number().int().optional(),
+  node_id: z.string().optional(),
+});
+export type LegacyWorker = z.infer<typeof LegacyWorkerSchema>;
+
+/** One engine group of Relax's legacy discovery answer. */
+export const LegacyEngineGroupSchema = z.object({
+  group_index: z.number().int().nonnegative(),
+  worker_type: z.string(),
+  num_gpus_per_engine: z.number().int().nonnegative(),
+  num_new_engines: z.number().int().nonnegative(),
+  engines: z.array(LegacyWorkerSchema),
+});
+export type LegacyEngineGroup = z.infer<typeof LegacyEngineGroupSchema>;
+
+/** Relax's per-model legacy fields, served beside the schema-2 ones by default and alone with `?schema=1`.
+ * `total_engines` counts worker rows, as Relax does. */
+export const LegacyModelFieldsSchema = z.object({
+  router_ip: z.string().nullable(),
+  router_port: z.number().int().nullable(),
+  engine_groups: z.array(LegacyEngineGroupSchema),
+  total_engines: z.number().int().nonnegative(),
+});
+export type LegacyModelFields = z.infer<typeof LegacyModelFieldsSchema>;
+
+/** Relax GenRM's legacy discovery: per model (instance), the live engines with an address as host and port. */
+export const LegacyGenrmInstanceSchema = z.object({
+  engines: z.array(z.object({ host: z.string(), port: z.number().int().positive() })),
+});
+export type LegacyGenrmInstance = z.infer<typeof LegacyGenrmInstanceSchema>;
+
 export const DiscoveryModelSchema = z.object({
   state: ReplicaStateSchema,
   router_url: EngineUrlSchema.nullable(),
@@ -78,6 +117,11 @@ export const DiscoveryModelSchema = z.object({
   served_model_name: z.string().optional(),
   /** Additive: an operator drained the model; phase changes leave it asleep until an operator activates it. */
   held: z.boolean().optional(),
+  /** Additive (Relax's legacy readers): router address, engine groups with their worker rows, worker count. */
+  router_ip: LegacyModelFieldsSchema.shape.router_ip.optional(),
+  router_port: LegacyModelFieldsSchema.shape.router_port.optional(),
+  engine_groups: LegacyModelFieldsSchema.shape.engine_groups.optional(),
+  total_engines: LegacyModelFieldsSchema.shape.total_engines.optional(),
 });
 export type DiscoveryModel = z.infer<typeof DiscoveryModelSchema>;
 
@@ -105,6 +149,10 @@ export const DiscoverySnapshotSchema = z.object({
   phase: z.string().nullable(),
   models: z.record(z.string(), DiscoveryModelSchema),
   routing: DiscoveryRoutingSchema.optional(),
+  /** Additive (Relax's legacy readers): worker rows over every model listed. */
+  total_engines: z.number().int().nonnegative().optional(),
+  /** Additive, GenRM only (Relax's GenRM readers): per model, its live engines as host and port. */
+  instances: z.record(z.string(), LegacyGenrmInstanceSchema).optional(),
 });
 export type DiscoverySnapshot = z.infer<typeof DiscoverySnapshotSchema>;
 export const DISCOVERY_SCHEMA_VERSION = 2 as const;

@@ -13,7 +13,7 @@ import type { Context, Hono } from 'hono';
 import { z } from 'zod';
 import { errorJson, servingPaths } from '../proxy/index.ts';
 import { authorized, unauthorized } from './auth.ts';
-import { legacyEngines } from './legacy-engines.ts';
+import { additiveDiscovery, legacyEngines } from './legacy-engines.ts';
 
 export const EngineQuerySchema = z.object({
   // Decimal digits only: `Number()` would read '' as 0 and '0x10' as 16, answering a revision nobody asked for.
@@ -112,15 +112,13 @@ export function mountReadRoutes(app: Hono, deps: ReadRouteDeps): void {
       // Woken by the registry's publication (subscribe), not by polling; a client that leaves ends the wait.
       snapshot = await registry.waitForRevision(wait_revision + 1, seconds * 1000, c.req.raw.signal);
     }
-    if (schema === '1') {
-      const pids = (id: string) => pidsOf(deps.manager, id);
-      return c.json(legacyEngines(snapshot, deps.placements, pids, model_name));
-    }
-    if (model_name !== undefined) {
-      const entry = snapshot.models[model_name];
-      return c.json({ ...snapshot, models: entry === undefined ? {} : { [model_name]: entry } });
-    }
-    return c.json(snapshot);
+    const pids = pidsOf(deps.manager);
+    const genrm = ROLE_CAPABILITIES[deps.role as Role].messageAdapter === 'genrm_messages';
+    const legacy = legacyEngines(snapshot, deps.placements, pids, { modelName: model_name, genrm });
+    if (schema === '1') return c.json(legacy);
+    if (schema === '2') return c.json(schema2Only(snapshot, model_name));
+    // The RFC's additive phase: schema-2 clients and Relax's legacy readers parse the same default answer.
+    return c.json(additiveDiscovery(snapshot, legacy));
   });
   app.get(`${base}/health`, (c) => {
     const q = HealthQuerySchema.safeParse(c.req.query());
@@ -172,10 +170,18 @@ export function mountReadRoutes(app: Hono, deps: ReadRouteDeps): void {
   app.on([...OTHER_METHODS.serving], [generate, ...chat, ...completions], refuse('POST'));
 }
 
-function pidsOf(manager: InferenceManager, engineId: string): number[] {
+/** `?schema=2`: the schema-2 fields alone (for clients that want the lean document). */
+function schema2Only(snapshot: DiscoverySnapshot, modelName: string | undefined): DiscoverySnapshot {
+  if (modelName === undefined) return snapshot;
+  const entry = snapshot.models[modelName];
+  return { ...snapshot, models: entry === undefined ? {} : { [modelName]: entry } };
+}
+
+/** Each replica's process ids (one per node), read once per answer: the default answer lists them too. */
+function pidsOf(manager: InferenceManager): (engineId: string) => readonly number[] {
+  const pids = new Map<string, readonly number[]>();
   for (const m of Object.values(manager.snapshot().models)) {
-    const r = m.replicas.find((x) => x.engine_id === engineId);
-    if (r) return r.pids;
+    for (const r of m.replicas) pids.set(r.engine_id, r.pids);
   }
-  return [];
+  return (engineId) => pids.get(engineId) ?? [];
 }

@@ -114,7 +114,8 @@ export const SERVING_ROUTES: readonly ServingRouteDoc[] = [
   {
     method: 'get',
     path: '/{role}/engines',
-    summary: 'Discovery snapshot (long-poll with wait_revision + registry_epoch; schema=1: the legacy shape)',
+    summary:
+      "Discovery snapshot, with Relax's legacy fields beside it by default (long-poll with wait_revision + registry_epoch; schema=1: the legacy shape alone; schema=2: the schema-2 fields alone)",
     tag: 'discovery',
     query: EngineQuerySchema,
     answer: DiscoverySnapshotSchema,
