@@ -82,6 +82,8 @@ export class ControlPlane {
   readonly stream: ControlPlaneStream;
   /** Operation ids of keyed commands and their results (durable). */
   readonly ledger: OperationLedger;
+  /** The service's logger (commands, phase moves and engine starts log through it). */
+  readonly logger: Logger;
   private readonly parts: ControlPlaneParts;
   private stopping: Promise<void> | null = null;
 
@@ -101,6 +103,7 @@ export class ControlPlane {
     this.barriers = parts.barriers;
     this.stream = parts.stream;
     this.ledger = parts.ledger;
+    this.logger = parts.logger;
   }
 
   /** The role's placements from the plan. */

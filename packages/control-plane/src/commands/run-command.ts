@@ -66,14 +66,7 @@ export async function runCommand(
     };
     const once = async () => {
       const result: unknown = cmd.output.parse(await cmd.handler(plane, args, ctx));
-      if (cmd.audit)
-        plane.events.append({
-          kind: `admin.${cmd.name}`,
-          subject,
-          actor: call.actor,
-          operation_id: operationId,
-          data: { ok: true, request: auditRequest(call) },
-        });
+      if (cmd.audit) audit(plane, cmd, call, subject, operationId, null);
       return result;
     };
     const request = { command: cmd.name, params: params.data, input: call.input };
@@ -81,21 +74,37 @@ export async function runCommand(
     return { ok: true, operation_id: operationId, result: result ?? null };
   } catch (e) {
     if (cmd.audit) {
-      const err = e instanceof UisError ? e : null;
-      plane.events.append({
-        kind: `admin.${cmd.name}`,
-        subject,
-        actor: call.actor,
-        operation_id: operationId,
-        data: {
-          ok: false,
-          request: auditRequest(call),
-          error: { code: err?.code ?? 'internal_error', message: e instanceof Error ? e.message : String(e) },
-        },
+      const code = e instanceof UisError ? e.code : 'internal_error';
+      audit(plane, cmd, call, subject, operationId, {
+        code,
+        message: e instanceof Error ? e.message : String(e),
       });
     }
     throw e;
   }
+}
+
+/** The audit record of an audited command (a success, or a refusal with its error), and its log line at info:
+ * operators read weight updates, drains and refusals in the terminal as they happen. */
+function audit(
+  plane: ControlPlane,
+  cmd: AnyCommand,
+  call: CommandCall,
+  subject: string,
+  operationId: string | null,
+  error: { code: string; message: string } | null,
+): void {
+  const request = auditRequest(call);
+  plane.events.append({
+    kind: `admin.${cmd.name}`,
+    subject,
+    actor: call.actor,
+    operation_id: operationId,
+    data: error === null ? { ok: true, request } : { ok: false, request, error },
+  });
+  const line = { command: cmd.name, subject, actor: call.actor, operation_id: operationId, request };
+  if (error === null) plane.logger.info(line, `${cmd.name} done`);
+  else plane.logger.info({ ...line, code: error.code, error: error.message }, `${cmd.name} refused`);
 }
 
 /** What the audit record keeps of a request: the params and the input as sent. */

@@ -1,3 +1,4 @@
+import { MemoryLogger } from '@uis/manager';
 import { deferConfig } from '@uis/manager/testing';
 import { parseConfig } from '@uis/spec';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -60,8 +61,9 @@ describe('the command table', () => {
 describe('running commands', { timeout: 60_000 }, () => {
   const launcher = new InProcessSimLauncher({ simOnloadMs: 5, simOffloadMs: 5 });
   let plane: ControlPlane;
+  const logger = new MemoryLogger();
   beforeAll(async () => {
-    plane = await createControlPlane({ config: parseConfig(deferConfig()), launcher });
+    plane = await createControlPlane({ config: parseConfig(deferConfig()), launcher, logger });
   });
   afterAll(async () => {
     await plane?.stop();
@@ -119,6 +121,34 @@ describe('running commands', { timeout: 60_000 }, () => {
       },
       { ok: false, request: { role: 'critic' }, error: expect.objectContaining({ code: 'unknown_role' }) },
     ]);
+  });
+
+  it('logs every audited command at info, a weight update and a refusal included', async () => {
+    const from = logger.lines.length;
+    await call('update_weights', {
+      params: { role: 'rollout', model: 'policy' },
+      input: { source: 'version', weight_version: '7' },
+    });
+    await expect(call('drain', { params: { role: 'critic' } })).rejects.toMatchObject({
+      code: 'unknown_role',
+    });
+    const lines = logger.lines
+      .slice(from)
+      .filter((l) => l.msg === 'update_weights done' || l.msg === 'drain refused');
+    expect(lines.map((l) => [l.level, l.msg])).toEqual([
+      ['info', 'update_weights done'],
+      ['info', 'drain refused'],
+    ]);
+    expect(lines[0]?.obj).toMatchObject({
+      command: 'update_weights',
+      subject: 'rollout/policy',
+      actor: 'test',
+    });
+    expect(lines[1]?.obj).toMatchObject({
+      command: 'drain',
+      code: 'unknown_role',
+      request: { role: 'critic' },
+    });
   });
 
   it('reads through the same envelope, snake_case, unaudited: phases, a barrier wait, batches, events', async () => {
