@@ -212,7 +212,10 @@ export class UisServer {
           this.journal.record(change.event);
           this.observability.audit(change.event);
           auditSpans?.observe(change.event);
-        } else if (change.type === 'barriers') this.observability.barriers(change.barriers, Date.now());
+        } else if (change.type === 'barriers') {
+          this.observability.barriers(change.barriers, Date.now());
+          auditSpans?.barriers(change.barriers, Date.now());
+        }
         this.feed.notify();
       }),
     );
