@@ -188,6 +188,16 @@ export class InferenceGateway {
       resolveModel: (keys, body, res) => this.resolveModel(keys, body, res),
       pick: (model, keys, res, excluding) => this.pick(model, keys, res, excluding),
       abortAtEngine: (rid, target, requestId) => this.abortAtEngine(rid, target, requestId),
+      trace: (req, requestId) => {
+        const traced = this.tracing?.request(
+          this.role,
+          req.url ?? '/generate',
+          requestId,
+          req.headers.traceparent,
+        );
+        traced?.adapter('genrm_messages');
+        return traced;
+      },
       served: (r) => this.requests.served(r),
     };
     mountReadRoutes(this.app, {
