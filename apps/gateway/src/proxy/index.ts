@@ -7,6 +7,7 @@ export * from './forward.ts';
 export * from './headers.ts';
 export * from './in-flight.ts';
 export * from './json-depth.ts';
+export * from './retry.ts';
 export * from './upstream/engine-pool.ts';
 export * from './upstream/http1.ts';
 export * from './upstream-pools.ts';
