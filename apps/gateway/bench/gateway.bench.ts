@@ -73,6 +73,9 @@ const { values: args } = parseArgs({
     /** Also run the whole stack with OpenTelemetry tracing on (`gateway traced`, every request sampled, spans
      * exported over OTLP/HTTP to a sink in this process): what tracing costs when it is enabled. */
     traced: { type: 'boolean', default: false },
+    /** Also run the whole stack without its self-protection (`gateway unprotected`: no circuit breakers, no
+     * admission gate; the `gateway` column has both): what the protection costs. */
+    unprotected: { type: 'boolean', default: false },
   },
 });
 const ROLE = 'rollout';
@@ -154,27 +157,38 @@ function niced([cmd, rest]: [string, string[]]): [string, string[]] {
   return n === undefined ? [cmd, rest] : ['nice', ['-n', n, cmd, ...rest]];
 }
 
+/** The whole stack's variants beside the product default (`gateway`): each a column, each its own process. */
+interface GatewayVariant {
+  name: string;
+  flags: string[];
+}
+
+/** The variants this run measures (`--no-bare`, `--traced`, `--unprotected`). */
+async function gatewayVariants(): Promise<GatewayVariant[]> {
+  return [
+    ...(args['no-bare'] ? [] : [{ name: 'gateway bare', flags: ['--bare'] }]),
+    ...(args.traced ? [{ name: 'gateway traced', flags: ['--otlp', await otlpSink()] }] : []),
+    ...(args.unprotected ? [{ name: 'gateway unprotected', flags: ['--unprotected'] }] : []),
+  ];
+}
+
+/** Every variant's gateway, started on the same engines. */
+async function startVariants(engines: string[]): Promise<Array<{ name: string; proxy: Proxy }>> {
+  const out: Array<{ name: string; proxy: Proxy }> = [];
+  for (const v of await gatewayVariants()) out.push({ name: v.name, proxy: await startGateway(engines, v) });
+  return out;
+}
+
 async function startGateway(
   engines: string[],
-  variant: 'bare' | { otlp: string } | null = null,
+  variant: GatewayVariant = { name: 'gateway', flags: [] },
 ): Promise<Proxy> {
-  const bare = variant === 'bare';
-  const otlp = variant !== null && variant !== 'bare' ? ['--otlp', variant.otlp] : [];
   const proc = start(
-    bare ? 'gateway-bare' : otlp.length > 0 ? 'gateway-traced' : 'gateway',
+    variant.name.replace(' ', '-'),
     ...niced(
       tsx(
         args.gateway === 'core' ? 'gateway-server.ts' : 'uis-gateway-server.ts',
-        [
-          '--engines',
-          engines.join(','),
-          '--model',
-          SERVED,
-          '--role',
-          ROLE,
-          ...(bare ? ['--bare'] : []),
-          ...otlp,
-        ],
+        ['--engines', engines.join(','), '--model', SERVED, '--role', ROLE, ...variant.flags],
         [
           ...(args['gateway-node-args'] ?? '').split(',').filter((a) => a !== ''),
           ...(args['cpu-prof'] === undefined
@@ -412,8 +426,7 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
     Number(args['prefill-us']),
   );
   const gateway = await startGateway(engines.urls);
-  const bare = args['no-bare'] ? undefined : await startGateway(engines.urls, 'bare');
-  const traced = args.traced ? await startGateway(engines.urls, { otlp: await otlpSink() }) : undefined;
+  const variants = await startVariants(engines.urls);
   const proxyNginx = 'bin' in nginx ? await startNginxProxy(nginx.bin, engines.urls) : undefined;
   const proxyRouter = 'python' in router ? await startRouter(router.python, engines.urls, niced) : undefined;
   const nodeRelay = args['no-node-relay'] ? undefined : await startNodeRelay(engines.urls);
@@ -465,23 +478,10 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
         name: 'gateway',
         run: () => streamLoad([`${gateway.url}/${ROLE}/v1/chat/completions`], body('bench-alias'), gateway),
       },
-      ...(bare
-        ? [
-            {
-              name: 'gateway bare',
-              run: () => streamLoad([`${bare.url}/${ROLE}/v1/chat/completions`], body('bench-alias'), bare),
-            },
-          ]
-        : []),
-      ...(traced
-        ? [
-            {
-              name: 'gateway traced',
-              run: () =>
-                streamLoad([`${traced.url}/${ROLE}/v1/chat/completions`], body('bench-alias'), traced),
-            },
-          ]
-        : []),
+      ...variants.map(({ name, proxy }) => ({
+        name,
+        run: () => streamLoad([`${proxy.url}/${ROLE}/v1/chat/completions`], body('bench-alias'), proxy),
+      })),
     ];
     const results = await inRounds<StreamRun>(columns, mergeStream);
     const d = results.direct!.load;
@@ -493,8 +493,7 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
       'sglang-router',
       'node relay',
       'gateway',
-      'gateway bare',
-      'gateway traced',
+      ...VARIANT_NAMES,
     ].map((name) => {
       const r = results[name];
       if (r === undefined) return { name, skipped: missingReason(name, nginx, router) };
@@ -558,8 +557,7 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
     await Promise.all(
       [
         gateway.proc,
-        bare?.proc,
-        traced?.proc,
+        ...variants.map((v) => v.proxy.proc),
         proxyNginx?.proc,
         proxyRouter?.proc,
         nodeRelay?.proc,
@@ -571,6 +569,8 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
   }
 }
 
+const VARIANT_NAMES = ['gateway bare', 'gateway traced', 'gateway unprotected'];
+
 const ROUTER_NOTE =
   'sglang-router: the real router (python -m sglang_router.launch_router), round_robin, --log-level warn, the same engines as --worker-urls';
 
@@ -580,6 +580,7 @@ function missingReason(name: string, nginx: Found<'bin'>, router: Found<'python'
   if (name === 'node relay' && args['no-node-relay']) return '--no-node-relay';
   if (name === 'gateway bare' && args['no-bare']) return '--no-bare';
   if (name === 'gateway traced' && !args.traced) return 'needs --traced';
+  if (name === 'gateway unprotected' && !args.unprotected) return 'needs --unprotected';
   return 'not run';
 }
 
@@ -587,8 +588,7 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
   const wrk = findWrk();
   const engines = await startEngines(Number(args['ceiling-engines']), 0, 0);
   const gateway = await startGateway(engines.urls);
-  const bare = args['no-bare'] ? undefined : await startGateway(engines.urls, 'bare');
-  const traced = args.traced ? await startGateway(engines.urls, { otlp: await otlpSink() }) : undefined;
+  const variants = await startVariants(engines.urls);
   const proxyNginx = 'bin' in nginx ? await startNginxProxy(nginx.bin, engines.urls) : undefined;
   const proxyRouter = 'python' in router ? await startRouter(router.python, engines.urls, niced) : undefined;
   const body = JSON.stringify({ text: 'The capital of France is', sampling_params: { max_new_tokens: 8 } });
@@ -658,22 +658,15 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
           ? [{ name: 'sglang-router', run: () => run([`${proxyRouter.url}/generate`], proxyRouter) }]
           : []),
         { name: 'gateway', run: () => run([`${gateway.url}/${ROLE}/generate`], gateway) },
-        ...(bare ? [{ name: 'gateway bare', run: () => run([`${bare.url}/${ROLE}/generate`], bare) }] : []),
-        ...(traced
-          ? [{ name: 'gateway traced', run: () => run([`${traced.url}/${ROLE}/generate`], traced) }]
-          : []),
+        ...variants.map(({ name, proxy }) => ({
+          name,
+          run: () => run([`${proxy.url}/${ROLE}/generate`], proxy),
+        })),
       ],
       merge,
     );
     const d = results.direct!;
-    const cols: Column[] = [
-      'direct',
-      'nginx',
-      'sglang-router',
-      'gateway',
-      'gateway bare',
-      'gateway traced',
-    ].map((name) => {
+    const cols: Column[] = ['direct', 'nginx', 'sglang-router', 'gateway', ...VARIANT_NAMES].map((name) => {
       const r = results[name];
       if (r === undefined) return { name, skipped: missingReason(name, nginx, router) };
       return {
@@ -705,7 +698,13 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
     );
   } finally {
     await Promise.all(
-      [gateway.proc, bare?.proc, traced?.proc, proxyNginx?.proc, proxyRouter?.proc, ...engines.procs]
+      [
+        gateway.proc,
+        ...variants.map((v) => v.proxy.proc),
+        proxyNginx?.proc,
+        proxyRouter?.proc,
+        ...engines.procs,
+      ]
         .filter((p) => p !== undefined)
         .map(stop),
     );

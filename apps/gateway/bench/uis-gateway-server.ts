@@ -24,6 +24,10 @@ const { values } = parseArgs({
     bare: { type: 'boolean', default: false },
     /** With OpenTelemetry tracing on, every request sampled, spans sent to this OTLP/HTTP URL. */
     otlp: { type: 'string' },
+    /** Without the self-protection (no circuit breakers, no admission limit): the bench's `gateway unprotected`
+     * column, what the protection costs. Otherwise each role has an admission limit high enough never to queue
+     * at the bench's concurrency, so every request passes through the gate. */
+    unprotected: { type: 'boolean', default: false },
   },
 });
 const engines = (values.engines ?? '').split(',').filter((u) => u !== '');
@@ -59,6 +63,9 @@ const uis = new UisServer({
   logger,
   healthProbeMs: 0,
   servingObservability: !values.bare,
+  ...(values.unprotected
+    ? { breaker: { enabled: false } }
+    : { admission: { limit: 100_000, queue: 1_000, queueTimeoutMs: 30_000 } }),
   tracing: createTracing(
     values.otlp === undefined
       ? undefined

@@ -42,4 +42,12 @@ describe('ReplicaBreakers', () => {
     expect(b.allows('r/0')).toBe(true);
     expect(b.snapshot()).toEqual([{ engineId: 'r/0', state: 'half_open', failures: 3 }]);
   });
+
+  it('disabled (the unprotected bench column): failures never open a circuit', () => {
+    const b = new ReplicaBreakers({ enabled: false, failureThreshold: 1 });
+    for (let i = 0; i < 10; i++) b.failure('r/0');
+    expect(b.state('r/0')).toBe('closed');
+    expect(b.allows('r/0')).toBe(true);
+    expect(b.snapshot()).toEqual([]);
+  });
 });

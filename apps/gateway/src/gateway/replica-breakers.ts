@@ -2,6 +2,8 @@
 export type CircuitState = 'closed' | 'open' | 'half_open';
 
 export interface BreakerOptions {
+  /** false: no circuit ever opens (every replica is always allowed); what the bench's unprotected column runs. */
+  enabled?: boolean;
   /** Consecutive failed requests (engine unreachable, timed out, cut, 5xx) that open a replica's circuit. */
   failureThreshold?: number;
   /** How long an open circuit skips its replica before one request probes it. */
@@ -29,8 +31,10 @@ export class ReplicaBreakers {
   private readonly threshold: number;
   private readonly openMs: number;
   private readonly now: () => number;
+  private readonly enabled: boolean;
 
   constructor(opts: BreakerOptions = {}) {
+    this.enabled = opts.enabled ?? true;
     this.threshold = opts.failureThreshold ?? 5;
     this.openMs = opts.openMs ?? 5000;
     this.now = opts.now ?? Date.now;
@@ -62,6 +66,7 @@ export class ReplicaBreakers {
   }
 
   failure(id: string): void {
+    if (!this.enabled) return;
     let c = this.circuits.get(id);
     if (c === undefined) {
       c = { failures: 0, openedAt: 0, state: 'closed', probing: false };

@@ -18,6 +18,7 @@ import { authorized } from '../gateway/auth.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
 import { mountOpenAIRoot } from '../gateway/openai-surface.ts';
+import type { BreakerOptions } from '../gateway/replica-breakers.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import { Observability } from '../metrics/observability.ts';
 import { mountDocs } from '../openapi/docs-routes.ts';
@@ -67,6 +68,8 @@ export interface UisServerOptions {
   authFailures?: AuthFailureLimiter;
   /** Each role's admission limit and queue (absent: unlimited). */
   admission?: AdmissionOptions;
+  /** The replicas' circuit breakers (absent: on, with their defaults). */
+  breaker?: BreakerOptions;
   /** The console build to serve at `/`. */
   consoleDist?: string;
   /** Least time between two console pushes. */
@@ -192,6 +195,7 @@ export class UisServer {
         bodyBudget: this.bodyBudget,
         maxJsonDepth,
         ...(opts.admission === undefined ? {} : { admission: opts.admission }),
+        ...(opts.breaker === undefined ? {} : { breaker: opts.breaker }),
         accessLog: opts.accessLog ?? false,
         tracing: opts.tracing,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
