@@ -3,12 +3,15 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { InferenceRoleSpec } from '@uis/spec';
 import { UisError } from '@uis/spec';
 import {
+  engineFailure,
+  errorCode,
+  gaveUp,
   type InFlightCounter,
   type ParsedBody,
-  ProxyErrorCode,
   type ProxyTarget,
+  type RetryPolicy,
+  retryableCode,
   sendError,
-  TIMEOUT_CODES,
   type TokenUsage,
   type UpstreamPools,
   usageOfBody,
@@ -31,6 +34,10 @@ export interface GenrmHost<M extends Resolved, K> {
   resolveModel(keys: K, body: ParsedBody, res: ServerResponse): M | UisError;
   pick(model: M, keys: K, res: ServerResponse, excluding: ReadonlySet<string>): ProxyTarget | UisError;
   abortAtEngine(rid: string, target: ProxyTarget, requestId: string): void;
+  /** The serving proxy's retry rules (count, waits); the adapter follows them too. */
+  retry: RetryPolicy;
+  /** An attempt failed and the call goes to another replica (its circuit counts the failure). */
+  attemptFailed(target: ProxyTarget, code: string): void;
   served(r: {
     requestId: string;
     model: string;
@@ -52,8 +59,90 @@ export function refusedModel(err: UisError): string | undefined {
   return typeof d?.model === 'string' ? d.model : undefined;
 }
 
+/** One attempt's end: the engine's answer (a 200 reshaped, or its refusal), or a failure before any answer. */
+type Attempt =
+  | {
+      answered: true;
+      status: number;
+      json: string | undefined;
+      err: UisError | undefined;
+      ttfb: number;
+      usage?: TokenUsage;
+    }
+  | { answered: false; err: UisError; retryable: boolean };
+
+/** Sends the GenRM chat call to `target` once and reads the whole answer. Never throws. */
+async function attemptGenrm<M extends Resolved, K>(
+  host: GenrmHost<M, K>,
+  target: ProxyTarget,
+  payload: Buffer,
+  requestId: string,
+  engineApiKey: string | undefined,
+  signal: AbortSignal,
+  start: number,
+): Promise<Attempt> {
+  let responded = false;
+  try {
+    const r = await host.pools.get(target.origin).request(
+      {
+        path: '/v1/chat/completions',
+        headers: [
+          'content-type',
+          'application/json',
+          'x-request-id',
+          requestId,
+          // The model's engine key, never the client's credentials (the adapter builds its own request).
+          ...(engineApiKey ? ['authorization', `Bearer ${engineApiKey}`] : []),
+        ],
+        body: payload,
+      },
+      signal,
+      () => {
+        responded = true;
+      },
+    );
+    const ttfb = host.now() - start;
+    const text = r.body.toString('utf8');
+    if (r.statusCode !== 200) {
+      const err = new UisError({
+        code: 'engine_error',
+        relayedStatus: r.statusCode < 500 ? r.statusCode : undefined,
+        message: `GenRM engine ${target.id} answered ${r.statusCode}: ${text.slice(0, 500)}`,
+      });
+      return { answered: true, status: err.status, json: undefined, err, ttfb };
+    }
+    let answer: unknown;
+    try {
+      answer = JSON.parse(text);
+    } catch {
+      answer = undefined;
+    }
+    const out = genrmResponse(answer);
+    if (out instanceof UisError)
+      return { answered: true, status: out.status, json: undefined, err: out, ttfb };
+    return {
+      answered: true,
+      status: 200,
+      json: JSON.stringify(out),
+      err: undefined,
+      ttfb,
+      usage: usageOfBody(r.body),
+    };
+  } catch (e) {
+    const err = e instanceof Error ? e : new Error(String(e));
+    const code = errorCode(err);
+    // The same rule as the serving proxy (retry.ts): only a connection that failed before any answer byte.
+    return {
+      answered: false,
+      err: engineFailure(err, code, target, responded),
+      retryable: !responded && retryableCode(code),
+    };
+  }
+}
+
 /** Relax's GenRM call: resolve the model, call the engine's chat completions with the merged sampling parameters
- * (one retry elsewhere if the engine is unreachable), answer `{"response": "<text>"}` stripped. */
+ * (retried elsewhere by the proxy's retry rules while no engine answered), answer `{"response": "<text>"}`
+ * stripped. */
 export async function genrmCall<M extends Resolved, K>(
   host: GenrmHost<M, K>,
   body: ParsedBody,
@@ -92,86 +181,67 @@ export async function genrmCall<M extends Resolved, K>(
   const spec = host.spec.models.find((m) => m.name === model.name);
   // SGLang takes a rid on chat too: a client that leaves is aborted at the engine by it, as on the fast path.
   const rid = typeof parsed.rid === 'string' && parsed.rid !== '' ? parsed.rid : randomUUID();
-  const payload = JSON.stringify({
-    ...genrmChatBody(parsed, spec ?? { sampling_defaults: {}, chat_template_kwargs: {} }, model.servedName),
-    rid,
-  });
+  const payload = Buffer.from(
+    JSON.stringify({
+      ...genrmChatBody(parsed, spec ?? { sampling_defaults: {}, chat_template_kwargs: {} }, model.servedName),
+      rid,
+    }),
+  );
   const controller = new AbortController();
   let current: ProxyTarget | undefined;
+  let waiting = false;
   res.on('close', () => {
     if (res.writableFinished || controller.signal.aborted) return;
     controller.abort();
-    if (current !== undefined) host.abortAtEngine(rid, current, requestId);
+    // During a retry's wait the next engine has not seen the call: nothing to abort there.
+    if (current !== undefined && !waiting) host.abortAtEngine(rid, current, requestId);
   });
   const tried = new Set<string>();
-  for (let attempt = 0; attempt < 2; attempt++) {
-    const target = host.pick(model, keys, res, tried);
-    if (target instanceof UisError) return finish(target.status, target, model.name);
+  let target = host.pick(model, keys, res, tried);
+  if (target instanceof UisError) return finish(target.status, target, model.name);
+  for (let attempt = 0; ; attempt++) {
     current = target;
     host.inFlight.acquire(target.id);
+    let result: Attempt | undefined;
     try {
-      const r = await host.pools.get(target.origin).request(
-        {
-          path: '/v1/chat/completions',
-          headers: [
-            'content-type',
-            'application/json',
-            'x-request-id',
-            requestId,
-            // The model's engine key, never the client's credentials (the adapter builds its own request).
-            ...(spec?.engine_api_key ? ['authorization', `Bearer ${spec.engine_api_key}`] : []),
-          ],
-          body: Buffer.from(payload),
-        },
+      waiting = attempt > 0;
+      if (waiting) await host.retry.wait(attempt, controller.signal);
+      waiting = false;
+      result = await attemptGenrm(
+        host,
+        target,
+        payload,
+        requestId,
+        spec?.engine_api_key,
         controller.signal,
+        start,
       );
-      const engine = { id: target.id, ttfb: host.now() - start };
-      const text = r.body.toString('utf8');
-      if (r.statusCode !== 200) {
-        const err = new UisError({
-          code: 'engine_error',
-          relayedStatus: r.statusCode < 500 ? r.statusCode : undefined,
-          message: `GenRM engine ${target.id} answered ${r.statusCode}: ${text.slice(0, 500)}`,
-        });
-        return finish(err.status, err, model.name, engine);
-      }
-      let answer: unknown;
-      try {
-        answer = JSON.parse(text);
-      } catch {
-        answer = undefined;
-      }
-      const out = genrmResponse(answer);
-      if (out instanceof UisError) return finish(out.status, out, model.name, engine);
-      const json = JSON.stringify(out);
-      res.writeHead(200, {
-        'content-type': 'application/json',
-        'content-length': Buffer.byteLength(json),
-        'x-request-id': requestId,
-      });
-      res.end(json);
-      return finish(200, undefined, model.name, { ...engine, usage: usageOfBody(r.body) });
-    } catch (e) {
-      if (controller.signal.aborted) return finish(0, undefined, model.name, { id: target.id });
-      const code = (e as { code?: unknown }).code;
-      if (typeof code === 'string' && TIMEOUT_CODES.has(code)) {
-        const err = new UisError({
-          code: ProxyErrorCode.engineTimeout,
-          message: `GenRM engine ${target.id} did not answer in time`,
-        });
-        return finish(504, err, model.name, { id: target.id });
-      }
-      tried.add(target.id);
-      if (attempt === 1) {
-        const err = new UisError({
-          code: ProxyErrorCode.engineUnreachable,
-          message: `GenRM engine ${target.id} is unreachable: ${e instanceof Error ? e.message : String(e)}`,
-        });
-        return finish(502, err, model.name, { id: target.id });
-      }
-      retries.push(ProxyErrorCode.engineUnreachable);
+    } catch {
+      // Only the wait throws, when the client left during it.
     } finally {
       host.inFlight.release(target.id);
     }
+    if (result === undefined || controller.signal.aborted)
+      return finish(0, undefined, model.name, { id: target.id });
+    if (result.answered) {
+      const engine = { id: target.id, ttfb: result.ttfb, usage: result.usage };
+      if (result.json === undefined) return finish(result.status, result.err, model.name, engine);
+      res.writeHead(200, {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(result.json),
+        'x-request-id': requestId,
+      });
+      res.end(result.json);
+      return finish(200, undefined, model.name, engine);
+    }
+    const failed = retries.length > 0 ? gaveUp(result.err, attempt + 1, tried, target) : result.err;
+    if (!result.retryable || attempt >= host.retry.maxRetries)
+      return finish(failed.status, failed, model.name, { id: target.id });
+    tried.add(target.id);
+    const next = host.pick(model, keys, res, tried);
+    if (next instanceof UisError) return finish(failed.status, failed, model.name, { id: target.id });
+    host.attemptFailed(target, result.err.code);
+    retries.push(result.err.code);
+    target = next;
   }
 }

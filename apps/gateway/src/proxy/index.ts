@@ -1,6 +1,7 @@
 export * from './admission.ts';
 export * from './body.ts';
 export * from './body-budget.ts';
+export * from './engine-failure.ts';
 export * from './errors.ts';
 export * from './fast-routes.ts';
 export * from './forward.ts';
