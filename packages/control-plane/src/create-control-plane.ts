@@ -33,6 +33,7 @@ import {
 import { BarrierBoard } from './barrier-board.ts';
 import { ControlPlane, type ControlPlaneParts, stopParts } from './control-plane.ts';
 import { type StartedRay, startRay } from './launchers/ray.ts';
+import { OperatorIntents } from './operator-intents.ts';
 import { ControlPlaneStream } from './stream.ts';
 import { UndeferredBatches } from './undeferred-batches.ts';
 
@@ -80,8 +81,9 @@ function buildLauncher(kind: Exclude<LauncherKind, 'ray'>, config: UisConfig): L
  * Composes and starts everything `uis serve` and `uis demo` run besides HTTP, each part before its users: the
  * plan, the store, Ray (when the launcher is `ray`: nothing else starts if the cluster cannot be reached), the
  * SGLang router of every router-mode model, one InferenceManager per role (all started; all stopped again if one
- * fails), the external engines of the config, each activation group brought to its recorded or first phase, and
- * the sealed batches of roles without a defer schedule. A failure stops what already started and rethrows.
+ * fails), the external engines of the config, each activation group brought to its recorded or first phase, the
+ * operator's standing drains and holds re-applied, and the sealed batches of roles without a defer schedule. A
+ * failure stops what already started and rethrows.
  */
 export async function createControlPlane(opts: ControlPlaneOptions): Promise<ControlPlane> {
   const config = opts.config;
@@ -171,10 +173,11 @@ type Built = Pick<
 async function startParts(opts: ControlPlaneOptions, built: Built): Promise<ControlPlane> {
   const { plan, managers, events, store, logger } = built;
   const groups = plan.activation_groups;
+  const intents = new OperatorIntents(built.db, managers, events, logger);
   // Without a schedule the coordinator has no group: batches then run as soon as they are sealed.
   const coordinator = new LifecycleCoordinator({
     groups,
-    participants: [...managers.values()],
+    participants: [...managers.values()].map((m) => intents.participant(m)),
     db: built.db,
     events,
     registries: [...managers.values()].map((m) => m.registry),
@@ -186,7 +189,7 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
     store,
     managers: Object.fromEntries(managers),
     phases: groups.flatMap((g) => g.phases),
-    runner: { logger },
+    runner: { logger, events },
   });
   // (The wiring resumed batches a dead process left running: their staged results are reused on the next run.)
   if (wired.recovered.length > 0) logger.info({ batches: wired.recovered }, 'batches recovered');
@@ -198,6 +201,7 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
     barriers: new BarrierBoard(),
     stream: new ControlPlaneStream(),
     ledger: new OperationLedger(built.db),
+    intents,
   };
   try {
     const results = await Promise.allSettled([...managers.values()].map((m) => m.start()));
@@ -221,6 +225,8 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
         });
       else logger.warn({ group: g.name, reason: lease.reason }, 'activation lease is blocked; resolve it');
     }
+    // The operator's word outlives a crash: what was held or drained is drained again before anything is served.
+    await intents.reapply();
   } catch (e) {
     await stopParts(parts);
     throw e;

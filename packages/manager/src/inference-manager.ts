@@ -202,9 +202,16 @@ export class InferenceManager implements PhaseParticipant {
   }
 
   /** Publish draining -> wait for in-flight work -> pause/abort by policy -> flush -> release memory ->
-   * sleeping. Returns the proof the coordinator needs. */
-  drain(opts: { deadlineMs?: number; policy?: DrainPolicy } = {}): Promise<OffloadReport> {
-    return this.#ctx.queue.run('drain', () => this.offload([...this.#ctx.replicas.models.keys()], opts));
+   * sleeping. Returns the proof the coordinator needs. With `models`, only those (no hold: they come back with
+   * the role's next activation, like a whole-role drain). */
+  drain(
+    opts: { deadlineMs?: number; policy?: DrainPolicy; models?: readonly string[] } = {},
+  ): Promise<OffloadReport> {
+    const { models, ...rest } = opts;
+    if (models === undefined)
+      return this.#ctx.queue.run('drain', () => this.offload([...this.#ctx.replicas.models.keys()], rest));
+    for (const m of models) this.#ctx.replicas.model(m);
+    return this.#ctx.queue.run(`drain:${JSON.stringify(models)}`, () => this.offload([...models], rest));
   }
 
   /** The operator's drain of one model: it holds the model asleep across phase changes until `activateModel`. */

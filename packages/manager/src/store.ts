@@ -57,10 +57,21 @@ const MIGRATIONS: readonly string[] = [
      output TEXT NOT NULL,
      PRIMARY KEY (batch_id, idx)
    );`,
+  // The operator's standing word per model (see OperatorIntentStore): `held` (drain_model / deactivate_model,
+  // until activate_model) or `drained` (a role drain / deactivate, until the role's next activation).
+  `CREATE TABLE operator_intents (
+     role TEXT NOT NULL,
+     model TEXT NOT NULL,
+     intent TEXT NOT NULL,
+     actor TEXT,
+     operation_id TEXT,
+     at INTEGER NOT NULL,
+     PRIMARY KEY (role, model)
+   );`,
 ];
 
-/** The manager's embedded database: audit events, operation ids, leases, deferred batches. WAL so readers
- * (console, admin API) never block the writer, and `synchronous = NORMAL`, which under WAL loses no committed
+/** The manager's embedded database: audit events, operation ids, leases, deferred batches, operator intents. WAL
+ * so readers (console, admin API) never block the writer, and `synchronous = NORMAL`, which under WAL loses no committed
  * transaction on a process crash (only on power loss). */
 export function openStore(path = ':memory:'): Db {
   const db = new Database(path);

@@ -8,6 +8,7 @@ import {
   gaveUp,
   type InFlightCounter,
   type ParsedBody,
+  ProxyErrorCode,
   type ProxyTarget,
   type RetryPolicy,
   retryableCode,
@@ -16,6 +17,7 @@ import {
   type UpstreamPools,
   usageOfBody,
 } from '../proxy/index.ts';
+import type { RequestTrace } from '../tracing/tracing.ts';
 import { genrmChatBody, genrmResponse, parseGenrmRequest } from './genrm-adapter.ts';
 
 /** A model the routing resolved: its name, the name engines answer to. */
@@ -38,6 +40,8 @@ export interface GenrmHost<M extends Resolved, K> {
   retry: RetryPolicy;
   /** An attempt failed and the call goes to another replica (its circuit counts the failure). */
   attemptFailed(target: ProxyTarget, code: string): void;
+  /** The request's trace when tracing is on and the request is sampled. */
+  trace(req: IncomingMessage, requestId: string): RequestTrace | undefined;
   served(r: {
     requestId: string;
     model: string;
@@ -59,6 +63,149 @@ export function refusedModel(err: UisError): string | undefined {
   return typeof d?.model === 'string' ? d.model : undefined;
 }
 
+/** The end of one GenRM call: its error answer (if any), its report to the served record and its trace. */
+class GenrmOutcome {
+  readonly retries: string[] = [];
+  /** The last failed attempt, once one was retried away from. */
+  failure: { err: UisError; target: ProxyTarget } | undefined;
+  traced: RequestTrace | undefined;
+  readonly #start: number;
+
+  constructor(
+    private readonly host: Pick<GenrmHost<Resolved, unknown>, 'now' | 'served'>,
+    private readonly res: ServerResponse,
+    readonly requestId: string,
+  ) {
+    this.#start = host.now();
+  }
+
+  get elapsed(): number {
+    return this.host.now() - this.#start;
+  }
+
+  finish(
+    status: number,
+    err: UisError | undefined,
+    model: string,
+    engine?: { id: string; ttfb?: number; usage?: TokenUsage | undefined },
+  ): void {
+    if (err) sendError(this.res, err, this.requestId);
+    this.host.served({
+      requestId: this.requestId,
+      model,
+      engineId: engine?.id,
+      status,
+      outcome: err ? 'error' : 'ok',
+      totalMs: this.elapsed,
+      ttfbMs: engine?.ttfb,
+      usage: engine?.usage,
+      upstreamError: engine !== undefined && err !== undefined ? err.code : undefined,
+      retries: this.retries.length > 0 ? this.retries : undefined,
+      error: err?.message,
+    });
+    this.traced?.end({
+      model,
+      status,
+      error: err?.code,
+      promptTokens: engine?.usage?.prompt,
+      completionTokens: engine?.usage?.completion,
+    });
+  }
+}
+
+/** Relax's GenRM call: resolve the model, call the engine's chat completions with the merged sampling parameters
+ * (retried elsewhere by the serving proxy's retry rules while no engine answered), answer `{"response": "<text>"}`
+ * stripped. Traced like every serving request when tracing is on (the request, its routing decision, each engine
+ * attempt). */
+export async function genrmCall<M extends Resolved, K>(
+  host: GenrmHost<M, K>,
+  body: ParsedBody,
+  req: IncomingMessage,
+  res: ServerResponse,
+  requestId: string,
+): Promise<void> {
+  const out = new GenrmOutcome(host, res, requestId);
+  const parsed = parseGenrmRequest(body.json);
+  if (parsed instanceof UisError) return out.finish(400, parsed, '(none)');
+  const keys = host.keys(body, req);
+  const model = host.resolveModel(keys, body, res);
+  if (model instanceof UisError) return out.finish(model.status, model, refusedModel(model) ?? '(none)');
+  out.traced = host.trace(req, requestId);
+  const spec = host.spec.models.find((m) => m.name === model.name);
+  // SGLang takes a rid on chat too: a client that leaves is aborted at the engine by it, as on the fast path.
+  const rid = typeof parsed.rid === 'string' && parsed.rid !== '' ? parsed.rid : randomUUID();
+  const payload = Buffer.from(
+    JSON.stringify({
+      ...genrmChatBody(parsed, spec ?? { sampling_defaults: {}, chat_template_kwargs: {} }, model.servedName),
+      rid,
+    }),
+  );
+  const headers = [
+    'content-type',
+    'application/json',
+    'x-request-id',
+    requestId,
+    // The model's engine key, never the client's credentials (the adapter builds its own request).
+    ...(spec?.engine_api_key ? ['authorization', `Bearer ${spec.engine_api_key}`] : []),
+    ...traceHeaders(req, out.traced),
+  ];
+  const controller = new AbortController();
+  let current: ProxyTarget | undefined;
+  let waiting = false;
+  res.on('close', () => {
+    if (res.writableFinished || controller.signal.aborted) return;
+    controller.abort();
+    // During a retry's wait the next engine has not seen the call: nothing to abort there.
+    if (current !== undefined && !waiting) host.abortAtEngine(rid, current, requestId);
+  });
+  const tried = new Set<string>();
+  for (let attempt = 0; ; attempt++) {
+    const target = host.pick(model, keys, res, tried);
+    out.traced?.attempt(
+      target instanceof UisError ? undefined : target.id,
+      attempt === 0 ? undefined : ProxyErrorCode.engineUnreachable,
+    );
+    if (target instanceof UisError) {
+      // No other replica: the answer is why the last one failed.
+      const last = out.failure;
+      return last === undefined
+        ? out.finish(target.status, target, model.name)
+        : out.finish(last.err.status, last.err, model.name, { id: last.target.id });
+    }
+    current = target;
+    host.inFlight.acquire(target.id);
+    let result: Attempt | undefined;
+    try {
+      waiting = attempt > 0;
+      // The next replica holds the call during the wait, as on the proxy's fast path.
+      if (waiting) await host.retry.wait(attempt, controller.signal);
+      waiting = false;
+      result = await callEngine({ host, target, headers, payload, signal: controller.signal }, out);
+    } catch {
+      // Only the wait throws, when the client left during it.
+    } finally {
+      host.inFlight.release(target.id);
+    }
+    if (result === undefined || controller.signal.aborted)
+      return out.finish(0, undefined, model.name, { id: target.id });
+    if (result.answered) return answer(res, out, result, model.name, target);
+    const err = attempt > 0 ? gaveUp(result.err, attempt + 1, tried, target) : result.err;
+    if (!result.retryable || attempt >= host.retry.maxRetries)
+      return out.finish(err.status, err, model.name, { id: target.id });
+    tried.add(target.id);
+    out.failure = { err, target };
+    host.attemptFailed(target, result.err.code);
+    out.retries.push(result.err.code);
+  }
+}
+
+/** The W3C trace context the engine gets: the adapter's request span when traced, else the client's own. */
+function traceHeaders(req: IncomingMessage, traced: RequestTrace | undefined): string[] {
+  if (traced !== undefined) return ['traceparent', traced.traceparent];
+  const client = req.headers.traceparent;
+  return typeof client === 'string' ? ['traceparent', client] : [];
+}
+
 /** One attempt's end: the engine's answer (a 200 reshaped, or its refusal), or a failure before any answer. */
 type Attempt =
   | {
@@ -72,36 +219,29 @@ type Attempt =
   | { answered: false; err: UisError; retryable: boolean };
 
 /** Sends the GenRM chat call to `target` once and reads the whole answer. Never throws. */
-async function attemptGenrm<M extends Resolved, K>(
-  host: GenrmHost<M, K>,
-  target: ProxyTarget,
-  payload: Buffer,
-  requestId: string,
-  engineApiKey: string | undefined,
-  signal: AbortSignal,
-  start: number,
+async function callEngine(
+  call: {
+    host: Pick<GenrmHost<Resolved, unknown>, 'pools'>;
+    target: ProxyTarget;
+    headers: string[];
+    payload: Buffer;
+    signal: AbortSignal;
+  },
+  out: GenrmOutcome,
 ): Promise<Attempt> {
+  const { host, target } = call;
   let responded = false;
   try {
-    const r = await host.pools.get(target.origin).request(
-      {
-        path: '/v1/chat/completions',
-        headers: [
-          'content-type',
-          'application/json',
-          'x-request-id',
-          requestId,
-          // The model's engine key, never the client's credentials (the adapter builds its own request).
-          ...(engineApiKey ? ['authorization', `Bearer ${engineApiKey}`] : []),
-        ],
-        body: payload,
-      },
-      signal,
-      () => {
-        responded = true;
-      },
-    );
-    const ttfb = host.now() - start;
+    const r = await host.pools
+      .get(target.origin)
+      .request(
+        { path: '/v1/chat/completions', headers: call.headers, body: call.payload },
+        call.signal,
+        () => {
+          responded = true;
+        },
+      );
+    const ttfb = out.elapsed;
     const text = r.body.toString('utf8');
     if (r.statusCode !== 200) {
       const err = new UisError({
@@ -111,27 +251,21 @@ async function attemptGenrm<M extends Resolved, K>(
       });
       return { answered: true, status: err.status, json: undefined, err, ttfb };
     }
-    let answer: unknown;
+    let parsed: unknown;
     try {
-      answer = JSON.parse(text);
+      parsed = JSON.parse(text);
     } catch {
-      answer = undefined;
+      parsed = undefined;
     }
-    const out = genrmResponse(answer);
-    if (out instanceof UisError)
-      return { answered: true, status: out.status, json: undefined, err: out, ttfb };
-    return {
-      answered: true,
-      status: 200,
-      json: JSON.stringify(out),
-      err: undefined,
-      ttfb,
-      usage: usageOfBody(r.body),
-    };
+    const response = genrmResponse(parsed);
+    if (response instanceof UisError)
+      return { answered: true, status: response.status, json: undefined, err: response, ttfb };
+    const json = JSON.stringify(response);
+    return { answered: true, status: 200, json, err: undefined, ttfb, usage: usageOfBody(r.body) };
   } catch (e) {
     const err = e instanceof Error ? e : new Error(String(e));
     const code = errorCode(err);
-    // The same rule as the serving proxy (retry.ts): only a connection that failed before any answer byte.
+    // The serving proxy's rule (retry.ts): only a connection that failed before any answer byte goes elsewhere.
     return {
       answered: false,
       err: engineFailure(err, code, target, responded),
@@ -140,108 +274,24 @@ async function attemptGenrm<M extends Resolved, K>(
   }
 }
 
-/** Relax's GenRM call: resolve the model, call the engine's chat completions with the merged sampling parameters
- * (retried elsewhere by the proxy's retry rules while no engine answered), answer `{"response": "<text>"}`
- * stripped. */
-export async function genrmCall<M extends Resolved, K>(
-  host: GenrmHost<M, K>,
-  body: ParsedBody,
-  req: IncomingMessage,
+/** Sends the engine's answer (reshaped) or its refusal, and ends the call. */
+function answer(
   res: ServerResponse,
-  requestId: string,
-): Promise<void> {
-  const start = host.now();
-  const retries: string[] = [];
-  const finish = (
-    status: number,
-    err: UisError | undefined,
-    model: string,
-    engine?: { id: string; ttfb?: number; usage?: TokenUsage | undefined },
-  ) => {
-    if (err) sendError(res, err, requestId);
-    host.served({
-      requestId,
-      model,
-      engineId: engine?.id,
-      status,
-      outcome: err ? 'error' : 'ok',
-      totalMs: host.now() - start,
-      ttfbMs: engine?.ttfb,
-      usage: engine?.usage,
-      upstreamError: engine !== undefined && err !== undefined ? err.code : undefined,
-      retries: retries.length > 0 ? retries : undefined,
-      error: err?.message,
-    });
-  };
-  const parsed = parseGenrmRequest(body.json);
-  if (parsed instanceof UisError) return finish(400, parsed, '(none)');
-  const keys = host.keys(body, req);
-  const model = host.resolveModel(keys, body, res);
-  if (model instanceof UisError) return finish(model.status, model, refusedModel(model) ?? '(none)');
-  const spec = host.spec.models.find((m) => m.name === model.name);
-  // SGLang takes a rid on chat too: a client that leaves is aborted at the engine by it, as on the fast path.
-  const rid = typeof parsed.rid === 'string' && parsed.rid !== '' ? parsed.rid : randomUUID();
-  const payload = Buffer.from(
-    JSON.stringify({
-      ...genrmChatBody(parsed, spec ?? { sampling_defaults: {}, chat_template_kwargs: {} }, model.servedName),
-      rid,
-    }),
-  );
-  const controller = new AbortController();
-  let current: ProxyTarget | undefined;
-  let waiting = false;
-  res.on('close', () => {
-    if (res.writableFinished || controller.signal.aborted) return;
-    controller.abort();
-    // During a retry's wait the next engine has not seen the call: nothing to abort there.
-    if (current !== undefined && !waiting) host.abortAtEngine(rid, current, requestId);
-  });
-  const tried = new Set<string>();
-  let target = host.pick(model, keys, res, tried);
-  if (target instanceof UisError) return finish(target.status, target, model.name);
-  for (let attempt = 0; ; attempt++) {
-    current = target;
-    host.inFlight.acquire(target.id);
-    let result: Attempt | undefined;
-    try {
-      waiting = attempt > 0;
-      if (waiting) await host.retry.wait(attempt, controller.signal);
-      waiting = false;
-      result = await attemptGenrm(
-        host,
-        target,
-        payload,
-        requestId,
-        spec?.engine_api_key,
-        controller.signal,
-        start,
-      );
-    } catch {
-      // Only the wait throws, when the client left during it.
-    } finally {
-      host.inFlight.release(target.id);
-    }
-    if (result === undefined || controller.signal.aborted)
-      return finish(0, undefined, model.name, { id: target.id });
-    if (result.answered) {
-      const engine = { id: target.id, ttfb: result.ttfb, usage: result.usage };
-      if (result.json === undefined) return finish(result.status, result.err, model.name, engine);
-      res.writeHead(200, {
-        'content-type': 'application/json',
-        'content-length': Buffer.byteLength(result.json),
-        'x-request-id': requestId,
-      });
-      res.end(result.json);
-      return finish(200, undefined, model.name, engine);
-    }
-    const failed = retries.length > 0 ? gaveUp(result.err, attempt + 1, tried, target) : result.err;
-    if (!result.retryable || attempt >= host.retry.maxRetries)
-      return finish(failed.status, failed, model.name, { id: target.id });
-    tried.add(target.id);
-    const next = host.pick(model, keys, res, tried);
-    if (next instanceof UisError) return finish(failed.status, failed, model.name, { id: target.id });
-    host.attemptFailed(target, result.err.code);
-    retries.push(result.err.code);
-    target = next;
+  out: GenrmOutcome,
+  result: Extract<Attempt, { answered: true }>,
+  model: string,
+  target: ProxyTarget,
+): void {
+  const engine = { id: target.id, ttfb: result.ttfb, usage: result.usage };
+  if (result.json === undefined) {
+    out.finish(result.status, result.err, model, engine);
+    return;
   }
+  res.writeHead(200, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(result.json),
+    'x-request-id': out.requestId,
+  });
+  res.end(result.json);
+  out.finish(200, undefined, model, engine);
 }

@@ -194,6 +194,16 @@ export class InferenceGateway {
       abortAtEngine: (rid, target, requestId) => this.abortAtEngine(rid, target, requestId),
       retry: opts.retry ?? DEFAULT_RETRY_POLICY,
       attemptFailed: (target) => this.attemptFailed(target),
+      trace: (req, requestId) => {
+        const traced = this.tracing?.request(
+          this.role,
+          req.url ?? '/generate',
+          requestId,
+          req.headers.traceparent,
+        );
+        traced?.adapter('genrm_messages');
+        return traced;
+      },
       served: (r) => this.requests.servedByAdapter(r),
     };
     mountReadRoutes(this.app, {

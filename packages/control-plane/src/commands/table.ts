@@ -66,15 +66,19 @@ const roleCommands = {
   drain: defineCommand({
     ...admin,
     name: 'drain',
-    summary: 'Drain every model of a role: stop new work, wait for in-flight work, release GPU memory',
+    summary:
+      "Drain every model of a role: stop new work, wait for in-flight work, release GPU memory; in force (across a restart too) until the role's next activation",
     method: 'POST',
     path: '/roles/:role/drain',
     params: Role,
     input: Drain,
     output: OffloadReportSchema,
     audit: roleSubject,
-    handler: async (plane, { params, input }) =>
-      offloadView(await plane.managerOf(params.role).drain(drainOpts(input))),
+    handler: async (plane, { params, input }, ctx) => {
+      const manager = plane.managerOf(params.role);
+      plane.intents.roleDrained(params.role, ctx);
+      return offloadView(await manager.drain(drainOpts(input)));
+    },
   }),
   deactivate: defineCommand({
     ...admin,
@@ -86,7 +90,11 @@ const roleCommands = {
     input: None,
     output: OffloadReportSchema,
     audit: roleSubject,
-    handler: async (plane, { params }) => offloadView(await plane.managerOf(params.role).deactivate()),
+    handler: async (plane, { params }, ctx) => {
+      const manager = plane.managerOf(params.role);
+      plane.intents.roleDrained(params.role, ctx);
+      return offloadView(await manager.deactivate());
+    },
   }),
   activate_model: defineCommand({
     ...admin,
@@ -109,15 +117,18 @@ const roleCommands = {
   drain_model: defineCommand({
     ...admin,
     name: 'drain_model',
-    summary: 'Drain one model and hold it asleep across phase changes until it is activated',
+    summary: 'Drain one model and hold it asleep across phase changes and restarts until it is activated',
     method: 'POST',
     path: '/roles/:role/models/:model/drain',
     params: RoleModel,
     input: Drain,
     output: OffloadReportSchema,
     audit: modelSubject,
-    handler: async (plane, { params, input }) =>
-      offloadView(await plane.managerOf(params.role).drainModel(params.model, drainOpts(input))),
+    handler: async (plane, { params, input }, ctx) => {
+      const manager = plane.managerOf(params.role);
+      plane.intents.modelHeld(params.role, params.model, ctx);
+      return offloadView(await manager.drainModel(params.model, drainOpts(input)));
+    },
   }),
   deactivate_model: defineCommand({
     ...admin,
@@ -129,10 +140,11 @@ const roleCommands = {
     input: None,
     output: OffloadReportSchema,
     audit: modelSubject,
-    handler: async (plane, { params }) =>
-      offloadView(
-        await plane.managerOf(params.role).drainModel(params.model, { policy: 'abort', deadlineMs: 0 }),
-      ),
+    handler: async (plane, { params }, ctx) => {
+      const manager = plane.managerOf(params.role);
+      plane.intents.modelHeld(params.role, params.model, ctx);
+      return offloadView(await manager.drainModel(params.model, { policy: 'abort', deadlineMs: 0 }));
+    },
   }),
   update_weights: defineCommand({
     ...admin,
