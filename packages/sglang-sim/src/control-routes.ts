@@ -57,6 +57,12 @@ export function controlHandlers(ctx: RouteContext) {
       }
     };
 
+  return { flush, abort, pause, resume, memory, ...weightHandlers(ctx) };
+}
+
+/** The weight endpoints: from disk, the distributed group (init, update, destroy), tensors, the version alone. */
+function weightHandlers(ctx: RouteContext) {
+  const { engine, body } = ctx;
   const ok = (res: ServerResponse, message: string, extra: Record<string, unknown> = {}) =>
     sendJson(res, 200, { success: true, message, ...extra });
   const notOk = (res: ServerResponse, e: unknown, extra: Record<string, unknown> = {}) => {
@@ -130,17 +136,5 @@ export function controlHandlers(ctx: RouteContext) {
     ok(res, `Weight version updated to ${b.new_version}`, { new_version: b.new_version });
   };
 
-  return {
-    flush,
-    abort,
-    pause,
-    resume,
-    memory,
-    fromDisk,
-    initGroup,
-    destroyGroup,
-    fromDistributed,
-    fromTensor,
-    weightVersion,
-  };
+  return { fromDisk, initGroup, destroyGroup, fromDistributed, fromTensor, weightVersion };
 }
