@@ -3,12 +3,16 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { InferenceRoleSpec } from '@uis/spec';
 import { UisError } from '@uis/spec';
 import {
+  engineFailure,
+  errorCode,
+  gaveUp,
   type InFlightCounter,
   type ParsedBody,
   ProxyErrorCode,
   type ProxyTarget,
+  type RetryPolicy,
+  retryableCode,
   sendError,
-  TIMEOUT_CODES,
   type TokenUsage,
   type UpstreamPools,
   usageOfBody,
@@ -32,6 +36,10 @@ export interface GenrmHost<M extends Resolved, K> {
   resolveModel(keys: K, body: ParsedBody, res: ServerResponse): M | UisError;
   pick(model: M, keys: K, res: ServerResponse, excluding: ReadonlySet<string>): ProxyTarget | UisError;
   abortAtEngine(rid: string, target: ProxyTarget, requestId: string): void;
+  /** The serving proxy's retry rules (count, waits); the adapter follows them too. */
+  retry: RetryPolicy;
+  /** An attempt failed and the call goes to another replica (its circuit counts the failure). */
+  attemptFailed(target: ProxyTarget, code: string): void;
   /** The request's trace when tracing is on and the request is sampled. */
   trace(req: IncomingMessage, requestId: string): RequestTrace | undefined;
   served(r: {
@@ -58,6 +66,8 @@ export function refusedModel(err: UisError): string | undefined {
 /** The end of one GenRM call: its error answer (if any), its report to the served record and its trace. */
 class GenrmOutcome {
   readonly retries: string[] = [];
+  /** The last failed attempt, once one was retried away from. */
+  failure: { err: UisError; target: ProxyTarget } | undefined;
   traced: RequestTrace | undefined;
   readonly #start: number;
 
@@ -104,8 +114,9 @@ class GenrmOutcome {
 }
 
 /** Relax's GenRM call: resolve the model, call the engine's chat completions with the merged sampling parameters
- * (one retry elsewhere if the engine is unreachable), answer `{"response": "<text>"}` stripped. Traced like every
- * serving request when tracing is on (the request, its routing decision, each engine attempt). */
+ * (retried elsewhere by the serving proxy's retry rules while no engine answered), answer `{"response": "<text>"}`
+ * stripped. Traced like every serving request when tracing is on (the request, its routing decision, each engine
+ * attempt). */
 export async function genrmCall<M extends Resolved, K>(
   host: GenrmHost<M, K>,
   body: ParsedBody,
@@ -140,24 +151,51 @@ export async function genrmCall<M extends Resolved, K>(
   ];
   const controller = new AbortController();
   let current: ProxyTarget | undefined;
+  let waiting = false;
   res.on('close', () => {
     if (res.writableFinished || controller.signal.aborted) return;
     controller.abort();
-    if (current !== undefined) host.abortAtEngine(rid, current, requestId);
+    // During a retry's wait the next engine has not seen the call: nothing to abort there.
+    if (current !== undefined && !waiting) host.abortAtEngine(rid, current, requestId);
   });
   const tried = new Set<string>();
-  for (let attempt = 0; attempt < 2; attempt++) {
+  for (let attempt = 0; ; attempt++) {
     const target = host.pick(model, keys, res, tried);
     out.traced?.attempt(
       target instanceof UisError ? undefined : target.id,
       attempt === 0 ? undefined : ProxyErrorCode.engineUnreachable,
     );
-    if (target instanceof UisError) return out.finish(target.status, target, model.name);
+    if (target instanceof UisError) {
+      // No other replica: the answer is why the last one failed.
+      const last = out.failure;
+      return last === undefined
+        ? out.finish(target.status, target, model.name)
+        : out.finish(last.err.status, last.err, model.name, { id: last.target.id });
+    }
     current = target;
-    const sent = { host, target, headers, payload, signal: controller.signal, model: model.name };
-    if ((await callEngine(sent, res, out, attempt === 1)) === 'answered') return;
+    host.inFlight.acquire(target.id);
+    let result: Attempt | undefined;
+    try {
+      waiting = attempt > 0;
+      // The next replica holds the call during the wait, as on the proxy's fast path.
+      if (waiting) await host.retry.wait(attempt, controller.signal);
+      waiting = false;
+      result = await callEngine({ host, target, headers, payload, signal: controller.signal }, out);
+    } catch {
+      // Only the wait throws, when the client left during it.
+    } finally {
+      host.inFlight.release(target.id);
+    }
+    if (result === undefined || controller.signal.aborted)
+      return out.finish(0, undefined, model.name, { id: target.id });
+    if (result.answered) return answer(res, out, result, model.name, target);
+    const err = attempt > 0 ? gaveUp(result.err, attempt + 1, tried, target) : result.err;
+    if (!result.retryable || attempt >= host.retry.maxRetries)
+      return out.finish(err.status, err, model.name, { id: target.id });
     tried.add(target.id);
-    out.retries.push(ProxyErrorCode.engineUnreachable);
+    out.failure = { err, target };
+    host.attemptFailed(target, result.err.code);
+    out.retries.push(result.err.code);
   }
 }
 
@@ -168,28 +206,42 @@ function traceHeaders(req: IncomingMessage, traced: RequestTrace | undefined): s
   return typeof client === 'string' ? ['traceparent', client] : [];
 }
 
-/** One engine attempt: `answered` when the call ended (answer, refusal, timeout, client gone, or the last
- * attempt's unreachable engine), `retry` when the engine was unreachable and another may answer. */
+/** One attempt's end: the engine's answer (a 200 reshaped, or its refusal), or a failure before any answer. */
+type Attempt =
+  | {
+      answered: true;
+      status: number;
+      json: string | undefined;
+      err: UisError | undefined;
+      ttfb: number;
+      usage?: TokenUsage;
+    }
+  | { answered: false; err: UisError; retryable: boolean };
+
+/** Sends the GenRM chat call to `target` once and reads the whole answer. Never throws. */
 async function callEngine(
   call: {
-    host: Pick<GenrmHost<Resolved, unknown>, 'pools' | 'inFlight'>;
+    host: Pick<GenrmHost<Resolved, unknown>, 'pools'>;
     target: ProxyTarget;
     headers: string[];
     payload: Buffer;
     signal: AbortSignal;
-    model: string;
   },
-  res: ServerResponse,
   out: GenrmOutcome,
-  last: boolean,
-): Promise<'answered' | 'retry'> {
-  const { host, target, model } = call;
-  host.inFlight.acquire(target.id);
+): Promise<Attempt> {
+  const { host, target } = call;
+  let responded = false;
   try {
     const r = await host.pools
       .get(target.origin)
-      .request({ path: '/v1/chat/completions', headers: call.headers, body: call.payload }, call.signal);
-    const engine = { id: target.id, ttfb: out.elapsed };
+      .request(
+        { path: '/v1/chat/completions', headers: call.headers, body: call.payload },
+        call.signal,
+        () => {
+          responded = true;
+        },
+      );
+    const ttfb = out.elapsed;
     const text = r.body.toString('utf8');
     if (r.statusCode !== 200) {
       const err = new UisError({
@@ -197,51 +249,49 @@ async function callEngine(
         relayedStatus: r.statusCode < 500 ? r.statusCode : undefined,
         message: `GenRM engine ${target.id} answered ${r.statusCode}: ${text.slice(0, 500)}`,
       });
-      out.finish(err.status, err, model, engine);
-      return 'answered';
+      return { answered: true, status: err.status, json: undefined, err, ttfb };
     }
-    let answer: unknown;
+    let parsed: unknown;
     try {
-      answer = JSON.parse(text);
+      parsed = JSON.parse(text);
     } catch {
-      answer = undefined;
+      parsed = undefined;
     }
-    const response = genrmResponse(answer);
-    if (response instanceof UisError) {
-      out.finish(response.status, response, model, engine);
-      return 'answered';
-    }
+    const response = genrmResponse(parsed);
+    if (response instanceof UisError)
+      return { answered: true, status: response.status, json: undefined, err: response, ttfb };
     const json = JSON.stringify(response);
-    res.writeHead(200, {
-      'content-type': 'application/json',
-      'content-length': Buffer.byteLength(json),
-      'x-request-id': out.requestId,
-    });
-    res.end(json);
-    out.finish(200, undefined, model, { ...engine, usage: usageOfBody(r.body) });
-    return 'answered';
+    return { answered: true, status: 200, json, err: undefined, ttfb, usage: usageOfBody(r.body) };
   } catch (e) {
-    if (call.signal.aborted) {
-      out.finish(0, undefined, model, { id: target.id });
-      return 'answered';
-    }
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && TIMEOUT_CODES.has(code)) {
-      const err = new UisError({
-        code: ProxyErrorCode.engineTimeout,
-        message: `GenRM engine ${target.id} did not answer in time`,
-      });
-      out.finish(504, err, model, { id: target.id });
-      return 'answered';
-    }
-    if (!last) return 'retry';
-    const err = new UisError({
-      code: ProxyErrorCode.engineUnreachable,
-      message: `GenRM engine ${target.id} is unreachable: ${e instanceof Error ? e.message : String(e)}`,
-    });
-    out.finish(502, err, model, { id: target.id });
-    return 'answered';
-  } finally {
-    host.inFlight.release(target.id);
+    const err = e instanceof Error ? e : new Error(String(e));
+    const code = errorCode(err);
+    // The serving proxy's rule (retry.ts): only a connection that failed before any answer byte goes elsewhere.
+    return {
+      answered: false,
+      err: engineFailure(err, code, target, responded),
+      retryable: !responded && retryableCode(code),
+    };
   }
+}
+
+/** Sends the engine's answer (reshaped) or its refusal, and ends the call. */
+function answer(
+  res: ServerResponse,
+  out: GenrmOutcome,
+  result: Extract<Attempt, { answered: true }>,
+  model: string,
+  target: ProxyTarget,
+): void {
+  const engine = { id: target.id, ttfb: result.ttfb, usage: result.usage };
+  if (result.json === undefined) {
+    out.finish(result.status, result.err, model, engine);
+    return;
+  }
+  res.writeHead(200, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(result.json),
+    'x-request-id': out.requestId,
+  });
+  res.end(result.json);
+  out.finish(200, undefined, model, engine);
 }

@@ -10,6 +10,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
 import { buildAppRouter, ChangeFeed, type ControlPlane, commandRoutes } from '@uis/control-plane';
+import type { Clock } from '@uis/sglang-engine';
 import { asRole, type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
@@ -31,6 +32,8 @@ import {
   DEFAULT_MAX_JSON_DEPTH,
   errorJson,
   FastRoutes,
+  type RetryOptions,
+  RetryPolicy,
   servingPaths,
   type UpstreamPoolOptions,
   UpstreamPools,
@@ -70,6 +73,10 @@ export interface UisServerOptions {
   admission?: AdmissionOptions;
   /** The replicas' circuit breakers (absent: on, with their defaults). */
   breaker?: BreakerOptions;
+  /** Retries of serving requests whose engine failed before answering (`gateway.retry`; absent: its defaults). */
+  retry?: Partial<RetryOptions>;
+  /** The time source of the retries' waits (tests pass a ManualClock). */
+  clock?: Clock;
   /** The console build to serve at `/`. */
   consoleDist?: string;
   /** Least time between two console pushes. */
@@ -257,6 +264,7 @@ export class UisServer {
       if (observe) this.observability.served(r);
       this.feed.notify();
     };
+    const retry = new RetryPolicy(opts.retry, opts.clock);
     for (const [role, manager] of plane.managers) {
       const spec = plane.roles[role];
       if (!spec) continue;
@@ -273,6 +281,7 @@ export class UisServer {
         maxJsonDepth,
         ...(opts.admission === undefined ? {} : { admission: opts.admission }),
         ...(opts.breaker === undefined ? {} : { breaker: opts.breaker }),
+        retry,
         accessLog: opts.accessLog ?? false,
         tracing: opts.tracing,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
