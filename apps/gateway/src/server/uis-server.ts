@@ -14,7 +14,7 @@ import { asRole, type ConsoleState, type ErrorCode, type Role, UisError } from '
 import { Hono } from 'hono';
 import pino from 'pino';
 import { createAdminApi } from '../admin/admin-api.ts';
-import { authorized } from '../gateway/auth.ts';
+import { commandRefusal } from '../gateway/auth.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
 import { mountOpenAIRoot } from '../gateway/openai-surface.ts';
@@ -260,9 +260,8 @@ export class UisServer {
     };
     const router = buildAppRouter({
       plane,
-      authorize: (header, permission) =>
-        permission === 'public' ||
-        authorized(header, permission === 'admin' ? [opts.adminToken] : [opts.adminToken, ...servingTokens]),
+      refuse: (header, permission) =>
+        commandRefusal(header, permission, { admin: opts.adminToken, serving: opts.servingToken }),
       state,
       feed: this.feed,
       observability: {
