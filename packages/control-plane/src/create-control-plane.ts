@@ -189,7 +189,7 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
     store,
     managers: Object.fromEntries(managers),
     phases: groups.flatMap((g) => g.phases),
-    runner: { logger },
+    runner: { logger, events },
   });
   // (The wiring resumed batches a dead process left running: their staged results are reused on the next run.)
   if (wired.recovered.length > 0) logger.info({ batches: wired.recovered }, 'batches recovered');

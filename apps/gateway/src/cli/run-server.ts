@@ -240,6 +240,13 @@ function limitsOf(config: UisConfig) {
       queue: g.admission.queue,
       queueTimeoutMs: g.admission.queue_timeout_ms,
     },
+    retry: {
+      maxRetries: g.retry.max_retries,
+      initialBackoffMs: g.retry.initial_backoff_ms,
+      maxBackoffMs: g.retry.max_backoff_ms,
+      backoffMultiplier: g.retry.backoff_multiplier,
+      jitter: g.retry.jitter,
+    },
   };
 }
 

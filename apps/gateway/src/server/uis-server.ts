@@ -10,6 +10,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
 import { buildAppRouter, ChangeFeed, type ControlPlane, commandRoutes } from '@uis/control-plane';
+import type { Clock } from '@uis/sglang-engine';
 import { asRole, type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
@@ -31,6 +32,8 @@ import {
   DEFAULT_MAX_JSON_DEPTH,
   errorJson,
   FastRoutes,
+  type RetryOptions,
+  RetryPolicy,
   servingPaths,
   type UpstreamPoolOptions,
   UpstreamPools,
@@ -70,6 +73,10 @@ export interface UisServerOptions {
   admission?: AdmissionOptions;
   /** The replicas' circuit breakers (absent: on, with their defaults). */
   breaker?: BreakerOptions;
+  /** Retries of serving requests whose engine failed before answering (`gateway.retry`; absent: its defaults). */
+  retry?: Partial<RetryOptions>;
+  /** The time source of the retries' waits (tests pass a ManualClock). */
+  clock?: Clock;
   /** The console build to serve at `/`. */
   consoleDist?: string;
   /** Least time between two console pushes. */
@@ -146,7 +153,81 @@ export class UisServer {
         maxJsonDepth,
       }),
     );
-    this.metrics = new GatewayMetrics({
+    this.metrics = this.createMetrics();
+    this.observability = new Observability(this.metrics, plane.plan);
+    const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
+    this.mountGateways(opts, servingTokens, maxJsonDepth);
+    this.tracing = opts.tracing;
+    this.followPlane(opts.tracing);
+    this.probe = this.createProbe(opts.healthProbeMs ?? 5000);
+    this.probe?.start();
+    this.mountConsoleApi(opts, servingTokens);
+    this.app.get('/metrics', async (c) =>
+      c.body(await this.metrics.text(), 200, { 'content-type': this.metrics.contentType }),
+    );
+    this.app.get('/healthz', (c) => c.json({ status: 'ok', roles: [...this.gateways.keys()] }));
+    mountDocs(this.app, () => ({ roles: [...this.gateways.keys()], admin: commandRoutes() }));
+    // One base URL for a whole job: /v1/models, /v1/chat/completions, /v1/completions find the role by model.
+    mountOpenAIRoot(this.app, this.routes, {
+      roles: () => this.gateways.values(),
+      pools: this.pools,
+      servingTokens,
+      bodyRules: { bodyBudget: this.bodyBudget, maxJsonDepth },
+      ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
+    });
+    this.mountFallback(opts.consoleDist);
+  }
+
+  /** What is not a route: a role that is not configured, an unknown API path (JSON errors), else the console. */
+  private mountFallback(consoleDist: string | undefined): void {
+    const roles = new Set<string>([...this.gateways.keys(), 'admin', 'trpc', 'metrics']);
+    const console = consoleHandler(consoleDist ?? CONSOLE_DIST);
+    // A role's API paths: under a role that is not configured they answer JSON, not the console's page.
+    const isRolePath = (role: string, path: string) => {
+      const { generate, chat, completions } = servingPaths(role);
+      const paths = [
+        `/${role}/engines`,
+        `/${role}/health`,
+        `/${role}/v1/models`,
+        generate,
+        ...chat,
+        ...completions,
+      ];
+      return paths.includes(path);
+    };
+    this.app.all('*', (c) => {
+      const first = c.req.path.split('/')[1] ?? '';
+      if (!this.gateways.has(first as Role) && isRolePath(first, c.req.path)) {
+        const err = new UisError({
+          code: 'unknown_role',
+          path: 'role',
+          message: `role ${JSON.stringify(first)} is not configured; roles: ${[...this.gateways.keys()].join(', ')}`,
+        });
+        return errorJson(c, err);
+      }
+      // API paths answer JSON; only browser paths fall back to the console.
+      if (c.req.method !== 'GET' || roles.has(first) || asRole(first) !== undefined) {
+        const err = new UisError({
+          code: 'not_found',
+          path: c.req.path,
+          message: `no route ${c.req.method} ${c.req.path}`,
+        });
+        return errorJson(c, err);
+      }
+      return console(c);
+    });
+    this.app.onError((e, c) => {
+      const err =
+        e instanceof UisError ? e : new UisError({ code: 'internal_error', message: e.message, cause: e });
+      if (err.status >= 500) this.logger.error({ err: e.message, path: c.req.path }, 'request failed');
+      return errorJson(c, err);
+    });
+  }
+
+  /** The Prometheus registry, reading live state from the gateways and the plane at scrape time. */
+  private createMetrics(): GatewayMetrics {
+    const plane = this.plane;
+    return new GatewayMetrics({
       inFlight: () =>
         [...this.gateways].flatMap(([role, g]) =>
           Object.entries(g.inFlight.snapshot()).map(([engine_id, count]) => ({ role, engine_id, count })),
@@ -172,14 +253,18 @@ export class UisServer {
             .map((c) => ({ role, engine_id: c.engineId, state: c.state === 'open' ? 2 : 1 })),
         ),
     });
-    this.observability = new Observability(this.metrics, plane.plan);
-    const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
+  }
+
+  /** A role gateway per configured role: serving routes on the fast path, the rest on Hono. */
+  private mountGateways(opts: UisServerOptions, servingTokens: string[], maxJsonDepth: number): void {
+    const plane = this.plane;
     const observe = opts.servingObservability !== false;
     const onServed = (r: ServedRequest) => {
       this.journal.served(r);
       if (observe) this.observability.served(r);
       this.feed.notify();
     };
+    const retry = new RetryPolicy(opts.retry, opts.clock);
     for (const [role, manager] of plane.managers) {
       const spec = plane.roles[role];
       if (!spec) continue;
@@ -196,6 +281,7 @@ export class UisServer {
         maxJsonDepth,
         ...(opts.admission === undefined ? {} : { admission: opts.admission }),
         ...(opts.breaker === undefined ? {} : { breaker: opts.breaker }),
+        retry,
         accessLog: opts.accessLog ?? false,
         tracing: opts.tracing,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
@@ -204,45 +290,58 @@ export class UisServer {
       gateway.registerServing(this.routes);
       this.app.route('/', gateway.app);
     }
-    const auditSpans = opts.tracing === undefined ? undefined : new AuditSpans(opts.tracing);
-    this.tracing = opts.tracing;
+  }
+
+  /** Reads the plane's records so far, then follows its changes: every change (audit events, publications, barrier
+   * waiters, batch progress) wakes the console; audit events also feed its journal, the metrics, the time views and
+   * the traces, barrier waits the GPU-time view and the traces. */
+  private followPlane(tracing: UisTracing | undefined): void {
+    const plane = this.plane;
+    const auditSpans = tracing === undefined ? undefined : new AuditSpans(tracing);
     this.journal.backfill(plane.events.latest(500));
     for (const e of plane.events.latest(20_000)) this.observability.audit(e, false);
-    // Every change of the control plane (audit events, publications, barrier waiters, batch progress) wakes the
-    // console; audit events also feed its journal, the metrics and the time views, barrier waits the GPU-time view.
     this.unsubscribe.push(
       plane.stream.subscribe((change) => {
         if (change.type === 'audit') {
           this.journal.record(change.event);
           this.observability.audit(change.event);
           auditSpans?.observe(change.event);
-        } else if (change.type === 'barriers') this.observability.barriers(change.barriers, Date.now());
+        } else if (change.type === 'barriers') {
+          this.observability.barriers(change.barriers, Date.now());
+          auditSpans?.barriers(change.barriers, Date.now());
+        }
         this.feed.notify();
       }),
     );
-    const probeMs = opts.healthProbeMs ?? 5000;
-    this.probe =
-      probeMs <= 0
-        ? null
-        : new HealthProbe({
-            intervalMs: probeMs,
-            targets: () =>
-              [...plane.managers.values()].flatMap((m) =>
-                Object.values(m.snapshot().models).flatMap((x) =>
-                  x.replicas.flatMap((r) =>
-                    r.base_url === null || r.state === 'dead'
-                      ? []
-                      : [{ engineId: r.engine_id, baseUrl: r.base_url }],
-                  ),
+  }
+
+  /** The console's replica health probes (null when `probeMs` is 0). */
+  private createProbe(probeMs: number): HealthProbe | null {
+    const plane = this.plane;
+    return probeMs <= 0
+      ? null
+      : new HealthProbe({
+          intervalMs: probeMs,
+          targets: () =>
+            [...plane.managers.values()].flatMap((m) =>
+              Object.values(m.snapshot().models).flatMap((x) =>
+                x.replicas.flatMap((r) =>
+                  r.base_url === null || r.state === 'dead'
+                    ? []
+                    : [{ engineId: r.engine_id, baseUrl: r.base_url }],
                 ),
               ),
-            record: (id, sample) => {
-              this.journal.probed(id, sample);
-              this.feed.notify();
-            },
-          });
-    this.probe?.start();
+            ),
+          record: (id, sample) => {
+            this.journal.probed(id, sample);
+            this.feed.notify();
+          },
+        });
+  }
 
+  /** The console's tRPC API (one cached state per change) and the admin REST API. */
+  private mountConsoleApi(opts: UisServerOptions, servingTokens: string[]): void {
+    const plane = this.plane;
     // Every console tab subscribes: one state per change (and at most a second old) serves them all.
     let cached: { version: number; at: number; state: ConsoleState } | null = null;
     const state = (): ConsoleState => {
@@ -289,61 +388,6 @@ export class UisServer {
       // tRPC refuses a content type before it labels its answer: the body is its JSON error all the same.
       if (res instanceof Response && res.status === 415) res.headers.set('content-type', 'application/json');
       return res;
-    });
-    this.app.get('/metrics', async (c) =>
-      c.body(await this.metrics.text(), 200, { 'content-type': this.metrics.contentType }),
-    );
-    this.app.get('/healthz', (c) => c.json({ status: 'ok', roles: [...this.gateways.keys()] }));
-    mountDocs(this.app, () => ({ roles: [...this.gateways.keys()], admin: commandRoutes() }));
-    // One base URL for a whole job: /v1/models, /v1/chat/completions, /v1/completions find the role by model.
-    mountOpenAIRoot(this.app, this.routes, {
-      roles: () => this.gateways.values(),
-      pools: this.pools,
-      servingTokens,
-      bodyRules: { bodyBudget: this.bodyBudget, maxJsonDepth },
-      ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
-    });
-    const roles = new Set<string>([...this.gateways.keys(), 'admin', 'trpc', 'metrics']);
-    const console = consoleHandler(opts.consoleDist ?? CONSOLE_DIST);
-    // A role's API paths: under a role that is not configured they answer JSON, not the console's page.
-    const isRolePath = (role: string, path: string) => {
-      const { generate, chat, completions } = servingPaths(role);
-      const paths = [
-        `/${role}/engines`,
-        `/${role}/health`,
-        `/${role}/v1/models`,
-        generate,
-        ...chat,
-        ...completions,
-      ];
-      return paths.includes(path);
-    };
-    this.app.all('*', (c) => {
-      const first = c.req.path.split('/')[1] ?? '';
-      if (!this.gateways.has(first as Role) && isRolePath(first, c.req.path)) {
-        const err = new UisError({
-          code: 'unknown_role',
-          path: 'role',
-          message: `role ${JSON.stringify(first)} is not configured; roles: ${[...this.gateways.keys()].join(', ')}`,
-        });
-        return errorJson(c, err);
-      }
-      // API paths answer JSON; only browser paths fall back to the console.
-      if (c.req.method !== 'GET' || roles.has(first) || asRole(first) !== undefined) {
-        const err = new UisError({
-          code: 'not_found',
-          path: c.req.path,
-          message: `no route ${c.req.method} ${c.req.path}`,
-        });
-        return errorJson(c, err);
-      }
-      return console(c);
-    });
-    this.app.onError((e, c) => {
-      const err =
-        e instanceof UisError ? e : new UisError({ code: 'internal_error', message: e.message, cause: e });
-      if (err.status >= 500) this.logger.error({ err: e.message, path: c.req.path }, 'request failed');
-      return errorJson(c, err);
     });
   }
 
