@@ -161,7 +161,7 @@ export class UisServer {
     this.followPlane(opts.tracing);
     this.probe = this.createProbe(opts.healthProbeMs ?? 5000);
     this.probe?.start();
-    this.mountConsoleApi(opts, servingTokens);
+    this.mountConsoleApi(opts);
     this.app.get('/metrics', async (c) =>
       c.body(await this.metrics.text(), 200, { 'content-type': this.metrics.contentType }),
     );
@@ -340,7 +340,7 @@ export class UisServer {
   }
 
   /** The console's tRPC API (one cached state per change) and the admin REST API. */
-  private mountConsoleApi(opts: UisServerOptions, servingTokens: string[]): void {
+  private mountConsoleApi(opts: UisServerOptions): void {
     const plane = this.plane;
     // Every console tab subscribes: one state per change (and at most a second old) serves them all.
     let cached: { version: number; at: number; state: ConsoleState } | null = null;
