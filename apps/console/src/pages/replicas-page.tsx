@@ -1,5 +1,12 @@
-import { type ConsoleState, REPLICA_STATES, type ReplicaView, type Role } from '@uis/spec';
-import { useMemo, useState } from 'react';
+import {
+  type CircuitState,
+  type ConsoleState,
+  type DiscoveryModel,
+  REPLICA_STATES,
+  type ReplicaView,
+  type Role,
+} from '@uis/spec';
+import { type ReactNode, useMemo, useState } from 'react';
 import { useTRPCClient } from '../api/trpc.ts';
 import { useAdminAction } from '../components/admin-actions.tsx';
 import { HealthSparkline } from '../components/sparkline.tsx';
@@ -41,9 +48,15 @@ export function filterReplicas(replicas: ReplicaView[], text: string, state: str
     (r) =>
       (state === '' || r.state === state) &&
       (needle === '' ||
-        [r.engine_id, r.model, r.role, r.base_url ?? '', r.state, r.weight_version ?? ''].some((v) =>
-          v.toLowerCase().includes(needle),
-        )),
+        [
+          r.engine_id,
+          r.model,
+          r.role,
+          r.base_url ?? '',
+          r.state,
+          r.weight_version ?? '',
+          r.circuit ?? '',
+        ].some((v) => v.toLowerCase().includes(needle))),
   );
 }
 
@@ -111,6 +124,147 @@ function RestartButton({ role, engineId }: { role: Role; engineId: string }) {
   );
 }
 
+/** The gateway's circuit of a replica: closed is the quiet normal, open and half-open stand out; none for a
+ * model an SGLang router serves (the router picks its workers). */
+export function CircuitMark({ circuit }: { circuit: CircuitState | null }) {
+  if (circuit === null)
+    return (
+      <span
+        className="muted"
+        data-testid="replica-circuit"
+        data-circuit="none"
+        title="routed by an SGLang router"
+      >
+        —
+      </span>
+    );
+  const title =
+    circuit === 'open'
+      ? 'open: consecutive failures; routing skips this replica until one request probes it'
+      : circuit === 'half_open'
+        ? 'half-open: one request probes the replica; success closes the circuit, failure opens it again'
+        : 'closed: routed to';
+  return (
+    <span
+      className={circuit === 'closed' ? 'muted' : `badge badge-circuit-${circuit}`}
+      data-testid="replica-circuit"
+      data-circuit={circuit}
+      title={title}
+    >
+      {circuit === 'half_open' ? 'half-open' : circuit}
+    </span>
+  );
+}
+
+function ReplicaRow({ r, target }: { r: ReplicaView; target: string | null | undefined }) {
+  return (
+    <tr
+      data-testid="replica-row"
+      data-engine-id={r.engine_id}
+      data-state={r.state}
+      data-direct-eligible={String(r.direct_eligible)}
+    >
+      <td className="mono">
+        {r.engine_id}
+        {r.worker_type !== 'regular' && <span className="muted"> ({r.worker_type})</span>}
+      </td>
+      <td className="mono url">{r.base_url ?? '—'}</td>
+      <td>
+        <StateBadge state={r.state} />
+      </td>
+      <td>
+        <BoolMark value={r.direct_eligible} />
+      </td>
+      <td
+        className={`mono${behind(r.weight_version, target) ? ' stale' : ''}`}
+        data-testid="replica-weights"
+        data-behind={behind(r.weight_version, target) ? 'true' : 'false'}
+        title={
+          behind(r.weight_version, target)
+            ? `behind the model's target ${target}: not eligible until synced`
+            : undefined
+        }
+      >
+        {r.weight_version ?? '—'}
+      </td>
+      <td className="num mono">{r.inflight}</td>
+      <td className="num mono">{r.generation}</td>
+      <td>
+        <CircuitMark circuit={r.circuit} />
+      </td>
+      <td>
+        <HealthSparkline samples={r.health} />
+      </td>
+      <td>
+        <RestartButton role={r.role} engineId={r.engine_id} />
+      </td>
+    </tr>
+  );
+}
+
+type Header = (key: SortKey, label: string, numeric?: boolean) => ReactNode;
+
+function ModelBlock(props: {
+  role: Role;
+  model: string;
+  info: DiscoveryModel;
+  rows: ReplicaView[];
+  total: number;
+  header: Header;
+}) {
+  const { role, model, info, rows, total, header } = props;
+  return (
+    <div className="model-block" data-testid="model-section" data-model={model}>
+      <div className="model-head">
+        <strong className="mono">{model}</strong> <StateBadge state={info.state} />
+        {info.held ? (
+          <>
+            {' '}
+            <span
+              className="badge badge-held"
+              data-testid="held-badge"
+              title="Drained by an operator: phase changes leave it asleep until it is activated"
+            >
+              held
+            </span>
+          </>
+        ) : null}
+        <span className="muted">
+          {' '}
+          target weights {info.weight_version ?? '—'} · {total} replicas
+          {info.router_url ? ` · router ${info.router_url}` : ''}
+        </span>
+        <ModelActions role={role} model={model} />
+      </div>
+      {rows.length === 0 ? (
+        <p className="empty">{total === 0 ? 'No replica.' : 'No replica matches the filter.'}</p>
+      ) : (
+        <table className="table" data-testid="replica-table">
+          <thead>
+            <tr>
+              {header('engine_id', 'engine')}
+              <th>URL</th>
+              {header('state', 'state')}
+              <th>direct</th>
+              {header('weight_version', 'weights')}
+              {header('inflight', 'in-flight', true)}
+              <th className="num">gen</th>
+              <th title="the gateway's circuit breaker of the replica">circuit</th>
+              {header('health', 'health')}
+              <th />
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((r) => (
+              <ReplicaRow key={r.engine_id} r={r} target={info.weight_version} />
+            ))}
+          </tbody>
+        </table>
+      )}
+    </div>
+  );
+}
+
 export function ReplicasPage({ state, initialFilter = '' }: { state: ConsoleState; initialFilter?: string }) {
   const [text, setText] = useState(initialFilter);
   const [stateFilter, setStateFilter] = useState('');
@@ -142,7 +296,7 @@ export function ReplicasPage({ state, initialFilter = '' }: { state: ConsoleStat
       <div className="toolbar">
         <input
           type="search"
-          placeholder="filter: engine, model, URL, state, version"
+          placeholder="filter: engine, model, URL, state, version, circuit"
           aria-label="filter replicas"
           value={text}
           onChange={(e) => setText(e.target.value)}
@@ -182,97 +336,17 @@ export function ReplicasPage({ state, initialFilter = '' }: { state: ConsoleStat
               <dd>{snapshot.phase ?? '—'}</dd>
             </dl>
           </header>
-          {Object.entries(snapshot.models).map(([model, info]) => {
-            const rows = shown.filter((r) => r.role === snapshot.role && r.model === model);
-            const total = state.replicas.filter((r) => r.role === snapshot.role && r.model === model).length;
-            return (
-              <div className="model-block" key={model} data-testid="model-section" data-model={model}>
-                <div className="model-head">
-                  <strong className="mono">{model}</strong> <StateBadge state={info.state} />
-                  {info.held ? (
-                    <>
-                      {' '}
-                      <span
-                        className="badge badge-held"
-                        data-testid="held-badge"
-                        title="Drained by an operator: phase changes leave it asleep until it is activated"
-                      >
-                        held
-                      </span>
-                    </>
-                  ) : null}
-                  <span className="muted">
-                    {' '}
-                    target weights {info.weight_version ?? '—'} · {total} replicas
-                    {info.router_url ? ` · router ${info.router_url}` : ''}
-                  </span>
-                  <ModelActions role={snapshot.role} model={model} />
-                </div>
-                {rows.length === 0 ? (
-                  <p className="empty">{total === 0 ? 'No replica.' : 'No replica matches the filter.'}</p>
-                ) : (
-                  <table className="table" data-testid="replica-table">
-                    <thead>
-                      <tr>
-                        {header('engine_id', 'engine')}
-                        <th>URL</th>
-                        {header('state', 'state')}
-                        <th>direct</th>
-                        {header('weight_version', 'weights')}
-                        {header('inflight', 'in-flight', true)}
-                        <th className="num">gen</th>
-                        {header('health', 'health')}
-                        <th />
-                      </tr>
-                    </thead>
-                    <tbody>
-                      {rows.map((r) => (
-                        <tr
-                          key={r.engine_id}
-                          data-testid="replica-row"
-                          data-engine-id={r.engine_id}
-                          data-state={r.state}
-                          data-direct-eligible={String(r.direct_eligible)}
-                        >
-                          <td className="mono">
-                            {r.engine_id}
-                            {r.worker_type !== 'regular' && <span className="muted"> ({r.worker_type})</span>}
-                          </td>
-                          <td className="mono url">{r.base_url ?? '—'}</td>
-                          <td>
-                            <StateBadge state={r.state} />
-                          </td>
-                          <td>
-                            <BoolMark value={r.direct_eligible} />
-                          </td>
-                          <td
-                            className={`mono${behind(r.weight_version, info.weight_version) ? ' stale' : ''}`}
-                            data-testid="replica-weights"
-                            data-behind={behind(r.weight_version, info.weight_version) ? 'true' : 'false'}
-                            title={
-                              behind(r.weight_version, info.weight_version)
-                                ? `behind the model's target ${info.weight_version}: not eligible until synced`
-                                : undefined
-                            }
-                          >
-                            {r.weight_version ?? '—'}
-                          </td>
-                          <td className="num mono">{r.inflight}</td>
-                          <td className="num mono">{r.generation}</td>
-                          <td>
-                            <HealthSparkline samples={r.health} />
-                          </td>
-                          <td>
-                            <RestartButton role={r.role} engineId={r.engine_id} />
-                          </td>
-                        </tr>
-                      ))}
-                    </tbody>
-                  </table>
-                )}
-              </div>
-            );
-          })}
+          {Object.entries(snapshot.models).map(([model, info]) => (
+            <ModelBlock
+              key={model}
+              role={snapshot.role}
+              model={model}
+              info={info}
+              rows={shown.filter((r) => r.role === snapshot.role && r.model === model)}
+              total={state.replicas.filter((r) => r.role === snapshot.role && r.model === model).length}
+              header={header}
+            />
+          ))}
         </section>
       ))}
     </div>
