@@ -1,18 +1,14 @@
-import {
-  type CircuitState,
-  type ConsoleState,
-  type DiscoveryModel,
-  REPLICA_STATES,
-  type ReplicaView,
-  type Role,
-} from '@uis/spec';
-import { type ReactNode, useMemo, useState } from 'react';
+import { type CircuitState, type ConsoleState, REPLICA_STATES, type ReplicaView, type Role } from '@uis/spec';
+import { useMemo, useState } from 'react';
 import { useTRPCClient } from '../api/trpc.ts';
 import { useAdminAction } from '../components/admin-actions.tsx';
 import { HealthSparkline } from '../components/sparkline.tsx';
 import { BoolMark, StateBadge } from '../components/state-badge.tsx';
 import { activatedMessage, drainedMessage, restartedMessage } from '../lib/action-messages.ts';
 import { roleColor } from '../lib/colors.ts';
+
+/** One model of a role's discovery snapshot, as the console state carries it. */
+type ModelInfo = ConsoleState['roles'][number]['models'][string];
 
 type SortKey = 'engine_id' | 'state' | 'inflight' | 'weight_version' | 'health';
 
@@ -156,7 +152,10 @@ export function CircuitMark({ circuit }: { circuit: CircuitState | null }) {
   );
 }
 
-function ReplicaRow({ r, target }: { r: ReplicaView; target: string | null | undefined }) {
+/** One replica's row: identity, state, eligibility, weights (marked when behind the model's target), load and
+ * health, and its restart action. */
+function ReplicaRow({ r, target }: { r: ReplicaView; target: string | null }) {
+  const stale = behind(r.weight_version, target);
   return (
     <tr
       data-testid="replica-row"
@@ -176,14 +175,10 @@ function ReplicaRow({ r, target }: { r: ReplicaView; target: string | null | und
         <BoolMark value={r.direct_eligible} />
       </td>
       <td
-        className={`mono${behind(r.weight_version, target) ? ' stale' : ''}`}
+        className={`mono${stale ? ' stale' : ''}`}
         data-testid="replica-weights"
-        data-behind={behind(r.weight_version, target) ? 'true' : 'false'}
-        title={
-          behind(r.weight_version, target)
-            ? `behind the model's target ${target}: not eligible until synced`
-            : undefined
-        }
+        data-behind={stale ? 'true' : 'false'}
+        title={stale ? `behind the model's target ${target}: not eligible until synced` : undefined}
       >
         {r.weight_version ?? '—'}
       </td>
@@ -202,65 +197,39 @@ function ReplicaRow({ r, target }: { r: ReplicaView; target: string | null | und
   );
 }
 
-type Header = (key: SortKey, label: string, numeric?: boolean) => ReactNode;
-
-function ModelBlock(props: {
+/** A model's heading: its state, the operator hold, its target weights, replica count and router, its actions. */
+function ModelHead({
+  role,
+  model,
+  info,
+  total,
+}: {
   role: Role;
   model: string;
-  info: DiscoveryModel;
-  rows: ReplicaView[];
+  info: ModelInfo;
   total: number;
-  header: Header;
 }) {
-  const { role, model, info, rows, total, header } = props;
   return (
-    <div className="model-block" data-testid="model-section" data-model={model}>
-      <div className="model-head">
-        <strong className="mono">{model}</strong> <StateBadge state={info.state} />
-        {info.held ? (
-          <>
-            {' '}
-            <span
-              className="badge badge-held"
-              data-testid="held-badge"
-              title="Drained by an operator: phase changes leave it asleep until it is activated"
-            >
-              held
-            </span>
-          </>
-        ) : null}
-        <span className="muted">
+    <div className="model-head">
+      <strong className="mono">{model}</strong> <StateBadge state={info.state} />
+      {info.held ? (
+        <>
           {' '}
-          target weights {info.weight_version ?? '—'} · {total} replicas
-          {info.router_url ? ` · router ${info.router_url}` : ''}
-        </span>
-        <ModelActions role={role} model={model} />
-      </div>
-      {rows.length === 0 ? (
-        <p className="empty">{total === 0 ? 'No replica.' : 'No replica matches the filter.'}</p>
-      ) : (
-        <table className="table" data-testid="replica-table">
-          <thead>
-            <tr>
-              {header('engine_id', 'engine')}
-              <th>URL</th>
-              {header('state', 'state')}
-              <th>direct</th>
-              {header('weight_version', 'weights')}
-              {header('inflight', 'in-flight', true)}
-              <th className="num">gen</th>
-              <th title="the gateway's circuit breaker of the replica">circuit</th>
-              {header('health', 'health')}
-              <th />
-            </tr>
-          </thead>
-          <tbody>
-            {rows.map((r) => (
-              <ReplicaRow key={r.engine_id} r={r} target={info.weight_version} />
-            ))}
-          </tbody>
-        </table>
-      )}
+          <span
+            className="badge badge-held"
+            data-testid="held-badge"
+            title="Drained by an operator: phase changes leave it asleep until it is activated"
+          >
+            held
+          </span>
+        </>
+      ) : null}
+      <span className="muted">
+        {' '}
+        target weights {info.weight_version ?? '—'} · {total} replicas
+        {info.router_url ? ` · router ${info.router_url}` : ''}
+      </span>
+      <ModelActions role={role} model={model} />
     </div>
   );
 }
@@ -336,17 +305,40 @@ export function ReplicasPage({ state, initialFilter = '' }: { state: ConsoleStat
               <dd>{snapshot.phase ?? '—'}</dd>
             </dl>
           </header>
-          {Object.entries(snapshot.models).map(([model, info]) => (
-            <ModelBlock
-              key={model}
-              role={snapshot.role}
-              model={model}
-              info={info}
-              rows={shown.filter((r) => r.role === snapshot.role && r.model === model)}
-              total={state.replicas.filter((r) => r.role === snapshot.role && r.model === model).length}
-              header={header}
-            />
-          ))}
+          {Object.entries(snapshot.models).map(([model, info]) => {
+            const rows = shown.filter((r) => r.role === snapshot.role && r.model === model);
+            const total = state.replicas.filter((r) => r.role === snapshot.role && r.model === model).length;
+            return (
+              <div className="model-block" key={model} data-testid="model-section" data-model={model}>
+                <ModelHead role={snapshot.role} model={model} info={info} total={total} />
+                {rows.length === 0 ? (
+                  <p className="empty">{total === 0 ? 'No replica.' : 'No replica matches the filter.'}</p>
+                ) : (
+                  <table className="table" data-testid="replica-table">
+                    <thead>
+                      <tr>
+                        {header('engine_id', 'engine')}
+                        <th>URL</th>
+                        {header('state', 'state')}
+                        <th>direct</th>
+                        {header('weight_version', 'weights')}
+                        {header('inflight', 'in-flight', true)}
+                        <th className="num">gen</th>
+                        <th title="the gateway's circuit breaker of the replica">circuit</th>
+                        {header('health', 'health')}
+                        <th />
+                      </tr>
+                    </thead>
+                    <tbody>
+                      {rows.map((r) => (
+                        <ReplicaRow key={r.engine_id} r={r} target={info.weight_version ?? null} />
+                      ))}
+                    </tbody>
+                  </table>
+                )}
+              </div>
+            );
+          })}
         </section>
       ))}
     </div>

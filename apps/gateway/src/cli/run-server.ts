@@ -22,6 +22,8 @@ export interface RunServerOptions {
   /** Where port and host came from, for errors (`--port`, `gateway.port`). Default: the flags. */
   listenPaths?: { port: string; host: string };
   dbPath?: string;
+  /** `--adopt-engines` (default: `gateway.adopt_engines`). */
+  adoptEngines?: boolean;
   /** Printed banner title. */
   title: string;
   /** Started once the server listens (the demo's driver); stopped first on shutdown. */
@@ -135,6 +137,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     launcher: opts.launcher,
     logger,
     ...(opts.dbPath === undefined ? {} : { dbPath: opts.dbPath }),
+    ...(opts.adoptEngines === undefined ? {} : { adoptEngines: opts.adoptEngines }),
     ...(opts.managerOptions === undefined && opts.startDeadlineMs === undefined
       ? {}
       : {
