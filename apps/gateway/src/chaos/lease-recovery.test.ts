@@ -19,8 +19,8 @@ afterAll(() => {
 const TOKEN = 'chaos-lease-token';
 const auth = { authorization: `Bearer ${TOKEN}` };
 
-/** Rollout and GenRM take turns on 2 GPUs; the GenRM engine takes 6 s to resume its memory. */
-function writeConfig(name: string, adopt: boolean): string {
+/** Rollout and GenRM take turns on 2 GPUs; by default the GenRM engine takes 6 s to resume its memory. */
+function writeConfig(name: string, adopt: boolean, genrmArgs = '{ sim_onload_ms: 6000 }'): string {
   const file = join(tmp, `${name}.yaml`);
   writeFileSync(
     file,
@@ -38,7 +38,7 @@ function writeConfig(name: string, adopt: boolean): string {
       '    deployment: { mode: colocated_defer, offload: true }',
       '    routing: { default_model: judge }',
       '    models:',
-      '      - { name: judge, model_path: /models/j, weight_source: static, engine_groups: [{ num_gpus: 2, gpus_per_engine: 2, server_args: { sim_onload_ms: 6000 } }] }',
+      `      - { name: judge, model_path: /models/j, weight_source: static, engine_groups: [{ num_gpus: 2, gpus_per_engine: 2, server_args: ${genrmArgs} }] }`,
       'schedule:',
       '  activation_groups:',
       '    - name: actor',
@@ -46,6 +46,21 @@ function writeConfig(name: string, adopt: boolean): string {
     ].join('\n'),
   );
   return file;
+}
+
+interface Replica {
+  engine_id: string;
+  pids: number[];
+}
+
+async function enginePids(url: string): Promise<Record<string, number[]>> {
+  const body = (await (await fetch(`${url}/admin/roles`, { headers: auth })).json()) as {
+    result: { roles: Record<string, { models: Record<string, { replicas: Replica[] }> }> };
+  };
+  const out: Record<string, number[]> = {};
+  for (const role of Object.values(body.result.roles))
+    for (const m of Object.values(role.models)) for (const r of m.replicas) out[r.engine_id] = r.pids;
+  return out;
 }
 
 interface LeaseView {
@@ -135,5 +150,60 @@ describe('chaos: kill -9 of uis in the middle of a phase transition', { timeout:
     expect(l.reason).not.toContain('policy/');
     expect(await eventKinds(url)).not.toContain('lease.recovered');
     await stop(uis);
+  });
+
+  it('with adoption, a crash while the scorer phase works resumes by itself on the adopted engines', async () => {
+    // Every memory call was acknowledged before the crash (rollout released, GenRM resident and scoring): the
+    // restart adopts all three engines and runs the transition again to its target, where the batch is committed.
+    const config = writeConfig('adopted', true, '{ sim_decode_us_per_token: 150000 }');
+    const uis = spawnUis(['serve', '--config', config, '--port', '0']);
+    tags.push(uis.tag);
+    const url = await listening(uis);
+    const batch = (await (
+      await fetch(`${url}/admin/batches`, {
+        method: 'POST',
+        headers: auth,
+        body: JSON.stringify({
+          kind: 'genrm_score',
+          samples: [0, 1].map((i) => ({
+            sample_id: `s${i}`,
+            input: { messages: [{ role: 'user', content: `Judge answer ${i}. Judgement:` }] },
+          })),
+        }),
+      })
+    ).json()) as { result: { id: string } };
+    const pids = await enginePids(url);
+    const advance = fetch(`${url}/admin/phases/advance`, {
+      method: 'POST',
+      headers: auth,
+      body: JSON.stringify({ group: 'actor' }),
+    }).catch(() => null);
+    // GenRM holds the GPUs and scores the batch (the phase work runs while the lease is still transitioning).
+    await waitFor(
+      async () => {
+        const l = await lease(url);
+        return l.status === 'transitioning' && l.phase === 'genrm_score' && l.holder.includes('genrm');
+      },
+      20_000,
+      'genrm scoring the batch',
+    );
+    process.kill(uis.child.pid as number, 'SIGKILL');
+    await uis.exited;
+    await advance;
+
+    const again = spawnUis(['serve', '--config', config, '--port', '0']);
+    tags.push(again.tag);
+    const url2 = await listening(again);
+    expect(await lease(url2)).toMatchObject({ status: 'held', phase: 'train', reason: null });
+    expect(await enginePids(url2)).toEqual(pids);
+    const kinds = await eventKinds(url2);
+    expect(kinds).toContain('lease.recovered');
+    expect(kinds.filter((k) => k === 'replica.adopted')).toHaveLength(3);
+    const got = (await (
+      await fetch(`${url2}/admin/batches/${batch.result.id}`, { headers: auth })
+    ).json()) as { result: { batch: { state: string }; samples: Array<{ output: { score: number } }> } };
+    expect(got.result.batch.state).toBe('committed');
+    for (const s of got.result.samples) expect([0, 1]).toContain(s.output.score);
+    await stop(again);
   });
 });
