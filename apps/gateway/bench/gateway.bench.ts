@@ -317,6 +317,7 @@ async function wrkLoad(
     durationS: Math.max(...runs.map((r) => r.durationS)),
     rps: runs.reduce((a, r) => a + r.rps, 0),
     errors: runs.reduce((a, r) => a + r.errors, 0),
+    timeouts: runs.reduce((a, r) => a + r.timeouts, 0),
     p50Ms: runs.reduce((a, r) => a + r.p50Ms * r.requests, 0) / Math.max(1, requests),
     p99Ms: Math.max(...runs.map((r) => r.p99Ms)),
   };
@@ -607,6 +608,8 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
       durationS: number;
       requests: number;
       errors: number;
+      /** Of `errors`, wrk's 2 s timeouts (0 with the node load generator). */
+      timeouts: number;
       p50: number;
       p99: number;
       cpuMs?: number;
@@ -628,6 +631,7 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
         durationS: l.durationS,
         requests: l.requests,
         errors: l.errors,
+        timeouts: 0,
         p50: l.totalMs.p50,
         p99: l.totalMs.p99,
         ...(r.cpuMs === undefined ? {} : { cpuMs: r.cpuMs }),
@@ -646,6 +650,7 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
         durationS,
         requests,
         errors: runs.reduce((a, r) => a + r.errors, 0),
+        timeouts: runs.reduce((a, r) => a + r.timeouts, 0),
         p50: weighted('p50'),
         p99: weighted('p99'),
         ...(cpu === undefined ? {} : { cpuMs: cpu }),
@@ -684,7 +689,7 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
         name,
         cells: {
           'requests/s': f(r.rps, 0),
-          errors: String(r.errors),
+          errors: r.timeouts === 0 ? String(r.errors) : `${r.errors} (${r.timeouts} wrk 2 s timeouts)`,
           'p50 / p99 ms': `${f(r.p50, 2)} / ${f(r.p99, 2)}`,
           'added p50 / p99 ms': name === 'direct' ? '-' : `${f(r.p50 - d.p50, 2)} / ${f(r.p99 - d.p99, 2)}`,
           'proxy CPU ms/request': r.cpuMs === undefined ? '-' : f(r.cpuMs / r.requests, 4),
