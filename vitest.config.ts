@@ -1,8 +1,9 @@
 import { defineConfig } from 'vitest/config';
 
-// Each package keeps its own vitest.config.ts; the root gathers them as projects so `pnpm test` runs all.
+// Each package keeps its own vitest.config.ts; the root gathers them as projects so `pnpm test` runs all (with the
+// repository checks in checks/).
 export default defineConfig({
   test: {
-    projects: ['packages/*', 'apps/*'],
+    projects: ['packages/*', 'apps/*', 'checks'],
   },
 });

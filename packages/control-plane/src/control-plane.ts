@@ -22,6 +22,7 @@ import {
 } from '@uis/spec';
 import type { BarrierBoard } from './barrier-board.ts';
 import type { StartedRay } from './launchers/ray.ts';
+import type { OperatorIntents } from './operator-intents.ts';
 import type { ControlPlaneStream } from './stream.ts';
 import type { UndeferredBatches } from './undeferred-batches.ts';
 
@@ -53,6 +54,8 @@ export interface ControlPlaneParts {
   stream: ControlPlaneStream;
   /** Operation ids of keyed commands and their results (durable). */
   ledger: OperationLedger;
+  /** The operator's standing drains and holds, re-applied after a restart. */
+  intents: OperatorIntents;
   logger: Logger;
   /** Unsubscribes and timers `stop()` ends first. */
   cleanups: Array<() => void>;
@@ -82,6 +85,8 @@ export class ControlPlane {
   readonly stream: ControlPlaneStream;
   /** Operation ids of keyed commands and their results (durable). */
   readonly ledger: OperationLedger;
+  /** The operator's standing drains and holds (durable; a restart re-applies them before serving). */
+  readonly intents: OperatorIntents;
   /** The service's logger (commands, phase moves and engine starts log through it). */
   readonly logger: Logger;
   private readonly parts: ControlPlaneParts;
@@ -103,6 +108,7 @@ export class ControlPlane {
     this.barriers = parts.barriers;
     this.stream = parts.stream;
     this.ledger = parts.ledger;
+    this.intents = parts.intents;
     this.logger = parts.logger;
   }
 
@@ -140,6 +146,7 @@ export class ControlPlane {
     tags?: MemoryTag[],
   ): Promise<{ onloaded: boolean; waits_for?: { group: string; phase: string | null; phases: string[] } }> {
     const manager = this.managerOf(role);
+    this.intents.modelActivated(role, model);
     const seen: { waiting: ReturnType<LifecycleCoordinator['notResident']> } = { waiting: null };
     const onloaded = await manager.activateModel(model, tags, {
       mayOnload: () => {
@@ -152,7 +159,8 @@ export class ControlPlane {
     return { onloaded: false, waits_for: { group, phase, phases } };
   }
 
-  /** An operator's activation of a whole role: 409 `phase_not_resident` outside its phase (see `activateModel`). */
+  /** An operator's activation of a whole role: 409 `phase_not_resident` outside its phase (see `activateModel`).
+   * It lifts the operator's standing drain of the role (not the holds of `drain_model`). */
   async activateRole(role: string, tags?: MemoryTag[]): Promise<void> {
     const manager = this.managerOf(role);
     const waiting = this.coordinator.notResident(role);
@@ -165,6 +173,7 @@ export class ControlPlane {
         }; ${role} onloads with phase ${waiting.phases.join(' or ')}: advance the phase instead`,
         details: waiting,
       });
+    this.intents.roleActivated(role);
     await manager.activate(tags);
   }
 

@@ -16,6 +16,7 @@ export {
   ModelReplicasSchema,
   modelReplicas,
 } from './model-replicas.ts';
+export { OperatorIntents, type Speaker } from './operator-intents.ts';
 export {
   type ControlPlaneEvent,
   type ControlPlaneListener,

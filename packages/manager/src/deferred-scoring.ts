@@ -54,8 +54,8 @@ export function wireDeferredScoring(opts: {
     const roles = SCORER_ROLES.filter((r) => phase.residents.includes(r));
     if (roles.length === 0) continue;
     offs.push(
-      opts.coordinator.registerPhaseTask(phase.name, async ({ signal }) => {
-        for (const role of roles) await runner.runPending(role, signal);
+      opts.coordinator.registerPhaseTask(phase.name, async ({ group, phase, signal }) => {
+        for (const role of roles) await runner.runPending(role, signal, { group, phase });
       }),
     );
   }

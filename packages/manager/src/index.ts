@@ -9,6 +9,7 @@ export * from './inference-manager.ts';
 export * from './launchers.ts';
 export * from './lifecycle-coordinator.ts';
 export * from './operations.ts';
+export * from './operator-intents.ts';
 export * from './placement-groups.ts';
 export * from './ray/index.ts';
 export * from './registry.ts';

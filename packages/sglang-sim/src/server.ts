@@ -4,7 +4,7 @@ import { SimEngine, type SimState, type SimStats } from './engine.ts';
 import { sendSGLangError } from './http-util.ts';
 import { type SimOptions, type SimOptionsInput, SimOptionsSchema } from './options.ts';
 import { type HeadRendezvous, joinHead, listenHead, parseAddr, type WorkerRendezvous } from './rendezvous.ts';
-import { headHandler, workerHandler } from './routes.ts';
+import { type Handler, headHandler, workerHandler } from './routes.ts';
 
 export { SIM_VERSION } from './routes.ts';
 
@@ -78,52 +78,20 @@ export async function startSimServer(
   });
 
   const handler = options.nodeRank === 0 ? headHandler(engine, options) : workerHandler(engine);
-  server = http.createServer((req, res) => {
-    void Promise.resolve(handler(req, res)).catch((e: unknown) => {
-      if (!res.headersSent) sendSGLangError(res, e instanceof Error ? e.message : String(e), 500);
-      else res.destroy();
-    });
-  });
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
-  server.on('connection', (s) => {
-    sockets.add(s);
-    s.setNoDelay(true);
-    s.on('close', () => sockets.delete(s));
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => resolve());
-  });
+  server = await listenHttp(options, handler, sockets);
   const port = (server.address() as AddressInfo).port;
   const url = `http://${options.host.includes(':') ? `[${options.host}]` : options.host}:${port}`;
   info(`INFO:     Uvicorn running on ${url} (node_rank=${options.nodeRank}, nnodes=${options.nnodes})`);
 
-  // A prefill head holds its bootstrap port as SGLang's KV bootstrap server does, so two prefill engines given the
-  // same port collide here as they would on GPUs. It answers /health; the KV transfer itself is not simulated.
-  if (options.disaggregationMode === 'prefill' && options.nodeRank === 0) {
-    const b = http.createServer((req, res) => {
-      const health = req.url === '/health';
-      res.writeHead(health ? 200 : 404, { 'content-type': 'text/plain' }).end(health ? 'OK' : 'Not Found');
-    });
-    try {
-      await new Promise<void>((resolve, reject) => {
-        b.once('error', reject);
-        b.listen(options.disaggregationBootstrapPort, options.host, () => resolve());
-      });
-    } catch (e) {
-      engine.close();
-      server.close();
-      throw new Error(
-        `cannot listen on --disaggregation-bootstrap-port ${options.disaggregationBootstrapPort}: ${(e as Error).message}`,
-      );
-    }
-    bootstrap = b;
+  try {
+    bootstrap = await startBootstrap(options);
+  } catch (e) {
+    engine.close();
+    server.close();
+    throw e;
   }
   const bootstrapPort = bootstrap === null ? null : (bootstrap.address() as AddressInfo).port;
 
-  let head: HeadRendezvous | null = null;
-  let worker: WorkerRendezvous | null = null;
   let markReady!: () => void;
   const ready = new Promise<void>((r) => {
     markReady = r;
@@ -141,42 +109,20 @@ export async function startSimServer(
     maybeReady();
   }, options.simStartupMs);
 
-  if (options.nnodes > 1 && options.distInitAddr) {
-    if (options.nodeRank === 0) {
-      try {
-        head = await listenHead(options.distInitAddr, options.nnodes, {
-          onComplete: () => {
-            engine.connectedNodes = options.nnodes;
-            peersIn = true;
-            info(`INFO:     all ${options.nnodes} nodes joined at ${options.distInitAddr}`);
-            maybeReady();
-          },
-          onLost: (rank) => {
-            engine.connectedNodes = head?.connected() ?? 1;
-            info(`ERROR: node rank ${rank} left the process group`);
-            if (engine.status === 'ready' || engine.status === 'starting') engine.status = 'unhealthy';
-          },
-        });
-      } catch (e) {
-        clearTimeout(startup);
-        engine.close();
-        server.close();
-        bootstrap?.close();
-        throw new Error(`cannot listen on --dist-init-addr ${options.distInitAddr}: ${(e as Error).message}`);
-      }
-    } else {
-      worker = joinHead(options.distInitAddr, options.nodeRank, {
-        onJoined: () => {
-          peersIn = true;
-          maybeReady();
-        },
-        onLost: () => {
-          info('ERROR: lost the connection to node rank 0');
-          engine.crash('lost the connection to node rank 0');
-        },
-      });
-    }
+  let peers: Peers;
+  try {
+    peers = await rendezvous(options, engine, info, () => {
+      peersIn = true;
+      maybeReady();
+    });
+  } catch (e) {
+    clearTimeout(startup);
+    engine.close();
+    server.close();
+    bootstrap?.close();
+    throw e;
   }
+  const { head, worker } = peers;
 
   return {
     url,
@@ -206,4 +152,91 @@ export async function startSimServer(
       });
     },
   };
+}
+
+/** A prefill head holds its bootstrap port as SGLang's KV bootstrap server does, so two prefill engines given the
+ * same port collide here as they would on GPUs. It answers /health; the KV transfer itself is not simulated. */
+async function startBootstrap(options: SimOptions): Promise<http.Server | null> {
+  if (options.disaggregationMode !== 'prefill' || options.nodeRank !== 0) return null;
+  const b = http.createServer((req, res) => {
+    const health = req.url === '/health';
+    res.writeHead(health ? 200 : 404, { 'content-type': 'text/plain' }).end(health ? 'OK' : 'Not Found');
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      b.once('error', reject);
+      b.listen(options.disaggregationBootstrapPort, options.host, () => resolve());
+    });
+  } catch (e) {
+    throw new Error(
+      `cannot listen on --disaggregation-bootstrap-port ${options.disaggregationBootstrapPort}: ${(e as Error).message}`,
+    );
+  }
+  return b;
+}
+
+interface Peers {
+  head: HeadRendezvous | null;
+  worker: WorkerRendezvous | null;
+}
+
+/** A multi-node engine's process group: rank 0 listens at --dist-init-addr and waits for every node, other ranks
+ * join it; `peersIn` once the group is whole (a lost peer makes the head unhealthy and crashes a worker). */
+async function rendezvous(
+  options: SimOptions,
+  engine: SimEngine,
+  info: (msg: string) => void,
+  peersIn: () => void,
+): Promise<Peers> {
+  if (options.nnodes <= 1 || !options.distInitAddr) return { head: null, worker: null };
+  if (options.nodeRank !== 0) {
+    const worker = joinHead(options.distInitAddr, options.nodeRank, {
+      onJoined: peersIn,
+      onLost: () => {
+        info('ERROR: lost the connection to node rank 0');
+        engine.crash('lost the connection to node rank 0');
+      },
+    });
+    return { head: null, worker };
+  }
+  let head: HeadRendezvous | null = null;
+  try {
+    head = await listenHead(options.distInitAddr, options.nnodes, {
+      onComplete: () => {
+        engine.connectedNodes = options.nnodes;
+        info(`INFO:     all ${options.nnodes} nodes joined at ${options.distInitAddr}`);
+        peersIn();
+      },
+      onLost: (rank) => {
+        engine.connectedNodes = head?.connected() ?? 1;
+        info(`ERROR: node rank ${rank} left the process group`);
+        if (engine.status === 'ready' || engine.status === 'starting') engine.status = 'unhealthy';
+      },
+    });
+  } catch (e) {
+    throw new Error(`cannot listen on --dist-init-addr ${options.distInitAddr}: ${(e as Error).message}`);
+  }
+  return { head, worker: null };
+}
+
+/** The node's HTTP server, listening; every socket is tracked so a crash or close drops them all. */
+async function listenHttp(options: SimOptions, handler: Handler, sockets: Set<Socket>): Promise<http.Server> {
+  const server = http.createServer((req, res) => {
+    void Promise.resolve(handler(req, res)).catch((e: unknown) => {
+      if (!res.headersSent) sendSGLangError(res, e instanceof Error ? e.message : String(e), 500);
+      else res.destroy();
+    });
+  });
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.setNoDelay(true);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => resolve());
+  });
+  return server;
 }

@@ -105,3 +105,36 @@ describe('gateway.launcher: ray and the gateway.ray block', () => {
     ]);
   });
 });
+
+describe('gateway.retry', () => {
+  it('defaults to two retries, 10 ms doubling up to 200 ms with half jitter', () => {
+    expect(parseConfig({ ...base, gateway: {} }).gateway?.retry).toEqual({
+      max_retries: 2,
+      initial_backoff_ms: 10,
+      max_backoff_ms: 200,
+      backoff_multiplier: 2,
+      jitter: 0.5,
+    });
+    const off = parseConfig({ ...base, gateway: { retry: { max_retries: 0 } } }).gateway?.retry;
+    expect(off).toMatchObject({ max_retries: 0, initial_backoff_ms: 10 });
+  });
+
+  it('names the path of every bad value, and a cap below the first wait', () => {
+    const found = issues({
+      retry: { max_retries: -1, jitter: 2, backoff_multiplier: 0.5, initial_backoff_ms: 1.5, retries: 3 },
+    });
+    expect(found.map((i) => i.path).sort()).toEqual([
+      'gateway.retry.backoff_multiplier',
+      'gateway.retry.initial_backoff_ms',
+      'gateway.retry.jitter',
+      'gateway.retry.max_retries',
+      'gateway.retry.retries',
+    ]);
+    expect(issues({ retry: { initial_backoff_ms: 500, max_backoff_ms: 100 } })).toEqual([
+      expect.objectContaining({
+        path: 'gateway.retry.max_backoff_ms',
+        message: 'must be at least initial_backoff_ms (500)',
+      }),
+    ]);
+  });
+});

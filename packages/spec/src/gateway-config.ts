@@ -84,6 +84,42 @@ export const TracingConfigSchema = z
   .strict();
 export type TracingConfig = z.infer<typeof TracingConfigSchema>;
 
+const RETRY_DEFAULTS = {
+  max_retries: 2,
+  initial_backoff_ms: 10,
+  max_backoff_ms: 200,
+  backoff_multiplier: 2,
+  jitter: 0.5,
+};
+
+/** The `gateway.retry` block: how a serving request whose engine failed before answering a byte (connection
+ * refused, reset or closed; never a timeout, an engine status or a started answer) is sent to another replica. The
+ * wait before retry n is `min(max_backoff_ms, initial_backoff_ms * backoff_multiplier^(n-1))`, minus a random
+ * share of up to `jitter` of it. */
+export const RetryConfigSchema = z
+  .object({
+    /** Retries after the first attempt, each on a replica the request has not tried (0: none). */
+    max_retries: z.number().int().min(0).max(10).default(RETRY_DEFAULTS.max_retries),
+    /** Wait before the first retry, in ms. */
+    initial_backoff_ms: z.number().int().min(0).max(60_000).default(RETRY_DEFAULTS.initial_backoff_ms),
+    /** Longest wait before any retry, in ms. */
+    max_backoff_ms: z.number().int().min(0).max(60_000).default(RETRY_DEFAULTS.max_backoff_ms),
+    /** Growth of the wait from one retry to the next. */
+    backoff_multiplier: z.number().min(1).max(10).default(RETRY_DEFAULTS.backoff_multiplier),
+    /** Share of each wait taken off at random (0: exact waits; 0.5: between half and the whole). */
+    jitter: z.number().min(0).max(1).default(RETRY_DEFAULTS.jitter),
+  })
+  .strict()
+  .superRefine((r, ctx) => {
+    if (r.max_backoff_ms < r.initial_backoff_ms)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['max_backoff_ms'],
+        message: `must be at least initial_backoff_ms (${r.initial_backoff_ms})`,
+      });
+  });
+export type RetryConfig = z.infer<typeof RetryConfigSchema>;
+
 /** The `gateway` block of the config file: where `uis serve` listens and who may call it. Tokens may also come
  * from the environment (`UIS_ADMIN_TOKEN`, `UIS_SERVING_TOKEN`) so a config file in git holds no secret. */
 export const GatewayConfigSchema = z
@@ -126,8 +162,16 @@ export const GatewayConfigSchema = z
       })
       .strict()
       .default({ limit: 1024, queue: 1024, queue_timeout_ms: 10_000 }),
+    /** Retries of serving requests whose engine failed before answering (see RetryConfigSchema). */
+    retry: RetryConfigSchema.default(RETRY_DEFAULTS),
     /** SQLite file for events, operations, leases and deferred batches (`:memory:` keeps nothing). */
     db_path: z.string().min(1).default(':memory:'),
+    /** Adoption mode, for real GPUs where loading weights takes minutes: engines run without a watchdog, so they
+     * outlive a control plane that dies (kill -9, OOM, crash), and the next start on the same database adopts the
+     * recorded engines that still run and match (pid, port, model, probed over HTTP) instead of launching a second
+     * set; records it cannot identify are stopped. Launchers `sim` and `local`; needs `db_path` (or `--db`). A
+     * clean stop (Ctrl-C, SIGTERM) still stops every engine. Off: engines die with the control plane. */
+    adopt_engines: z.boolean().default(false),
     /** Engine launcher of `uis serve`. */
     launcher: z.enum(['sim', 'local', 'external', 'ray']).default('sim'),
     /** `external`: engine id -> URL (or `host:port`) of an engine started elsewhere. */

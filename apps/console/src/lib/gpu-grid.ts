@@ -134,6 +134,71 @@ const NOT_LIVE = {
   mismatch: false,
 } as const;
 
+/** The block fields of the trainer's GPUs (no model, no replica). */
+const TRAINER = {
+  kind: 'train',
+  role: 'train',
+  model: null,
+  modelIndex: 0,
+  workerType: null,
+  parallel: null,
+} as const;
+
+/** `TP4 · PP2`: the parallelism of an engine group (dimensions of 1 left out but TP). */
+function parallelLabel(group: { tp: number; pp: number; dp: number; ep: number }): string {
+  return [
+    `TP${group.tp}`,
+    group.pp > 1 ? `PP${group.pp}` : '',
+    group.dp > 1 ? `DP${group.dp}` : '',
+    group.ep > 1 ? `EP${group.ep}` : '',
+  ]
+    .filter(Boolean)
+    .join(' · ');
+}
+
+/** Each phase the trainer is resident in, with the whole pool of its activation group. */
+function trainerHoldings(plan: GridInput['plan']): Array<{ group: string; phase: string; refs: GpuRef[] }> {
+  return plan.activation_groups.flatMap((ag) => {
+    const pool = plan.pools[ag.pool];
+    if (!pool) return [];
+    const refs = pool.bundles.map((b) => ({ node: b.node, gpu_ids: [b.gpu_id] }));
+    return ag.phases
+      .filter((ph) => ph.residents.includes('train'))
+      .map((ph) => ({ group: ag.name, phase: ph.name, refs }));
+  });
+}
+
+/** Who holds each GPU, per lane (planned blocks aside), lanes in order. */
+function gpuOwners(
+  blocks: readonly GridBlock[],
+  nodes: GridInput['nodes'],
+  lanes: readonly GridLane[],
+): Map<string, GpuOwner[]> {
+  const owners = new Map<string, GpuOwner[]>();
+  for (const b of blocks) {
+    if (b.kind === 'planned') continue;
+    for (let n = b.nodeStart; n <= b.nodeEnd; n++) {
+      for (let g = b.gpuStart; g <= b.gpuEnd; g++) {
+        const key = gpuKey(nodes[n]!.name, g);
+        const list = owners.get(key) ?? [];
+        if (!list.some((o) => o.lane === b.lane && o.role === b.role && o.model === b.model)) {
+          list.push({
+            lane: b.lane,
+            role: b.role,
+            model: b.model,
+            modelIndex: b.modelIndex,
+            current: lanes[b.lane]!.current,
+          });
+        }
+        owners.set(key, list);
+      }
+    }
+  }
+  for (const list of owners.values()) list.sort((a, b) => a.lane - b.lane);
+
+  return owners;
+}
+
 export function buildGridModel(input: GridInput): GridModel {
   const { nodes, plan } = input;
   const nodeIndex = new Map(nodes.map((n, i) => [n.name, i]));
@@ -188,21 +253,13 @@ export function buildGridModel(input: GridInput): GridModel {
   for (const group of plan.placements) {
     const lane = laneOf(group.activation_group, group.phase);
     const modelIndex = indexOf(group.role, group.model);
-    const parallel = [
-      `TP${group.tp}`,
-      group.pp > 1 ? `PP${group.pp}` : '',
-      group.dp > 1 ? `DP${group.dp}` : '',
-      group.ep > 1 ? `EP${group.ep}` : '',
-    ]
-      .filter(Boolean)
-      .join(' · ');
     const base = {
       lane,
       role: group.role,
       model: group.model,
       modelIndex,
       workerType: group.worker_type,
-      parallel,
+      parallel: parallelLabel(group),
     };
     if (group.replicas.length === 0) {
       const pool = plan.pools[group.pool];
@@ -250,52 +307,13 @@ export function buildGridModel(input: GridInput): GridModel {
   }
 
   // The trainer holds the whole pool of its activation group in the phases it is resident in.
-  for (const ag of plan.activation_groups) {
-    const pool = plan.pools[ag.pool];
-    if (!pool) continue;
-    for (const ph of ag.phases) {
-      if (!ph.residents.includes('train')) continue;
-      const cells = toCells(pool.bundles.map((b) => ({ node: b.node, gpu_ids: [b.gpu_id] })));
-      if (!cells) continue;
-      push(
-        {
-          lane: laneOf(ag.name, ph.name),
-          kind: 'train',
-          role: 'train',
-          model: null,
-          modelIndex: 0,
-          workerType: null,
-          parallel: null,
-          ...NOT_LIVE,
-        },
-        cells,
-      );
-    }
+  for (const { group, phase, refs } of trainerHoldings(plan)) {
+    const cells = toCells(refs);
+    if (cells) push({ ...TRAINER, lane: laneOf(group, phase), ...NOT_LIVE }, cells);
   }
 
   for (const rest of liveByEngine.values()) unplaced.push(rest.engine_id);
 
-  const owners = new Map<string, GpuOwner[]>();
-  for (const b of blocks) {
-    if (b.kind === 'planned') continue;
-    for (let n = b.nodeStart; n <= b.nodeEnd; n++) {
-      for (let g = b.gpuStart; g <= b.gpuEnd; g++) {
-        const key = gpuKey(nodes[n]!.name, g);
-        const list = owners.get(key) ?? [];
-        if (!list.some((o) => o.lane === b.lane && o.role === b.role && o.model === b.model)) {
-          list.push({
-            lane: b.lane,
-            role: b.role,
-            model: b.model,
-            modelIndex: b.modelIndex,
-            current: lanes[b.lane]!.current,
-          });
-        }
-        owners.set(key, list);
-      }
-    }
-  }
-  for (const list of owners.values()) list.sort((a, b) => a.lane - b.lane);
-
+  const owners = gpuOwners(blocks, nodes, lanes);
   return { live: input.replicas !== undefined, nodes, maxGpus, lanes, blocks, owners, unplaced };
 }

@@ -1,4 +1,4 @@
-import { type ConsoleState, REPLICA_STATES, type ReplicaView, type Role } from '@uis/spec';
+import { type CircuitState, type ConsoleState, REPLICA_STATES, type ReplicaView, type Role } from '@uis/spec';
 import { useMemo, useState } from 'react';
 import { useTRPCClient } from '../api/trpc.ts';
 import { useAdminAction } from '../components/admin-actions.tsx';
@@ -6,6 +6,9 @@ import { HealthSparkline } from '../components/sparkline.tsx';
 import { BoolMark, StateBadge } from '../components/state-badge.tsx';
 import { activatedMessage, drainedMessage, restartedMessage } from '../lib/action-messages.ts';
 import { roleColor } from '../lib/colors.ts';
+
+/** One model of a role's discovery snapshot, as the console state carries it. */
+type ModelInfo = ConsoleState['roles'][number]['models'][string];
 
 type SortKey = 'engine_id' | 'state' | 'inflight' | 'weight_version' | 'health';
 
@@ -41,9 +44,15 @@ export function filterReplicas(replicas: ReplicaView[], text: string, state: str
     (r) =>
       (state === '' || r.state === state) &&
       (needle === '' ||
-        [r.engine_id, r.model, r.role, r.base_url ?? '', r.state, r.weight_version ?? ''].some((v) =>
-          v.toLowerCase().includes(needle),
-        )),
+        [
+          r.engine_id,
+          r.model,
+          r.role,
+          r.base_url ?? '',
+          r.state,
+          r.weight_version ?? '',
+          r.circuit ?? '',
+        ].some((v) => v.toLowerCase().includes(needle))),
   );
 }
 
@@ -111,6 +120,120 @@ function RestartButton({ role, engineId }: { role: Role; engineId: string }) {
   );
 }
 
+/** The gateway's circuit of a replica: closed is the quiet normal, open and half-open stand out; none for a
+ * model an SGLang router serves (the router picks its workers). */
+export function CircuitMark({ circuit }: { circuit: CircuitState | null }) {
+  if (circuit === null)
+    return (
+      <span
+        className="muted"
+        data-testid="replica-circuit"
+        data-circuit="none"
+        title="routed by an SGLang router"
+      >
+        —
+      </span>
+    );
+  const title =
+    circuit === 'open'
+      ? 'open: consecutive failures; routing skips this replica until one request probes it'
+      : circuit === 'half_open'
+        ? 'half-open: one request probes the replica; success closes the circuit, failure opens it again'
+        : 'closed: routed to';
+  return (
+    <span
+      className={circuit === 'closed' ? 'muted' : `badge badge-circuit-${circuit}`}
+      data-testid="replica-circuit"
+      data-circuit={circuit}
+      title={title}
+    >
+      {circuit === 'half_open' ? 'half-open' : circuit}
+    </span>
+  );
+}
+
+/** One replica's row: identity, state, eligibility, weights (marked when behind the model's target), load and
+ * health, and its restart action. */
+function ReplicaRow({ r, target }: { r: ReplicaView; target: string | null }) {
+  const stale = behind(r.weight_version, target);
+  return (
+    <tr
+      data-testid="replica-row"
+      data-engine-id={r.engine_id}
+      data-state={r.state}
+      data-direct-eligible={String(r.direct_eligible)}
+    >
+      <td className="mono">
+        {r.engine_id}
+        {r.worker_type !== 'regular' && <span className="muted"> ({r.worker_type})</span>}
+      </td>
+      <td className="mono url">{r.base_url ?? '—'}</td>
+      <td>
+        <StateBadge state={r.state} />
+      </td>
+      <td>
+        <BoolMark value={r.direct_eligible} />
+      </td>
+      <td
+        className={`mono${stale ? ' stale' : ''}`}
+        data-testid="replica-weights"
+        data-behind={stale ? 'true' : 'false'}
+        title={stale ? `behind the model's target ${target}: not eligible until synced` : undefined}
+      >
+        {r.weight_version ?? '—'}
+      </td>
+      <td className="num mono">{r.inflight}</td>
+      <td className="num mono">{r.generation}</td>
+      <td>
+        <CircuitMark circuit={r.circuit} />
+      </td>
+      <td>
+        <HealthSparkline samples={r.health} />
+      </td>
+      <td>
+        <RestartButton role={r.role} engineId={r.engine_id} />
+      </td>
+    </tr>
+  );
+}
+
+/** A model's heading: its state, the operator hold, its target weights, replica count and router, its actions. */
+function ModelHead({
+  role,
+  model,
+  info,
+  total,
+}: {
+  role: Role;
+  model: string;
+  info: ModelInfo;
+  total: number;
+}) {
+  return (
+    <div className="model-head">
+      <strong className="mono">{model}</strong> <StateBadge state={info.state} />
+      {info.held ? (
+        <>
+          {' '}
+          <span
+            className="badge badge-held"
+            data-testid="held-badge"
+            title="Drained by an operator: phase changes leave it asleep until it is activated"
+          >
+            held
+          </span>
+        </>
+      ) : null}
+      <span className="muted">
+        {' '}
+        target weights {info.weight_version ?? '—'} · {total} replicas
+        {info.router_url ? ` · router ${info.router_url}` : ''}
+      </span>
+      <ModelActions role={role} model={model} />
+    </div>
+  );
+}
+
 export function ReplicasPage({ state, initialFilter = '' }: { state: ConsoleState; initialFilter?: string }) {
   const [text, setText] = useState(initialFilter);
   const [stateFilter, setStateFilter] = useState('');
@@ -142,7 +265,7 @@ export function ReplicasPage({ state, initialFilter = '' }: { state: ConsoleStat
       <div className="toolbar">
         <input
           type="search"
-          placeholder="filter: engine, model, URL, state, version"
+          placeholder="filter: engine, model, URL, state, version, circuit"
           aria-label="filter replicas"
           value={text}
           onChange={(e) => setText(e.target.value)}
@@ -187,27 +310,7 @@ export function ReplicasPage({ state, initialFilter = '' }: { state: ConsoleStat
             const total = state.replicas.filter((r) => r.role === snapshot.role && r.model === model).length;
             return (
               <div className="model-block" key={model} data-testid="model-section" data-model={model}>
-                <div className="model-head">
-                  <strong className="mono">{model}</strong> <StateBadge state={info.state} />
-                  {info.held ? (
-                    <>
-                      {' '}
-                      <span
-                        className="badge badge-held"
-                        data-testid="held-badge"
-                        title="Drained by an operator: phase changes leave it asleep until it is activated"
-                      >
-                        held
-                      </span>
-                    </>
-                  ) : null}
-                  <span className="muted">
-                    {' '}
-                    target weights {info.weight_version ?? '—'} · {total} replicas
-                    {info.router_url ? ` · router ${info.router_url}` : ''}
-                  </span>
-                  <ModelActions role={snapshot.role} model={model} />
-                </div>
+                <ModelHead role={snapshot.role} model={model} info={info} total={total} />
                 {rows.length === 0 ? (
                   <p className="empty">{total === 0 ? 'No replica.' : 'No replica matches the filter.'}</p>
                 ) : (
@@ -221,51 +324,14 @@ export function ReplicasPage({ state, initialFilter = '' }: { state: ConsoleStat
                         {header('weight_version', 'weights')}
                         {header('inflight', 'in-flight', true)}
                         <th className="num">gen</th>
+                        <th title="the gateway's circuit breaker of the replica">circuit</th>
                         {header('health', 'health')}
                         <th />
                       </tr>
                     </thead>
                     <tbody>
                       {rows.map((r) => (
-                        <tr
-                          key={r.engine_id}
-                          data-testid="replica-row"
-                          data-engine-id={r.engine_id}
-                          data-state={r.state}
-                          data-direct-eligible={String(r.direct_eligible)}
-                        >
-                          <td className="mono">
-                            {r.engine_id}
-                            {r.worker_type !== 'regular' && <span className="muted"> ({r.worker_type})</span>}
-                          </td>
-                          <td className="mono url">{r.base_url ?? '—'}</td>
-                          <td>
-                            <StateBadge state={r.state} />
-                          </td>
-                          <td>
-                            <BoolMark value={r.direct_eligible} />
-                          </td>
-                          <td
-                            className={`mono${behind(r.weight_version, info.weight_version) ? ' stale' : ''}`}
-                            data-testid="replica-weights"
-                            data-behind={behind(r.weight_version, info.weight_version) ? 'true' : 'false'}
-                            title={
-                              behind(r.weight_version, info.weight_version)
-                                ? `behind the model's target ${info.weight_version}: not eligible until synced`
-                                : undefined
-                            }
-                          >
-                            {r.weight_version ?? '—'}
-                          </td>
-                          <td className="num mono">{r.inflight}</td>
-                          <td className="num mono">{r.generation}</td>
-                          <td>
-                            <HealthSparkline samples={r.health} />
-                          </td>
-                          <td>
-                            <RestartButton role={r.role} engineId={r.engine_id} />
-                          </td>
-                        </tr>
+                        <ReplicaRow key={r.engine_id} r={r} target={info.weight_version ?? null} />
                       ))}
                     </tbody>
                   </table>

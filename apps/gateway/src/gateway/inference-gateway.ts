@@ -19,6 +19,7 @@ import {
   type BodyBudget,
   createServingHandler,
   DEFAULT_MAX_BODY_BYTES,
+  DEFAULT_RETRY_POLICY,
   type ErrorBodyOf,
   type FastHandler,
   type FastRoutes,
@@ -27,6 +28,7 @@ import {
   type ParsedBody,
   ProxyErrorCode,
   type ProxyTarget,
+  type RetryPolicy,
   type ServingProxyOptions,
   sendError,
   servingPaths,
@@ -69,6 +71,9 @@ export interface InferenceGatewayOptions {
   breaker?: BreakerOptions;
   /** This role's admission limit and queue (absent: unlimited). */
   admission?: AdmissionOptions;
+  /** When and after what wait a request whose engine failed before answering goes to another replica (absent:
+   * the proxy's defaults). */
+  retry?: RetryPolicy;
   /** Longest long-poll a client may ask for. Default 300 s. */
   maxWaitSeconds?: number;
   onServed?: (r: ServedRequest) => void;
@@ -130,7 +135,7 @@ export class InferenceGateway {
   private readonly origins = new Map<string, string>();
   private readonly ownsPools: boolean;
   /** What the proxy counts and reports a request of this role through (the root OpenAI routes borrow it). */
-  private readonly owner: Pick<ServingProxyOptions, 'inFlight' | 'hooks' | 'admission'>;
+  private readonly owner: Pick<ServingProxyOptions, 'inFlight' | 'hooks' | 'admission' | 'retry'>;
   /** This role's admission limit (absent: unlimited). */
   readonly admission: AdmissionGate | undefined;
   private readonly genrmHost: GenrmHost<ResolvedModel, RequestKeys>;
@@ -147,12 +152,11 @@ export class InferenceGateway {
     this.owner = {
       inFlight: this.inFlight,
       ...(this.admission === undefined ? {} : { admission: this.admission }),
+      ...(opts.retry === undefined ? {} : { retry: opts.retry }),
       hooks: {
         onClientAbort: (rid, target, requestId) => this.abortAtEngine(rid, target, requestId),
         onComplete: (e) => this.requests.completed(e),
-        onAttemptFailed: (target) => {
-          if (!target.id.startsWith(ROUTER_PREFIX)) this.breakers.failure(target.id);
-        },
+        onAttemptFailed: (target) => this.attemptFailed(target),
       },
     };
     this.selector = new ReplicaSelector({
@@ -188,7 +192,19 @@ export class InferenceGateway {
       resolveModel: (keys, body, res) => this.resolveModel(keys, body, res),
       pick: (model, keys, res, excluding) => this.pick(model, keys, res, excluding),
       abortAtEngine: (rid, target, requestId) => this.abortAtEngine(rid, target, requestId),
-      served: (r) => this.requests.served(r),
+      retry: opts.retry ?? DEFAULT_RETRY_POLICY,
+      attemptFailed: (target) => this.attemptFailed(target),
+      trace: (req, requestId) => {
+        const traced = this.tracing?.request(
+          this.role,
+          req.url ?? '/generate',
+          requestId,
+          req.headers.traceparent,
+        );
+        traced?.adapter('genrm_messages');
+        return traced;
+      },
+      served: (r) => this.requests.servedByAdapter(r),
     };
     mountReadRoutes(this.app, {
       role: this.role,
@@ -197,6 +213,7 @@ export class InferenceGateway {
       placements: this.placements,
       servingTokens: this.servingTokens,
       maxWaitSeconds: this.maxWaitSeconds,
+      circuitOf: (engineId) => this.breakers.state(engineId),
     });
   }
 
@@ -391,6 +408,11 @@ export class InferenceGateway {
       this.origins.set(url, origin);
     }
     return origin;
+  }
+
+  /** An attempt failed and the request went to another replica: the failed replica's circuit counts it. */
+  private attemptFailed(target: ProxyTarget): void {
+    if (!target.id.startsWith(ROUTER_PREFIX)) this.breakers.failure(target.id);
   }
 
   private abortAtEngine(rid: string | string[], target: ProxyTarget, requestId: string): void {

@@ -114,13 +114,23 @@ export class ServedRequests {
       logger.debug({ requestId, role, ...rest }, 'request served');
   }
 
+  /** The end of a request a route answered by itself (the GenRM adapter): its replica's circuit, then the rest. */
+  servedByAdapter(r: Omit<ServedRequest, 'role' | 'at'> & { requestId: string }): void {
+    // A refusal the engine answered (4xx) is an answer, not a failure of the replica.
+    const failed = r.upstreamError !== undefined && r.status >= 500;
+    this.judgeReplica(r.engineId, failed, !failed && r.status > 0);
+    this.served(r);
+  }
+
   /** The circuit of the replica a request ended on: an engine failure counts against it, an answer closes it. */
   private judge(e: CompletionEvent): void {
-    const id = e.target?.id;
+    this.judgeReplica(e.target?.id, upstreamErrorOf(e) !== undefined, e.outcome === 'ok');
+  }
+
+  private judgeReplica(id: string | undefined, failed: boolean, ok: boolean): void {
     if (id === undefined || id.startsWith(ROUTER_PREFIX)) return;
-    const failure = upstreamErrorOf(e);
-    if (failure !== undefined) this.opts.breakers.failure(id);
-    else if (e.outcome === 'ok') this.opts.breakers.success(id);
+    if (failed) this.opts.breakers.failure(id);
+    else if (ok) this.opts.breakers.success(id);
     else this.opts.breakers.settle(id);
   }
 

@@ -1,143 +1,23 @@
 import { once } from 'node:events';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
-import { type AddressInfo, connect, createServer as createNetServer } from 'node:net';
-import { getRequestListener } from '@hono/node-server';
-import { type ErrorBody, UisError } from '@uis/spec';
-import { Hono } from 'hono';
-import { Agent, request } from 'undici';
+import { connect } from 'node:net';
+import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { deadPort, deferred, listen, readAll, type TestServer } from '../testing/proxy.ts';
-import { createCombinedListener, FastRoutes } from './fast-routes.ts';
+import { deferred, readAll } from '../testing/proxy.ts';
 import {
-  type CompletionEvent,
-  createServingHandler,
-  type ForwardRoute,
-  type ProxyTarget,
-  type ServingProxyOptions,
-} from './forward.ts';
-import { InFlightCounter } from './in-flight.ts';
+  client,
+  closeServing,
+  echoEngine,
+  gateway,
+  type Harness,
+  openStream,
+  post,
+  type Seen,
+  upstream,
+} from '../testing/serving-harness.ts';
 import { UpstreamPools } from './upstream-pools.ts';
 
-interface Seen {
-  path: string | undefined;
-  headers: IncomingMessage['headers'];
-  raw: string;
-}
-
-const servers: TestServer[] = [];
-const pools: UpstreamPools[] = [];
-const client = new Agent({ keepAliveTimeout: 1000 });
-
-afterAll(async () => {
-  await Promise.all(servers.map((s) => s.close()));
-  await Promise.all(pools.map((p) => p.close()));
-  await client.close();
-});
-
-async function upstream(handler: Parameters<typeof listen>[0]): Promise<TestServer> {
-  const s = await listen(handler);
-  servers.push(s);
-  return s;
-}
-
-/** An engine that answers JSON describing what it received. */
-async function echoEngine(seen: Seen[]): Promise<TestServer> {
-  return upstream(async (req, res) => {
-    const raw = (await readAll(req)).toString();
-    seen.push({ path: req.url, headers: req.headers, raw });
-    const body = JSON.stringify({ ok: true, got: raw.length });
-    res.writeHead(200, {
-      'content-type': 'application/json',
-      'content-length': Buffer.byteLength(body),
-      connection: 'keep-alive, x-hop',
-      'x-hop': 'secret',
-      'keep-alive': 'timeout=5',
-      'proxy-authenticate': 'Basic',
-      'x-engine': 'e1',
-    });
-    res.end(body);
-  });
-}
-
-interface Harness {
-  url: string;
-  inFlight: InFlightCounter;
-  events: CompletionEvent[];
-  aborts: Array<{ rid: string | string[]; target: ProxyTarget }>;
-  completed(n: number): Promise<void>;
-}
-
-/** A gateway listener: fast serving routes for role `r`, Hono for the rest. */
-async function gateway(
-  targets: ProxyTarget[],
-  opts: { edit?: ForwardRoute['edit']; pools?: UpstreamPools; extra?: Partial<ServingProxyOptions> } = {},
-): Promise<Harness> {
-  const inFlight = new InFlightCounter();
-  const events: CompletionEvent[] = [];
-  const aborts: Harness['aborts'] = [];
-  const waiters: Array<{ n: number; resolve: () => void }> = [];
-  const p = opts.pools ?? new UpstreamPools();
-  pools.push(p);
-  const pick = (excluding?: ReadonlySet<string>): ProxyTarget | UisError =>
-    targets.find((t) => !excluding?.has(t.id)) ??
-    new UisError({ code: 'no_replica', message: 'no engine can serve' });
-  const options: ServingProxyOptions = {
-    pools: p,
-    inFlight,
-    maxBodyBytes: 1024,
-    hooks: {
-      onClientAbort: (rid, target) => aborts.push({ rid, target }),
-      onComplete: (e) => {
-        events.push(e);
-        for (const w of waiters) if (events.length >= w.n) w.resolve();
-      },
-    },
-    ...opts.extra,
-  };
-  const generate = createServingHandler(options, () => ({
-    path: '/generate',
-    pick,
-    edit: opts.edit ?? { remove: ['model', 'route_key'] },
-  }));
-  const chat = createServingHandler(options, () => ({
-    path: '/v1/chat/completions',
-    pick,
-    edit: { set: { model: 'served-name' }, remove: ['route_key'] },
-  }));
-  const app = new Hono();
-  app.get('/r/health', (c) => c.json({ alive: true }));
-  const routes = new FastRoutes()
-    .add('POST', '/r/generate', generate)
-    .add('POST', '/r/v1/chat/completions', chat);
-  const s = await listen(
-    createCombinedListener({ serving: routes, fallback: getRequestListener(app.fetch) }),
-  );
-  servers.push(s);
-  return {
-    url: s.url,
-    inFlight,
-    events,
-    aborts,
-    completed: (n) =>
-      events.length >= n ? Promise.resolve() : new Promise((resolve) => waiters.push({ n, resolve })),
-  };
-}
-
-async function post(url: string, body: string, headers: Record<string, string> = {}) {
-  const r = await request(url, {
-    method: 'POST',
-    body,
-    headers: { 'content-type': 'application/json', ...headers },
-    dispatcher: client,
-  });
-  const text = await r.body.text();
-  return {
-    status: r.statusCode,
-    headers: r.headers,
-    text,
-    json: () => JSON.parse(text) as ErrorBody & Record<string, unknown>,
-  };
-}
+afterAll(closeServing);
 
 describe('fast routes and fallback', () => {
   let gw: Harness;
@@ -334,13 +214,6 @@ describe('forwarding', () => {
   });
 });
 
-/** Reads a streaming response chunk by chunk with node:http, so the test controls when the client stops. */
-function openStream(url: string, body: string) {
-  const req = httpRequest(url, { method: 'POST', headers: { 'content-type': 'application/json' } });
-  req.end(body);
-  return { req, response: once(req, 'response').then(([res]) => res as IncomingMessage) };
-}
-
 // Streams against real sockets: room for a loaded machine beyond the 5 s default.
 describe('streaming', { timeout: 30_000 }, () => {
   it('relays each chunk before the engine finishes', async () => {
@@ -495,112 +368,5 @@ describe('streaming', { timeout: 30_000 }, () => {
     await gw.completed(1);
     expect(gw.aborts.map((a) => a.rid)).toEqual([rid]);
     expect(gw.inFlight.total).toBe(0);
-  });
-
-  it('never replays a stream that broke after its first byte', async () => {
-    let secondCalls = 0;
-    const broken = await upstream(async (req, res) => {
-      await readAll(req);
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      res.write('data: {"text":"a"}\n\n', () => setTimeout(() => res.socket?.destroy(), 50));
-    });
-    const spare = await upstream((_req, res) => {
-      secondCalls++;
-      res.end('{}');
-    });
-    const gw = await gateway([
-      { id: 'a', origin: broken.url },
-      { id: 'b', origin: spare.url },
-    ]);
-    const { response } = openStream(`${gw.url}/r/generate`, '{"stream":true}');
-    const res = await response;
-    let got = '';
-    res.on('data', (c: Buffer) => {
-      got += c.toString();
-    });
-    const ended = await new Promise<string>((resolve) => {
-      res.on('end', () => resolve('end'));
-      res.on('error', () => resolve('error'));
-      res.on('aborted', () => resolve('aborted'));
-    });
-    expect(ended).not.toBe('end');
-    expect(got).toBe('data: {"text":"a"}\n\n');
-    await gw.completed(1);
-    expect(secondCalls).toBe(0);
-    expect(gw.events[0]).toMatchObject({ outcome: 'error', attempts: 1 });
-    expect(gw.inFlight.total).toBe(0);
-  });
-});
-
-describe('engine failures', () => {
-  it('retries once on another engine when the first is unreachable', async () => {
-    const seen: Seen[] = [];
-    const good = await echoEngine(seen);
-    const gw = await gateway([
-      { id: 'dead', origin: `http://127.0.0.1:${await deadPort()}` },
-      { id: 'good', origin: good.url },
-    ]);
-    const r = await post(`${gw.url}/r/generate`, '{"text":"x"}');
-    expect(r.status).toBe(200);
-    expect(seen).toHaveLength(1);
-    await gw.completed(1);
-    expect(gw.events[0]).toMatchObject({ attempts: 2, target: { id: 'good' }, outcome: 'ok' });
-    expect(gw.inFlight.total).toBe(0);
-  });
-
-  it('answers 502 when the retry fails too, or when no other engine exists', async () => {
-    const both = await gateway([
-      { id: 'd1', origin: `http://127.0.0.1:${await deadPort()}` },
-      { id: 'd2', origin: `http://127.0.0.1:${await deadPort()}` },
-      { id: 'd3', origin: `http://127.0.0.1:${await deadPort()}` },
-    ]);
-    const r = await post(`${both.url}/r/generate`, '{}');
-    expect(r.status).toBe(502);
-    expect(r.json().error).toMatchObject({ code: 'engine_unreachable' });
-    await both.completed(1);
-    expect(both.events[0]).toMatchObject({ attempts: 2, target: { id: 'd2' } });
-    const single = await gateway([{ id: 'only', origin: `http://127.0.0.1:${await deadPort()}` }]);
-    const s = await post(`${single.url}/r/generate`, '{}');
-    expect(s.status).toBe(502);
-    expect(s.json().error.message).toContain('only');
-    expect(single.inFlight.total).toBe(0);
-    expect(both.inFlight.total).toBe(0);
-  });
-
-  it('answers 504 when the engine does not answer in time', async () => {
-    const silent = await upstream(() => {});
-    const gw = await gateway([{ id: 's', origin: silent.url }], {
-      pools: new UpstreamPools({ headersTimeoutMs: 300 }),
-    });
-    const r = await post(`${gw.url}/r/generate`, '{}');
-    expect(r.status).toBe(504);
-    expect(r.json().error).toMatchObject({ code: 'engine_timeout' });
-    expect(gw.inFlight.total).toBe(0);
-  });
-
-  it('answers 502 engine_bad_response when the engine does not speak HTTP/1.1', async () => {
-    const garbage = createNetServer((socket) => socket.once('data', () => socket.end('SSH-2.0-x\r\n\r\n')));
-    garbage.listen(0, '127.0.0.1');
-    await once(garbage, 'listening');
-    try {
-      const port = (garbage.address() as AddressInfo).port;
-      const gw = await gateway([{ id: 'g', origin: `http://127.0.0.1:${port}` }]);
-      const r = await post(`${gw.url}/r/generate`, '{}');
-      expect(r.status).toBe(502);
-      expect(r.json().error).toMatchObject({ code: 'engine_bad_response' });
-      expect(r.json().error.message).toContain('bad status line');
-      expect(gw.inFlight.total).toBe(0);
-    } finally {
-      await new Promise<void>((resolve) => garbage.close(() => resolve()));
-    }
-  });
-
-  it('passes a routing refusal through without touching any engine', async () => {
-    const gw = await gateway([]);
-    const r = await post(`${gw.url}/r/generate`, '{"model":"m"}');
-    expect(r.status).toBe(503);
-    expect(r.json().error).toMatchObject({ code: 'no_replica' });
-    await gw.completed(1);
-    expect(gw.events[0]).toMatchObject({ attempts: 0, target: undefined, status: 503 });
   });
 });

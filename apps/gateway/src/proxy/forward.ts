@@ -6,16 +6,17 @@ import type { AdmissionGate, Admittable } from './admission.ts';
 import { collectBody, forwardedBody, type ParsedBody, parseServingBody } from './body.ts';
 import { BODY_BUDGET_RETRY_AFTER_S } from './body-budget.ts';
 import type { ForwardOutcome } from './completion.ts';
+import { engineFailure, gaveUp } from './engine-failure.ts';
 import { asUisError, ProxyErrorCode, sendError } from './errors.ts';
 import type { FastHandler } from './fast-routes.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
 import { ClientGoneError, canRelayChunked } from './relay-util.ts';
 import { nextId, REQUEST_ID } from './request-id.ts';
+import { DEFAULT_RETRY_POLICY, retryableCode } from './retry.ts';
 import type { ForwardRoute, ProxyTarget, ResolveRoute, ServingProxyOptions } from './route-types.ts';
 import {
   errorCode,
   TIMEOUT_CODES,
-  UNREACHABLE_CODES,
   type UpstreamController,
   type UpstreamHandler,
 } from './upstream/engine-pool.ts';
@@ -82,6 +83,8 @@ class Exchange implements UpstreamHandler, Admittable {
   #tailPrev: Buffer | undefined;
   #answer: Buffer | undefined;
   #retries: string[] | undefined;
+  /** Set while the request waits out a retry's backoff (the client leaving aborts it). */
+  #backoff: AbortController | undefined;
   /** The engine's chunked body is relayed with its own framing. */
   #raw = false;
   #rawSocket: Socket | undefined;
@@ -159,14 +162,25 @@ class Exchange implements UpstreamHandler, Admittable {
       this.#fail(picked);
       return;
     }
-    this.#target = picked;
+    this.#hold(picked);
+    this.#dispatch();
+  }
+
+  /** `target` takes this request: it counts in its in-flight figures from now on. */
+  #hold(target: ProxyTarget): void {
+    this.#target = target;
     this.#attempts++;
-    this.#opts.inFlight?.acquire(picked.id);
+    this.#opts.inFlight?.acquire(target.id);
     this.#holding = true;
+    this.#upstreamDone = false;
+  }
+
+  #dispatch(): void {
+    const target = this.#target!;
     this.#controller = undefined;
     try {
       this.#opts.pools
-        .get(picked.origin)
+        .get(target.origin)
         .dispatch({ path: this.#route!.path, headers: this.#upstreamHeaders, body: this.#body }, this);
     } catch (e) {
       this.#fail(asUisError(e));
@@ -292,51 +306,42 @@ class Exchange implements UpstreamHandler, Admittable {
       );
       return;
     }
-    if (code !== undefined && TIMEOUT_CODES.has(code)) {
-      this.#fail(
-        new UisError({
-          code: ProxyErrorCode.engineTimeout,
-          message: `engine ${target.id} did not answer in time (${code === 'UPSTREAM_HEADERS_TIMEOUT' ? 'headers' : 'body'} timeout)`,
-          cause: err,
-        }),
-      );
-      return;
-    }
-    if (!this.#gotResponse && code !== undefined && UNREACHABLE_CODES.has(code)) {
-      const unreachable = new UisError({
-        code: ProxyErrorCode.engineUnreachable,
-        message: `engine ${target.id} at ${target.origin} is unreachable: ${err.message}`,
-        cause: err,
-      });
-      if (this.#attempts >= 2) {
-        this.#fail(unreachable);
-        return;
-      }
-      this.#release();
-      this.#opts.hooks?.onAttemptFailed?.(target, unreachable.code);
-      this.#tried ??= new Set();
-      this.#tried.add(target.id);
-      const next = this.#route!.pick(this.#tried);
-      if (!(next instanceof UisError)) {
-        this.#retries ??= [];
-        this.#retries.push(unreachable.code);
-      }
-      // No other engine: report why the first one failed, not that nothing else was there.
-      this.#attempt(next instanceof UisError ? unreachable : next);
-      return;
-    }
-    this.#fail(
-      new UisError({
-        code:
-          code === 'UPSTREAM_BAD_RESPONSE'
-            ? ProxyErrorCode.engineBadResponse
-            : this.#gotResponse
-              ? ProxyErrorCode.engineResponseIncomplete
-              : ProxyErrorCode.engineUnreachable,
-        message: `engine ${target.id} failed: ${err.message}`,
-        cause: err,
-      }),
+    // Nothing reached the client: a connection that failed before the engine sent a byte may go elsewhere.
+    const failure = engineFailure(err, code, target, this.#gotResponse);
+    if (!this.#gotResponse && retryableCode(code) && this.#retry(target, failure)) return;
+    this.#fail(this.#retries === undefined ? failure : gaveUp(failure, this.#attempts, this.#tried, target));
+  }
+
+  /**
+   * Sends the request to a replica it has not tried, after the retry policy's wait (see retry.ts for what is
+   * retried), when the budget allows and routing has one (open circuits are skipped). The next replica holds the
+   * request during the wait. False: answer `failure`.
+   */
+  #retry(target: ProxyTarget, failure: UisError): boolean {
+    const policy = this.#opts.retry ?? DEFAULT_RETRY_POLICY;
+    if (this.#attempts > policy.maxRetries) return false;
+    this.#tried ??= new Set();
+    this.#tried.add(target.id);
+    const next = this.#route!.pick(this.#tried);
+    if (next instanceof UisError) return false; // no other replica: report why this one failed
+    this.#release();
+    this.#opts.hooks?.onAttemptFailed?.(target, failure.code);
+    this.#retries ??= [];
+    this.#retries.push(failure.code);
+    this.#hold(next);
+    const backoff = new AbortController();
+    this.#backoff = backoff;
+    policy.wait(this.#attempts - 1, backoff.signal).then(
+      () => {
+        this.#backoff = undefined;
+        this.#dispatch();
+      },
+      () => {
+        this.#backoff = undefined;
+        this.#finish('client_abort', 0, undefined);
+      },
     );
+    return true;
   }
 
   /** Answers with an error (nothing has been sent yet) and ends the exchange. */
@@ -363,6 +368,10 @@ class Exchange implements UpstreamHandler, Admittable {
       return;
     }
     if (target === undefined) return; // still reading the body or resolving: nothing upstream yet
+    if (this.#backoff !== undefined) {
+      this.#backoff.abort(); // waiting to retry: the next engine never saw the request
+      return;
+    }
     this.#controller?.abort(new ClientGoneError());
     if (this.#rid !== undefined) this.#opts.hooks?.onClientAbort?.(this.#rid, target, this.#requestId);
   }

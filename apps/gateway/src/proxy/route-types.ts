@@ -6,6 +6,7 @@ import type { BodyBudget } from './body-budget.ts';
 import type { ProxyHooks } from './completion.ts';
 import type { ErrorBodyOf } from './errors.ts';
 import type { InFlightCounter } from './in-flight.ts';
+import type { RetryPolicy } from './retry.ts';
 import type { UpstreamPools } from './upstream-pools.ts';
 
 export type { CompletionEvent, ForwardOutcome, ProxyHooks } from './completion.ts';
@@ -34,7 +35,7 @@ export interface ForwardRoute {
   traceparent?: string | undefined;
   /** The gateway that owns the request once routed, when it is not the handler's (the root OpenAI routes find
    * the role from the model): its in-flight counter and hooks count the request. */
-  owner?: Pick<ServingProxyOptions, 'inFlight' | 'hooks' | 'admission'>;
+  owner?: Pick<ServingProxyOptions, 'inFlight' | 'hooks' | 'admission' | 'retry'>;
 }
 
 /** A request the resolver answers itself instead of forwarding it as is (e.g. the GenRM messages adapter, which
@@ -64,6 +65,9 @@ export interface ServingProxyOptions {
   bodyBudget?: BodyBudget;
   /** The role's admission limit (503 + Retry-After when it and its queue are full). */
   admission?: AdmissionGate;
+  /** When and after what wait an attempt that failed before the engine answered goes to another replica
+   * (default: `DEFAULT_RETRY_POLICY`). */
+  retry?: RetryPolicy;
   /** Inject a `rid` into bodies that carry none, so a disconnect can be aborted at the engine. */
   injectRid?: boolean;
   now?: () => number;

@@ -10,11 +10,12 @@ import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
 import { buildAppRouter, ChangeFeed, type ControlPlane, commandRoutes } from '@uis/control-plane';
+import type { Clock } from '@uis/sglang-engine';
 import { asRole, type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
 import { createAdminApi } from '../admin/admin-api.ts';
-import { authorized } from '../gateway/auth.ts';
+import { commandRefusal } from '../gateway/auth.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
 import { mountOpenAIRoot } from '../gateway/openai-surface.ts';
@@ -31,6 +32,8 @@ import {
   DEFAULT_MAX_JSON_DEPTH,
   errorJson,
   FastRoutes,
+  type RetryOptions,
+  RetryPolicy,
   servingPaths,
   type UpstreamPoolOptions,
   UpstreamPools,
@@ -70,6 +73,10 @@ export interface UisServerOptions {
   admission?: AdmissionOptions;
   /** The replicas' circuit breakers (absent: on, with their defaults). */
   breaker?: BreakerOptions;
+  /** Retries of serving requests whose engine failed before answering (`gateway.retry`; absent: its defaults). */
+  retry?: Partial<RetryOptions>;
+  /** The time source of the retries' waits (tests pass a ManualClock). */
+  clock?: Clock;
   /** The console build to serve at `/`. */
   consoleDist?: string;
   /** Least time between two console pushes. */
@@ -146,151 +153,15 @@ export class UisServer {
         maxJsonDepth,
       }),
     );
-    this.metrics = new GatewayMetrics({
-      inFlight: () =>
-        [...this.gateways].flatMap(([role, g]) =>
-          Object.entries(g.inFlight.snapshot()).map(([engine_id, count]) => ({ role, engine_id, count })),
-        ),
-      replicaStates: () => {
-        const out: Array<{ role: string; model: string; state: string; count: number }> = [];
-        for (const [role, m] of plane.managers)
-          for (const [model, x] of Object.entries(m.snapshot().models)) {
-            const counts = new Map<string, number>();
-            for (const r of x.replicas) counts.set(r.state, (counts.get(r.state) ?? 0) + 1);
-            for (const [state, count] of counts) out.push({ role, model, state, count });
-          }
-        return out;
-      },
-      topologyRevisions: () =>
-        [...plane.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
-      batchCounts: () => plane.store.counts(),
-      replicaWeights: () => this.observability.weights.rows(plane.managers),
-      circuits: () =>
-        [...this.gateways].flatMap(([role, g]) =>
-          g.breakers
-            .snapshot()
-            .map((c) => ({ role, engine_id: c.engineId, state: c.state === 'open' ? 2 : 1 })),
-        ),
-    });
+    this.metrics = this.createMetrics();
     this.observability = new Observability(this.metrics, plane.plan);
     const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
-    const observe = opts.servingObservability !== false;
-    const onServed = (r: ServedRequest) => {
-      this.journal.served(r);
-      if (observe) this.observability.served(r);
-      this.feed.notify();
-    };
-    for (const [role, manager] of plane.managers) {
-      const spec = plane.roles[role];
-      if (!spec) continue;
-      const gateway = new InferenceGateway({
-        manager,
-        spec,
-        placements: plane.placementsOf(role),
-        pools: this.pools,
-        ...(observe ? { metrics: this.metrics } : {}),
-        logger: this.logger.child({ role }),
-        servingTokens,
-        onServed,
-        bodyBudget: this.bodyBudget,
-        maxJsonDepth,
-        ...(opts.admission === undefined ? {} : { admission: opts.admission }),
-        ...(opts.breaker === undefined ? {} : { breaker: opts.breaker }),
-        accessLog: opts.accessLog ?? false,
-        tracing: opts.tracing,
-        ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
-      });
-      this.gateways.set(role, gateway);
-      gateway.registerServing(this.routes);
-      this.app.route('/', gateway.app);
-    }
-    const auditSpans = opts.tracing === undefined ? undefined : new AuditSpans(opts.tracing);
+    this.mountGateways(opts, servingTokens, maxJsonDepth);
     this.tracing = opts.tracing;
-    this.journal.backfill(plane.events.latest(500));
-    for (const e of plane.events.latest(20_000)) this.observability.audit(e, false);
-    // Every change of the control plane (audit events, publications, barrier waiters, batch progress) wakes the
-    // console; audit events also feed its journal, the metrics and the time views, barrier waits the GPU-time view.
-    this.unsubscribe.push(
-      plane.stream.subscribe((change) => {
-        if (change.type === 'audit') {
-          this.journal.record(change.event);
-          this.observability.audit(change.event);
-          auditSpans?.observe(change.event);
-        } else if (change.type === 'barriers') this.observability.barriers(change.barriers, Date.now());
-        this.feed.notify();
-      }),
-    );
-    const probeMs = opts.healthProbeMs ?? 5000;
-    this.probe =
-      probeMs <= 0
-        ? null
-        : new HealthProbe({
-            intervalMs: probeMs,
-            targets: () =>
-              [...plane.managers.values()].flatMap((m) =>
-                Object.values(m.snapshot().models).flatMap((x) =>
-                  x.replicas.flatMap((r) =>
-                    r.base_url === null || r.state === 'dead'
-                      ? []
-                      : [{ engineId: r.engine_id, baseUrl: r.base_url }],
-                  ),
-                ),
-              ),
-            record: (id, sample) => {
-              this.journal.probed(id, sample);
-              this.feed.notify();
-            },
-          });
+    this.followPlane(opts.tracing);
+    this.probe = this.createProbe(opts.healthProbeMs ?? 5000);
     this.probe?.start();
-
-    // Every console tab subscribes: one state per change (and at most a second old) serves them all.
-    let cached: { version: number; at: number; state: ConsoleState } | null = null;
-    const state = (): ConsoleState => {
-      const now = Date.now();
-      if (cached && cached.version === this.feed.current && now - cached.at < 1000) return cached.state;
-      const version = this.feed.current;
-      const fresh = consoleState({
-        plane,
-        gateways: this.gateways,
-        journal: this.journal,
-        barriers: plane.barriers,
-      });
-      cached = { version, at: now, state: fresh };
-      return fresh;
-    };
-    const router = buildAppRouter({
-      plane,
-      authorize: (header, permission) =>
-        permission === 'public' ||
-        authorized(header, permission === 'admin' ? [opts.adminToken] : [opts.adminToken, ...servingTokens]),
-      state,
-      feed: this.feed,
-      observability: {
-        timeSeries: (signal) => timeSeriesUpdates(this.observability.ring, signal),
-        gpuTime: (signal) => gpuTimeUpdates(this.observability.gpuTime, signal),
-      },
-      ...(opts.throttleMs === undefined ? {} : { throttleMs: opts.throttleMs }),
-    });
-    this.app.route(
-      '/admin',
-      createAdminApi({
-        plane,
-        adminToken: opts.adminToken,
-        servingToken: opts.servingToken,
-        ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
-      }),
-    );
-    const trpc = trpcServer({
-      router,
-      endpoint: '/trpc',
-      createContext: (_o, c) => ({ authorization: c.req.header('authorization') ?? null }),
-    });
-    this.app.use('/trpc/*', jsonBodyLimit(opts.maxBodyBytes), async (c, next) => {
-      const res = await trpc(c, next);
-      // tRPC refuses a content type before it labels its answer: the body is its JSON error all the same.
-      if (res instanceof Response && res.status === 415) res.headers.set('content-type', 'application/json');
-      return res;
-    });
+    this.mountConsoleApi(opts);
     this.app.get('/metrics', async (c) =>
       c.body(await this.metrics.text(), 200, { 'content-type': this.metrics.contentType }),
     );
@@ -304,8 +175,13 @@ export class UisServer {
       bodyRules: { bodyBudget: this.bodyBudget, maxJsonDepth },
       ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
     });
+    this.mountFallback(opts.consoleDist);
+  }
+
+  /** What is not a route: a role that is not configured, an unknown API path (JSON errors), else the console. */
+  private mountFallback(consoleDist: string | undefined): void {
     const roles = new Set<string>([...this.gateways.keys(), 'admin', 'trpc', 'metrics']);
-    const console = consoleHandler(opts.consoleDist ?? CONSOLE_DIST);
+    const console = consoleHandler(consoleDist ?? CONSOLE_DIST);
     // A role's API paths: under a role that is not configured they answer JSON, not the console's page.
     const isRolePath = (role: string, path: string) => {
       const { generate, chat, completions } = servingPaths(role);
@@ -345,6 +221,173 @@ export class UisServer {
         e instanceof UisError ? e : new UisError({ code: 'internal_error', message: e.message, cause: e });
       if (err.status >= 500) this.logger.error({ err: e.message, path: c.req.path }, 'request failed');
       return errorJson(c, err);
+    });
+  }
+
+  /** The Prometheus registry, reading live state from the gateways and the plane at scrape time. */
+  private createMetrics(): GatewayMetrics {
+    const plane = this.plane;
+    return new GatewayMetrics({
+      inFlight: () =>
+        [...this.gateways].flatMap(([role, g]) =>
+          Object.entries(g.inFlight.snapshot()).map(([engine_id, count]) => ({ role, engine_id, count })),
+        ),
+      replicaStates: () => {
+        const out: Array<{ role: string; model: string; state: string; count: number }> = [];
+        for (const [role, m] of plane.managers)
+          for (const [model, x] of Object.entries(m.snapshot().models)) {
+            const counts = new Map<string, number>();
+            for (const r of x.replicas) counts.set(r.state, (counts.get(r.state) ?? 0) + 1);
+            for (const [state, count] of counts) out.push({ role, model, state, count });
+          }
+        return out;
+      },
+      topologyRevisions: () =>
+        [...plane.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
+      batchCounts: () => plane.store.counts(),
+      replicaWeights: () => this.observability.weights.rows(plane.managers),
+      circuits: () =>
+        [...this.gateways].flatMap(([role, g]) =>
+          g.breakers
+            .snapshot()
+            .map((c) => ({ role, engine_id: c.engineId, state: c.state === 'open' ? 2 : 1 })),
+        ),
+    });
+  }
+
+  /** A role gateway per configured role: serving routes on the fast path, the rest on Hono. */
+  private mountGateways(opts: UisServerOptions, servingTokens: string[], maxJsonDepth: number): void {
+    const plane = this.plane;
+    const observe = opts.servingObservability !== false;
+    const onServed = (r: ServedRequest) => {
+      this.journal.served(r);
+      if (observe) this.observability.served(r);
+      this.feed.notify();
+    };
+    const retry = new RetryPolicy(opts.retry, opts.clock);
+    for (const [role, manager] of plane.managers) {
+      const spec = plane.roles[role];
+      if (!spec) continue;
+      const gateway = new InferenceGateway({
+        manager,
+        spec,
+        placements: plane.placementsOf(role),
+        pools: this.pools,
+        ...(observe ? { metrics: this.metrics } : {}),
+        logger: this.logger.child({ role }),
+        servingTokens,
+        onServed,
+        bodyBudget: this.bodyBudget,
+        maxJsonDepth,
+        ...(opts.admission === undefined ? {} : { admission: opts.admission }),
+        ...(opts.breaker === undefined ? {} : { breaker: opts.breaker }),
+        retry,
+        accessLog: opts.accessLog ?? false,
+        tracing: opts.tracing,
+        ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
+      });
+      this.gateways.set(role, gateway);
+      gateway.registerServing(this.routes);
+      this.app.route('/', gateway.app);
+    }
+  }
+
+  /** Reads the plane's records so far, then follows its changes: every change (audit events, publications, barrier
+   * waiters, batch progress) wakes the console; audit events also feed its journal, the metrics, the time views and
+   * the traces, barrier waits the GPU-time view and the traces. */
+  private followPlane(tracing: UisTracing | undefined): void {
+    const plane = this.plane;
+    const auditSpans = tracing === undefined ? undefined : new AuditSpans(tracing);
+    this.journal.backfill(plane.events.latest(500));
+    for (const e of plane.events.latest(20_000)) this.observability.audit(e, false);
+    this.unsubscribe.push(
+      plane.stream.subscribe((change) => {
+        if (change.type === 'audit') {
+          this.journal.record(change.event);
+          this.observability.audit(change.event);
+          auditSpans?.observe(change.event);
+        } else if (change.type === 'barriers') {
+          this.observability.barriers(change.barriers, Date.now());
+          auditSpans?.barriers(change.barriers, Date.now());
+        }
+        this.feed.notify();
+      }),
+    );
+  }
+
+  /** The console's replica health probes (null when `probeMs` is 0). */
+  private createProbe(probeMs: number): HealthProbe | null {
+    const plane = this.plane;
+    return probeMs <= 0
+      ? null
+      : new HealthProbe({
+          intervalMs: probeMs,
+          targets: () =>
+            [...plane.managers.values()].flatMap((m) =>
+              Object.values(m.snapshot().models).flatMap((x) =>
+                x.replicas.flatMap((r) =>
+                  r.base_url === null || r.state === 'dead'
+                    ? []
+                    : [{ engineId: r.engine_id, baseUrl: r.base_url }],
+                ),
+              ),
+            ),
+          record: (id, sample) => {
+            this.journal.probed(id, sample);
+            this.feed.notify();
+          },
+        });
+  }
+
+  /** The console's tRPC API (one cached state per change) and the admin REST API. */
+  private mountConsoleApi(opts: UisServerOptions): void {
+    const plane = this.plane;
+    // Every console tab subscribes: one state per change (and at most a second old) serves them all.
+    let cached: { version: number; at: number; state: ConsoleState } | null = null;
+    const state = (): ConsoleState => {
+      const now = Date.now();
+      if (cached && cached.version === this.feed.current && now - cached.at < 1000) return cached.state;
+      const version = this.feed.current;
+      const fresh = consoleState({
+        plane,
+        gateways: this.gateways,
+        journal: this.journal,
+        barriers: plane.barriers,
+      });
+      cached = { version, at: now, state: fresh };
+      return fresh;
+    };
+    const router = buildAppRouter({
+      plane,
+      refuse: (header, permission) =>
+        commandRefusal(header, permission, { admin: opts.adminToken, serving: opts.servingToken }),
+      state,
+      feed: this.feed,
+      observability: {
+        timeSeries: (signal) => timeSeriesUpdates(this.observability.ring, signal),
+        gpuTime: (signal) => gpuTimeUpdates(this.observability.gpuTime, signal),
+      },
+      ...(opts.throttleMs === undefined ? {} : { throttleMs: opts.throttleMs }),
+    });
+    this.app.route(
+      '/admin',
+      createAdminApi({
+        plane,
+        adminToken: opts.adminToken,
+        servingToken: opts.servingToken,
+        ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
+      }),
+    );
+    const trpc = trpcServer({
+      router,
+      endpoint: '/trpc',
+      createContext: (_o, c) => ({ authorization: c.req.header('authorization') ?? null }),
+    });
+    this.app.use('/trpc/*', jsonBodyLimit(opts.maxBodyBytes), async (c, next) => {
+      const res = await trpc(c, next);
+      // tRPC refuses a content type before it labels its answer: the body is its JSON error all the same.
+      if (res instanceof Response && res.status === 415) res.headers.set('content-type', 'application/json');
+      return res;
     });
   }
 

@@ -56,6 +56,11 @@ export class RequestTrace {
     this.traceparent = traceparentOf(this.#root);
   }
 
+  /** Names the adapter that answers the request itself (the GenRM messages call) instead of relaying it. */
+  adapter(name: string): void {
+    this.#root.setAttribute('uis.adapter', name);
+  }
+
   /** The routing decision picked `engineId` (or refused): ends the route span, starts the attempt's span. A
    * previous attempt that failed ends as an error with `retryReason`. */
   attempt(engineId: string | undefined, retryReason?: string): void {

@@ -59,6 +59,7 @@ export class WeightSync {
     if (s.weightVersion === m.target || !m.replay) return;
     const t0 = this.ctx.clock.now();
     s.weightVersion = (await engine.updateWeights(engineWeightUpdate(m.replay))).weightVersion;
+    this.ctx.records?.weight(s);
     this.ctx.audit(
       'replica.weights_synced',
       s.engineId,
@@ -88,11 +89,27 @@ export class WeightSync {
         }`,
       });
     const gpusPerEngine = m.spec.engine_groups[0]?.gpus_per_engine ?? 1;
-    const results = await Promise.all(resident.map((s, i) => this.updateOne(s, req, i * gpusPerEngine)));
+    const { clock } = this.ctx;
+    const t0 = clock.now();
+    // Each replica's own time goes into the audit record only (traces show it), not into the answer.
+    const timed = await Promise.all(
+      resident.map(async (s, i) => {
+        const r = await this.updateOne(s, req, i * gpusPerEngine);
+        return { r, ms: clock.now() - t0 };
+      }),
+    );
+    const results = timed.map((t) => t.r);
+    const audit = () =>
+      this.ctx.audit(
+        'admin.update_weights',
+        m.spec.name,
+        { source: req.source, target: m.target, results: timed.map((t) => ({ ...t.r, duration_ms: t.ms })) },
+        clock.now() - t0,
+      );
     const versioned = 'weight_version' in req ? req.weight_version : null;
     if (resident.length > 0 && results.every((r) => !r.ok)) {
       // Nothing changed anywhere: the target stays, or the model would have no eligible replica at all.
-      this.ctx.audit('admin.update_weights', m.spec.name, { source: req.source, target: m.target, results });
+      audit();
       throw new UisError({
         code: 'weight_update_failed',
         path: 'body',
@@ -106,7 +123,7 @@ export class WeightSync {
     }
     await this.ctx.routers.sync();
     this.ctx.publication.publish();
-    this.ctx.audit('admin.update_weights', m.spec.name, { source: req.source, target: m.target, results });
+    audit();
     return { model: m.spec.name, weight_version: m.target, engines: results };
   }
 
@@ -130,10 +147,12 @@ export class WeightSync {
         await engine.destroyWeightsUpdateGroup({ group_name: req.group_name });
       } else {
         s.weightVersion = (await engine.updateWeights(engineWeightUpdate(req))).weightVersion;
+        this.ctx.records?.weight(s);
       }
       return { engine_id: s.engineId, ok: true, weight_version: s.weightVersion };
     } catch (e) {
       s.weightVersion = await engine.weightVersion().catch(() => s.weightVersion);
+      this.ctx.records?.weight(s);
       return { engine_id: s.engineId, ok: false, weight_version: s.weightVersion, error: errorMessage(e) };
     }
   }

@@ -75,10 +75,12 @@ export class EnginePool {
     return call;
   }
 
-  /** A buffered request for control-plane calls (e.g. the GenRM adapter): the whole answer, or a rejection. */
+  /** A buffered request for control-plane calls (e.g. the GenRM adapter): the whole answer, or a rejection.
+   * `onResponseStart` tells when the engine's answer began (a failure after it is not worth a retry). */
   request(
     req: UpstreamRequest,
     signal?: AbortSignal,
+    onResponseStart?: (status: number) => void,
   ): Promise<{ statusCode: number; headers: IncomingHttpHeaders; body: Buffer }> {
     return new Promise((resolve, reject) => {
       let status = 0;
@@ -90,6 +92,7 @@ export class EnginePool {
         onResponseStart(_c, s, h) {
           status = s;
           headers = h;
+          onResponseStart?.(s);
         },
         onResponseData(_c, chunk) {
           chunks.push(chunk);
