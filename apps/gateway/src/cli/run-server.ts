@@ -198,7 +198,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     accessLog: opts.config.gateway?.access_log ?? false,
     tracing: createTracing(opts.config.gateway?.tracing),
     ...(servingToken ? { servingToken } : {}),
-    ...limitsOf(opts.config),
+    ...serverLimitsOf(opts.config),
     // The listen address names this server too (a host name given to --host).
     allowedHosts: [...(opts.config.gateway?.allowed_hosts ?? []), opts.host],
   });
@@ -230,7 +230,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
 }
 
 /** The gateway block's request limits as server options (the schema's defaults when there is no block). */
-function limitsOf(config: UisConfig) {
+export function serverLimitsOf(config: UisConfig) {
   const g = config.gateway;
   if (g === undefined) return {};
   return {

@@ -41,6 +41,7 @@ describe('the command table', () => {
 
   it('gives each command the permission an RL operator expects: reads and waits the serving token, mutations the admin token', () => {
     const serving = [
+      'list_intents',
       'list_replicas',
       'get_replica',
       'list_roles',

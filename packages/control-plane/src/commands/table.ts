@@ -1,4 +1,4 @@
-import { BatchKindSchema, WeightUpdateRequestSchema } from '@uis/manager';
+import { BatchKindSchema, OperatorIntentKindSchema, WeightUpdateRequestSchema } from '@uis/manager';
 import { UisError } from '@uis/spec';
 import { z } from 'zod';
 import { ModelReplicaSchema, ModelReplicasSchema, modelReplicas } from '../model-replicas.ts';
@@ -258,6 +258,28 @@ const roleCommands = {
     handler: (plane) => ({
       roles: Object.fromEntries([...plane.managers].map(([role, m]) => [role, m.snapshot()])),
     }),
+  }),
+  list_intents: defineCommand({
+    ...servingRead,
+    name: 'list_intents',
+    summary: "The operator's standing drains and holds: what a restart re-applies before it serves",
+    method: 'GET',
+    path: '/intents',
+    params: None,
+    input: None,
+    output: z.object({
+      intents: z.array(
+        z.object({
+          role: z.string(),
+          model: z.string(),
+          intent: OperatorIntentKindSchema,
+          actor: z.string().nullable(),
+          operation_id: z.string().nullable(),
+          at: z.number(),
+        }),
+      ),
+    }),
+    handler: (plane) => ({ intents: plane.intents.list() }),
   }),
 };
 
