@@ -47,7 +47,10 @@ def test_sleeping_model_is_unavailable_with_retry_after(service: Service) -> Non
 
 
 def test_wrong_admin_token_is_an_authentication_error(service: Service) -> None:
+    # A mutation: reads follow the serving token, and the demo configures none (they are open, like discovery).
     with UisClient(service.url, admin_token="wrong") as c:
         with pytest.raises(AuthenticationError) as info:
-            c.phases()
+            c.advance_phase(group="nope")
     assert (info.value.status, info.value.code) == (401, "unauthorized")
+    with UisClient(service.url) as c:
+        assert c.phases()

@@ -51,6 +51,9 @@ export interface ControlPlaneOptions {
   transitionTimeoutMs?: number;
   /** How often the stream reports batch progress while a batch is scored. Default 1 s. */
   batchProgressMs?: number;
+  /** Adoption mode (default `gateway.adopt_engines`): engines outlive a control plane that dies, and this start
+   * adopts the ones recorded in the database instead of launching a second set. */
+  adoptEngines?: boolean;
 }
 
 /** The placement plan of a config, or 400 `invalid_layout` naming every violation. */
@@ -66,12 +69,16 @@ export function planOf(config: UisConfig): PlacementPlan {
   return result.plan;
 }
 
-function buildLauncher(kind: Exclude<LauncherKind, 'ray'>, config: UisConfig): Launcher {
+function buildLauncher(
+  kind: Exclude<LauncherKind, 'ray'>,
+  config: UisConfig,
+  keepEngines: boolean,
+): Launcher {
   switch (kind) {
     case 'sim':
-      return new SimLauncher();
+      return new SimLauncher({ keepEngines });
     case 'local':
-      return new LocalLauncher();
+      return new LocalLauncher({ keepEngines });
     case 'external':
       return new ExternalLauncher(config.gateway?.external_urls ?? {});
   }
@@ -89,7 +96,10 @@ export async function createControlPlane(opts: ControlPlaneOptions): Promise<Con
   const config = opts.config;
   const logger = opts.logger ?? silentLogger;
   const plan = planOf(config);
-  const db = openStore(opts.dbPath ?? config.gateway?.db_path ?? ':memory:');
+  const dbPath = opts.dbPath ?? config.gateway?.db_path ?? ':memory:';
+  const adopt = opts.adoptEngines ?? config.gateway?.adopt_engines ?? false;
+  if (adopt) checkAdoption(opts.launcher, dbPath);
+  const db = openStore(dbPath);
   const events = new EventLog(db);
   const store = new BatchStore(db);
   const base = {
@@ -110,7 +120,7 @@ export async function createControlPlane(opts: ControlPlaneOptions): Promise<Con
     const launcher: Launcher =
       typeof opts.launcher === 'object'
         ? opts.launcher
-        : (base.ray?.runtime.launcher ?? buildLauncher(kind as Exclude<LauncherKind, 'ray'>, config));
+        : (base.ray?.runtime.launcher ?? buildLauncher(kind as Exclude<LauncherKind, 'ray'>, config, adopt));
     // On Ray the plan's pools are real placement groups (created and removed only where the plan says the manager
     // owns them); the other launchers run on this host, where a PG is only bookkeeping.
     const pgs: PlacementGroups = base.ray?.runtime.placementGroups ?? new InMemoryPlacementGroups();
@@ -136,6 +146,8 @@ export async function createControlPlane(opts: ControlPlaneOptions): Promise<Con
           launcher,
           placementGroups: pgs,
           events,
+          store: db,
+          adoptEngines: adopt,
           logger,
           ...(routers ? { routers: routers.routers } : {}),
           ...(urls || opts.managerOptions
@@ -149,6 +161,26 @@ export async function createControlPlane(opts: ControlPlaneOptions): Promise<Con
     await stopParts(base);
     throw e;
   }
+}
+
+/** Adoption needs engines that can outlive this process and a database file that outlives it too. */
+function checkAdoption(launcher: ControlPlaneOptions['launcher'], dbPath: string): void {
+  const kind = typeof launcher === 'object' ? launcher.kind : (launcher ?? 'sim');
+  const adopts =
+    typeof launcher === 'object' ? launcher.adopt !== undefined : kind === 'sim' || kind === 'local';
+  if (!adopts)
+    throw new UisError({
+      code: 'adoption_unsupported',
+      path: 'gateway.adopt_engines',
+      message: `launcher ${kind} cannot keep engines across restarts (only sim and local can); turn adopt_engines off`,
+    });
+  if (dbPath === ':memory:')
+    throw new UisError({
+      code: 'adoption_unsupported',
+      path: 'gateway.adopt_engines',
+      message:
+        'adoption keeps its record of the engines in the database: set gateway.db_path (or --db) to a file',
+    });
 }
 
 type Built = Pick<
@@ -214,6 +246,8 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
       for (const url of spec.external_engine_urls ?? []) await m.registerExternal(model, url);
     }
     for (const g of groups) {
+      // A transition the previous process left unfinished resumes when every engine's memory is known.
+      if ((await coordinator.recoverAfterRestart({ group: g.name })) === 'resumed') continue;
       const lease = coordinator.lease(g.name);
       // Every engine starts resident: bring the group to its recorded phase (a restart) or its first one. A
       // blocked lease stays blocked: an operator must say which phase really holds the GPUs.

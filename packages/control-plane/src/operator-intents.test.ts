@@ -80,6 +80,14 @@ describe("the operator's word survives a restart", { timeout: 120_000 }, () => {
       await command(first, 'drain_model', { role: 'genrm', model: 'judge' });
       expect(states(first, 'rollout')).toEqual({ policy: 'sleeping', draft: 'ready' });
       expect(words(first)).toEqual(['rollout/policy:drained', 'genrm/judge:held']);
+      // Operators read the standing word (the serving token may: it changes nothing).
+      const listed = await command(first, 'list_intents', {});
+      expect(listed.result).toEqual({
+        intents: [
+          expect.objectContaining({ role: 'rollout', model: 'policy', intent: 'drained', actor: 'ops' }),
+          expect.objectContaining({ role: 'genrm', model: 'judge', intent: 'held', operation_id: null }),
+        ],
+      });
     } finally {
       await first.stop();
     }

@@ -59,6 +59,7 @@ export class OperatorIntents {
         return manager.activate();
       },
       start: (opts) => manager.start(opts),
+      memoryInDoubt: () => manager.memoryInDoubt(),
     };
   }
 

@@ -4,9 +4,11 @@ import type { OffloadReport, PhaseParticipant } from './coordinator/types.ts';
 import { EventLog } from './event-log.ts';
 import { InFlightTracker } from './in-flight.ts';
 import { Registry } from './registry.ts';
+import { Adoption } from './replicas/adoption.ts';
 import type { Audit, ManagerContext } from './replicas/context.ts';
 import { ElasticScaler } from './replicas/elastic-scaler.ts';
 import { EnginePool } from './replicas/engine-pool.ts';
+import { EngineRecords } from './replicas/engine-records.ts';
 import { ExternalEngines } from './replicas/external-engines.ts';
 import { OperationQueue } from './replicas/operation-queue.ts';
 import { PublicationProjector } from './replicas/publication.ts';
@@ -140,6 +142,9 @@ export class InferenceManager implements PhaseParticipant {
     );
     ctx.scaler = new ElasticScaler(ctx);
     ctx.externals = new ExternalEngines(ctx);
+    // Only engines that can outlive this process are worth a record (in-process and Ray engines die with it).
+    ctx.records = init.store && init.launcher.adopt ? new EngineRecords(init.store, this.role, clock) : null;
+    ctx.adoption = new Adoption(ctx, init.launcher, ctx.records, init.adoptEngines === true);
     this.#ctx = ctx;
   }
 
@@ -352,6 +357,17 @@ export class InferenceManager implements PhaseParticipant {
   }
 
   // ---- reads --------------------------------------------------------------------------------------------------
+
+  /** Engines of this role whose GPU memory is not known after a restart, each with the reason: adopted while a
+   * memory call was in flight, recorded processes that run but cannot be verified, and engines attached by URL
+   * (their memory is not recorded here). Empty when every engine's memory is known. */
+  memoryInDoubt(): string[] {
+    const external = this.#ctx.replicas
+      .all()
+      .filter((s) => s.external)
+      .map((s) => `${s.engineId} (attached by URL: its memory is not recorded here)`);
+    return [...this.#ctx.adoption.inDoubt(), ...external];
+  }
 
   snapshot(): ManagerSnapshot {
     return this.#ctx.publication.snapshot();

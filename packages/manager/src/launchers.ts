@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import {
+  AdoptedReplica,
   DEFAULT_SGLANG_COMMAND,
   type EngineLauncher,
   type LocalLauncherOptions,
@@ -10,6 +11,7 @@ import {
 } from '@uis/sglang-engine';
 import type { EngineGroupSpec, GroupPlacement, InferenceModelSpec, ReplicaPlacement, Role } from '@uis/spec';
 import { UisError } from '@uis/spec';
+import type { EngineRecord } from './replicas/engine-records.ts';
 
 /** Everything a launcher needs to build one replica's engine. */
 export interface LaunchRequest {
@@ -32,6 +34,9 @@ export interface Launcher {
   readonly ownsProcesses: boolean;
   /** The engine of one replica, not yet started (`engine.start()` launches and waits healthy). */
   create(req: LaunchRequest): Promise<SGLangEngine>;
+  /** The engine of a replica a previous control plane launched, from its record (running already; `shutdown()`
+   * stops its recorded processes). Only launchers whose engines can outlive the control plane have it. */
+  adopt?(req: LaunchRequest, record: EngineRecord): SGLangEngine;
 }
 
 export interface CommandLauncherOptions {
@@ -46,6 +51,9 @@ export interface CommandLauncherOptions {
   engineLauncher?: EngineLauncher;
   /** Engine poll interval (health wait, drain). */
   pollMs?: number;
+  /** Adoption mode: engines run without a watchdog (they outlive this control plane) and the next one adopts
+   * them. */
+  keepEngines?: boolean;
 }
 
 /** `local`: the real `python -m sglang.launch_server` command line from `buildServerArgs`, one process per node
@@ -56,7 +64,20 @@ export class LocalLauncher implements Launcher {
   private readonly processes: EngineLauncher;
 
   constructor(protected readonly opts: CommandLauncherOptions = {}) {
-    this.processes = opts.engineLauncher ?? new LocalProcessLauncher(opts.processes ?? {});
+    this.processes =
+      opts.engineLauncher ??
+      new LocalProcessLauncher({ ...opts.processes, ...(opts.keepEngines ? { watchdog: false } : {}) });
+  }
+
+  adopt(req: LaunchRequest, record: EngineRecord): SGLangEngine {
+    return new SGLangEngine({
+      engineId: req.replica.engine_id,
+      baseUrl: record.base_url,
+      ...apiKeyOf(req),
+      adopted: new AdoptedReplica(record.processes),
+      paused: record.paused,
+      ...(this.opts.pollMs === undefined ? {} : { pollMs: this.opts.pollMs }),
+    });
   }
 
   async create(req: LaunchRequest): Promise<SGLangEngine> {

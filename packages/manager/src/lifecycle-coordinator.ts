@@ -1,6 +1,7 @@
 import type { ActivationGroupPlan } from '@uis/spec';
 import { scoresDeferred, UisError } from '@uis/spec';
 import { GroupLease, type Phase } from './coordinator/group-lease.ts';
+import { decideLeaseRecovery } from './coordinator/lease-recovery.ts';
 import { LeaseStore } from './coordinator/lease-store.ts';
 import { PhaseTransition } from './coordinator/phase-transition.ts';
 import type {
@@ -368,6 +369,18 @@ export class LifecycleCoordinator {
       });
     }
     return this.transition({ ...opts, group: g.name, to });
+  }
+
+  /** After a restart, once the participants started (and adopted what they could): a transition the previous
+   * process left unfinished runs again to its target by itself when every engine of the group's roles has a known
+   * memory state; otherwise the lease stays blocked, its reason naming the engines to check. `none` when the group
+   * found no unfinished transition. */
+  async recoverAfterRestart(opts: { group?: string } = {}): Promise<'none' | 'resumed' | 'blocked'> {
+    const g = this.group(opts.group);
+    const decided = decideLeaseRecovery(g, this.participants);
+    if (decided.outcome !== 'resume') return decided.outcome;
+    await this.initialize({ group: g.name, phase: decided.target, actor: 'system' });
+    return 'resumed';
   }
 
   /** Operator action: unblock a lease after checking the engines by hand, stating which phase is resident. */

@@ -33,7 +33,7 @@ export class OperatorIntentStore {
   constructor(db: Db, now: () => number = Date.now) {
     this.#db = db;
     this.#now = now;
-    this.#all = db.prepare('SELECT * FROM operator_intents ORDER BY at, role, model');
+    this.#all = db.prepare('SELECT * FROM operator_intents ORDER BY at, rowid');
     this.#upsert = db.prepare(
       `INSERT INTO operator_intents (role, model, intent, actor, operation_id, at)
        VALUES (@role, @model, @intent, @actor, @operation_id, @at)

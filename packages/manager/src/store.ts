@@ -68,11 +68,28 @@ const MIGRATIONS: readonly string[] = [
      at INTEGER NOT NULL,
      PRIMARY KEY (role, model)
    );`,
+  // Engines this control plane launched, kept so that a restart finds them (adoption, lease recovery), and the
+  // target of a lease's transition, so that a restart can finish it.
+  `CREATE TABLE engines (
+     role TEXT NOT NULL,
+     engine_id TEXT NOT NULL,
+     model TEXT NOT NULL,
+     model_path TEXT NOT NULL,
+     base_url TEXT NOT NULL,
+     processes TEXT NOT NULL,
+     generation INTEGER NOT NULL,
+     weight_version TEXT,
+     memory TEXT NOT NULL,
+     paused TEXT,
+     updated_at INTEGER NOT NULL,
+     PRIMARY KEY (role, engine_id)
+   );
+   ALTER TABLE leases ADD COLUMN target TEXT;`,
 ];
 
-/** The manager's embedded database: audit events, operation ids, leases, deferred batches, operator intents. WAL
- * so readers (console, admin API) never block the writer, and `synchronous = NORMAL`, which under WAL loses no committed
- * transaction on a process crash (only on power loss). */
+/** The manager's embedded database: audit events, operation ids, leases, deferred batches, operator intents,
+ * launched engines. WAL so readers (console, admin API) never block the writer, and `synchronous = NORMAL`, which
+ * under WAL loses no committed transaction on a process crash (only on power loss). */
 export function openStore(path = ':memory:'): Db {
   const db = new Database(path);
   if (path !== ':memory:') db.pragma('journal_mode = WAL');

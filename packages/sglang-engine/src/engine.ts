@@ -28,6 +28,11 @@ export interface SGLangEngineOptions {
   apiKey?: string;
   launcher?: EngineLauncher;
   launchSpec?: LaunchSpec;
+  /** The processes of an engine a previous control plane launched and this one adopted (`shutdown()` stops them;
+   * the engine is running already, so `start()` is not called). */
+  adopted?: LaunchedReplica;
+  /** How a drain paused the engine's generation, as recorded for an adopted engine (`wake` continues it). */
+  paused?: PauseMode | null;
   clock?: Clock;
   logger?: EngineLogger;
   /** Poll interval of start's health wait and drain's idle wait. Default 250 ms. */
@@ -128,6 +133,8 @@ export class SGLangEngine {
     this.flushDeadlineMs = opts.flushDeadlineMs ?? 120_000;
     this.control = { timeoutMs: opts.controlTimeoutMs ?? 300_000 };
     this.weightLoad = { timeoutMs: opts.weightUpdateTimeoutMs ?? 1_800_000 };
+    this.replica = opts.adopted;
+    this.paused = opts.paused ?? null;
     if (this.launcher && !this.launchSpec) {
       throw new UisError({
         code: 'invalid_engine_options',
@@ -135,6 +142,11 @@ export class SGLangEngine {
         message: `${this.engineId}: a launcher needs a launchSpec`,
       });
     }
+  }
+
+  /** How a drain paused generation (`continue_generation` is due on wake), or null. */
+  get pausedMode(): PauseMode | null {
+    return this.paused;
   }
 
   /** pids of the launched node processes (empty for an attached engine). */

@@ -1,4 +1,5 @@
 export { sseData } from '@uis/spec';
+export * from './adopted-replica.ts';
 export * from './client.ts';
 export * from './clock.ts';
 export * from './engine.ts';

@@ -1,7 +1,11 @@
 import { UisError } from '@uis/spec';
-import { execa, type ResultPromise } from 'execa';
+import { FileLogRing } from './engine-log-file.ts';
+import { LogRing } from './log-ring.ts';
+import { spawnPiped, spawnToFile } from './node-process.ts';
 import type { ServerArgsResult } from './server-args.ts';
 import { EngineWatchdog } from './watchdog.ts';
+
+export { LogRing } from './log-ring.ts';
 
 /** What a launcher starts: the processes of one replica (from `buildServerArgs`) and its engine id. */
 export interface LaunchSpec extends ServerArgsResult {
@@ -29,29 +33,18 @@ export interface EngineLauncher {
   launch(spec: LaunchSpec): Promise<LaunchedReplica>;
 }
 
-/** A bounded buffer of the last log lines. */
-export class LogRing {
-  private readonly lines: string[] = [];
-  constructor(private readonly capacity = 2000) {}
-
-  push(line: string): void {
-    this.lines.push(line);
-    if (this.lines.length > this.capacity) this.lines.splice(0, this.lines.length - this.capacity);
-  }
-
-  tail(n = 100): string {
-    return this.lines.slice(-n).join('\n');
-  }
-}
-
 export interface LocalLauncherOptions {
   /** Lines kept per replica for `logTail`. Default 2000. */
   logLines?: number;
   /** Receives every log line as it arrives (e.g. a pino logger). */
   onLog?: (engineId: string, nodeRank: number, line: string) => void;
   /** Give each node process a watchdog that stops it when this process dies, SIGKILL included (default true).
-   * Off only where engines are meant to outlive the control plane (kept for adoption by the next one). */
+   * Off only where engines are meant to outlive the control plane (kept for adoption by the next one): such
+   * engines are not killed by this process's exit either, only by `stop()` (or the shutdown deadline), and their
+   * output goes to log files in `logDir` (a pipe to this process would break when it dies). */
   watchdog?: boolean;
+  /** Log directory of engines launched without a watchdog. Default `$TMPDIR/uis-engines`. */
+  logDir?: string;
 }
 
 const DEFAULT_GRACE_MS = 10_000;
@@ -74,9 +67,10 @@ function signalGroup(pgid: number, signal: NodeJS.Signals): void {
 }
 
 /** Process groups still running, with the engine each belongs to. Detached groups outlive their parent, so when
- * this process exits they are killed synchronously; a death that runs no exit handler (SIGKILL, OOM killer) is
- * the watchdogs' job. */
+ * this process exits they are killed synchronously (except groups kept for adoption: launched without a
+ * watchdog); a death that runs no exit handler (SIGKILL, OOM killer) is the watchdogs' job. */
 const liveGroups = new Map<number, string>();
+const keptOnExit = new Set<number>();
 let exitHookInstalled = false;
 
 /** SIGKILLs every engine process group this process launched and has not stopped yet (the shutdown deadline's
@@ -91,12 +85,14 @@ export function forceStopEngines(): string[] {
   return stopped;
 }
 
-function track(pgid: number, engineId: string): void {
+function track(pgid: number, engineId: string, keepOnExit: boolean): void {
   liveGroups.set(pgid, engineId);
+  if (keepOnExit) keptOnExit.add(pgid);
   if (exitHookInstalled) return;
   exitHookInstalled = true;
   process.once('exit', () => {
     for (const g of liveGroups.keys()) {
+      if (keptOnExit.has(g)) continue;
       try {
         process.kill(-g, 'SIGKILL');
       } catch {
@@ -121,7 +117,6 @@ async function waitGroupGone(pgid: number, ms: number): Promise<boolean> {
 interface NodeChild {
   nodeRank: number;
   pid: number;
-  child: ResultPromise;
   exited: Promise<void>;
   watchdog: EngineWatchdog | undefined;
 }
@@ -173,6 +168,7 @@ class LocalReplica implements LaunchedReplica {
     await Promise.all(this.children.map((c) => c.exited));
     for (const c of this.children) {
       liveGroups.delete(c.pid);
+      keptOnExit.delete(c.pid);
       c.watchdog?.release();
     }
   }
@@ -183,7 +179,10 @@ export class LocalProcessLauncher implements EngineLauncher {
   constructor(private readonly opts: LocalLauncherOptions = {}) {}
 
   async launch(spec: LaunchSpec): Promise<LaunchedReplica> {
-    const ring = new LogRing(this.opts.logLines);
+    const keep = this.opts.watchdog === false;
+    const ring = keep
+      ? new FileLogRing(this.opts.logDir, this.opts.logLines)
+      : new LogRing(this.opts.logLines);
     const children: NodeChild[] = [];
     let replica: LocalReplica | undefined;
     const exits: ProcessExit[] = [];
@@ -196,39 +195,17 @@ export class LocalProcessLauncher implements EngineLauncher {
           message: `${spec.engineId}: empty argv`,
         });
       }
-      const child = execa(file, args, {
-        env: p.env,
-        extendEnv: true,
-        cwd: p.cwd,
-        detached: true,
-        reject: false,
-        buffer: false,
-        stdin: 'ignore',
-        stdout: 'pipe',
-        stderr: 'pipe',
-        forceKillAfterDelay: false,
-      });
-      for (const stream of [child.stdout, child.stderr]) {
-        let partial = '';
-        stream?.setEncoding('utf8');
-        stream?.on('data', (chunk: string) => {
-          const parts = (partial + chunk).split('\n');
-          partial = parts.pop() ?? '';
-          for (const line of parts) {
-            ring.push(`[node ${p.nodeRank}] ${line}`);
-            this.opts.onLog?.(spec.engineId, p.nodeRank, line);
-          }
-        });
-        stream?.on('end', () => {
-          if (partial !== '') ring.push(`[node ${p.nodeRank}] ${partial}`);
-          partial = '';
-        });
-      }
-      const exited = child.then((r) => {
-        const e: ProcessExit = { nodeRank: p.nodeRank, code: r.exitCode ?? null, signal: r.signal ?? null };
-        if (r.failed && r.exitCode === undefined && r.signal === undefined) {
-          ring.push(`[node ${p.nodeRank}] failed to start: ${r.shortMessage}`);
-        }
+      const proc = { file, args, env: p.env, cwd: p.cwd };
+      const child =
+        ring instanceof FileLogRing
+          ? spawnToFile(proc, ring.open(spec.engineId, p.nodeRank))
+          : spawnPiped(proc, (line) => {
+              ring.push(`[node ${p.nodeRank}] ${line}`);
+              this.opts.onLog?.(spec.engineId, p.nodeRank, line);
+            });
+      const exited = child.ended.then((r) => {
+        const e: ProcessExit = { nodeRank: p.nodeRank, code: r.code, signal: r.signal };
+        if (r.startError !== undefined) ring.push(`[node ${p.nodeRank}] failed to start: ${r.startError}`);
         if (replica) replica.reportExit(e);
         else exits.push(e);
       });
@@ -242,9 +219,9 @@ export class LocalProcessLauncher implements EngineLauncher {
           message: `${spec.engineId}: cannot start "${file}" on node rank ${p.nodeRank}\n${ring.tail(20)}`,
         });
       }
-      track(child.pid, spec.engineId);
-      const watchdog = this.opts.watchdog === false ? undefined : new EngineWatchdog(child.pid);
-      children.push({ nodeRank: p.nodeRank, pid: child.pid, child, exited, watchdog });
+      track(child.pid, spec.engineId, keep);
+      const watchdog = keep ? undefined : new EngineWatchdog(child.pid);
+      children.push({ nodeRank: p.nodeRank, pid: child.pid, exited, watchdog });
     }
     replica = new LocalReplica(children, ring);
     for (const e of exits) replica.reportExit(e);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DiscoverySnapshotSchema } from './discovery.ts';
+import { CircuitStateSchema, DiscoverySnapshotSchema } from './discovery.ts';
 import { RoleSchema } from './model.ts';
 import { PlacementPlanSchema } from './plan.ts';
 import { ReplicaStateSchema } from './states.ts';
@@ -30,6 +30,8 @@ export const ReplicaViewSchema = z.object({
   direct_eligible: z.boolean(),
   weight_version: z.string().nullable(),
   inflight: z.number().int().nonnegative(),
+  /** The gateway's circuit breaker of this replica; null when the model is routed by an SGLang router. */
+  circuit: CircuitStateSchema.nullable(),
   generation: z.number().int().nonnegative(),
   /** Where the plan put it, and where it actually runs (null while unknown); a mismatch stands out. */
   planned: z.array(GpuRefSchema),

@@ -36,6 +36,11 @@ export const EngineAddressSchema = z
   .transform((value) => (HOST_PORT.test(value) ? `http://${value}` : value))
   .pipe(EngineUrlSchema);
 
+/** The gateway's circuit breaker of a replica: `closed` (routed to), `open` (skipped after consecutive failures),
+ * `half_open` (one request probes it). */
+export const CircuitStateSchema = z.enum(['closed', 'open', 'half_open']);
+export type CircuitState = z.infer<typeof CircuitStateSchema>;
+
 export const DiscoveryEngineSchema = z
   .object({
     engine_id: z.string().min(1),
@@ -49,6 +54,10 @@ export const DiscoveryEngineSchema = z
     worker_type: z.enum(['regular', 'prefill', 'decode']).optional(),
     /** Additive: incarnation counter of this replica slot; moves on restart. */
     generation: z.number().int().nonnegative().optional(),
+    /** Additive, set by the gateway at answer time: this replica's circuit there. Absent for a model routed by an
+     * SGLang router (the router picks its workers) and in the registry's own snapshots. A circuit change does not
+     * move `topology_revision`. */
+    circuit: CircuitStateSchema.optional(),
   })
   .superRefine((engine, ctx) => {
     if (engine.direct_eligible && engine.state !== 'ready') {

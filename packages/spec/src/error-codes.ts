@@ -48,6 +48,9 @@ export const ERROR_CODES = {
   invalid_layout: 400,
   invalid_relax_args: 400,
   invalid_db_path: 400,
+  /** Adoption mode (`gateway.adopt_engines`) with a launcher whose engines cannot outlive the control plane
+   * (external, ray, in-process), or without a database file to keep the engines' record in. */
+  adoption_unsupported: 400,
   invalid_direct_client_options: 400,
   invalid_engine_options: 400,
   invalid_engine_urls: 400,

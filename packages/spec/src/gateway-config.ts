@@ -166,6 +166,12 @@ export const GatewayConfigSchema = z
     retry: RetryConfigSchema.default(RETRY_DEFAULTS),
     /** SQLite file for events, operations, leases and deferred batches (`:memory:` keeps nothing). */
     db_path: z.string().min(1).default(':memory:'),
+    /** Adoption mode, for real GPUs where loading weights takes minutes: engines run without a watchdog, so they
+     * outlive a control plane that dies (kill -9, OOM, crash), and the next start on the same database adopts the
+     * recorded engines that still run and match (pid, port, model, probed over HTTP) instead of launching a second
+     * set; records it cannot identify are stopped. Launchers `sim` and `local`; needs `db_path` (or `--db`). A
+     * clean stop (Ctrl-C, SIGTERM) still stops every engine. Off: engines die with the control plane. */
+    adopt_engines: z.boolean().default(false),
     /** Engine launcher of `uis serve`. */
     launcher: z.enum(['sim', 'local', 'external', 'ray']).default('sim'),
     /** `external`: engine id -> URL (or `host:port`) of an engine started elsewhere. */

@@ -12,11 +12,12 @@ describe('lease move table', () => {
     expect(status).toBe('held');
   });
 
-  it('a blocked lease only leaves by an operator (resolve) or a fresh start, never by a transition', () => {
+  it('a blocked lease only leaves by an operator (resolve), a restart that proves memory (recover) or a fresh start, never by a transition', () => {
     const out = (Object.keys(LEASE_MOVES) as LeaseMove[]).filter(
       (m) => canMoveLease('blocked', m) && LEASE_MOVES[m].to !== 'blocked',
     );
-    expect(out.sort()).toEqual(['acquire', 'resolve']);
+    expect(out.sort()).toEqual(['acquire', 'recover', 'resolve']);
+    expect(canMoveLease('transitioning', 'recover')).toBe(false);
     expect(canMoveLease('blocked', 'begin')).toBe(false);
   });
 

@@ -25,6 +25,9 @@ export const LEASE_MOVES = {
   block: { from: ['held', 'transitioning', 'blocked'], to: 'blocked' },
   /** An operator checked the engines and states which phase is resident. */
   resolve: { from: ['blocked'], to: 'held' },
+  /** A restart found a transition cut short and every engine's memory known (the durable record and a probe):
+   * the lease leaves the block by itself and the transition runs again to its target. */
+  recover: { from: ['blocked'], to: 'held' },
 } as const satisfies Record<string, { from: readonly LeaseStatus[]; to: LeaseStatus }>;
 
 export type LeaseMove = keyof typeof LEASE_MOVES;

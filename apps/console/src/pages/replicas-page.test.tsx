@@ -97,4 +97,27 @@ describe('Replicas page', () => {
       .map((c) => c.closest('tr')?.dataset.engineId);
     expect(behindRows).toEqual(['policy/0', 'policy/1', 'policy/3']);
   });
+
+  it("shows each replica's circuit at the gateway: open and half-open stand out, and filter finds them", () => {
+    const state = demoState({ phase: 1, circuits: { 'judge/1': 'open', 'judge/0': 'half_open' } });
+    // A model an SGLang router serves has no circuit of the gateway's.
+    state.roles.find((r) => r.role === 'teacher')!.models['math-teacher']!.router_url =
+      'http://127.0.0.1:31000';
+    state.replicas.find((r) => r.engine_id === 'math-teacher/0')!.circuit = null;
+    render(<ReplicasPage state={state} />, { wrapper: Providers });
+    const circuitOf = (id: string) => {
+      const row = screen.getAllByTestId('replica-row').find((r) => r.dataset.engineId === id)!;
+      return within(row).getByTestId('replica-circuit');
+    };
+    expect(circuitOf('judge/1').dataset.circuit).toBe('open');
+    expect(circuitOf('judge/1').className).toContain('badge-circuit-open');
+    expect(circuitOf('judge/1').textContent).toBe('open');
+    expect(circuitOf('judge/0').textContent).toBe('half-open');
+    expect(circuitOf('policy/0').dataset.circuit).toBe('closed');
+    expect(circuitOf('policy/0').className).not.toContain('badge');
+    expect(circuitOf('math-teacher/0').dataset.circuit).toBe('none');
+    // "open" finds open and half-open circuits (not closed ones).
+    fireEvent.change(screen.getByTestId('replica-filter'), { target: { value: 'open' } });
+    expect(engines()).toEqual(['judge/0', 'judge/1']);
+  });
 });

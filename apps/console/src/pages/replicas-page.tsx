@@ -1,4 +1,4 @@
-import { type ConsoleState, REPLICA_STATES, type ReplicaView, type Role } from '@uis/spec';
+import { type CircuitState, type ConsoleState, REPLICA_STATES, type ReplicaView, type Role } from '@uis/spec';
 import { useMemo, useState } from 'react';
 import { useTRPCClient } from '../api/trpc.ts';
 import { useAdminAction } from '../components/admin-actions.tsx';
@@ -44,9 +44,15 @@ export function filterReplicas(replicas: ReplicaView[], text: string, state: str
     (r) =>
       (state === '' || r.state === state) &&
       (needle === '' ||
-        [r.engine_id, r.model, r.role, r.base_url ?? '', r.state, r.weight_version ?? ''].some((v) =>
-          v.toLowerCase().includes(needle),
-        )),
+        [
+          r.engine_id,
+          r.model,
+          r.role,
+          r.base_url ?? '',
+          r.state,
+          r.weight_version ?? '',
+          r.circuit ?? '',
+        ].some((v) => v.toLowerCase().includes(needle))),
   );
 }
 
@@ -114,6 +120,38 @@ function RestartButton({ role, engineId }: { role: Role; engineId: string }) {
   );
 }
 
+/** The gateway's circuit of a replica: closed is the quiet normal, open and half-open stand out; none for a
+ * model an SGLang router serves (the router picks its workers). */
+export function CircuitMark({ circuit }: { circuit: CircuitState | null }) {
+  if (circuit === null)
+    return (
+      <span
+        className="muted"
+        data-testid="replica-circuit"
+        data-circuit="none"
+        title="routed by an SGLang router"
+      >
+        —
+      </span>
+    );
+  const title =
+    circuit === 'open'
+      ? 'open: consecutive failures; routing skips this replica until one request probes it'
+      : circuit === 'half_open'
+        ? 'half-open: one request probes the replica; success closes the circuit, failure opens it again'
+        : 'closed: routed to';
+  return (
+    <span
+      className={circuit === 'closed' ? 'muted' : `badge badge-circuit-${circuit}`}
+      data-testid="replica-circuit"
+      data-circuit={circuit}
+      title={title}
+    >
+      {circuit === 'half_open' ? 'half-open' : circuit}
+    </span>
+  );
+}
+
 /** One replica's row: identity, state, eligibility, weights (marked when behind the model's target), load and
  * health, and its restart action. */
 function ReplicaRow({ r, target }: { r: ReplicaView; target: string | null }) {
@@ -146,6 +184,9 @@ function ReplicaRow({ r, target }: { r: ReplicaView; target: string | null }) {
       </td>
       <td className="num mono">{r.inflight}</td>
       <td className="num mono">{r.generation}</td>
+      <td>
+        <CircuitMark circuit={r.circuit} />
+      </td>
       <td>
         <HealthSparkline samples={r.health} />
       </td>
@@ -224,7 +265,7 @@ export function ReplicasPage({ state, initialFilter = '' }: { state: ConsoleStat
       <div className="toolbar">
         <input
           type="search"
-          placeholder="filter: engine, model, URL, state, version"
+          placeholder="filter: engine, model, URL, state, version, circuit"
           aria-label="filter replicas"
           value={text}
           onChange={(e) => setText(e.target.value)}
@@ -283,6 +324,7 @@ export function ReplicasPage({ state, initialFilter = '' }: { state: ConsoleStat
                         {header('weight_version', 'weights')}
                         {header('inflight', 'in-flight', true)}
                         <th className="num">gen</th>
+                        <th title="the gateway's circuit breaker of the replica">circuit</th>
                         {header('health', 'health')}
                         <th />
                       </tr>

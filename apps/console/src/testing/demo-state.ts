@@ -1,6 +1,7 @@
 import type {
   ActivationGroupView,
   BatchView,
+  CircuitState,
   ConsoleState,
   DiscoverySnapshot,
   EventView,
@@ -133,6 +134,8 @@ export interface DemoOptions {
   drained?: string[];
   weightVersion?: number;
   restarted?: Record<string, number>;
+  /** Replicas whose circuit at the gateway is not closed. */
+  circuits?: Record<string, CircuitState>;
   events?: EventView[];
   batches?: BatchView[];
   transitions?: ActivationGroupView['transitions'];
@@ -168,6 +171,7 @@ export function demoState(options: DemoOptions = {}): ConsoleState {
         direct_eligible: state === 'ready',
         weight_version: spec.role === 'rollout' ? version : 'v0',
         inflight: state === 'ready' ? ((ri * 7 + phaseIndex * 3) % 11) + 1 : 0,
+        circuit: options.circuits?.[r.engine_id] ?? 'closed',
         generation: options.restarted?.[r.engine_id] ?? 0,
         planned: r.nodes.map((n) => ({ node: n.node, gpu_ids: n.gpu_ids })),
         actual: options.moved?.[r.engine_id] ?? r.nodes.map((n) => ({ node: n.node, gpu_ids: n.gpu_ids })),
@@ -202,6 +206,7 @@ export function demoState(options: DemoOptions = {}): ConsoleState {
             group: e.group,
             worker_type: e.worker_type,
             generation: e.generation,
+            circuit: e.circuit ?? 'closed',
           })),
         },
       },

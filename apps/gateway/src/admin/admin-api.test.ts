@@ -54,7 +54,7 @@ describe('admin API', { timeout: 60_000 }, () => {
     expect(gw.plane.barriers.list()).toEqual([]);
   });
 
-  it('refuses every call without a valid bearer token (401) and changes nothing', async () => {
+  it('refuses every mutation without a valid bearer token (401) and changes nothing', async () => {
     const eventsBefore = gw.plane.events.list({ limit: 1000 }).length;
     const attempts: Array<Record<string, string>> = [
       {},
@@ -67,8 +67,9 @@ describe('admin API', { timeout: 60_000 }, () => {
       expect(errorCode(drain.json)).toBe('unauthorized');
       const advance = await post('/admin/phases/advance', { group: 'actor' }, headers);
       expect(advance.status).toBe(401);
-      expect((await call('GET', '/admin/phases', undefined, headers)).status).toBe(401);
     }
+    // Reads follow the serving token: none is configured here, so they are open (permissions.test.ts has the rest).
+    expect((await call('GET', '/admin/phases', undefined, {})).status).toBe(200);
     expect(states('rollout')).toEqual(['ready', 'ready']);
     expect(gw.plane.coordinator.lease('actor')).toMatchObject({ phase: 'rollout', status: 'held' });
     expect(gw.plane.events.list({ limit: 1000 })).toHaveLength(eventsBefore);

@@ -1,14 +1,8 @@
 import { isUtf8 } from 'node:buffer';
-import {
-  type AnyCommand,
-  type ControlPlane,
-  checkOperationId,
-  commandRoutes,
-  runCommand,
-} from '@uis/control-plane';
+import { type ControlPlane, checkOperationId, commandRoutes, runCommand } from '@uis/control-plane';
 import { UisError } from '@uis/spec';
-import { type Context, Hono } from 'hono';
-import { authorized, unauthorized } from '../gateway/auth.ts';
+import { type Context, Hono, type MiddlewareHandler } from 'hono';
+import { callerOf, commandRefusal, type ServerTokens, unauthorized } from '../gateway/auth.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { methodNotAllowed } from '../gateway/read-routes.ts';
 import { asUisError, errorJson, parseJsonObject } from '../proxy/index.ts';
@@ -16,7 +10,7 @@ import { asUisError, errorJson, parseJsonObject } from '../proxy/index.ts';
 export interface AdminApiOptions {
   plane: ControlPlane;
   adminToken: string;
-  /** When set, commands a serving token may call accept it too. */
+  /** When set, commands of `serving` permission take it (and need it, or the admin token); see `commandRefusal`. */
   servingToken?: string | undefined;
   /** Request body limit in bytes (413 above it); the serving routes' limit. */
   maxBodyBytes?: number;
@@ -58,30 +52,26 @@ function operationIdOf(header: string | undefined, fromBody: unknown): string | 
 
 /**
  * The admin API under `/admin`: one route per command of the control plane's table (method, path, schemas,
- * audit, idempotency and permission all come from it), answered with `{ok, operation_id, result}`. Bearer token
- * (401 and nothing changes without it). A keyed command takes an operation id (`Idempotency-Key` header or body
+ * audit, idempotency and permission all come from it), answered with `{ok, operation_id, result}`. Each command
+ * takes the bearer token its permission names (401 without a valid one, 403 for a serving token on an admin
+ * command; nothing changes). A keyed command takes an operation id (`Idempotency-Key` header or body
  * `operation_id`): a repeat returns the first result, the same id with another request is 409.
  */
 export function createAdminApi(opts: AdminApiOptions): Hono {
   const { plane } = opts;
   const app = new Hono();
-  const tokens = (cmd: AnyCommand) =>
-    cmd.permission === 'admin' || opts.servingToken === undefined
-      ? [opts.adminToken]
-      : [opts.adminToken, opts.servingToken];
-  // No token, no answer (not even a 404): the per-command check below then asks for the command's permission.
-  app.use('*', async (c, next) => {
-    const any = opts.servingToken === undefined ? [opts.adminToken] : [opts.adminToken, opts.servingToken];
-    if (!authorized(c.req.header('authorization'), any)) return errorJson(c, unauthorized('the admin API'));
-    await next();
-  });
-  app.use('*', jsonBodyLimit(opts.maxBodyBytes));
+  const tokens: ServerTokens = { admin: opts.adminToken, serving: opts.servingToken };
+  const limit = jsonBodyLimit(opts.maxBodyBytes);
   for (const route of commandRoutes()) {
     const cmd = route.command;
     const path = route.routerPath.slice('/admin'.length);
-    app.on(route.method, path, async (c) => {
-      if (cmd.permission !== 'public' && !authorized(c.req.header('authorization'), tokens(cmd)))
-        return c.json(unauthorized('the admin API').toJSON(), 401);
+    // The command's permission before anything else (a refused caller learns nothing of its body's faults).
+    const guard: MiddlewareHandler = async (c, next) => {
+      const refused = commandRefusal(c.req.header('authorization'), cmd.permission, tokens);
+      if (refused) return errorJson(c, refused);
+      await next();
+    };
+    app.on(route.method, path, guard, limit, async (c) => {
       try {
         let input: unknown;
         let operationId: string | null = null;
@@ -115,6 +105,9 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
   // `Allow`, as on the serving routes; only unknown paths are 404.
   let patterns: Array<{ method: string; match: RegExp }> | undefined;
   app.all('*', (c) => {
+    // No token, no answer (not even a 404).
+    if (callerOf(c.req.header('authorization'), tokens) === 'anonymous')
+      return errorJson(c, unauthorized('the admin API'));
     patterns ??= app.routes
       .filter((r) => r.method !== 'ALL' && r.path !== '*' && r.path !== '/*')
       .map((r) => ({ method: r.method, match: routePattern(r.path) }));

@@ -1,3 +1,4 @@
+import { ConsoleStateSchema, DiscoverySnapshotSchema } from '@uis/spec';
 import { afterAll, describe, expect, it } from 'vitest';
 import { gatewayOnSims, splitTestConfig } from '../testing/fixtures.ts';
 import { RecordingEngine } from '../testing/recording-engine.ts';
@@ -8,7 +9,11 @@ const fakes: RecordingEngine[] = [];
 afterAll(async () => {
   await Promise.allSettled(fakes.map((f) => f.close()));
 });
-const gw = gatewayOnSims({ config: splitTestConfig(), server: { adminToken: ADMIN, healthProbeMs: 0 } });
+// The open circuit stays open for the whole file (the default 5 s could pass on a loaded machine).
+const gw = gatewayOnSims({
+  config: splitTestConfig(),
+  server: { adminToken: ADMIN, healthProbeMs: 0, breaker: { openMs: 600_000 } },
+});
 
 describe('chaos: a failing replica', { timeout: 60_000 }, () => {
   it('opens its circuit after 5 consecutive failures: routing skips it, requests still succeed elsewhere', async () => {
@@ -46,5 +51,26 @@ describe('chaos: a failing replica', { timeout: 60_000 }, () => {
         metrics,
       );
     expect(Number(retried?.[1] ?? 0)).toBe(5);
+  });
+
+  it('shows the open circuit on discovery (our schema, not the legacy rows) and in the console state', async () => {
+    const rollout = gw.server.gateways.get('rollout')!;
+    const dead = rollout.breakers.snapshot().find((c) => c.state === 'open')?.engineId;
+    expect(dead).toBeDefined();
+    for (const query of ['', '?schema=2']) {
+      const snap = DiscoverySnapshotSchema.parse(
+        await (await fetch(`${gw.url}/rollout/engines${query}`)).json(),
+      );
+      const circuits = Object.fromEntries(snap.models.policy!.engines.map((e) => [e.engine_id, e.circuit]));
+      expect(circuits).toEqual({ 'policy/0': 'closed', 'policy/1': 'closed', [dead!]: 'open' });
+    }
+    // Relax's legacy shape keeps its own fields: no circuit anywhere in it.
+    expect(await (await fetch(`${gw.url}/rollout/engines?schema=1`)).text()).not.toContain('circuit');
+    const body = (await (await fetch(`${gw.url}/trpc/state`)).json()) as { result: { data: unknown } };
+    const state = ConsoleStateSchema.parse(body.result.data);
+    const views = Object.fromEntries(
+      state.replicas.filter((r) => r.model === 'policy').map((r) => [r.engine_id, r.circuit]),
+    );
+    expect(views).toEqual({ 'policy/0': 'closed', 'policy/1': 'closed', [dead!]: 'open' });
   });
 });

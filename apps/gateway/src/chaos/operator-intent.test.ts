@@ -1,6 +1,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { type ClientRequest, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { waitFor } from '@uis/sglang-engine/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { killTagged, listening, spawnUis, taggedPids, within } from '../testing/uis-process.ts';
 
@@ -108,4 +110,68 @@ describe('chaos: kill -9 of uis after operator commands', { timeout: 180_000 }, 
     expect(await second.exited).toBe(0);
     await within(10_000, () => taggedPids(second.tag).length === 0, 'engines stopped with uis');
   });
+
+  it('a drain killed while it still waits for in-flight work is in force after the restart', async () => {
+    const args = ['serve', '--config', config, '--port', '0', '--db', join(tmp, 'mid-drain.db')];
+    const first = spawnUis(args);
+    tags.push(first.tag);
+    const url1 = await listening(first);
+    // A long stream whose client reads nothing: the request stays in flight on policy's only replica.
+    const stalled = stalledStream(url1);
+    await stalled.answering;
+    // The drain waits for that request (policy `wait`, a deadline far away): it is accepted, not finished.
+    const drain = fetch(`${url1}/admin/roles/rollout/models/policy/drain`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ policy: 'wait', deadline_ms: 600_000 }),
+    }).catch(() => null);
+    await waitFor(async () => (await models(url1))['rollout/policy'] === 'draining,held', 30_000, 'draining');
+
+    process.kill(first.child.pid as number, 'SIGKILL');
+    await first.exited;
+    stalled.req.destroy();
+    expect(await drain).toBeNull();
+    await within(10_000, () => taggedPids(first.tag).length === 0, 'engines of the killed uis gone');
+
+    const second = spawnUis(args);
+    tags.push(second.tag);
+    const url2 = await listening(second);
+    expect(await models(url2)).toEqual({
+      'rollout/policy': 'sleeping,held',
+      'rollout/draft': 'ready',
+      'genrm/judge': 'ready',
+    });
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
+  });
 });
+
+/** POSTs a long streamed generation to policy and never reads the answer; `answering` resolves once its answer
+ * began (the gateway counts it in flight until it ends). */
+function stalledStream(url: string): { req: ClientRequest; answering: Promise<void> } {
+  const { hostname, port } = new URL(url);
+  const req = request({
+    host: hostname,
+    port,
+    method: 'POST',
+    path: '/rollout/generate',
+    headers: { 'content-type': 'application/json' },
+  });
+  const answering = new Promise<void>((resolve, reject) => {
+    req.on('response', (res) => {
+      res.pause();
+      if (res.statusCode === 200) resolve();
+      else reject(new Error(`the stream was answered ${res.statusCode}`));
+    });
+    req.on('error', reject);
+  });
+  req.end(
+    JSON.stringify({
+      model: 'policy',
+      text: 'x',
+      stream: true,
+      sampling_params: { max_new_tokens: 1_000_000, ignore_eos: true },
+    }),
+  );
+  return { req, answering };
+}

@@ -1,10 +1,11 @@
-import { type CommandRoute, commandRoutes } from '@uis/control-plane';
+import { type CommandRoute, commandRoutes, type Permission } from '@uis/control-plane';
 import { isErrorCode, UisError } from '@uis/spec';
 import type { Command } from 'commander';
 
 export interface AdminCallOptions {
   url: string;
-  token: string;
+  /** The bearer token; none for a public command. */
+  token: string | undefined;
   /** `key=value` arguments: path parameters and input fields (values that parse as JSON are taken as JSON). */
   args: readonly string[];
   /** The whole input as JSON (fields given as `key=value` are added to it). */
@@ -48,7 +49,8 @@ export function adminRequest(
     path = path.replace(`{${p}}`, encodeURIComponent(String(v)));
     delete given[p];
   }
-  const headers: Record<string, string> = { authorization: `Bearer ${opts.token}`, 'x-uis-actor': 'cli' };
+  const headers: Record<string, string> = { 'x-uis-actor': 'cli' };
+  if (opts.token !== undefined && opts.token !== '') headers.authorization = `Bearer ${opts.token}`;
   if (opts.idempotencyKey !== undefined) headers['idempotency-key'] = opts.idempotencyKey;
   const base = opts.url.replace(/\/+$/, '');
   if (route.method === 'GET') {
@@ -59,6 +61,20 @@ export function adminRequest(
   }
   headers['content-type'] = 'application/json';
   return { url: `${base}${path}`, init: { method: 'POST', headers, body: JSON.stringify(given) } };
+}
+
+/** The token the CLI sends for a command: `--token` when given, else the least one its permission takes from the
+ * environment (a read: UIS_SERVING_TOKEN, else UIS_ADMIN_TOKEN; a mutation: UIS_ADMIN_TOKEN; public: none). The
+ * service decides (the table's permission); this only picks what to show it. */
+export function tokenFor(
+  permission: Permission,
+  explicit: string | undefined,
+  env: Record<string, string | undefined> = process.env,
+): string | undefined {
+  if (explicit !== undefined) return explicit;
+  if (permission === 'public') return undefined;
+  if (permission === 'serving') return env.UIS_SERVING_TOKEN ?? env.UIS_ADMIN_TOKEN;
+  return env.UIS_ADMIN_TOKEN;
 }
 
 /** Runs one command against a running service; prints the answer's JSON. A refusal is thrown as its UisError. */
@@ -93,7 +109,10 @@ export function registerAdminCommand(program: Command): void {
     .argument('[command]', 'command name, e.g. drain_model')
     .argument('[fields...]', 'path parameters and input fields as key=value (JSON values are parsed)')
     .option('--url <url>', 'the service', process.env.UIS_URL ?? 'http://127.0.0.1:8080')
-    .option('--token <token>', 'admin token (default: UIS_ADMIN_TOKEN)')
+    .option(
+      '--token <token>',
+      "bearer token (default: the command's permission picks UIS_ADMIN_TOKEN, or UIS_SERVING_TOKEN for reads)",
+    )
     .option('--input <json>', 'the whole input as a JSON object')
     .option('--idempotency-key <id>', 'operation id: a retry with the same id answers the first result')
     .option('--list', 'list the commands with their method and path')
@@ -105,12 +124,14 @@ export function registerAdminCommand(program: Command): void {
       ) => {
         if (o.list || name === undefined) {
           for (const r of commandRoutes())
-            process.stdout.write(`${r.name.padEnd(20)} ${r.method.padEnd(5)} ${r.path}   ${r.summary}\n`);
+            process.stdout.write(
+              `${r.name.padEnd(20)} ${r.method.padEnd(5)} ${r.permission.padEnd(8)} ${r.path}   ${r.summary}\n`,
+            );
           return;
         }
         const answer = await callAdmin(name, {
           url: o.url,
-          token: o.token ?? process.env.UIS_ADMIN_TOKEN ?? '',
+          token: tokenFor(commandRoutes().find((r) => r.name === name)?.permission ?? 'admin', o.token),
           args: fields,
           ...(o.input === undefined ? {} : { input: o.input }),
           ...(o.idempotencyKey === undefined ? {} : { idempotencyKey: o.idempotencyKey }),

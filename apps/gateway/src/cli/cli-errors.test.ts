@@ -374,6 +374,40 @@ const cases: Case[] = [
     'gateway.db_path',
     'invalid_db_path',
   ],
+  [
+    'adoption without a database file',
+    () => ['serve', '--config', config('adopt1.yaml'), '--port', '0', '--adopt-engines'],
+    'uis serve',
+    'gateway.adopt_engines',
+    'adoption_unsupported',
+    /db_path/,
+  ],
+  [
+    'adoption with engines that cannot outlive uis',
+    () => [
+      'serve',
+      '--config',
+      config('adopt2.yaml'),
+      '--port',
+      '0',
+      '--launcher',
+      'external',
+      '--adopt-engines',
+      '--db',
+      join(tmp, 'adopt2.db'),
+    ],
+    'uis serve',
+    'gateway.adopt_engines',
+    'adoption_unsupported',
+    /launcher external/,
+  ],
+  [
+    'uis demo --adopt-engines without --processes',
+    () => ['demo', '--port', '0', '--adopt-engines', '--db', join(tmp, 'adopt3.db')],
+    'uis demo',
+    '--adopt-engines',
+    'invalid_argument',
+  ],
 ];
 
 describe('uis on bad input', { timeout: 90_000 }, () => {

@@ -1,4 +1,4 @@
-import { PRODUCER_ROLE } from '@uis/spec';
+import { PRODUCER_ROLE, UisError } from '@uis/spec';
 import type { Command } from 'commander';
 import { DEMO_CONFIG } from '../package-paths.ts';
 import {
@@ -41,6 +41,10 @@ export function registerDemoCommand(program: Command): void {
     .option(
       '--db <file>',
       'SQLite file for events, operations, leases and batches: the demo survives a restart (default: in memory)',
+    )
+    .option(
+      '--adopt-engines',
+      'with --processes and --db: engines outlive a uis that dies, and the next start adopts them (gateway.adopt_engines)',
     );
   addRunOptions(demo).action(
     async (o: {
@@ -50,11 +54,19 @@ export function registerDemoCommand(program: Command): void {
       processes?: boolean;
       driver: boolean;
       db?: string;
+      adoptEngines?: boolean;
       logLevel?: string;
       startDeadline?: number;
     }) => {
       const config = readConfig(o.config ?? DEMO_CONFIG);
       if (o.db !== undefined) checkDbPath(o.db, '--db');
+      if (o.adoptEngines && (!o.processes || o.db === undefined))
+        throw new UisError({
+          code: 'invalid_argument',
+          path: '--adopt-engines',
+          message:
+            'needs --processes (engine processes that can outlive uis) and --db FILE (where they are recorded)',
+        });
       // Loaded here, not at the top: `uis plan` and `uis --version` should not pay for the server's modules.
       const [{ SimLauncher }, { RlLoopDriver }, { InProcessSimLauncher }, { runServer }] = await Promise.all([
         import('@uis/manager'),
@@ -68,7 +80,9 @@ export function registerDemoCommand(program: Command): void {
         runServer({
           config,
           title: 'uis demo',
-          launcher: inProcess ?? new SimLauncher({ simArgs: simFlags() }),
+          launcher:
+            inProcess ?? new SimLauncher({ simArgs: simFlags(), keepEngines: o.adoptEngines === true }),
+          ...(o.adoptEngines ? { adoptEngines: true } : {}),
           port: o.port,
           host: o.host,
           ...(o.db === undefined ? {} : { dbPath: o.db }),

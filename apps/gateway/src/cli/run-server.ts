@@ -22,6 +22,8 @@ export interface RunServerOptions {
   /** Where port and host came from, for errors (`--port`, `gateway.port`). Default: the flags. */
   listenPaths?: { port: string; host: string };
   dbPath?: string;
+  /** `--adopt-engines` (default: `gateway.adopt_engines`). */
+  adoptEngines?: boolean;
   /** Printed banner title. */
   title: string;
   /** Started once the server listens (the demo's driver); stopped first on shutdown. */
@@ -135,6 +137,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     launcher: opts.launcher,
     logger,
     ...(opts.dbPath === undefined ? {} : { dbPath: opts.dbPath }),
+    ...(opts.adoptEngines === undefined ? {} : { adoptEngines: opts.adoptEngines }),
     ...(opts.managerOptions === undefined && opts.startDeadlineMs === undefined
       ? {}
       : {
@@ -195,7 +198,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     accessLog: opts.config.gateway?.access_log ?? false,
     tracing: createTracing(opts.config.gateway?.tracing),
     ...(servingToken ? { servingToken } : {}),
-    ...limitsOf(opts.config),
+    ...serverLimitsOf(opts.config),
     // The listen address names this server too (a host name given to --host).
     allowedHosts: [...(opts.config.gateway?.allowed_hosts ?? []), opts.host],
   });
@@ -227,7 +230,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
 }
 
 /** The gateway block's request limits as server options (the schema's defaults when there is no block). */
-function limitsOf(config: UisConfig) {
+export function serverLimitsOf(config: UisConfig) {
   const g = config.gateway;
   if (g === undefined) return {};
   return {

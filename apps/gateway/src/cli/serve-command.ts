@@ -105,7 +105,11 @@ export function registerServeCommand(program: Command): void {
       'engine launcher: sim | local | external | ray (default: gateway.launcher; ray reads gateway.ray)',
       parseLauncher,
     )
-    .option('--db <path>', 'SQLite file for events, operations and batches (default: gateway.db_path)');
+    .option('--db <path>', 'SQLite file for events, operations and batches (default: gateway.db_path)')
+    .option(
+      '--adopt-engines',
+      'keep engines running if uis dies and adopt them on the next start with the same --db (gateway.adopt_engines; sim and local launchers)',
+    );
   addRunOptions(serve).action(
     async (o: {
       config: string;
@@ -113,6 +117,7 @@ export function registerServeCommand(program: Command): void {
       host?: string;
       launcher?: LauncherKind;
       db?: string;
+      adoptEngines?: boolean;
       logLevel?: string;
       startDeadline?: number;
     }) => {
@@ -138,6 +143,7 @@ export function registerServeCommand(program: Command): void {
             host: source(o.host !== undefined, 'host'),
           },
           ...(o.db === undefined ? {} : { dbPath: o.db }),
+          ...(o.adoptEngines ? { adoptEngines: true } : {}),
           ...(o.logLevel === undefined ? {} : { logLevel: o.logLevel }),
           ...(o.startDeadline === undefined ? {} : { startDeadlineMs: o.startDeadline }),
         }),

@@ -1,4 +1,5 @@
 import { timingSafeEqual } from 'node:crypto';
+import { type Caller, type Permission, permissionRefusal } from '@uis/control-plane';
 import { UisError } from '@uis/spec';
 
 /** The token of an `Authorization: Bearer <token>` header, or undefined. */
@@ -32,5 +33,38 @@ export function unauthorized(what: string): UisError {
     code: 'unauthorized',
     path: 'headers.authorization',
     message: `${what} needs "Authorization: Bearer <token>" with a valid token`,
+  });
+}
+
+/** The tokens a server was given: the admin token, and the serving token when one is configured. */
+export interface ServerTokens {
+  admin: string;
+  serving?: string | undefined;
+}
+
+/** What the `Authorization` header proves: the admin token, the serving token, or nothing. */
+export function callerOf(header: string | string[] | null | undefined, tokens: ServerTokens): Caller {
+  if (authorized(header, [tokens.admin])) return 'admin';
+  if (tokens.serving !== undefined && authorized(header, [tokens.serving])) return 'serving';
+  return 'anonymous';
+}
+
+/** Why a request may not run a command of `permission` (401 without a valid token, 403 with the serving token on
+ * an admin command), or null when it may: the command table's rule (`permissionRefusal`), for every door. */
+export function commandRefusal(
+  header: string | string[] | null | undefined,
+  permission: Permission,
+  tokens: ServerTokens,
+): UisError | null {
+  const why = permissionRefusal(permission, callerOf(header, tokens), tokens.serving !== undefined);
+  if (why === null) return null;
+  if (why === 'unauthorized')
+    return unauthorized(
+      permission === 'admin' ? 'this command (admin)' : 'this read (serving or admin token)',
+    );
+  return new UisError({
+    code: 'forbidden',
+    path: 'headers.authorization',
+    message: 'this command needs the admin token; the serving token only reads',
   });
 }

@@ -213,6 +213,7 @@ export class InferenceGateway {
       placements: this.placements,
       servingTokens: this.servingTokens,
       maxWaitSeconds: this.maxWaitSeconds,
+      circuitOf: (engineId) => this.breakers.state(engineId),
     });
   }
 

@@ -1,6 +1,7 @@
 import type { InferenceManager } from '@uis/manager';
 import { candidatesOf } from '@uis/routing';
 import {
+  type CircuitState,
   type DiscoverySnapshot,
   type GroupPlacement,
   ROLE_CAPABILITIES,
@@ -67,6 +68,8 @@ export interface ReadRouteDeps {
   placements: readonly GroupPlacement[];
   servingTokens: readonly string[];
   maxWaitSeconds: number;
+  /** A replica's circuit at this gateway, shown on the schema-2 engine entries of discovery. */
+  circuitOf: (engineId: string) => CircuitState;
 }
 
 /** The OpenAI model list of a role: model ids (`root` = served name, `state`) and aliases (`alias_of`). */
@@ -116,9 +119,10 @@ export function mountReadRoutes(app: Hono, deps: ReadRouteDeps): void {
     const genrm = ROLE_CAPABILITIES[deps.role as Role].messageAdapter === 'genrm_messages';
     const legacy = legacyEngines(snapshot, deps.placements, pids, { modelName: model_name, genrm });
     if (schema === '1') return c.json(legacy);
-    if (schema === '2') return c.json(schema2Only(snapshot, model_name));
+    const ours = withCircuits(snapshot, deps.circuitOf);
+    if (schema === '2') return c.json(schema2Only(ours, model_name));
     // The RFC's additive phase: schema-2 clients and Relax's legacy readers parse the same default answer.
-    return c.json(additiveDiscovery(snapshot, legacy));
+    return c.json(additiveDiscovery(ours, legacy));
   });
   app.get(`${base}/health`, (c) => {
     const q = HealthQuerySchema.safeParse(c.req.query());
@@ -168,6 +172,22 @@ export function mountReadRoutes(app: Hono, deps: ReadRouteDeps): void {
   app.on([...OTHER_METHODS.read], read, refuse('GET, HEAD'));
   // POST never gets here: the serving routes answer it on the fast path.
   app.on([...OTHER_METHODS.serving], [generate, ...chat, ...completions], refuse('POST'));
+}
+
+/** Each replica's circuit at this gateway on its schema-2 entry (never on Relax's legacy rows), read at answer
+ * time. A model an SGLang router serves has none: the router picks its workers, the gateway keeps no circuit. */
+function withCircuits(
+  snapshot: DiscoverySnapshot,
+  circuitOf: (engineId: string) => CircuitState,
+): DiscoverySnapshot {
+  const models: DiscoverySnapshot['models'] = {};
+  for (const [name, m] of Object.entries(snapshot.models)) {
+    models[name] =
+      m.router_url !== null
+        ? m
+        : { ...m, engines: m.engines.map((e) => ({ ...e, circuit: circuitOf(e.engine_id) })) };
+  }
+  return { ...snapshot, models };
 }
 
 /** `?schema=2`: the schema-2 fields alone (for clients that want the lean document). */

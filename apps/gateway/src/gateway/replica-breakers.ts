@@ -1,5 +1,4 @@
-/** A replica's circuit: closed (serving), open (skipped after consecutive failures), half-open (one probe). */
-export type CircuitState = 'closed' | 'open' | 'half_open';
+import type { CircuitState } from '@uis/spec';
 
 export interface BreakerOptions {
   /** false: no circuit ever opens (every replica is always allowed); what the bench's unprotected column runs. */

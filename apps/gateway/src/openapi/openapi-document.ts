@@ -149,6 +149,14 @@ const ADMIN_ERRORS: readonly ErrorCode[] = [
   'body_too_large',
 ];
 
+/** Who may call a command, as OpenAPI security requirements: the admin token; a read takes the serving token or
+ * the admin token, and nothing when no serving token is configured (`{}`); a public command nothing. */
+const SECURITY: Record<AdminRouteDoc['permission'], unknown[]> = {
+  admin: [{ adminToken: [] }],
+  serving: [{}, { servingToken: [] }, { adminToken: [] }],
+  public: [],
+};
+
 function adminOperation(r: AdminRouteDoc): Record<string, unknown> {
   const { command } = r;
   const params: unknown[] = r.params.length > 0 ? parameters(command.params, 'path') : [];
@@ -174,7 +182,7 @@ function adminOperation(r: AdminRouteDoc): Record<string, unknown> {
     operationId: r.name,
     summary: r.summary,
     tags: ['admin'],
-    security: r.permission === 'public' ? [] : [{ adminToken: [] }],
+    security: SECURITY[r.permission],
     ...(params.length > 0 ? { parameters: params } : {}),
     ...(r.method === 'POST'
       ? {
@@ -189,8 +197,14 @@ function adminOperation(r: AdminRouteDoc): Record<string, unknown> {
         description: 'OK: `{ok, operation_id, result}`',
         content: { 'application/json': { schema: envelope } },
       },
-      ...errorResponses(ADMIN_ERRORS, false),
+      ...errorResponses(
+        r.permission === 'admin'
+          ? [...ADMIN_ERRORS, 'forbidden']
+          : ADMIN_ERRORS.filter((c) => r.permission !== 'public' || c !== 'unauthorized'),
+        false,
+      ),
     },
+    'x-uis-permission': r.permission,
     'x-uis-idempotent': r.idempotent,
     'x-uis-audited': r.audited,
   };
@@ -223,7 +237,11 @@ export function buildOpenApiDocument(opts: OpenApiOptions): Record<string, unkno
       { name: 'serving', description: 'Raw SGLang generate through the gateway' },
       { name: 'openai', description: 'OpenAI-compatible routes' },
       { name: 'discovery', description: 'Discovery and health of a role' },
-      { name: 'admin', description: 'Operator commands (bearer admin token)' },
+      {
+        name: 'admin',
+        description:
+          'Operator commands: mutations take the admin token, reads the serving token (or the admin token; open without a configured serving token)',
+      },
       { name: 'service', description: 'The process itself' },
     ],
     paths,

@@ -1,4 +1,5 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
+import { commandRoutes } from '@uis/control-plane';
 import { describe, expect, it } from 'vitest';
 import { gatewayOnSims, splitTestConfig } from '../testing/fixtures.ts';
 
@@ -58,6 +59,32 @@ describe('OpenAPI 3.1 document and /docs', () => {
     expect(JSON.stringify(drain.parameters)).toContain('Idempotency-Key');
     const root = doc.paths['/v1/completions']!.post!;
     expect(JSON.stringify(root.responses['400'])).toContain('ambiguous_model');
+  });
+
+  it("declares each admin operation's security from its command's permission", async () => {
+    const doc = (await document()) as unknown as {
+      paths: Record<
+        string,
+        Record<string, { security: unknown; 'x-uis-permission': string; responses: object }>
+      >;
+    };
+    const security = {
+      admin: [{ adminToken: [] }],
+      serving: [{}, { servingToken: [] }, { adminToken: [] }],
+      public: [],
+    };
+    const routes = commandRoutes();
+    expect(new Set(routes.map((r) => r.permission))).toEqual(new Set(['admin', 'serving']));
+    for (const r of routes) {
+      const op = doc.paths[r.path]?.[r.method.toLowerCase()];
+      expect([r.name, op?.security, op?.['x-uis-permission']]).toEqual([
+        r.name,
+        security[r.permission],
+        r.permission,
+      ]);
+      // Only an admin command can be refused to a valid (serving) token.
+      expect([r.name, '403' in (op?.responses ?? {})]).toEqual([r.name, r.permission === 'admin']);
+    }
   });
 
   it('renders /docs with Swagger UI served from the gateway itself', async () => {

@@ -93,7 +93,7 @@ const cases: Case[] = [
   { name: 'admin: empty Authorization', method: 'POST', url: '/admin/roles/rollout/drain', headers: { ...JSON_TYPE, authorization: '' }, body: {}, status: 401, code: 'unauthorized', path: 'headers.authorization' },
   { name: 'admin: Bearer without a token', method: 'GET', url: '/admin/phases', headers: { authorization: 'Bearer ' }, status: 401, code: 'unauthorized', path: 'headers.authorization' },
   { name: 'admin: Basic scheme', method: 'POST', url: '/admin/batches', headers: { ...JSON_TYPE, authorization: `Basic ${ ADMIN}` }, body: {}, status: 401, code: 'unauthorized', path: 'headers.authorization' },
-  { name: 'admin: the serving token', method: 'POST', url: '/admin/phases/advance', headers: serving, body: {}, status: 401, code: 'unauthorized', path: 'headers.authorization' },
+  { name: 'admin: the serving token', method: 'POST', url: '/admin/phases/advance', headers: serving, body: {}, status: 403, code: 'forbidden', path: 'headers.authorization' },
   { name: 'admin: JSON array', method: 'POST', url: '/admin/roles/rollout/drain', headers: admin, body: '[]', status: 400, code: 'invalid_body', path: 'body' },
   { name: 'admin: JSON null', method: 'POST', url: '/admin/barriers/wait', headers: admin, body: 'null', status: 400, code: 'invalid_body', path: 'body' },
   { name: 'admin: not UTF-8', method: 'POST', url: '/admin/phases/resolve', headers: admin, body: NOT_UTF8, status: 400, code: 'invalid_json', path: 'body' },

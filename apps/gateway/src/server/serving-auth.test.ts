@@ -29,8 +29,15 @@ describe('serving token (RFC open question 3: authenticated discovery)', () => {
     });
     expect(ok.status).toBe(200);
     expect(launcher.serversOf('policy/0')[0]?.stats().requests).toBe((before ?? 0) + 1);
-    // The serving token is not an admin token.
-    const admin = await fetch(`${gw.url}/admin/phases`, { headers: bearer('the-serving-token') });
-    expect(admin.status).toBe(401);
+    // The serving token reads the admin API, but is not an admin token.
+    const read = await fetch(`${gw.url}/admin/phases`, { headers: bearer('the-serving-token') });
+    expect(read.status).toBe(200);
+    const admin = await fetch(`${gw.url}/admin/phases/advance`, {
+      method: 'POST',
+      body: '{}',
+      headers: { ...bearer('the-serving-token'), 'content-type': 'application/json' },
+    });
+    expect(admin.status).toBe(403);
+    expect(((await admin.json()) as { error: { code: string } }).error.code).toBe('forbidden');
   });
 });

@@ -15,7 +15,7 @@ import { asRole, type ConsoleState, type ErrorCode, type Role, UisError } from '
 import { Hono } from 'hono';
 import pino from 'pino';
 import { createAdminApi } from '../admin/admin-api.ts';
-import { authorized } from '../gateway/auth.ts';
+import { commandRefusal } from '../gateway/auth.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
 import { mountOpenAIRoot } from '../gateway/openai-surface.ts';
@@ -161,7 +161,7 @@ export class UisServer {
     this.followPlane(opts.tracing);
     this.probe = this.createProbe(opts.healthProbeMs ?? 5000);
     this.probe?.start();
-    this.mountConsoleApi(opts, servingTokens);
+    this.mountConsoleApi(opts);
     this.app.get('/metrics', async (c) =>
       c.body(await this.metrics.text(), 200, { 'content-type': this.metrics.contentType }),
     );
@@ -340,7 +340,7 @@ export class UisServer {
   }
 
   /** The console's tRPC API (one cached state per change) and the admin REST API. */
-  private mountConsoleApi(opts: UisServerOptions, servingTokens: string[]): void {
+  private mountConsoleApi(opts: UisServerOptions): void {
     const plane = this.plane;
     // Every console tab subscribes: one state per change (and at most a second old) serves them all.
     let cached: { version: number; at: number; state: ConsoleState } | null = null;
@@ -359,9 +359,8 @@ export class UisServer {
     };
     const router = buildAppRouter({
       plane,
-      authorize: (header, permission) =>
-        permission === 'public' ||
-        authorized(header, permission === 'admin' ? [opts.adminToken] : [opts.adminToken, ...servingTokens]),
+      refuse: (header, permission) =>
+        commandRefusal(header, permission, { admin: opts.adminToken, serving: opts.servingToken }),
       state,
       feed: this.feed,
       observability: {

@@ -71,6 +71,11 @@ export function consoleState(src: ConsoleStateSources): ConsoleState {
           direct_eligible: pub?.direct_eligible ?? false,
           weight_version: r.weight_version,
           inflight: gateway?.inFlight.get(r.engine_id) ?? 0,
+          // A model an SGLang router serves has no circuit of ours.
+          circuit:
+            gateway === undefined || (snapshot.models[model]?.router_url ?? null) !== null
+              ? null
+              : gateway.breakers.state(r.engine_id),
           generation: r.generation,
           planned: planned.get(r.engine_id) ?? [],
           // Where the launcher says the replica really runs (Ray: the nodes and GPUs Ray gave it). Launchers that only

@@ -25,6 +25,8 @@ class Call(Generic[T]):
     params: dict[str, str] = field(default_factory=dict)
     #: A mutation: audited and idempotent by operation id (the client always sends one, so retries are safe).
     mutation: bool = False
+    #: Sent with the admin token (the command's permission is `admin`); else with the serving token when the client
+    #: has one (reads: `serving` in the OpenAPI document's security), falling back to the admin token.
     admin: bool = True
     #: Read timeout in seconds for long calls (barrier waits, long polls); None: the client's default.
     timeout: float | None = None
@@ -133,7 +135,7 @@ def update_weights(role: str, model: str, body: dict[str, Any]) -> Call[Operatio
 
 def model_replicas(role: str, model: str) -> Call[Operation[ModelReplicas]]:
     path = f"/admin/roles/{_p(role)}/models/{_p(model)}/replicas"
-    return Call("GET", path, _op(ModelReplicas))
+    return Call("GET", path, _op(ModelReplicas), admin=False)
 
 
 def register_engine(role: str, model: str, url: str) -> Call[Operation[Any]]:
@@ -152,7 +154,7 @@ def restart_replica(role: str, engine_id: str) -> Call[Operation[Any]]:
 
 
 def roles() -> Call[dict[str, Any]]:
-    return Call("GET", "/admin/roles", lambda b: dict(_result(b)["roles"]))
+    return Call("GET", "/admin/roles", lambda b: dict(_result(b)["roles"]), admin=False)
 
 
 # ---- phases and barriers --------------------------------------------------------------------------------------
@@ -161,7 +163,7 @@ _leases: TypeAdapter[list[Lease]] = TypeAdapter(list[Lease])
 
 
 def phases() -> Call[list[Lease]]:
-    return Call("GET", "/admin/phases", lambda b: _leases.validate_python(_result(b)["leases"]))
+    return Call("GET", "/admin/phases", lambda b: _leases.validate_python(_result(b)["leases"]), admin=False)
 
 
 def advance_phase(group: str | None, to: str | None) -> Call[Operation[Any]]:
@@ -179,7 +181,7 @@ def _lease_of(body: Any) -> Lease:
 
 def wait_barrier(phase: str, group: str | None, timeout_s: float) -> Call[Lease]:
     body = _clean({"phase": phase, "group": group, "timeout_s": timeout_s})
-    return Call("POST", "/admin/barriers/wait", _lease_of, body, timeout=timeout_s + 30, retry=False)
+    return Call("POST", "/admin/barriers/wait", _lease_of, body, admin=False, timeout=timeout_s + 30, retry=False)
 
 
 def release_barrier(phase: str, group: str | None) -> Call[Operation[Any]]:
@@ -203,7 +205,12 @@ def batches(state: str | None, role: str | None) -> Call[list[Batch]]:
         "/admin/batches",
         lambda b: _batches.validate_python(_result(b)["batches"]),
         params=_clean({"state": state, "role": role}),
+        admin=False,
     )
+
+
+def _batch_page(body: Any) -> BatchPage:
+    return BatchPage.model_validate(_result(body))
 
 
 def batch_page(batch_id: str, after: str | None, limit: int | None) -> Call[BatchPage]:
@@ -212,12 +219,16 @@ def batch_page(batch_id: str, after: str | None, limit: int | None) -> Call[Batc
         params["after"] = after
     if limit is not None:
         params["limit"] = str(limit)
-    return Call("GET", f"/admin/batches/{_p(batch_id)}", lambda b: BatchPage.model_validate(_result(b)), params=params)
+    return Call("GET", f"/admin/batches/{_p(batch_id)}", _batch_page, params=params, admin=False)
 
 
 _events: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
 
 
+def _event_list(body: Any) -> list[Event]:
+    return _events.validate_python(_result(body)["events"])
+
+
 def events(after: int | None, limit: int | None, kind: str | None, subject: str | None) -> Call[list[Event]]:
     params = {k: str(v) for k, v in _clean({"after": after, "limit": limit, "kind": kind, "subject": subject}).items()}
-    return Call("GET", "/admin/events", lambda b: _events.validate_python(_result(b)["events"]), params=params)
+    return Call("GET", "/admin/events", _event_list, params=params, admin=False)

@@ -12,6 +12,7 @@ from .errors import UnavailableError, UisError
 
 ReplicaState = Literal["starting", "ready", "draining", "sleeping", "onloading", "dead"]
 ReplicaPolicy = Literal["round_robin", "least_outstanding", "affinity", "cache_aware"]
+CircuitState = Literal["closed", "open", "half_open"]
 
 
 class DiscoveryEngine(BaseModel):
@@ -24,6 +25,8 @@ class DiscoveryEngine(BaseModel):
     group: int | None = Field(default=None, ge=0)
     worker_type: Literal["regular", "prefill", "decode"] | None = None
     generation: int | None = Field(default=None, ge=0)
+    # The gateway's circuit breaker of this replica (absent for a model an SGLang router serves).
+    circuit: CircuitState | None = None
 
 
 class DiscoveryModel(BaseModel):

@@ -4,6 +4,25 @@ import type { ControlPlane } from '../control-plane.ts';
 /** Who may call a command: the admin token, the serving token (or the admin token), or anyone. */
 export type Permission = 'admin' | 'serving' | 'public';
 
+/** What a caller proved: the admin token, the serving token, or nothing. */
+export type Caller = 'admin' | 'serving' | 'anonymous';
+
+/**
+ * Whether `caller` may run a command of `permission`; every door (admin REST, tRPC, the CLI through REST) asks this
+ * one function. `serving` follows the serving token as discovery and the console API do: with one configured it
+ * takes that token or the admin token, without one it is open. Answers the permissionRefusal: `unauthorized` (401, no valid
+ * token) or `forbidden` (403, a serving token on an admin command), or null when allowed.
+ */
+export function permissionRefusal(
+  permission: Permission,
+  caller: Caller,
+  servingTokenSet: boolean,
+): 'unauthorized' | 'forbidden' | null {
+  if (permission === 'public' || caller === 'admin') return null;
+  if (permission === 'serving') return caller === 'serving' || !servingTokenSet ? null : 'unauthorized';
+  return caller === 'serving' ? 'forbidden' : 'unauthorized';
+}
+
 /** `keyed`: a mutation that takes an operation id (`Idempotency-Key` header, body `operation_id`, tRPC input
  * `operation_id`, CLI `--idempotency-key`); a repeat answers the first result, the same id with another input is 409.
  * `none`: a read or a wait, which changes nothing. */

@@ -3,6 +3,7 @@ import { COMMANDS } from './table.ts';
 
 export {
   type AnyCommand,
+  type Caller,
   type Command,
   type CommandArgs,
   type CommandContext,
@@ -10,6 +11,7 @@ export {
   type Idempotency,
   type Permission,
   pathParams,
+  permissionRefusal,
 } from './define.ts';
 export { type CommandAnswer, type CommandCall, checkOperationId, runCommand } from './run-command.ts';
 export { COMMAND_TABLE, COMMANDS } from './table.ts';

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { ControlPlane } from '../control-plane.ts';
 import { createControlPlane } from '../create-control-plane.ts';
 import { InProcessSimLauncher } from '../launchers/in-process-sim-launcher.ts';
-import { commandNamed, commandRoutes } from './index.ts';
+import { commandNamed, commandRoutes, permissionRefusal } from './index.ts';
 import { type CommandCall, runCommand } from './run-command.ts';
 import { COMMAND_TABLE, COMMANDS } from './table.ts';
 
@@ -37,6 +37,56 @@ describe('the command table', () => {
     }
     expect(commandNamed('drain_model')?.path).toBe('/roles/:role/models/:model/drain');
     expect(commandNamed('nope')).toBeUndefined();
+  });
+
+  it('gives each command the permission an RL operator expects: reads and waits the serving token, mutations the admin token', () => {
+    const serving = [
+      'list_intents',
+      'list_replicas',
+      'get_replica',
+      'list_roles',
+      'list_phases',
+      'wait_barrier',
+      'list_batches',
+      'get_batch',
+      'list_events',
+    ];
+    for (const c of COMMANDS)
+      expect([c.name, c.permission]).toEqual([c.name, serving.includes(c.name) ? 'serving' : 'admin']);
+    // The rule holds by construction: what the serving token may call changes nothing (no audit, no operation id).
+    for (const c of COMMANDS.filter((x) => x.permission !== 'admin'))
+      expect([c.name, c.idempotency, c.audit]).toEqual([c.name, 'none', null]);
+  });
+
+  it('one rule decides every door: 401 without a valid token, 403 for the serving token on an admin command', () => {
+    const table = (['admin', 'serving', 'public'] as const).flatMap((permission) =>
+      (['admin', 'serving', 'anonymous'] as const).flatMap((caller) =>
+        [true, false].map(
+          (servingSet) =>
+            `${permission} ${caller} ${servingSet}: ${permissionRefusal(permission, caller, servingSet)}`,
+        ),
+      ),
+    );
+    expect(table).toEqual([
+      'admin admin true: null',
+      'admin admin false: null',
+      'admin serving true: forbidden',
+      'admin serving false: forbidden',
+      'admin anonymous true: unauthorized',
+      'admin anonymous false: unauthorized',
+      'serving admin true: null',
+      'serving admin false: null',
+      'serving serving true: null',
+      'serving serving false: null',
+      'serving anonymous true: unauthorized',
+      'serving anonymous false: null',
+      'public admin true: null',
+      'public admin false: null',
+      'public serving true: null',
+      'public serving false: null',
+      'public anonymous true: null',
+      'public anonymous false: null',
+    ]);
   });
 
   it('types everything on the wire: no schema node of any command is an untyped unknown', () => {

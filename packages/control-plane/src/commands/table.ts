@@ -1,4 +1,4 @@
-import { BatchKindSchema, WeightUpdateRequestSchema } from '@uis/manager';
+import { BatchKindSchema, OperatorIntentKindSchema, WeightUpdateRequestSchema } from '@uis/manager';
 import { UisError } from '@uis/spec';
 import { z } from 'zod';
 import { ModelReplicaSchema, ModelReplicasSchema, modelReplicas } from '../model-replicas.ts';
@@ -44,8 +44,11 @@ const modelSubject = {
   subject: ({ params }: { params: { role: string; model: string } }) => `${params.role}/${params.model}`,
 };
 const engineSubject = { subject: ({ input }: { input: { engine_id: string } }) => input.engine_id };
+/** Mutations: the admin token. */
 const admin = { permission: 'admin', idempotency: 'keyed' } as const;
-const adminRead = { permission: 'admin', idempotency: 'none', audit: null } as const;
+/** Reads and waits, which change nothing: the serving token (what rollout workers and the trainer hold) or the
+ * admin token; open when no serving token is configured, like discovery. */
+const servingRead = { permission: 'serving', idempotency: 'none', audit: null } as const;
 
 const roleCommands = {
   activate: defineCommand({
@@ -208,7 +211,7 @@ const roleCommands = {
     },
   }),
   list_replicas: defineCommand({
-    ...adminRead,
+    ...servingRead,
     name: 'list_replicas',
     summary: "A model's replicas with URL, state, version, TP/PP and each rank's node and GPU id",
     method: 'GET',
@@ -219,7 +222,7 @@ const roleCommands = {
     handler: (plane, { params }) => modelReplicas(plane, params.role, params.model),
   }),
   get_replica: defineCommand({
-    ...adminRead,
+    ...servingRead,
     name: 'get_replica',
     summary: 'One replica by engine id: URL, state, weight version, ranks and GPUs',
     method: 'GET',
@@ -244,7 +247,7 @@ const roleCommands = {
     },
   }),
   list_roles: defineCommand({
-    ...adminRead,
+    ...servingRead,
     name: 'list_roles',
     summary: "Every role's manager state: models, desire, holds, replicas",
     method: 'GET',
@@ -256,11 +259,33 @@ const roleCommands = {
       roles: Object.fromEntries([...plane.managers].map(([role, m]) => [role, m.snapshot()])),
     }),
   }),
+  list_intents: defineCommand({
+    ...servingRead,
+    name: 'list_intents',
+    summary: "The operator's standing drains and holds: what a restart re-applies before it serves",
+    method: 'GET',
+    path: '/intents',
+    params: None,
+    input: None,
+    output: z.object({
+      intents: z.array(
+        z.object({
+          role: z.string(),
+          model: z.string(),
+          intent: OperatorIntentKindSchema,
+          actor: z.string().nullable(),
+          operation_id: z.string().nullable(),
+          at: z.number(),
+        }),
+      ),
+    }),
+    handler: (plane) => ({ intents: plane.intents.list() }),
+  }),
 };
 
 const phaseCommands = {
   list_phases: defineCommand({
-    ...adminRead,
+    ...servingRead,
     name: 'list_phases',
     summary: 'The activation lease of every group',
     method: 'GET',
@@ -308,7 +333,7 @@ const phaseCommands = {
       ),
   }),
   wait_barrier: defineCommand({
-    ...adminRead,
+    ...servingRead,
     name: 'wait_barrier',
     summary: 'Wait (up to timeout_s) until `phase` is resident; the trainer blocks here',
     method: 'POST',
@@ -369,7 +394,7 @@ const batchCommands = {
     handler: (plane, { input }) => submitBatch(plane, input.kind, input.model ?? null, input.samples),
   }),
   list_batches: defineCommand({
-    ...adminRead,
+    ...servingRead,
     name: 'list_batches',
     summary: 'Deferred batches, by state and role',
     method: 'GET',
@@ -383,7 +408,7 @@ const batchCommands = {
     handler: (plane, { input }) => ({ batches: plane.store.list(input) }),
   }),
   get_batch: defineCommand({
-    ...adminRead,
+    ...servingRead,
     name: 'get_batch',
     summary: 'One batch and, once committed, its outputs page by page (`after` a sample_id, at most `limit`)',
     method: 'GET',
@@ -421,7 +446,7 @@ const batchCommands = {
     },
   }),
   list_events: defineCommand({
-    ...adminRead,
+    ...servingRead,
     name: 'list_events',
     summary: 'The audit log: transitions, leases, operator commands, replica deaths',
     method: 'GET',

@@ -21,8 +21,10 @@ export interface TrpcContext {
 
 export interface AppRouterDeps {
   plane: ControlPlane;
-  /** Whether a request's `Authorization` header grants `permission` (the gateway's token check). */
-  authorize: (authorization: string | null, permission: Permission) => boolean;
+  /** Why a request's `Authorization` header may not run a command of `permission` (`unauthorized` 401 or
+   * `forbidden` 403, from `permissionRefusal`), or null when it may: the gateway's token check, the same one its
+   * admin REST door uses. */
+  refuse: (authorization: string | null, permission: Permission) => UisError | null;
   state: () => ConsoleState;
   feed: ChangeFeed;
   /** Least time between two pushed states. Default 250 ms. */
@@ -109,8 +111,13 @@ export function buildAppRouter(deps: AppRouterDeps) {
   const { plane } = deps;
   const procedureOf = (cmd: AnyCommand) => {
     const base = t.procedure.use(({ ctx, next }) => {
-      if (!deps.authorize(ctx.authorization, cmd.permission))
-        throw new TRPCError({ code: 'UNAUTHORIZED', message: `${cmd.permission} token refused` });
+      const refused = deps.refuse(ctx.authorization, cmd.permission);
+      if (refused)
+        throw new TRPCError({
+          code: refused.status === 403 ? 'FORBIDDEN' : 'UNAUTHORIZED',
+          message: refused.message,
+          cause: refused,
+        });
       return next();
     });
     // Validation is the command's own (runCommand), so errors name `input.<field>` the same way for all fields.
@@ -179,7 +186,7 @@ export function buildAppRouter(deps: AppRouterDeps) {
       if (deps.observability) yield* deps.observability.gpuTime(opts.signal);
     }),
     checkToken: t.procedure.input(z.object({ token: z.string() })).mutation(({ input }) => {
-      if (!deps.authorize(`Bearer ${input.token}`, 'admin'))
+      if (deps.refuse(`Bearer ${input.token}`, 'admin') !== null)
         throw new TRPCError({ code: 'UNAUTHORIZED', message: 'admin token refused' });
       return { ok: true as const };
     }),

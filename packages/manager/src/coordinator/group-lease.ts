@@ -21,6 +21,9 @@ export class GroupLease {
   readonly #waiters = new Set<() => void>();
   /** The transition running on this group, joined by a request for the same target. */
   current: { target: string; promise: Promise<TransitionResult> } | null = null;
+  /** A transition the previous process did not finish (it died during it): the phase it was leaving (or had
+   * entered) and its target. Set at construction, cleared by the recovery that decides about it. */
+  interrupted: { phase: string | null; target: string } | null = null;
 
   constructor(
     readonly plan: ActivationGroupPlan,
@@ -42,14 +45,17 @@ export class GroupLease {
       holder: stored?.holder ?? [],
       status: stored?.status ?? 'held',
       reason: stored?.reason ?? null,
-      target: null,
+      target: stored?.target ?? null,
       lastRelease: null,
       since: stored?.updated_at ?? now(),
     };
     if (this.#lease.status === 'transitioning') {
-      // The process died mid-transition: nobody knows which engines hold memory. Block, never guess.
-      const reason = 'manager restarted during a transition; verify engine memory and resolve the lease';
-      this.move('block', { reason }, { kind: 'lease.blocked', data: { reason } });
+      // The process died mid-transition: which engines hold memory is not known yet. Block, never guess; the
+      // restart's recovery resumes the transition once every engine's memory is known (`LeaseRecovery`).
+      const target = this.#lease.target ?? this.#lease.phase ?? (plan.phases[0] as Phase).name;
+      this.interrupted = { phase: this.#lease.phase, target };
+      const reason = `manager restarted during a transition to ${target}; verify engine memory and resolve the lease`;
+      this.move('block', { reason, target }, { kind: 'lease.blocked', data: { reason } });
     }
   }
 

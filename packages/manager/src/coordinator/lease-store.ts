@@ -8,6 +8,8 @@ export interface StoredLease {
   holder: string[];
   status: LeaseStatus;
   reason: string | null;
+  /** The phase a transition was bringing the group to (null when none ran). */
+  target: string | null;
   updated_at: number;
 }
 
@@ -17,6 +19,7 @@ interface LeaseRow {
   holder: string | null;
   status: string;
   reason: string | null;
+  target: string | null;
   updated_at: number;
 }
 
@@ -28,10 +31,10 @@ export class LeaseStore {
   constructor(db: Db) {
     this.#select = db.prepare('SELECT * FROM leases WHERE grp = ?');
     this.#upsert = db.prepare(
-      `INSERT INTO leases (grp, phase, holder, status, reason, updated_at)
-       VALUES (@grp, @phase, @holder, @status, @reason, @at)
+      `INSERT INTO leases (grp, phase, holder, status, reason, target, updated_at)
+       VALUES (@grp, @phase, @holder, @status, @reason, @target, @at)
        ON CONFLICT(grp) DO UPDATE SET phase = @phase, holder = @holder, status = @status, reason = @reason,
-         updated_at = @at`,
+         target = @target, updated_at = @at`,
     );
   }
 
@@ -44,6 +47,7 @@ export class LeaseStore {
       holder: row.holder ? (JSON.parse(row.holder) as string[]) : [],
       status: LeaseStatusSchema.parse(row.status),
       reason: row.reason,
+      target: row.target,
       updated_at: row.updated_at,
     };
   }
@@ -55,6 +59,7 @@ export class LeaseStore {
       holder: JSON.stringify(lease.holder),
       status: lease.status,
       reason: lease.reason,
+      target: lease.target,
       at,
     });
   }

@@ -9,6 +9,9 @@ export interface PhaseParticipant {
   activate(): Promise<unknown>;
   /** Launch the role's engines; with `sleep`, release their memory right after (report returned). */
   start?(opts: { sleep?: boolean }): Promise<OffloadReport | null>;
+  /** After a restart: the role's engines whose GPU memory is not known, each with why (empty or absent: all
+   * known). A transition the restart found cut short resumes only when no role of its group names one. */
+  memoryInDoubt?(): string[];
 }
 
 export interface OffloadReport {

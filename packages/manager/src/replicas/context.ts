@@ -1,8 +1,10 @@
 import type { InferenceRoleSpec } from '@uis/spec';
 import type { InFlightTracker } from '../in-flight.ts';
 import type { Clock, Logger } from '../runtime.ts';
+import type { Adoption } from './adoption.ts';
 import type { ElasticScaler } from './elastic-scaler.ts';
 import type { EnginePool } from './engine-pool.ts';
+import type { EngineRecords } from './engine-records.ts';
 import type { ExternalEngines } from './external-engines.ts';
 import type { OperationQueue } from './operation-queue.ts';
 import type { PublicationProjector } from './publication.ts';
@@ -51,4 +53,9 @@ export interface ManagerContext {
   readonly scaler: ElasticScaler;
   /** Engines attached by URL. */
   readonly externals: ExternalEngines;
+  /** The durable record of the engines this role launched (null without a store or for launchers whose engines
+   * never outlive the control plane). */
+  readonly records: EngineRecords | null;
+  /** A start's adoption of recorded engines; engines whose memory is in doubt after a restart. */
+  readonly adoption: Adoption;
 }

@@ -62,9 +62,12 @@ export class EnginePool {
         for (const r of p.replicas) createdSlots.push(replicas.add(m.spec, group, p, r));
       }
       publication.publish(); // candidates, all starting
-      await this.launchAll(createdSlots);
+      // Engines a previous control plane left running are adopted (or stopped) before anything is launched.
+      const adopted = await this.ctx.adoption.run(createdSlots);
+      const fresh = createdSlots.filter((s) => !adopted.has(s));
+      await this.launchAll(fresh);
       for (const m of replicas.models.values()) this.ctx.weights.adoptTarget(m);
-      for (const s of createdSlots) replicas.setState(s, 'ready');
+      for (const s of fresh) replicas.setState(s, 'ready');
       // Starting to sleep: never registered or published as eligible, the drain that follows publishes.
       if (!sleep) {
         await this.ctx.routers.sync(registered);
@@ -159,6 +162,7 @@ export class EnginePool {
   private async rollback(slots: Slot[], registered: Slot[], pgs: string[]): Promise<void> {
     await this.ctx.routers.unregister(registered);
     await Promise.allSettled(slots.map((s) => s.engine?.shutdown(2_000)));
+    for (const s of slots) this.ctx.records?.forget(s.engineId);
     for (const s of slots) this.ctx.replicas.remove(s);
     await this.removePgs(pgs.reverse(), 'rollback');
     this.ctx.publication.publish();
@@ -200,6 +204,7 @@ export class EnginePool {
     if (s.engine && !s.external) {
       await s.engine.shutdown(2_000).catch(() => undefined);
       s.engine = null;
+      this.ctx.records?.forget(s.engineId);
     }
   }
 
@@ -240,6 +245,7 @@ export class EnginePool {
       await this.ctx.weights.readVersion(s);
       this.ctx.recovery.launched(s);
       this.ctx.residency.launched(s);
+      this.ctx.records?.launched(s);
       return;
     }
   }
@@ -252,6 +258,8 @@ export class EnginePool {
     await this.ctx.routers.removeAll(slots);
     for (const s of slots) replicas.invalidate(s);
     await Promise.allSettled(slots.map((s) => s.engine?.shutdown(5_000)));
+    // A clean stop stops every engine, adoption mode included: the next start launches a new set.
+    for (const s of slots) this.ctx.records?.forget(s.engineId);
     for (const s of slots) if (s.state !== 'dead') replicas.setState(s, 'dead');
     await this.removePgs([...this.#createdPgs].reverse(), 'shutdown');
     this.#createdPgs.length = 0;

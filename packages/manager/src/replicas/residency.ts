@@ -3,6 +3,7 @@ import { UisError } from '@uis/spec';
 import type { OffloadReport } from '../coordinator/types.ts';
 import { errorMessage, settlesWithin } from '../runtime.ts';
 import type { ManagerContext } from './context.ts';
+import { type RecordedMemory, SETTLED_MEMORY } from './engine-records.ts';
 import { ALL_TAGS, type ModelRuntime, type Slot } from './types.ts';
 
 /** Onload and offload of GPU memory: what each model should be (`model.desire`), and per replica whether its
@@ -19,6 +20,14 @@ export class Residency {
   /** The incarnation's processes were stopped: its GPU memory is free. */
   processesStopped(s: Slot): void {
     s.memory.released = true;
+    this.ctx.records?.forget(s.engineId);
+    this.ctx.adoption.settled(s.engineId);
+  }
+
+  /** Writes the engine's memory state durably: before a memory call (in doubt until it answers) and after. */
+  private record(s: Slot, memory: RecordedMemory): void {
+    this.ctx.records?.memory(s, memory);
+    if (SETTLED_MEMORY.includes(memory)) this.ctx.adoption.settled(s.engineId);
   }
 
   offloadEnabled(s: Slot): boolean {
@@ -57,6 +66,7 @@ export class Residency {
     const engine = replicas.engineOf(s);
     const m = replicas.model(s.model);
     const { resumed } = s.memory;
+    this.record(s, 'resuming');
     try {
       // With nothing to sync (static model, or already at the target) there is no second copy of the weights to
       // make room for: everything resumes in one call. Otherwise weights first, sync, then the KV cache.
@@ -76,7 +86,10 @@ export class Residency {
         await engine.wake(rest);
         for (const t of rest) resumed.add(t);
       }
-      if (ALL_TAGS.every((t) => resumed.has(t))) replicas.setState(s, 'ready');
+      if (ALL_TAGS.every((t) => resumed.has(t))) {
+        this.record(s, 'resident');
+        replicas.setState(s, 'ready');
+      }
     } catch (e) {
       this.ctx.logger.error({ engineId: s.engineId, err: errorMessage(e) }, 'onload failed');
       throw e;
@@ -106,8 +119,13 @@ export class Residency {
     const deadlineMs = opts.deadlineMs ?? this.ctx.opts.drainDeadlineMs;
     const policy = opts.policy ?? this.ctx.opts.drainPolicy;
     const recovering = this.ctx.recovery.running(slots);
+    // Adopted while a memory call was in flight: asleep, its memory in doubt. Released again for the proof.
+    const doubtful = slots.filter(
+      (s) => s.state === 'sleeping' && !s.memory.released && this.offloadEnabled(s),
+    );
     await Promise.allSettled([
       ...draining.map((s) => this.offload(s, deadlineMs, policy)),
+      ...doubtful.map((s) => this.release(s)),
       // A recovery that is launching sees the model's new desire and puts its replica to sleep (or defers the
       // restart); the report waits for it within the drain deadline instead of reporting a half-started replica.
       ...(recovering.length > 0
@@ -123,10 +141,24 @@ export class Residency {
     return { memoryReleased: engines.every((e) => e.memory_released), engines };
   }
 
+  private async release(s: Slot): Promise<void> {
+    this.record(s, 'releasing');
+    try {
+      await this.ctx.replicas.engineOf(s).releaseMemory();
+      s.memory.released = true;
+      s.memory.resumed.clear();
+      this.record(s, 'released');
+    } catch (e) {
+      this.ctx.logger.error({ engineId: s.engineId, err: errorMessage(e) }, 'release failed');
+      await this.ctx.recovery.markDead(s, `release failed: ${errorMessage(e)}`, true);
+    }
+  }
+
   private async offload(s: Slot, deadlineMs: number, policy: DrainPolicy): Promise<void> {
     const { replicas, clock } = this.ctx;
     const engine = replicas.engineOf(s);
     const t0 = clock.now();
+    this.record(s, 'releasing');
     try {
       const report = await engine.drain({
         deadlineMs,
@@ -140,6 +172,7 @@ export class Residency {
         s.memory.released = true;
         s.memory.resumed.clear();
       }
+      this.record(s, s.memory.released ? 'released' : 'resident');
       if (s.state === 'draining') replicas.setState(s, 'sleeping');
       this.ctx.audit(
         'replica.offloaded',

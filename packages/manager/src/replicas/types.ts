@@ -57,8 +57,12 @@ export interface InferenceManagerInit {
   /** Router client per model (router mode). */
   routers?: Record<string, RouterRegistrar>;
   events?: EventLog;
-  /** The manager's database: when `events` is not given, the audit log is kept here. */
+  /** The manager's database: when `events` is not given, the audit log is kept here. The engines the launcher
+   * starts are recorded here too (when it can adopt engines), so that a restart finds them. */
   store?: Db;
+  /** Adoption mode: a start adopts the recorded engines that still run and match instead of launching new ones
+   * (the launcher must keep its engines across restarts, e.g. `LocalLauncher({ keepEngines: true })`). */
+  adoptEngines?: boolean;
   clock?: Clock;
   logger?: Logger;
   options?: ManagerOptions;

@@ -59,6 +59,7 @@ export class WeightSync {
     if (s.weightVersion === m.target || !m.replay) return;
     const t0 = this.ctx.clock.now();
     s.weightVersion = (await engine.updateWeights(engineWeightUpdate(m.replay))).weightVersion;
+    this.ctx.records?.weight(s);
     this.ctx.audit(
       'replica.weights_synced',
       s.engineId,
@@ -146,10 +147,12 @@ export class WeightSync {
         await engine.destroyWeightsUpdateGroup({ group_name: req.group_name });
       } else {
         s.weightVersion = (await engine.updateWeights(engineWeightUpdate(req))).weightVersion;
+        this.ctx.records?.weight(s);
       }
       return { engine_id: s.engineId, ok: true, weight_version: s.weightVersion };
     } catch (e) {
       s.weightVersion = await engine.weightVersion().catch(() => s.weightVersion);
+      this.ctx.records?.weight(s);
       return { engine_id: s.engineId, ok: false, weight_version: s.weightVersion, error: errorMessage(e) };
     }
   }

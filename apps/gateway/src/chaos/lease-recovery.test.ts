@@ -1,0 +1,209 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { waitFor } from '@uis/sglang-engine/testing';
+import { afterAll, describe, expect, it } from 'vitest';
+import { killTagged, listening, spawnUis, taggedPids, within } from '../testing/uis-process.ts';
+
+// Chaos: `uis` dies by kill -9 in the middle of a phase transition (the scorer's onload, 6 s here). The restart on
+// the same database resumes the transition by itself when every engine's GPU memory is known, and otherwise keeps
+// the lease blocked with the engines to check in its reason.
+const tmp = mkdtempSync(join(tmpdir(), 'uis-chaos-lease-'));
+const tags: string[] = [];
+
+afterAll(() => {
+  for (const t of tags) killTagged(t);
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+const TOKEN = 'chaos-lease-token';
+const auth = { authorization: `Bearer ${TOKEN}` };
+
+/** Rollout and GenRM take turns on 2 GPUs; by default the GenRM engine takes 6 s to resume its memory. */
+function writeConfig(name: string, adopt: boolean, genrmArgs = '{ sim_onload_ms: 6000 }'): string {
+  const file = join(tmp, `${name}.yaml`);
+  writeFileSync(
+    file,
+    [
+      'cluster: { nodes: [{ name: node-0, gpus: 2 }] }',
+      'training: { actor_gpus: 2, offload_train: true }',
+      `gateway: { admin_token: ${TOKEN}, launcher: sim, adopt_engines: ${adopt}, db_path: ${join(tmp, `${name}.db`)} }`,
+      'roles:',
+      '  rollout:',
+      '    deployment: { mode: colocated_split, offload: true }',
+      '    routing: { default_model: policy }',
+      '    models:',
+      '      - { name: policy, model_path: /models/p, weight_source: disk, engine_groups: [{ num_gpus: 2, gpus_per_engine: 1 }] }',
+      '  genrm:',
+      '    deployment: { mode: colocated_defer, offload: true }',
+      '    routing: { default_model: judge }',
+      '    models:',
+      `      - { name: judge, model_path: /models/j, weight_source: static, engine_groups: [{ num_gpus: 2, gpus_per_engine: 2, server_args: ${genrmArgs} }] }`,
+      'schedule:',
+      '  activation_groups:',
+      '    - name: actor',
+      '      phases: [{ name: rollout, residents: [rollout] }, { name: genrm_score, residents: [genrm] }, { name: train, residents: [train] }]',
+    ].join('\n'),
+  );
+  return file;
+}
+
+interface Replica {
+  engine_id: string;
+  pids: number[];
+}
+
+async function enginePids(url: string): Promise<Record<string, number[]>> {
+  const body = (await (await fetch(`${url}/admin/roles`, { headers: auth })).json()) as {
+    result: { roles: Record<string, { models: Record<string, { replicas: Replica[] }> }> };
+  };
+  const out: Record<string, number[]> = {};
+  for (const role of Object.values(body.result.roles))
+    for (const m of Object.values(role.models)) for (const r of m.replicas) out[r.engine_id] = r.pids;
+  return out;
+}
+
+interface LeaseView {
+  group: string;
+  phase: string | null;
+  status: string;
+  reason: string | null;
+  holder: string[];
+}
+
+async function lease(url: string): Promise<LeaseView> {
+  const body = (await (await fetch(`${url}/admin/phases`, { headers: auth })).json()) as {
+    result: { leases: LeaseView[] };
+  };
+  return body.result.leases[0] as LeaseView;
+}
+
+async function eventKinds(url: string): Promise<string[]> {
+  const body = (await (await fetch(`${url}/admin/events?limit=1000`, { headers: auth })).json()) as {
+    result: { events: Array<{ kind: string }> };
+  };
+  return body.result.events.map((e) => e.kind);
+}
+
+/** Starts `uis serve`, asks for the next phase and kills the process (SIGKILL) while GenRM onloads. */
+async function crashDuringOnload(config: string): Promise<void> {
+  const uis = spawnUis(['serve', '--config', config, '--port', '0']);
+  tags.push(uis.tag);
+  const url = await listening(uis);
+  expect(await lease(url)).toMatchObject({ status: 'held', phase: 'rollout' });
+  const advance = fetch(`${url}/admin/phases/advance`, {
+    method: 'POST',
+    headers: auth,
+    body: JSON.stringify({ group: 'actor' }),
+  }).catch(() => null);
+  // Rollout released its memory (nobody holds the GPUs) and GenRM's 6 s resume runs.
+  let seen: LeaseView | null = null;
+  await waitFor(
+    async () => {
+      seen = await lease(url);
+      return seen.status === 'transitioning' && seen.holder.length === 0;
+    },
+    20_000,
+    'the transition onloading genrm',
+  );
+  process.kill(uis.child.pid as number, 'SIGKILL');
+  await uis.exited;
+  await advance;
+}
+
+async function stop(uis: ReturnType<typeof spawnUis>): Promise<void> {
+  uis.child.kill('SIGTERM');
+  await uis.exited;
+  await within(10_000, () => tags.every((t) => taggedPids(t).length === 0), 'every engine stopped');
+}
+
+describe('chaos: kill -9 of uis in the middle of a phase transition', { timeout: 180_000 }, () => {
+  it('the restart resumes the transition without an operator when every engine memory state is known', async () => {
+    const config = writeConfig('resume', false);
+    await crashDuringOnload(config);
+    // The engines died with uis (watchdogs); the restart verified them gone and started a new set, each resident:
+    // every engine's memory is known, so the transition to genrm_score runs again and goes on to train.
+    const t0 = Date.now();
+    const uis = spawnUis(['serve', '--config', config, '--port', '0']);
+    tags.push(uis.tag);
+    const url = await listening(uis);
+    expect(await lease(url)).toMatchObject({ status: 'held', phase: 'train', reason: null });
+    const kinds = await eventKinds(url);
+    expect(kinds).toContain('lease.recovered');
+    expect(kinds).not.toContain('lease.resolved');
+    console.log(
+      `chaos: lease resumed by itself after kill -9 mid-transition; restart to serving ${Date.now() - t0} ms`,
+    );
+    await stop(uis);
+  });
+
+  it('with adoption, an engine adopted while its memory resume was in flight keeps the lease blocked, named', async () => {
+    const config = writeConfig('doubt', true);
+    await crashDuringOnload(config);
+    const uis = spawnUis(['serve', '--config', config, '--port', '0']);
+    tags.push(uis.tag);
+    const url = await listening(uis);
+    const l = await lease(url);
+    expect(l.status).toBe('blocked');
+    // Only the GenRM engine is in doubt: the rollout engines' release was acknowledged before the crash.
+    expect(l.reason).toContain('genrm judge/0 (resuming when the previous control plane stopped)');
+    expect(l.reason).not.toContain('policy/');
+    expect(await eventKinds(url)).not.toContain('lease.recovered');
+    await stop(uis);
+  });
+
+  it('with adoption, a crash while the scorer phase works resumes by itself on the adopted engines', async () => {
+    // Every memory call was acknowledged before the crash (rollout released, GenRM resident and scoring): the
+    // restart adopts all three engines and runs the transition again to its target, where the batch is committed.
+    const config = writeConfig('adopted', true, '{ sim_decode_us_per_token: 150000 }');
+    const uis = spawnUis(['serve', '--config', config, '--port', '0']);
+    tags.push(uis.tag);
+    const url = await listening(uis);
+    const batch = (await (
+      await fetch(`${url}/admin/batches`, {
+        method: 'POST',
+        headers: auth,
+        body: JSON.stringify({
+          kind: 'genrm_score',
+          samples: [0, 1].map((i) => ({
+            sample_id: `s${i}`,
+            input: { messages: [{ role: 'user', content: `Judge answer ${i}. Judgement:` }] },
+          })),
+        }),
+      })
+    ).json()) as { result: { id: string } };
+    const pids = await enginePids(url);
+    const advance = fetch(`${url}/admin/phases/advance`, {
+      method: 'POST',
+      headers: auth,
+      body: JSON.stringify({ group: 'actor' }),
+    }).catch(() => null);
+    // GenRM holds the GPUs and scores the batch (the phase work runs while the lease is still transitioning).
+    await waitFor(
+      async () => {
+        const l = await lease(url);
+        return l.status === 'transitioning' && l.phase === 'genrm_score' && l.holder.includes('genrm');
+      },
+      20_000,
+      'genrm scoring the batch',
+    );
+    process.kill(uis.child.pid as number, 'SIGKILL');
+    await uis.exited;
+    await advance;
+
+    const again = spawnUis(['serve', '--config', config, '--port', '0']);
+    tags.push(again.tag);
+    const url2 = await listening(again);
+    expect(await lease(url2)).toMatchObject({ status: 'held', phase: 'train', reason: null });
+    expect(await enginePids(url2)).toEqual(pids);
+    const kinds = await eventKinds(url2);
+    expect(kinds).toContain('lease.recovered');
+    expect(kinds.filter((k) => k === 'replica.adopted')).toHaveLength(3);
+    const got = (await (
+      await fetch(`${url2}/admin/batches/${batch.result.id}`, { headers: auth })
+    ).json()) as { result: { batch: { state: string }; samples: Array<{ output: { score: number } }> } };
+    expect(got.result.batch.state).toBe('committed');
+    for (const s of got.result.samples) expect([0, 1]).toContain(s.output.score);
+    await stop(again);
+  });
+});

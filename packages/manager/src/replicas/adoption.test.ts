@@ -1,0 +1,116 @@
+import { alive, waitFor } from '@uis/sglang-engine/testing';
+import { afterAll, describe, expect, it } from 'vitest';
+import { EventLog } from '../event-log.ts';
+import type { InferenceManager } from '../inference-manager.ts';
+import { SimLauncher } from '../launchers.ts';
+import { systemClock } from '../runtime.ts';
+import { openStore } from '../store.ts';
+import { simRolloutManager } from '../testing.ts';
+import { EngineRecords } from './engine-records.ts';
+
+// A control plane that "dies" is a manager that is never shut down (its health loop idles for an hour): its engines,
+// launched without a watchdog, keep running, and a second manager on the same database finds them.
+const HOUR = 3_600_000;
+const abandoned: InferenceManager[] = [];
+const managers: InferenceManager[] = [];
+afterAll(async () => {
+  await Promise.allSettled(managers.map((m) => m.shutdown()));
+  // The abandoned ones' engines were adopted and stopped by their successors, or are stopped here.
+  await Promise.allSettled(abandoned.map((m) => m.shutdown()));
+});
+
+const POLICY = {
+  name: 'policy',
+  weight_source: 'disk',
+  engine_groups: [{ num_gpus: 2, gpus_per_engine: 1 }],
+};
+
+function manager(
+  db: ReturnType<typeof openStore>,
+  adoptEngines: boolean,
+  model: Record<string, unknown> = POLICY,
+): InferenceManager {
+  const m = simRolloutManager(
+    model as typeof POLICY,
+    {
+      launcher: new SimLauncher({ keepEngines: true }),
+      store: db,
+      events: new EventLog(db),
+      adoptEngines,
+      options: { healthIntervalMs: HOUR },
+    },
+    { gpus: 2, offload: true },
+  );
+  managers.push(m);
+  return m;
+}
+
+const pidsOf = (m: InferenceManager) =>
+  Object.fromEntries(m.snapshot().models.policy?.replicas.map((r) => [r.engine_id, r.pids]) ?? []);
+
+/** Starts a manager and abandons it as a crashed control plane would. */
+async function crashed(db: ReturnType<typeof openStore>) {
+  const first = manager(db, true);
+  managers.pop();
+  abandoned.push(first);
+  await first.start();
+  return pidsOf(first);
+}
+
+describe('adoption of recorded engines at start', { timeout: 120_000 }, () => {
+  it('adopts the running engines of the record (same pids), and names none in doubt', async () => {
+    const db = openStore();
+    const before = await crashed(db);
+    const second = manager(db, true);
+    await second.start();
+    expect(pidsOf(second)).toEqual(before);
+    expect(second.memoryInDoubt()).toEqual([]);
+    const kinds = new EventLog(db).list({ kind: 'replica.adopted', limit: 10 }).map((e) => e.subject);
+    expect(kinds.sort()).toEqual(Object.keys(before).sort());
+    // Adopted engines serve and sleep like launched ones; stopping the manager stops them.
+    await second.drain({ policy: 'abort', deadlineMs: 0 });
+    expect(second.snapshot().models.policy?.replicas.every((r) => r.memory_released)).toBe(true);
+    await second.shutdown();
+    // (They are this test process's children: gone once it has reaped them.)
+    await waitFor(() => !Object.values(before).flat().some(alive), 5_000, 'adopted engines stopped');
+  });
+
+  it('without adoption, or for a changed model, stops the recorded engines and launches new ones', async () => {
+    const db = openStore();
+    const before = await crashed(db);
+    const off = manager(db, false);
+    await off.start();
+    await waitFor(() => !Object.values(before).flat().some(alive), 5_000, 'recorded engines stopped');
+    const fresh = pidsOf(off);
+    expect(Object.values(fresh).flat()).not.toContain(Object.values(before).flat()[0]);
+    // The record now holds the new set; a plan whose model moved to another path adopts none of it.
+    // Left running, as a crash leaves it: its engines are the record the next manager finds.
+    managers.splice(managers.indexOf(off), 1);
+    abandoned.push(off);
+    const moved = manager(db, true, { ...POLICY, model_path: '/models/policy-v2' });
+    await moved.start();
+    await waitFor(() => !Object.values(fresh).flat().some(alive), 5_000, 'engines of the old model stopped');
+    const events = new EventLog(db).list({ kind: 'replica.not_adopted', limit: 10 });
+    expect(events.at(-1)?.data).toMatchObject({ why: expect.stringContaining('/models/policy-v2') });
+  });
+
+  it('an engine recorded mid-release is adopted asleep and in doubt until a drain releases it again', async () => {
+    const db = openStore();
+    await crashed(db);
+    // As if the control plane died after sending release_memory_occupation and before its answer.
+    const records = new EngineRecords(db, 'rollout', systemClock);
+    const [first] = records.list();
+    db.prepare("UPDATE engines SET memory = 'releasing' WHERE engine_id = ?").run(first?.engine_id);
+    const second = manager(db, true);
+    await second.start();
+    expect(second.memoryInDoubt()).toEqual([
+      `${first?.engine_id} (releasing when the previous control plane stopped)`,
+    ]);
+    const replica = second.snapshot().models.policy?.replicas.find((r) => r.engine_id === first?.engine_id);
+    expect(replica).toMatchObject({ state: 'sleeping', memory_released: false });
+    const report = await second.drain({ policy: 'abort', deadlineMs: 0 });
+    expect(report.memoryReleased).toBe(true);
+    expect(second.memoryInDoubt()).toEqual([]);
+    expect(records.list().map((r) => r.memory)).toEqual(['released', 'released']);
+  });
+});

@@ -1,0 +1,150 @@
+import { identifyProcess, type SGLangEngine, stopRecordedProcesses } from '@uis/sglang-engine';
+import type { Launcher } from '../launchers.ts';
+import { errorMessage } from '../runtime.ts';
+import type { ManagerContext } from './context.ts';
+import { type EngineRecord, type EngineRecords, SETTLED_MEMORY } from './engine-records.ts';
+import { ALL_TAGS, type Slot } from './types.ts';
+
+/** Deadline of each probe call to a recorded engine. */
+const PROBE_TIMEOUT_MS = 5_000;
+
+/**
+ * What a start does with the engines a previous control plane recorded (the `engines` table). With adoption on,
+ * a recorded engine of a planned replica that still runs, answers over HTTP and is the one recorded (its pids
+ * started when recorded, same model path, same port) is adopted instead of launched; every other record is
+ * stopped, but only processes verified to be the recorded engine are ever signalled. Without adoption every
+ * record is stopped (their watchdogs normally did it already). Owns the list of engines whose GPU memory is in
+ * doubt after the restart (`inDoubt`), which the coordinator reads before it resumes a transition.
+ */
+export class Adoption {
+  /** engine id -> why its GPU memory is not known (cleared once a drain or onload settles it). */
+  readonly #inDoubt = new Map<string, string>();
+
+  constructor(
+    private readonly ctx: ManagerContext,
+    private readonly launcher: Launcher,
+    private readonly records: EngineRecords | null,
+    private readonly enabled: boolean,
+  ) {}
+
+  /** Adopts what it can of `slots` (fresh slots of the plan, still `starting`) and stops every other record.
+   * Returns the adopted slots: the caller launches the rest. */
+  async run(slots: Slot[]): Promise<Set<Slot>> {
+    const adopted = new Set<Slot>();
+    if (!this.records) return adopted;
+    const bySlot = new Map(slots.map((s) => [s.engineId, s]));
+    await Promise.all(
+      this.records.list().map(async (rec) => {
+        const s = bySlot.get(rec.engine_id);
+        let why = 'adoption is off';
+        if (this.enabled && s) {
+          const probed = await this.probe(s, rec);
+          if (typeof probed !== 'string') {
+            this.adopt(s, rec, probed);
+            adopted.add(s);
+            return;
+          }
+          why = probed;
+        } else if (this.enabled) why = 'the plan has no such replica any more';
+        await this.stop(rec, why);
+      }),
+    );
+    return adopted;
+  }
+
+  /** Engines of this role whose GPU memory is not known: adopted while a memory call was in flight, or recorded
+   * processes still running that cannot be verified (never signalled). */
+  inDoubt(): string[] {
+    return [...this.#inDoubt].map(([id, why]) => `${id} (${why})`);
+  }
+
+  /** A drain or onload of the engine answered: its memory is known again. */
+  settled(engineId: string): void {
+    this.#inDoubt.delete(engineId);
+  }
+
+  /** The engine of the record when it is the one recorded, else why not. */
+  private async probe(s: Slot, rec: EngineRecord): Promise<SGLangEngine | string> {
+    const adopt = this.launcher.adopt;
+    if (!adopt) return `launcher ${this.launcher.kind} cannot adopt engines`;
+    if (rec.model !== s.model || rec.model_path !== s.spec.model_path)
+      return `recorded for ${rec.model} (${rec.model_path}), the plan now runs ${s.model} (${s.spec.model_path})`;
+    for (const p of rec.processes) {
+      const id = identifyProcess(p);
+      if (id !== 'same')
+        return id === 'gone' ? `process ${p.pid} is gone` : `process ${p.pid} cannot be verified`;
+    }
+    const engine = adopt.call(this.launcher, this.ctx.pool.launchRequest(s), rec);
+    const call = { timeoutMs: PROBE_TIMEOUT_MS };
+    let identified = false;
+    try {
+      if (!(await engine.client.health(call))) return `${rec.base_url}/health answers 5xx`;
+      const info = await engine.client.modelInfo(call);
+      if (info.model_path !== s.spec.model_path)
+        return `${rec.base_url} serves ${info.model_path}, not ${s.spec.model_path}`;
+      const server = await engine.client.serverInfo(call);
+      const port = Number(new URL(rec.base_url).port);
+      if (server.port !== undefined && server.port !== port)
+        return `${rec.base_url} reports port ${server.port}`;
+      s.weightVersion = await engine.client.weightVersion(call);
+      identified = true;
+      return engine;
+    } catch (e) {
+      return `${rec.base_url} does not answer: ${errorMessage(e)}`;
+    } finally {
+      if (!identified) await engine.client.close().catch(() => undefined);
+    }
+  }
+
+  /** Takes the engine over in the state its record says. A memory call that never answered leaves the engine
+   * asleep and in doubt (not eligible; a drain or an onload settles it). */
+  private adopt(s: Slot, rec: EngineRecord, engine: SGLangEngine): void {
+    const { replicas, pool, recovery, audit, logger } = this.ctx;
+    pool.attach(s, engine);
+    s.generation = rec.generation;
+    recovery.launched(s);
+    const settled = SETTLED_MEMORY.includes(rec.memory);
+    s.memory.released = rec.memory === 'released';
+    s.memory.resumed = rec.memory === 'resident' ? new Set(ALL_TAGS) : new Set();
+    replicas.setState(s, 'ready');
+    if (rec.memory !== 'resident') {
+      replicas.setState(s, 'draining');
+      replicas.setState(s, 'sleeping');
+    }
+    if (!settled) this.#inDoubt.set(s.engineId, `${rec.memory} when the previous control plane stopped`);
+    this.records?.launched(s, rec.memory, rec.paused);
+    logger.info(
+      { role: this.ctx.role, engineId: s.engineId, url: rec.base_url, memory: rec.memory },
+      'engine adopted',
+    );
+    audit('replica.adopted', s.engineId, {
+      url: rec.base_url,
+      pids: engine.pids(),
+      memory: rec.memory,
+      weight_version: s.weightVersion,
+    });
+  }
+
+  /** Stops a record's processes that are verifiably its engine and forgets the record; processes that run but
+   * cannot be verified are left alone and named in `inDoubt`. */
+  private async stop(rec: EngineRecord, why: string): Promise<void> {
+    const left = await stopRecordedProcesses(rec.processes, 5_000);
+    const pids = rec.processes.map((p) => p.pid);
+    if (left.length > 0) {
+      const reason = `pid ${left.map((p) => p.pid).join(', ')} still runs and cannot be verified as the engine at ${rec.base_url}`;
+      this.#inDoubt.set(rec.engine_id, reason);
+      this.ctx.logger.error(
+        { role: this.ctx.role, engineId: rec.engine_id, why },
+        `${reason}; stop it by hand`,
+      );
+      this.ctx.audit('replica.unverified', rec.engine_id, { url: rec.base_url, pids, why });
+      return;
+    }
+    this.records?.forget(rec.engine_id);
+    this.ctx.logger.warn(
+      { role: this.ctx.role, engineId: rec.engine_id, why },
+      'recorded engine not adopted',
+    );
+    this.ctx.audit('replica.not_adopted', rec.engine_id, { url: rec.base_url, pids, why });
+  }
+}
