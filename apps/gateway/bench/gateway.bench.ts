@@ -317,6 +317,7 @@ async function wrkLoad(
     durationS: Math.max(...runs.map((r) => r.durationS)),
     rps: runs.reduce((a, r) => a + r.rps, 0),
     errors: runs.reduce((a, r) => a + r.errors, 0),
+    timeouts: runs.reduce((a, r) => a + r.timeouts, 0),
     p50Ms: runs.reduce((a, r) => a + r.p50Ms * r.requests, 0) / Math.max(1, requests),
     p99Ms: Math.max(...runs.map((r) => r.p99Ms)),
   };
@@ -371,7 +372,11 @@ function mergeSummary(list: LatencySummary[]): LatencySummary {
   return { p50: avg('p50'), p90: avg('p90'), p99: avg('p99'), count };
 }
 
-type StreamRun = { load: LoadResult; cpuMs?: number; totalP99ByRound?: number[] };
+type StreamRun = { load: LoadResult; cpuMs?: number; totalP99ByRound?: number[]; cpuByRound?: string };
+
+/** Each round's proxy CPU per request, the spread that tells whether two columns differ beyond the run's noise. */
+const cpuByRound = (runs: Array<{ cpuMs?: number; requests: number }>, digits: number): string =>
+  runs.map((r) => (r.cpuMs === undefined ? '-' : f(r.cpuMs / Math.max(1, r.requests), digits))).join(', ');
 
 function mergeStream(runs: StreamRun[]): StreamRun {
   const sum = (k: 'durationS' | 'requests' | 'errors' | 'events' | 'chunks') =>
@@ -390,6 +395,10 @@ function mergeStream(runs: StreamRun[]): StreamRun {
     },
     ...(cpu === undefined ? {} : { cpuMs: cpu }),
     totalP99ByRound: runs.map((r) => r.load.totalMs.p99),
+    cpuByRound: cpuByRound(
+      runs.map((r) => ({ ...(r.cpuMs === undefined ? {} : { cpuMs: r.cpuMs }), requests: r.load.requests })),
+      3,
+    ),
   };
 }
 
@@ -525,6 +534,7 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
                   .join(', '),
           'inter-chunk p50 / p99 ms': `${f(l.gapMs.p50, 2)} / ${f(l.gapMs.p99, 2)}`,
           'proxy CPU ms/request': r.cpuMs === undefined ? '-' : f(r.cpuMs / l.requests, 3),
+          'proxy CPU ms/request by round': name === 'direct' ? '-' : (r.cpuByRound ?? '-'),
           'proxy CPU us/event': cpuPerEventMs === undefined ? '-' : f(cpuPerEventMs * 1000, 1),
           // Every stream of an engine gets its token in the same decode step: the proxy relays bursts of
           // (concurrency) events that it, the engines and the load generator work off on the same cores. The
@@ -598,9 +608,12 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
       durationS: number;
       requests: number;
       errors: number;
+      /** Of `errors`, wrk's 2 s timeouts (0 with the node load generator). */
+      timeouts: number;
       p50: number;
       p99: number;
       cpuMs?: number;
+      cpuByRound?: string;
     };
     const run = async (urls: string[], proxy: Proxy | undefined): Promise<CeilingRun> => {
       if ('bin' in wrk) {
@@ -618,6 +631,7 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
         durationS: l.durationS,
         requests: l.requests,
         errors: l.errors,
+        timeouts: 0,
         p50: l.totalMs.p50,
         p99: l.totalMs.p99,
         ...(r.cpuMs === undefined ? {} : { cpuMs: r.cpuMs }),
@@ -636,9 +650,11 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
         durationS,
         requests,
         errors: runs.reduce((a, r) => a + r.errors, 0),
+        timeouts: runs.reduce((a, r) => a + r.timeouts, 0),
         p50: weighted('p50'),
         p99: weighted('p99'),
         ...(cpu === undefined ? {} : { cpuMs: cpu }),
+        cpuByRound: cpuByRound(runs, 4),
       };
     };
     const results = await inRounds(
@@ -673,10 +689,11 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
         name,
         cells: {
           'requests/s': f(r.rps, 0),
-          errors: String(r.errors),
+          errors: r.timeouts === 0 ? String(r.errors) : `${r.errors} (${r.timeouts} wrk 2 s timeouts)`,
           'p50 / p99 ms': `${f(r.p50, 2)} / ${f(r.p99, 2)}`,
           'added p50 / p99 ms': name === 'direct' ? '-' : `${f(r.p50 - d.p50, 2)} / ${f(r.p99 - d.p99, 2)}`,
           'proxy CPU ms/request': r.cpuMs === undefined ? '-' : f(r.cpuMs / r.requests, 4),
+          'proxy CPU ms/request by round': name === 'direct' ? '-' : (r.cpuByRound ?? '-'),
           'vs direct (req/s)': ratio(r.rps, d.rps),
           'vs nginx (req/s)': results.nginx ? ratio(r.rps, results.nginx.rps) : '-',
           'vs sglang-router (req/s)': results['sglang-router']

@@ -15,7 +15,10 @@ export interface WrkResult {
   requests: number;
   durationS: number;
   rps: number;
+  /** Non-2xx answers and socket errors, wrk's timeouts included. */
   errors: number;
+  /** Of `errors`, the requests wrk gave up on after its 2 s timeout (slow answers, not refusals). */
+  timeouts: number;
   p50Ms: number;
   p99Ms: number;
 }
@@ -44,6 +47,7 @@ export function parseWrk(out: string): WrkResult {
     durationS: req[3] === 'ms' ? Number(req[2]) / 1000 : Number(req[2]),
     rps: Number(rps[1]),
     errors,
+    timeouts: Number(sock?.[4] ?? 0),
     p50Ms: toMs(p50[1]!, p50[2]!),
     p99Ms: toMs(p99[1]!, p99[2]!),
   };
