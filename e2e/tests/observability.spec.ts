@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, test } from '@playwright/test';
-import { dashboardQueries, missingMetrics } from '../../apps/gateway/src/metrics/dashboard-check.ts';
+import { dashboardQueries, missingMetrics } from '@uis/gateway';
 import { ADMIN_TOKEN, open, shot } from './helpers.ts';
 
 test.describe.configure({ mode: 'serial' });

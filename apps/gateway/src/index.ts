@@ -12,6 +12,7 @@ export {
   type ServedRequest,
 } from './gateway/inference-gateway.ts';
 export { type LegacyEngines, legacyEngines } from './gateway/legacy-engines.ts';
+export { dashboardQueries, missingMetrics } from './metrics/dashboard-check.ts';
 export { GatewayMetrics, type MetricsSources } from './metrics/gateway-metrics.ts';
 export { createLogger, UisServer, type UisServerOptions } from './server/uis-server.ts';
 export { createTracing, UisTracing } from './tracing/tracing.ts';

@@ -111,6 +111,46 @@ describe('chaos: kill -9 of uis after operator commands', { timeout: 180_000 }, 
     await within(10_000, () => taggedPids(second.tag).length === 0, 'engines stopped with uis');
   });
 
+  it('with --adopt-engines the restart adopts the same engines, asleep or awake as the operator left them', async () => {
+    const args = [
+      'serve',
+      '--config',
+      config,
+      '--port',
+      '0',
+      '--db',
+      join(tmp, 'adopt.db'),
+      '--adopt-engines',
+    ];
+    const first = spawnUis(args);
+    tags.push(first.tag);
+    const url1 = await listening(first);
+    await admin(url1, '/roles/genrm/models/judge/drain', {});
+    await admin(url1, '/roles/rollout/drain', {});
+    await admin(url1, '/roles/rollout/models/draft/activate', {});
+    const before = await pids(url1);
+
+    process.kill(first.child.pid as number, 'SIGKILL');
+    await first.exited;
+    const second = spawnUis(args);
+    tags.push(second.tag);
+    const url2 = await listening(second);
+    expect(await models(url2)).toEqual({
+      'rollout/policy': 'sleeping',
+      'rollout/draft': 'ready',
+      'genrm/judge': 'sleeping,held',
+    });
+    // None started twice: every engine is the process the first uis launched.
+    expect(await pids(url2)).toEqual(before);
+    second.child.kill('SIGTERM');
+    await second.exited;
+    await within(
+      10_000,
+      () => taggedPids(first.tag).length + taggedPids(second.tag).length === 0,
+      'engines gone after a clean stop',
+    );
+  });
+
   it('a drain killed while it still waits for in-flight work is in force after the restart', async () => {
     const args = ['serve', '--config', config, '--port', '0', '--db', join(tmp, 'mid-drain.db')];
     const first = spawnUis(args);
@@ -145,6 +185,18 @@ describe('chaos: kill -9 of uis after operator commands', { timeout: 180_000 }, 
     expect(await second.exited).toBe(0);
   });
 });
+
+/** Every model as `role/model` -> the pids of its replicas. */
+async function pids(url: string): Promise<Record<string, number[]>> {
+  const { roles } = (await admin(url, '/roles')) as {
+    roles: Record<string, { models: Record<string, { replicas: Array<{ pids: number[] }> }> }>;
+  };
+  return Object.fromEntries(
+    Object.entries(roles).flatMap(([role, r]) =>
+      Object.entries(r.models).map(([name, m]) => [`${role}/${name}`, m.replicas.flatMap((x) => x.pids)]),
+    ),
+  );
+}
 
 /** POSTs a long streamed generation to policy and never reads the answer; `answering` resolves once its answer
  * began (the gateway counts it in flight until it ends). */

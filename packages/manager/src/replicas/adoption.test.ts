@@ -113,4 +113,19 @@ describe('adoption of recorded engines at start', { timeout: 120_000 }, () => {
     expect(second.memoryInDoubt()).toEqual([]);
     expect(records.list().map((r) => r.memory)).toEqual(['released', 'released']);
   });
+
+  it('a role no phase onloads brings an engine adopted mid-resume back to serving (settleInDoubt)', async () => {
+    const db = openStore();
+    await crashed(db);
+    const records = new EngineRecords(db, 'rollout', systemClock);
+    const [first] = records.list();
+    db.prepare("UPDATE engines SET memory = 'resuming' WHERE engine_id = ?").run(first?.engine_id);
+    const second = manager(db, true);
+    await second.start();
+    expect(second.eligibleEngines('policy').map((e) => e.engineId)).not.toContain(first?.engine_id);
+    expect(await second.settleInDoubt()).toEqual([first?.engine_id]);
+    expect(second.memoryInDoubt()).toEqual([]);
+    expect(second.eligibleEngines('policy')).toHaveLength(2);
+    expect(records.list().map((r) => r.memory)).toEqual(['resident', 'resident']);
+  });
 });

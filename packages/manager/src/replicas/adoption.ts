@@ -58,6 +58,11 @@ export class Adoption {
     return [...this.#inDoubt].map(([id, why]) => `${id} (${why})`);
   }
 
+  /** Whether the engine was adopted (or left running) with its memory in doubt. */
+  isInDoubt(engineId: string): boolean {
+    return this.#inDoubt.has(engineId);
+  }
+
   /** A drain or onload of the engine answered: its memory is known again. */
   settled(engineId: string): void {
     this.#inDoubt.delete(engineId);
