@@ -33,15 +33,18 @@ export function useConsoleState(): ConsoleStateResult {
   const needsToken = query.error !== null && describeError(query.error).unauthorized;
   const refetch = query.refetch;
   const seenToken = useRef(token);
+  const tokenChangedAt = useRef(0);
   useEffect(() => {
     if (seenToken.current === token) return;
     seenToken.current = token;
+    tokenChangedAt.current = Date.now();
     void refetch();
   }, [token, refetch]);
-  // A kept token the gateway refuses (changed since the sign-in) is forgotten: the console asks again.
+  // A kept token the gateway refuses (changed since the sign-in) is forgotten, so the console asks again; only a
+  // refusal answered after the token was kept counts (the one before it was the reason to sign in).
   useEffect(() => {
-    if (needsToken && token !== null) setAdminToken(null);
-  }, [needsToken, token]);
+    if (needsToken && token !== null && query.errorUpdatedAt > tokenChangedAt.current) setAdminToken(null);
+  }, [needsToken, token, query.errorUpdatedAt]);
   const subscription = useSubscription(
     trpc.changes.subscriptionOptions(undefined, {
       enabled: !needsToken,
