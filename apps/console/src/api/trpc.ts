@@ -39,9 +39,17 @@ export type ConsoleClient = ReturnType<typeof createConsoleClient>;
 export function describeError(error: unknown): { message: string; unauthorized: boolean } {
   if (error instanceof TRPCClientError) {
     const code = (error.data as { code?: string } | undefined)?.code;
-    const unauthorized =
-      code === 'UNAUTHORIZED' || (error.data as { httpStatus?: number })?.httpStatus === 401;
-    return { message: unauthorized ? `Refused: ${error.message}` : error.message, unauthorized };
+    // The gateway refuses reads before tRPC (its own `{error: {code, message}}` body, no tRPC data): the HTTP
+    // status of the response tells.
+    const status =
+      (error.data as { httpStatus?: number } | undefined)?.httpStatus ??
+      (error.meta as { response?: { status?: number } } | undefined)?.response?.status;
+    const unauthorized = code === 'UNAUTHORIZED' || status === 401;
+    // Such a refusal (401, 429 after too many failed sign-ins) has the product's message in its body.
+    const own = (error.meta as { responseJSON?: { error?: { message?: unknown } } } | undefined)?.responseJSON
+      ?.error?.message;
+    const message = error.data === undefined && typeof own === 'string' ? own : error.message;
+    return { message: unauthorized ? `Refused: ${message}` : message, unauthorized };
   }
   return { message: error instanceof Error ? error.message : String(error), unauthorized: false };
 }

@@ -51,9 +51,36 @@ export async function startMockGateway(options: {
       return { authorization: req.headers.authorization ?? (token ? `Bearer ${token}` : null) };
     },
   });
+  // With a serving token, /trpc needs it or the admin token (header, or the subscription's connection params);
+  // checkToken (the sign-in) carries its token in the input.
+  const readRefused = (url: string, authorization: string | undefined): boolean => {
+    if (options.servingToken === undefined || url.startsWith('/trpc/checkToken')) return false;
+    const q = url.indexOf('?');
+    const params = q < 0 ? null : new URLSearchParams(url.slice(q + 1)).get('connectionParams');
+    let token = /^Bearer (\S+)$/.exec(authorization ?? '')?.[1];
+    try {
+      token ??= (JSON.parse(params ?? 'null') as { token?: string } | null)?.token;
+    } catch {
+      token = undefined;
+    }
+    return token !== options.adminToken && token !== options.servingToken;
+  };
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0] ?? '/';
     if (path.startsWith('/trpc/')) {
+      if (readRefused(req.url ?? '/', req.headers.authorization)) {
+        // As the gateway's request guard: refused before tRPC, with the product's error body.
+        res.writeHead(401, { 'content-type': 'application/json' }).end(
+          JSON.stringify({
+            error: {
+              code: 'unauthorized',
+              path: 'headers.authorization',
+              message: 'this read needs "Authorization: Bearer <token>" (serving or admin token)',
+            },
+          }),
+        );
+        return;
+      }
       trpc(req, res);
       return;
     }

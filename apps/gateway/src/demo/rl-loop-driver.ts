@@ -220,10 +220,17 @@ export class RlLoopDriver {
     return { prompt, text };
   }
 
+  /** Every call carries the admin token: with a serving token configured the serving routes need a token too (the
+   * admin token is accepted there), and a token-less driver would spend this host's failed-auth budget, locking
+   * the console out of a gateway on the same machine. */
   private async post(path: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
     const r = await this.fetch(`${this.opts.baseUrl}${path}`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', ...headers },
+      headers: {
+        'content-type': 'application/json',
+        authorization: `Bearer ${this.opts.adminToken}`,
+        ...headers,
+      },
       body: JSON.stringify(body),
       signal: this.signal,
     });
@@ -232,10 +239,7 @@ export class RlLoopDriver {
   }
 
   private admin(path: string, body: unknown): Promise<Response> {
-    return this.post(path, body, {
-      authorization: `Bearer ${this.opts.adminToken}`,
-      'x-uis-actor': 'driver',
-    }).then(async (r) => {
+    return this.post(path, body, { 'x-uis-actor': 'driver' }).then(async (r) => {
       await r.arrayBuffer();
       return r;
     });
