@@ -14,7 +14,9 @@ import {
   createCombinedListener,
   createServingHandler,
   FastRoutes,
+  GENERATE_EDIT,
   InFlightCounter,
+  openAIEdit,
   type ProxyTarget,
   servingPaths,
   UpstreamPools,
@@ -84,12 +86,12 @@ const paths = servingPaths(values.role);
 const generate = createServingHandler(options, () => ({
   path: '/generate',
   pick,
-  edit: { remove: ['model', 'route_key'] },
+  edit: GENERATE_EDIT,
 }));
 const chat = createServingHandler(options, () => ({
   path: '/v1/chat/completions',
   pick,
-  edit: { set: { model: values.model }, remove: ['route_key'] },
+  edit: openAIEdit(values.model),
 }));
 const routes = new FastRoutes().add('POST', paths.generate, generate);
 for (const p of paths.chat) routes.add('POST', p, chat);

@@ -246,6 +246,33 @@ async function startNginxProxy(bin: string, engines: string[]): Promise<Proxy> {
 }
 
 /** Runs the streaming load generator; CPU of the proxy is sampled exactly around the measured window. */
+/** Every column's proxy in front of `engines`: the gateway, its variants, nginx and sglang-router where found, the
+ * node relay if asked for. `stopAll` stops them and the engines. */
+async function startProxies(
+  engines: { urls: string[]; procs: Proc[] },
+  nginx: Found<'bin'>,
+  router: Found<'python'>,
+  withNodeRelay: boolean,
+) {
+  const gateway = await startGateway(engines.urls);
+  const variants = await startVariants(engines.urls);
+  const proxyNginx = 'bin' in nginx ? await startNginxProxy(nginx.bin, engines.urls) : undefined;
+  const proxyRouter = 'python' in router ? await startRouter(router.python, engines.urls, niced) : undefined;
+  const nodeRelay = withNodeRelay ? await startNodeRelay(engines.urls) : undefined;
+  const stopAll = async (): Promise<void> => {
+    const procs = [
+      gateway.proc,
+      ...variants.map((v) => v.proxy.proc),
+      proxyNginx?.proc,
+      proxyRouter?.proc,
+      nodeRelay?.proc,
+      ...engines.procs,
+    ];
+    await Promise.all(procs.filter((p) => p !== undefined).map(stop));
+  };
+  return { gateway, variants, proxyNginx, proxyRouter, nodeRelay, stopAll };
+}
+
 async function streamLoad(
   urls: string[],
   body: string,
@@ -434,11 +461,12 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
     Number(args['decode-us']),
     Number(args['prefill-us']),
   );
-  const gateway = await startGateway(engines.urls);
-  const variants = await startVariants(engines.urls);
-  const proxyNginx = 'bin' in nginx ? await startNginxProxy(nginx.bin, engines.urls) : undefined;
-  const proxyRouter = 'python' in router ? await startRouter(router.python, engines.urls, niced) : undefined;
-  const nodeRelay = args['no-node-relay'] ? undefined : await startNodeRelay(engines.urls);
+  const { gateway, variants, proxyNginx, proxyRouter, nodeRelay, stopAll } = await startProxies(
+    engines,
+    nginx,
+    router,
+    !args['no-node-relay'],
+  );
   const body = (model: string) =>
     JSON.stringify({
       model,
@@ -564,18 +592,7 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
       ],
     );
   } finally {
-    await Promise.all(
-      [
-        gateway.proc,
-        ...variants.map((v) => v.proxy.proc),
-        proxyNginx?.proc,
-        proxyRouter?.proc,
-        nodeRelay?.proc,
-        ...engines.procs,
-      ]
-        .filter((p) => p !== undefined)
-        .map(stop),
-    );
+    await stopAll();
   }
 }
 
@@ -597,10 +614,12 @@ function missingReason(name: string, nginx: Found<'bin'>, router: Found<'python'
 async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<void> {
   const wrk = findWrk();
   const engines = await startEngines(Number(args['ceiling-engines']), 0, 0);
-  const gateway = await startGateway(engines.urls);
-  const variants = await startVariants(engines.urls);
-  const proxyNginx = 'bin' in nginx ? await startNginxProxy(nginx.bin, engines.urls) : undefined;
-  const proxyRouter = 'python' in router ? await startRouter(router.python, engines.urls, niced) : undefined;
+  const { gateway, variants, proxyNginx, proxyRouter, stopAll } = await startProxies(
+    engines,
+    nginx,
+    router,
+    false,
+  );
   const body = JSON.stringify({ text: 'The capital of France is', sampling_params: { max_new_tokens: 8 } });
   try {
     type CeilingRun = {
@@ -714,17 +733,7 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
       ],
     );
   } finally {
-    await Promise.all(
-      [
-        gateway.proc,
-        ...variants.map((v) => v.proxy.proc),
-        proxyNginx?.proc,
-        proxyRouter?.proc,
-        ...engines.procs,
-      ]
-        .filter((p) => p !== undefined)
-        .map(stop),
-    );
+    await stopAll();
   }
 }
 

@@ -16,13 +16,13 @@ import {
   type InferenceRoleSpec,
   type PlacementPlan,
   type Role,
-  RoleSchema,
   type UisConfig,
   UisError,
 } from '@uis/spec';
 import type { BarrierBoard } from './barrier-board.ts';
 import type { StartedRay } from './launchers/ray.ts';
 import type { OperatorIntents } from './operator-intents.ts';
+import { managerOfRole } from './role-manager.ts';
 import type { ControlPlaneStream } from './stream.ts';
 import type { UndeferredBatches } from './undeferred-batches.ts';
 
@@ -180,15 +180,7 @@ export class ControlPlane {
   /** The manager of a role named by a caller (a path segment, a body field): 404 `unknown_role` at `role` if the
    * name is no role or the role is not configured. */
   managerOf(role: string): InferenceManager {
-    const r = RoleSchema.safeParse(role);
-    const m = r.success ? this.managers.get(r.data) : undefined;
-    if (!m)
-      throw new UisError({
-        code: 'unknown_role',
-        path: 'role',
-        message: `role ${JSON.stringify(role)} is not configured; roles: ${[...this.managers.keys()].join(', ')}`,
-      });
-    return m;
+    return managerOfRole(this.managers, role);
   }
 
   /** The running router of a router-mode model, or undefined. */

@@ -16,6 +16,8 @@ import {
   SimLauncher,
   silentLogger,
   startModelRouters,
+  stopEnginesOfRemovedRoles,
+  systemClock,
   wireDeferredScoring,
 } from '@uis/manager';
 import { PlacementPlanner } from '@uis/planner';
@@ -236,6 +238,12 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
     intents,
   };
   try {
+    const unverified = await stopEnginesOfRemovedRoles(built.db, [...managers.keys()], systemClock, logger);
+    if (unverified.length > 0)
+      logger.error(
+        { engines: unverified },
+        'recorded engines of removed roles still run and cannot be verified',
+      );
     const results = await Promise.allSettled([...managers.values()].map((m) => m.start()));
     const failed = results.find((r) => r.status === 'rejected');
     if (failed) throw (failed as PromiseRejectedResult).reason;
@@ -259,6 +267,9 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
         });
       else logger.warn({ group: g.name, reason: lease.reason }, 'activation lease is blocked; resolve it');
     }
+    // A role outside every activation group is onloaded by no phase: its engines adopted in doubt come back now.
+    for (const [role, m] of managers)
+      if (!groups.some((g) => g.phases.some((p) => p.residents.includes(role)))) await m.settleInDoubt();
     // The operator's word outlives a crash: what was held or drained is drained again before anything is served.
     await intents.reapply();
   } catch (e) {

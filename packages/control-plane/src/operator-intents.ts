@@ -9,6 +9,7 @@ import {
   type PhaseParticipant,
 } from '@uis/manager';
 import { type Role, UisError } from '@uis/spec';
+import { managerOfRole } from './role-manager.ts';
 
 /** Who gave the word: the command's caller and operation id. */
 export interface Speaker {
@@ -150,14 +151,7 @@ export class OperatorIntents {
   }
 
   private manager(role: string): InferenceManager {
-    const m = this.managers.get(role as Role);
-    if (!m)
-      throw new UisError({
-        code: 'unknown_role',
-        path: 'role',
-        message: `role ${JSON.stringify(role)} is not configured; roles: ${[...this.managers.keys()].join(', ')}`,
-      });
-    return m;
+    return managerOfRole(this.managers, role);
   }
 
   private check(role: string, model: string): void {

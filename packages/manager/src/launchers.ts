@@ -74,7 +74,7 @@ export class LocalLauncher implements Launcher {
       engineId: req.replica.engine_id,
       baseUrl: record.base_url,
       ...apiKeyOf(req),
-      adopted: new AdoptedReplica(record.processes),
+      adopted: new AdoptedReplica(record.processes, req.replica.engine_id),
       paused: record.paused,
       ...(this.opts.pollMs === undefined ? {} : { pollMs: this.opts.pollMs }),
     });

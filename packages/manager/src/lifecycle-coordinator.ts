@@ -373,14 +373,22 @@ export class LifecycleCoordinator {
 
   /** After a restart, once the participants started (and adopted what they could): a transition the previous
    * process left unfinished runs again to its target by itself when every engine of the group's roles has a known
-   * memory state; otherwise the lease stays blocked, its reason naming the engines to check. `none` when the group
-   * found no unfinished transition. */
+   * memory state; otherwise the lease stays blocked, its reason naming the engines to check (`blocked` also when
+   * the resumed transition fails: it blocks the lease with its reason). `none` when the group found no unfinished
+   * transition. */
   async recoverAfterRestart(opts: { group?: string } = {}): Promise<'none' | 'resumed' | 'blocked'> {
     const g = this.group(opts.group);
     const decided = decideLeaseRecovery(g, this.participants);
     if (decided.outcome !== 'resume') return decided.outcome;
-    await this.initialize({ group: g.name, phase: decided.target, actor: 'system' });
-    return 'resumed';
+    try {
+      await this.initialize({ group: g.name, phase: decided.target, actor: 'system' });
+      return 'resumed';
+    } catch (e) {
+      // The resumed transition failed and blocked the lease with its reason (as any transition does): the service
+      // still starts, its lease waiting for an operator, as after any failed transition.
+      if (g.lease.status === 'blocked') return 'blocked';
+      throw e;
+    }
   }
 
   /** Operator action: unblock a lease after checking the engines by hand, stating which phase is resident. */

@@ -10,7 +10,7 @@ import {
   recordProcesses,
   stopRecordedProcesses,
 } from './adopted-replica.ts';
-import { LocalProcessLauncher } from './launcher.ts';
+import { forceStopEngines, LocalProcessLauncher } from './launcher.ts';
 import { alive } from './testing.ts';
 import { waitFor } from './wait-for.ts';
 
@@ -83,7 +83,17 @@ describe('recorded engine processes', () => {
     const replica = new AdoptedReplica(recordProcesses([pid]));
     expect(replica.pids()).toEqual([pid]);
     await replica.stop(300);
-    expect(alive(pid)).toBe(false);
+    // Gone for the kernel; this test process (its parent) reaps it a moment later.
+    await waitFor(() => !alive(pid), 5_000, 'adopted engine stopped');
+  });
+
+  it('the shutdown deadline (forceStopEngines) kills adopted engines not stopped yet, and names them', async () => {
+    const pid = idle();
+    const replica = new AdoptedReplica(recordProcesses([pid]), 'policy/7');
+    expect(forceStopEngines()).toContain(`policy/7 (pid ${pid}, adopted)`);
+    await waitFor(() => !alive(pid), 5_000, 'adopted engine killed');
+    await replica.stop(100);
+    expect(forceStopEngines()).not.toContain(`policy/7 (pid ${pid}, adopted)`);
   });
 });
 

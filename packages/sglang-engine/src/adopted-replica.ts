@@ -82,6 +82,14 @@ export async function stopRecordedProcesses(
   return [...unverifiable, ...ours.filter((p) => identifyProcess(p) === 'same')];
 }
 
+/** Adopted engines not stopped yet: the shutdown deadline's last resort kills them too. */
+const liveAdopted = new Set<AdoptedReplica>();
+
+/** SIGKILLs every adopted engine not stopped yet (only processes still verified to be it) and names them. */
+export function forceStopAdopted(): string[] {
+  return [...liveAdopted].flatMap((r) => r.kill());
+}
+
 /**
  * The processes of an engine a previous control plane launched and this one adopted. They are not this process's
  * children: there is no exit event (the health checks notice a death) and no log. `stop()` signals only processes
@@ -90,7 +98,19 @@ export async function stopRecordedProcesses(
 export class AdoptedReplica implements LaunchedReplica {
   private stopping: Promise<void> | undefined;
 
-  constructor(private readonly procs: readonly RecordedProcess[]) {}
+  constructor(
+    private readonly procs: readonly RecordedProcess[],
+    readonly engineId = 'adopted engine',
+  ) {
+    liveAdopted.add(this);
+  }
+
+  /** SIGKILLs the processes still verified to be this engine's; names them (`forceStopEngines`). */
+  kill(): string[] {
+    const killed = this.procs.filter((p) => identifyProcess(p) === 'same');
+    for (const p of killed) signalVerified(p, 'SIGKILL');
+    return killed.map((p) => `${this.engineId} (pid ${p.pid}, adopted)`);
+  }
 
   pids(): number[] {
     return this.procs.map((p) => p.pid);
@@ -105,7 +125,9 @@ export class AdoptedReplica implements LaunchedReplica {
   }
 
   stop(graceMs = 10_000): Promise<void> {
-    this.stopping ??= stopRecordedProcesses(this.procs, graceMs).then(() => undefined);
+    this.stopping ??= stopRecordedProcesses(this.procs, graceMs).then(() => {
+      liveAdopted.delete(this);
+    });
     return this.stopping;
   }
 }

@@ -1,4 +1,5 @@
 import { UisError } from '@uis/spec';
+import { forceStopAdopted } from './adopted-replica.ts';
 import { FileLogRing } from './engine-log-file.ts';
 import { LogRing } from './log-ring.ts';
 import { spawnPiped, spawnToFile } from './node-process.ts';
@@ -73,10 +74,10 @@ const liveGroups = new Map<number, string>();
 const keptOnExit = new Set<number>();
 let exitHookInstalled = false;
 
-/** SIGKILLs every engine process group this process launched and has not stopped yet (the shutdown deadline's
- * last resort) and names them: `engine-id (pgid N)`. */
+/** SIGKILLs every engine process group this process launched and has not stopped yet, and every adopted engine
+ * not stopped yet (the shutdown deadline's last resort), and names them: `engine-id (pgid N)`. */
 export function forceStopEngines(): string[] {
-  const stopped: string[] = [];
+  const stopped: string[] = forceStopAdopted();
   for (const [pgid, engineId] of liveGroups) {
     if (isGone(pgid)) continue;
     signalGroup(pgid, 'SIGKILL');

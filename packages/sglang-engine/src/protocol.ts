@@ -232,6 +232,17 @@ export type Usage = z.infer<typeof UsageSchema>;
 /** OpenAI finish reasons plus SGLang's `abort`. */
 export const OpenAIFinishReasonSchema = z.enum(['stop', 'length', 'tool_calls', 'content_filter', 'abort']);
 
+/** The fields every OpenAI answer object (a completion or one streamed chunk of it) starts with. */
+const openAIObject = <const T extends string>(object: T) => ({
+  id: z.string(),
+  object: z.literal(object),
+  created: z.number().int(),
+  model: z.string(),
+});
+
+/** SGLang's extension: the stop string or token id that ended the choice. */
+const MatchedStop = z.union([z.string(), z.number().int()]).nullish();
+
 const ChatLogprobContent = z.looseObject({
   token: z.string(),
   logprob: z.number(),
@@ -241,10 +252,7 @@ const ChatLogprobContent = z.looseObject({
 const ChatLogprobs = z.looseObject({ content: z.array(ChatLogprobContent).nullish() });
 
 export const ChatCompletionResponseSchema = z.looseObject({
-  id: z.string(),
-  object: z.literal('chat.completion'),
-  created: z.number().int(),
-  model: z.string(),
+  ...openAIObject('chat.completion'),
   choices: z.array(
     z.looseObject({
       index: z.number().int(),
@@ -256,7 +264,7 @@ export const ChatCompletionResponseSchema = z.looseObject({
       }),
       logprobs: ChatLogprobs.nullish(),
       finish_reason: OpenAIFinishReasonSchema.nullable(),
-      matched_stop: z.union([z.string(), z.number().int()]).nullish(),
+      matched_stop: MatchedStop,
     }),
   ),
   usage: UsageSchema,
@@ -265,10 +273,7 @@ export const ChatCompletionResponseSchema = z.looseObject({
 export type ChatCompletionResponse = z.infer<typeof ChatCompletionResponseSchema>;
 
 export const ChatCompletionChunkSchema = z.looseObject({
-  id: z.string(),
-  object: z.literal('chat.completion.chunk'),
-  created: z.number().int(),
-  model: z.string(),
+  ...openAIObject('chat.completion.chunk'),
   choices: z.array(
     z.looseObject({
       index: z.number().int(),
@@ -280,7 +285,7 @@ export const ChatCompletionChunkSchema = z.looseObject({
       }),
       logprobs: ChatLogprobs.nullish(),
       finish_reason: OpenAIFinishReasonSchema.nullish(),
-      matched_stop: z.union([z.string(), z.number().int()]).nullish(),
+      matched_stop: MatchedStop,
     }),
   ),
   usage: UsageSchema.nullish(),
@@ -295,20 +300,16 @@ export const CompletionRequestSchema = z.looseObject({
 });
 export type CompletionRequest = z.infer<typeof CompletionRequestSchema>;
 
+const CompletionChoice = z.looseObject({
+  index: z.number().int(),
+  text: z.string(),
+  logprobs: z.unknown().nullish(),
+  finish_reason: OpenAIFinishReasonSchema.nullable(),
+});
+
 export const CompletionResponseSchema = z.looseObject({
-  id: z.string(),
-  object: z.literal('text_completion'),
-  created: z.number().int(),
-  model: z.string(),
-  choices: z.array(
-    z.looseObject({
-      index: z.number().int(),
-      text: z.string(),
-      logprobs: z.unknown().nullish(),
-      finish_reason: OpenAIFinishReasonSchema.nullable(),
-      matched_stop: z.union([z.string(), z.number().int()]).nullish(),
-    }),
-  ),
+  ...openAIObject('text_completion'),
+  choices: z.array(CompletionChoice.extend({ matched_stop: MatchedStop })),
   usage: UsageSchema.nullish(),
 });
 export type CompletionResponse = z.infer<typeof CompletionResponseSchema>;
@@ -316,18 +317,8 @@ export type CompletionResponse = z.infer<typeof CompletionResponseSchema>;
 /** One event of a streamed `/v1/completions`: the text since the last chunk; the last chunk carries the finish
  * reason, a usage-only chunk (no choices) follows with `stream_options.include_usage`. */
 export const CompletionChunkSchema = z.looseObject({
-  id: z.string(),
-  object: z.literal('text_completion'),
-  created: z.number().int(),
-  model: z.string(),
-  choices: z.array(
-    z.looseObject({
-      index: z.number().int(),
-      text: z.string(),
-      logprobs: z.unknown().nullish(),
-      finish_reason: OpenAIFinishReasonSchema.nullable(),
-    }),
-  ),
+  ...openAIObject('text_completion'),
+  choices: z.array(CompletionChoice),
   usage: UsageSchema.nullish(),
 });
 export type CompletionChunk = z.infer<typeof CompletionChunkSchema>;

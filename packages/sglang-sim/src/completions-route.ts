@@ -3,7 +3,15 @@ import { CompletionRequestSchema } from '@uis/sglang-engine';
 import { chatSampling, openAIFinish, usageOf } from './chat.ts';
 import type { SimEngine } from './engine.ts';
 import { type Defaults, specFromSampling } from './generate.ts';
-import { readOpenAIBody, sendJson, sendOpenAIError, sseData, sseDone, startSse } from './http-util.ts';
+import {
+  OPENAI_REFUSAL,
+  readBody,
+  sendJson,
+  sendOpenAIError,
+  sseData,
+  sseDone,
+  startSse,
+} from './http-util.ts';
 import type { SimSequence } from './request.ts';
 import { encode } from './tokenizer.ts';
 
@@ -25,7 +33,7 @@ export interface CompletionsContext {
 export function completionsHandler(ctx: CompletionsContext) {
   const { engine, defaults, interval } = ctx;
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const r = await readOpenAIBody(req, res, CompletionRequestSchema);
+    const r = await readBody(req, res, CompletionRequestSchema, OPENAI_REFUSAL);
     if (r === undefined) return;
     if (typeof r.prompt !== 'string' && typeof r.prompt[0] !== 'number') {
       return sendOpenAIError(res, 400, 'The simulator accepts one prompt (a string or a list of token ids).');

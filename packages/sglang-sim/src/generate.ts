@@ -28,7 +28,7 @@ export function specFromSampling(
   inputIds: number[],
   params: SamplingParams | undefined,
   extra: Partial<SequenceSpec>,
-  defaults: Defaults,
+  defaults: Pick<Defaults, 'seed'>,
 ): SequenceSpec {
   const stop = params?.stop;
   return {

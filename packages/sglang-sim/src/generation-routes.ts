@@ -1,7 +1,15 @@
 import { ChatCompletionRequestSchema, GenerateReqInputSchema } from '@uis/sglang-engine';
 import { chatChunk, chatResponse, chatSampling, renderChatTemplate, usageOf } from './chat.ts';
 import { generateResponse, specFromSampling, specsFromGenerate } from './generate.ts';
-import { readOpenAIBody, sendJson, sendOpenAIError, sseData, sseDone, startSse } from './http-util.ts';
+import {
+  OPENAI_REFUSAL,
+  readBody,
+  sendJson,
+  sendOpenAIError,
+  sseData,
+  sseDone,
+  startSse,
+} from './http-util.ts';
 import type { SimSequence } from './request.ts';
 import type { RouteContext } from './route-context.ts';
 import type { Handler } from './routes.ts';
@@ -62,7 +70,7 @@ export function generateHandler(ctx: RouteContext): Handler {
 export function chatHandler(ctx: RouteContext): Handler {
   const { engine, defaults, interval, created, gate, failure } = ctx;
   const chat: Handler = async (req, res) => {
-    const r = await readOpenAIBody(req, res, ChatCompletionRequestSchema);
+    const r = await readBody(req, res, ChatCompletionRequestSchema, OPENAI_REFUSAL);
     if (r === undefined) return;
     if ((r.n ?? 1) !== 1) return sendOpenAIError(res, 400, 'The simulator supports n = 1 only.');
     if (!gate(res, true)) return;

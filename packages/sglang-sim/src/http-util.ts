@@ -72,25 +72,49 @@ export function sendOpenAIError(res: ServerResponse, status: number, message: st
   sendJson(res, status, { object: 'error', message, type, param: null, code: status });
 }
 
-/** Reads and validates the body of a /v1 endpoint; on bad JSON or a schema failure it answers OpenAI's 400 and
- * returns undefined. */
-export async function readOpenAIBody<T extends z.ZodType>(
+/** How a route family refuses a body it cannot take: bad JSON, or JSON its schema does not accept. */
+export interface BodyRefusal {
+  badJson(res: ServerResponse, message: string): void;
+  invalid(res: ServerResponse, error: z.ZodError): void;
+}
+
+/** SGLang's native routes answer as FastAPI does: 422 `{detail: [...]}` for both. */
+export const FASTAPI_REFUSAL: BodyRefusal = {
+  badJson: (res, message) =>
+    sendJson(res, 422, {
+      detail: [{ type: 'json_invalid', loc: ['body'], msg: `JSON decode error: ${message}` }],
+    }),
+  invalid: sendValidation,
+};
+
+/** The /v1 routes answer OpenAI's 400 naming the first issue's path. */
+export const OPENAI_REFUSAL: BodyRefusal = {
+  badJson: (res, message) => sendOpenAIError(res, 400, `Invalid JSON: ${message}`),
+  invalid: (res, error) => {
+    const i = error.issues[0];
+    sendOpenAIError(res, 400, `${i?.path.join('.') || 'body'}: ${i?.message ?? 'invalid request'}`);
+  },
+};
+
+/** Reads and validates a body; on bad JSON or a schema failure it answers as `refusal` says and returns
+ * undefined. */
+export async function readBody<T extends z.ZodType>(
   req: IncomingMessage,
   res: ServerResponse,
   schema: T,
+  refusal: BodyRefusal,
 ): Promise<z.infer<T> | undefined> {
   let raw: unknown;
   try {
     raw = await readJson(req);
   } catch (e) {
     if (!(e instanceof BadJson)) throw e;
-    sendOpenAIError(res, 400, `Invalid JSON: ${e.message}`);
+    refusal.badJson(res, e.message);
     return undefined;
   }
   const parsed = schema.safeParse(raw);
   if (!parsed.success) {
-    const i = parsed.error.issues[0];
-    sendOpenAIError(res, 400, `${i?.path.join('.') || 'body'}: ${i?.message ?? 'invalid request'}`);
+    refusal.invalid(res, parsed.error);
     return undefined;
   }
   return parsed.data;

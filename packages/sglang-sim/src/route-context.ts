@@ -4,14 +4,7 @@ import type { CompletionsContext } from './completions-route.ts';
 import { type SimEngine, SimFailure } from './engine.ts';
 import type { Defaults } from './generate.ts';
 import { hashString } from './hash.ts';
-import {
-  BadJson,
-  readJson,
-  sendJson,
-  sendOpenAIError,
-  sendSGLangError,
-  sendValidation,
-} from './http-util.ts';
+import { FASTAPI_REFUSAL, readBody, sendOpenAIError, sendSGLangError } from './http-util.ts';
 import type { SimOptions } from './options.ts';
 
 /** What every route of the head node shares: the engine, its options, request ids, and the common steps (read a
@@ -41,28 +34,8 @@ export function routeContext(engine: SimEngine, options: SimOptions): RouteConte
   /** SGLang's --stream-interval: one chunk every N tokens (and always the last one). */
   const interval = options.streamInterval;
 
-  async function body<T extends z.ZodType>(
-    req: IncomingMessage,
-    res: ServerResponse,
-    schema: T,
-  ): Promise<z.infer<T> | undefined> {
-    let raw: unknown;
-    try {
-      raw = await readJson(req);
-    } catch (e) {
-      if (!(e instanceof BadJson)) throw e;
-      sendJson(res, 422, {
-        detail: [{ type: 'json_invalid', loc: ['body'], msg: `JSON decode error: ${e.message}` }],
-      });
-      return undefined;
-    }
-    const parsed = schema.safeParse(raw);
-    if (!parsed.success) {
-      sendValidation(res, parsed.error);
-      return undefined;
-    }
-    return parsed.data;
-  }
+  const body = <T extends z.ZodType>(req: IncomingMessage, res: ServerResponse, schema: T) =>
+    readBody(req, res, schema, FASTAPI_REFUSAL);
 
   /** The common gate of generation endpoints; returns false when it already answered. */
   function gate(res: ServerResponse, openai: boolean): boolean {

@@ -1,26 +1,19 @@
 import { performance } from 'node:perf_hooks';
 import { describe, expect, it } from 'vitest';
+import { specFromSampling } from './generate.ts';
 import { initialContext } from './model.ts';
 import { type SequenceSpec, SimSequence } from './request.ts';
 import { Scheduler, type SchedulerConfig } from './scheduler.ts';
 
-const spec = (rid: string, promptLen: number, maxNew: number): SequenceSpec => ({
-  rid,
-  inputIds: Array.from({ length: promptLen }, (_, i) => 3 + (i % 50)),
-  maxNewTokens: maxNew,
-  minNewTokens: 0,
-  stop: [],
-  stopTokenIds: [],
-  ignoreEos: true,
-  noStopTrim: false,
-  seedKey: 1,
-  returnLogprob: false,
-  logprobStartLen: -1,
-  topLogprobsNum: 0,
-  tokenIdsLogprob: [],
-  returnTextInLogprobs: false,
-  dpRank: 0,
-});
+/** A sequence as the server builds it from `{max_new_tokens, ignore_eos: true}`: lengths are fixed, seed key 1. */
+const spec = (rid: string, promptLen: number, maxNew: number): SequenceSpec =>
+  specFromSampling(
+    rid,
+    Array.from({ length: promptLen }, (_, i) => 3 + (i % 50)),
+    { max_new_tokens: maxNew, ignore_eos: true },
+    { seedKey: 1 },
+    { seed: 0 },
+  );
 
 /** Runs sequences to completion, checking the invariants after every produced token. */
 async function run(config: Partial<SchedulerConfig>, specs: SequenceSpec[]) {

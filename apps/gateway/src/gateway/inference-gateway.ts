@@ -24,7 +24,9 @@ import {
   type FastHandler,
   type FastRoutes,
   type ForwardRoute,
+  GENERATE_EDIT,
   InFlightCounter,
+  openAIEdit,
   type ParsedBody,
   ProxyErrorCode,
   type ProxyTarget,
@@ -234,7 +236,7 @@ export class InferenceGateway {
                 sendError(res, asUisError(e), requestId),
               ),
           }
-        : this.resolve(body, req, requestId, res, '/generate', { remove: ['model', 'route_key'] }),
+        : this.resolve(body, req, requestId, res, '/generate', GENERATE_EDIT),
     );
     const chat = createServingHandler(openai, (body, req, requestId, res) =>
       this.resolve(body, req, requestId, res, '/v1/chat/completions', undefined),
@@ -350,8 +352,7 @@ export class InferenceGateway {
               return target;
             },
       traceparent: traced?.traceparent,
-      // Chat: `model` becomes the engine's served name; `route_key` is the gateway's, never the engine's.
-      edit: edit ?? { set: { model: model.servedName }, remove: ['route_key'] },
+      edit: edit ?? openAIEdit(model.servedName),
       ...this.engineAuth(model.name),
     };
   }

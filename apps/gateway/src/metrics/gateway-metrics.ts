@@ -66,28 +66,29 @@ export class GatewayMetrics {
   constructor(sources: MetricsSources, options: MetricsOptions = {}) {
     const registers = [this.registry];
     if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
-    const served = (name: string, help: string) =>
-      new Counter({ name, help, labelNames: ['role', 'model'] as const, registers });
-    this.requests = new Counter({
-      name: 'uis_requests_total',
-      help: 'Serving requests by role, model and HTTP status (0: the client left before an answer; cut: the engine broke the stream after its status went out).',
-      labelNames: ['role', 'model', 'status'],
-      registers,
-    });
-    this.latency = new Histogram({
-      name: 'uis_request_duration_seconds',
-      help: 'Serving request duration, arrival to last byte.',
-      labelNames: ['role', 'model'],
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
-    this.timeToFirstToken = new Histogram({
-      name: 'uis_time_to_first_token_seconds',
-      help: 'Streamed answers only: arrival to the first token sent to the client.',
-      labelNames: ['role', 'model'],
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
+    // Serving series are labelled by role and model first (plus one more label where said).
+    const served = <L extends string = never>(name: string, help: string, ...extra: L[]) =>
+      new Counter<'role' | 'model' | L>({ name, help, labelNames: ['role', 'model', ...extra], registers });
+    const latency = (name: string, help: string) =>
+      new Histogram({
+        name,
+        help,
+        labelNames: ['role', 'model'] as const,
+        buckets: LATENCY_BUCKETS,
+        registers,
+      });
+    const phase = <L extends string>(name: string, help: string, labelNames: L[]) =>
+      new Histogram<L>({ name, help, labelNames, buckets: PHASE_BUCKETS, registers });
+    this.requests = served(
+      'uis_requests_total',
+      'Serving requests by role, model and HTTP status (0: the client left before an answer; cut: the engine broke the stream after its status went out).',
+      'status',
+    );
+    this.latency = latency('uis_request_duration_seconds', 'Serving request duration, arrival to last byte.');
+    this.timeToFirstToken = latency(
+      'uis_time_to_first_token_seconds',
+      'Streamed answers only: arrival to the first token sent to the client.',
+    );
     this.promptTokens = served(
       'uis_prompt_tokens_total',
       'Prompt tokens the engines reported for served answers.',
@@ -96,36 +97,30 @@ export class GatewayMetrics {
       'uis_generation_tokens_total',
       'Generated (completion) tokens the engines reported for served answers, streamed ones included.',
     );
-    this.upstreamRetries = new Counter({
-      name: 'uis_upstream_retries_total',
-      help: 'Requests sent to another replica after an attempt failed, by the failed attempt\u2019s error code.',
-      labelNames: ['role', 'model', 'reason'],
-      registers,
-    });
-    this.upstreamErrors = new Counter({
-      name: 'uis_upstream_errors_total',
-      help: 'Requests that failed at or with their engine, by error code (engine_response_incomplete: a cut stream; engine_status_5xx: the engine answered a server error).',
-      labelNames: ['role', 'model', 'kind'],
-      registers,
-    });
+    this.upstreamRetries = served(
+      'uis_upstream_retries_total',
+      'Requests sent to another replica after an attempt failed, by the failed attempt\u2019s error code.',
+      'reason',
+    );
+    this.upstreamErrors = served(
+      'uis_upstream_errors_total',
+      'Requests that failed at or with their engine, by error code (engine_response_incomplete: a cut stream; engine_status_5xx: the engine answered a server error).',
+      'kind',
+    );
     this.clientAborts = served(
       'uis_client_aborts_total',
       'Requests whose client disconnected before the end; each was aborted at its engine.',
     );
-    this.phaseTransitions = new Histogram({
-      name: 'uis_phase_transition_duration_seconds',
-      help: 'Phase transitions of activation groups, start to the target phase entered (all parts).',
-      labelNames: ['group', 'to', 'outcome'],
-      buckets: PHASE_BUCKETS,
-      registers,
-    });
-    this.transitionParts = new Histogram({
-      name: 'uis_phase_transition_part_duration_seconds',
-      help: 'Parts of phase transitions: release (drain + offload), onload (without weight sync), weight_sync, batch_run (deferred scoring), barrier_wait (a trainer waited while another phase held the GPUs).',
-      labelNames: ['group', 'part'],
-      buckets: PHASE_BUCKETS,
-      registers,
-    });
+    this.phaseTransitions = phase(
+      'uis_phase_transition_duration_seconds',
+      'Phase transitions of activation groups, start to the target phase entered (all parts).',
+      ['group', 'to', 'outcome'],
+    );
+    this.transitionParts = phase(
+      'uis_phase_transition_part_duration_seconds',
+      'Parts of phase transitions: release (drain + offload), onload (without weight sync), weight_sync, batch_run (deferred scoring), barrier_wait (a trainer waited while another phase held the GPUs).',
+      ['group', 'part'],
+    );
     this.collected(sources, registers);
   }
 

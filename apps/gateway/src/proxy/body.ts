@@ -28,6 +28,14 @@ export interface BodyEdit {
   remove?: readonly string[];
 }
 
+/** `/generate`: `model` and `route_key` are the gateway's fields; SGLang's native API knows neither. */
+export const GENERATE_EDIT: BodyEdit = { remove: ['model', 'route_key'] };
+
+/** Chat and completions: `model` becomes the engine's served name; `route_key` is the gateway's, never the engine's. */
+export function openAIEdit(servedName: string): BodyEdit {
+  return { set: { model: servedName }, remove: ['route_key'] };
+}
+
 /** The 413 of every route that reads a body (serving on the fast path; admin and tRPC through Hono). */
 export function bodyTooLarge(limit: number): UisError {
   return new UisError({

@@ -6,6 +6,7 @@ import { UisError } from '@uis/spec';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deadPort, listen, type TestServer } from '../testing/proxy.ts';
+import { GENERATE_EDIT, openAIEdit } from './body.ts';
 import { createCombinedListener, FastRoutes } from './fast-routes.ts';
 import { type CompletionEvent, createServingHandler, type ProxyTarget } from './forward.ts';
 import { InFlightCounter } from './in-flight.ts';
@@ -57,12 +58,12 @@ beforeAll(async () => {
   const generate = createServingHandler(options, () => ({
     path: '/generate',
     pick,
-    edit: { remove: ['model', 'route_key'] },
+    edit: GENERATE_EDIT,
   }));
   const chat = createServingHandler(options, () => ({
     path: '/v1/chat/completions',
     pick,
-    edit: { set: { model: SERVED }, remove: ['route_key'] },
+    edit: openAIEdit(SERVED),
   }));
   const routes = new FastRoutes()
     .add('POST', '/r/generate', generate)

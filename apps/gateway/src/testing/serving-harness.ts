@@ -4,6 +4,7 @@ import { getRequestListener } from '@hono/node-server';
 import { type ErrorBody, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import { Agent, request } from 'undici';
+import { GENERATE_EDIT, openAIEdit } from '../proxy/body.ts';
 import { createCombinedListener, FastRoutes } from '../proxy/fast-routes.ts';
 import {
   type CompletionEvent,
@@ -99,12 +100,12 @@ export async function gateway(
   const generate = createServingHandler(options, () => ({
     path: '/generate',
     pick,
-    edit: opts.edit ?? { remove: ['model', 'route_key'] },
+    edit: opts.edit ?? GENERATE_EDIT,
   }));
   const chat = createServingHandler(options, () => ({
     path: '/v1/chat/completions',
     pick,
-    edit: { set: { model: 'served-name' }, remove: ['route_key'] },
+    edit: openAIEdit('served-name'),
   }));
   const app = new Hono();
   app.get('/r/health', (c) => c.json({ alive: true }));

@@ -12,6 +12,7 @@ const GROUP = { name: 'actor', pool: 'actor', phases: deferPhases(['genrm']) };
 class Role implements PhaseParticipant {
   doubts: string[] = [];
   holdActivate = false;
+  failActivate = false;
   constructor(
     readonly role: string,
     private readonly trace: string[],
@@ -26,6 +27,7 @@ class Role implements PhaseParticipant {
   async activate(): Promise<void> {
     this.trace.push(`${this.role}.activate`);
     if (this.holdActivate) await new Promise(() => {});
+    if (this.failActivate) throw new Error('resume_memory_occupation failed');
   }
   memoryInDoubt(): string[] {
     return this.doubts;
@@ -85,6 +87,16 @@ describe('lease recovery after a restart mid-transition', () => {
     roles[1].doubts = [];
     await restarted.transition();
     expect(restarted.lease()).toMatchObject({ status: 'held', phase: 'train' });
+  });
+
+  it('a resumed transition that fails blocks the lease with its reason instead of failing the start', async () => {
+    const { restarted, roles } = await crashDuringOnload();
+    roles[1].failActivate = true;
+    expect(await restarted.recoverAfterRestart()).toBe('blocked');
+    expect(restarted.lease()).toMatchObject({ status: 'blocked', target: 'genrm_score' });
+    expect(restarted.lease().reason).toMatch(
+      /transition to genrm_score failed: .*resume_memory_occupation failed/,
+    );
   });
 
   it('a lease that was not mid-transition has nothing to recover', async () => {

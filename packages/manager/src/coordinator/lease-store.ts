@@ -1,17 +1,11 @@
-import { type LeaseStatus, LeaseStatusSchema } from '@uis/spec';
+import { LeaseStatusSchema } from '@uis/spec';
 import type { Db } from '../store.ts';
+import type { Lease } from './types.ts';
 
 /** The durable part of a lease: what a restarted coordinator reads back. */
-export interface StoredLease {
-  group: string;
-  phase: string | null;
-  holder: string[];
-  status: LeaseStatus;
-  reason: string | null;
-  /** The phase a transition was bringing the group to (null when none ran). */
-  target: string | null;
+export type StoredLease = Pick<Lease, 'group' | 'phase' | 'holder' | 'status' | 'reason' | 'target'> & {
   updated_at: number;
-}
+};
 
 interface LeaseRow {
   grp: string;

@@ -29,6 +29,7 @@ export interface Lease {
   holder: string[];
   status: LeaseStatus;
   reason: string | null;
+  /** The phase a transition was bringing the group to (null when none ran). */
   target: string | null;
   /** Proof recorded at the last transition: the roles that left and that each reported memory released. */
   lastRelease: {
