@@ -7,6 +7,8 @@ const port = Number(process.argv[2] ?? process.env.UIS_PORT ?? 8080);
 const gateway = await startMockGateway({
   port,
   adminToken: process.env.UIS_ADMIN_TOKEN ?? 'mock-token',
+  // UIS_SERVING_TOKEN: reads need it (or the admin token), to try the console's read-only sign-in.
+  ...(process.env.UIS_SERVING_TOKEN ? { servingToken: process.env.UIS_SERVING_TOKEN } : {}),
   distDir: join(import.meta.dirname, 'dist'),
   tickMs: Number(process.env.MOCK_TICK_MS ?? 4000),
   // MOCK_MOVED=1 runs policy/1 on node-1 GPUs 4-7 instead of where the plan put it.

@@ -1,5 +1,6 @@
 import { lazy, type ReactNode, Suspense, useState, useSyncExternalStore } from 'react';
-import { AdminActionsProvider, TokenControl } from './components/admin-actions.tsx';
+import { AdminActionsProvider } from './components/admin-actions.tsx';
+import { TokenControl } from './components/token-control.tsx';
 import { formatClock } from './lib/format.ts';
 import { BatchesPage } from './pages/batches-page.tsx';
 import { ClusterPage } from './pages/cluster-page.tsx';
@@ -57,9 +58,18 @@ const CONNECTION_TEXT: Record<ConsoleStateResult['connection'], string> = {
   live: 'live',
   reconnecting: 'reconnecting',
   failed: 'disconnected',
+  locked: 'needs a token',
 };
 
 function ConnectionBanner({ live }: { live: ConsoleStateResult }) {
+  if (live.needsToken) {
+    return (
+      <div className="alert alert-warn" role="alert" data-testid="connection-banner" data-kind="needs-token">
+        <strong>This gateway needs a token to show its state.</strong> Sign in (top right) with the serving
+        token to watch, or with the admin token to act as well.
+      </div>
+    );
+  }
   if (live.invalid) {
     return (
       <div className="alert alert-error" role="alert" data-testid="connection-banner" data-kind="invalid">
@@ -102,7 +112,7 @@ function NeedsState({
   children: (s: NonNullable<ConsoleStateResult['state']>) => ReactNode;
 }) {
   if (live.state) return <>{children(live.state)}</>;
-  if (live.invalid) return null;
+  if (live.invalid || live.needsToken) return null;
   return (
     <div className="placeholder" data-testid="loading">
       <div className="spinner" aria-hidden="true" />

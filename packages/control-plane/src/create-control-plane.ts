@@ -16,6 +16,8 @@ import {
   SimLauncher,
   silentLogger,
   startModelRouters,
+  stopEnginesOfRemovedRoles,
+  systemClock,
   wireDeferredScoring,
 } from '@uis/manager';
 import { PlacementPlanner } from '@uis/planner';
@@ -236,6 +238,12 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
     intents,
   };
   try {
+    const unverified = await stopEnginesOfRemovedRoles(built.db, [...managers.keys()], systemClock, logger);
+    if (unverified.length > 0)
+      logger.error(
+        { engines: unverified },
+        'recorded engines of removed roles still run and cannot be verified',
+      );
     const results = await Promise.allSettled([...managers.values()].map((m) => m.start()));
     const failed = results.find((r) => r.status === 'rejected');
     if (failed) throw (failed as PromiseRejectedResult).reason;

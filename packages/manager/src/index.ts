@@ -13,6 +13,8 @@ export * from './operator-intents.ts';
 export * from './placement-groups.ts';
 export * from './ray/index.ts';
 export * from './registry.ts';
+export { stopEnginesOfRemovedRoles } from './replicas/adoption.ts';
+export type { EngineRecord, RecordedMemory } from './replicas/engine-records.ts';
 export * from './router/index.ts';
 export * from './runtime.ts';
 export * from './score-parsers.ts';

@@ -38,6 +38,8 @@ export interface ConsoleApiImpl {
   /** Yields the current state first, then a full state whenever something changed; ends when `signal` aborts. */
   changes(signal: AbortSignal): AsyncIterable<ConsoleState>;
   adminToken: string;
+  /** When set, reads (the state query and the subscriptions) need this token or the admin token. */
+  servingToken?: string;
   drainModel(input: RoleModelInput): Promise<Result<'drainModel'>>;
   activateModel(input: RoleModelInput): Promise<Result<'activateModel'>>;
   advancePhase(input: AdvancePhaseInput): Promise<Result<'advancePhase'>>;
@@ -52,10 +54,22 @@ export interface ConsoleApiImpl {
 
 export function buildConsoleApiRouter(impl: ConsoleApiImpl) {
   const t = initTRPC.context<ConsoleApiContext>().create();
+  const servingSet = impl.servingToken !== undefined;
+  const callerOf = (authorization: string | null): 'admin' | 'serving' | null => {
+    if (authorization === `Bearer ${impl.adminToken}`) return 'admin';
+    if (servingSet && authorization === `Bearer ${impl.servingToken}`) return 'serving';
+    return null;
+  };
   const admin = t.procedure.use(({ ctx, next }) => {
-    if (ctx.authorization !== `Bearer ${impl.adminToken}`) {
-      throw new TRPCError({ code: 'UNAUTHORIZED', message: 'admin token refused' });
-    }
+    const caller = callerOf(ctx.authorization);
+    if (caller === 'serving')
+      throw new TRPCError({ code: 'FORBIDDEN', message: 'this command needs the admin token' });
+    if (caller !== 'admin') throw new TRPCError({ code: 'UNAUTHORIZED', message: 'admin token refused' });
+    return next();
+  });
+  const read = t.procedure.use(({ ctx, next }) => {
+    if (servingSet && callerOf(ctx.authorization) === null)
+      throw new TRPCError({ code: 'UNAUTHORIZED', message: 'this read needs the serving or admin token' });
     return next();
   });
   const act = async <R>(
@@ -68,21 +82,20 @@ export function buildConsoleApiRouter(impl: ConsoleApiImpl) {
     }
   };
   return t.router({
-    state: t.procedure.query(() => impl.state()),
-    changes: t.procedure.subscription(async function* (opts) {
+    state: read.query(() => impl.state()),
+    changes: read.subscription(async function* (opts) {
       for await (const state of impl.changes(opts.signal ?? new AbortController().signal)) yield state;
     }),
-    timeSeries: t.procedure.subscription(async function* (opts) {
+    timeSeries: read.subscription(async function* (opts) {
       if (impl.timeSeries) yield* impl.timeSeries(opts.signal ?? new AbortController().signal);
     }),
-    gpuTime: t.procedure.subscription(async function* (opts) {
+    gpuTime: read.subscription(async function* (opts) {
       if (impl.gpuTime) yield* impl.gpuTime(opts.signal ?? new AbortController().signal);
     }),
     checkToken: t.procedure.input(z.object({ token: z.string() })).mutation(({ input }) => {
-      if (input.token !== impl.adminToken) {
-        throw new TRPCError({ code: 'UNAUTHORIZED', message: 'admin token refused' });
-      }
-      return { ok: true as const };
+      const permission = callerOf(`Bearer ${input.token}`);
+      if (permission === null) throw new TRPCError({ code: 'UNAUTHORIZED', message: 'token refused' });
+      return { ok: true as const, permission };
     }),
     drainModel: admin.input(RoleModelInputSchema).mutation(({ input }) => act(() => impl.drainModel(input))),
     activateModel: admin

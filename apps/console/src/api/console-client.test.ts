@@ -55,8 +55,11 @@ describe('console client', () => {
   it('refuses a wrong token with an operator message', async () => {
     const r = await refusal(client.checkToken.mutate({ token: 'wrong' }));
     expect(r.unauthorized).toBe(true);
-    expect(r.message).toBe('Refused: admin token refused');
-    await expect(client.checkToken.mutate({ token: 'right-token' })).resolves.toEqual({ ok: true });
+    expect(r.message).toBe('Refused: token refused');
+    await expect(client.checkToken.mutate({ token: 'right-token' })).resolves.toEqual({
+      ok: true,
+      permission: 'admin',
+    });
   });
 
   it('sends the admin token as a bearer header on actions, and nothing changes without it', async () => {

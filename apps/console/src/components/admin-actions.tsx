@@ -1,7 +1,7 @@
 import { useMutation } from '@tanstack/react-query';
 import { createContext, type ReactNode, useCallback, useContext, useState } from 'react';
-import { setAdminToken, useAdminToken } from '../api/admin-token.ts';
-import { describeError, useTRPC } from '../api/trpc.ts';
+import { setAdminToken, useAdminToken, useTokenPermission } from '../api/admin-token.ts';
+import { describeError } from '../api/trpc.ts';
 
 /** Operator actions: every one asks for confirmation (and for the admin token when none is kept for this
  * session), then shows what the gateway answered. A refused token is forgotten so the next attempt asks again. */
@@ -28,10 +28,31 @@ export function useAdminAction(): (action: AdminAction) => void {
   return useContext(ActionContext);
 }
 
+/** Shown on every action button while the console is signed in with the serving token. */
+export const READ_ONLY_HINT = 'needs the admin token';
+
+/** Signed in with the serving token: the console shows everything and acts on nothing (the gateway would answer
+ * 403). Without a token the actions stay offered: their dialog asks for the admin token. */
+export function useReadOnly(): boolean {
+  return useTokenPermission() === 'serving';
+}
+
+/** The props an action button adds while read-only: disabled, with the hint as its title. */
+export function readOnlyProps(readOnly: boolean): {
+  disabled?: true;
+  title?: string;
+  'data-readonly'?: 'true';
+} {
+  return readOnly ? { disabled: true, title: READ_ONLY_HINT, 'data-readonly': 'true' } : {};
+}
+
 let nextOutcome = 1;
+// Read-only: an action asked for anyway (a button enabled by mistake) opens no dialog and sends nothing.
+const ignore = () => {};
 
 export function AdminActionsProvider({ children }: { children: ReactNode }) {
   const token = useAdminToken();
+  const readOnly = useReadOnly();
   const [pending, setPending] = useState<AdminAction | null>(null);
   const [draftToken, setDraftToken] = useState('');
   const [outcomes, setOutcomes] = useState<Outcome[]>([]);
@@ -63,7 +84,7 @@ export function AdminActionsProvider({ children }: { children: ReactNode }) {
   };
 
   return (
-    <ActionContext.Provider value={setPending}>
+    <ActionContext.Provider value={readOnly ? ignore : setPending}>
       {children}
       {pending && (
         <div className="modal-backdrop">
@@ -127,64 +148,5 @@ export function AdminActionsProvider({ children }: { children: ReactNode }) {
         ))}
       </div>
     </ActionContext.Provider>
-  );
-}
-
-/** Sign in with the admin token once per session; a wrong token is refused with a visible message. */
-export function TokenControl() {
-  const trpc = useTRPC();
-  const token = useAdminToken();
-  const [draft, setDraft] = useState('');
-  const [refusal, setRefusal] = useState<string | null>(null);
-  const check = useMutation(trpc.checkToken.mutationOptions());
-
-  if (token) {
-    return (
-      <div className="token" data-testid="token-status">
-        <span className="mark-yes">admin token set</span>
-        <button type="button" onClick={() => setAdminToken(null)} data-testid="token-forget">
-          Forget
-        </button>
-      </div>
-    );
-  }
-  const submit = async () => {
-    const value = draft.trim();
-    if (value === '') return;
-    setRefusal(null);
-    try {
-      await check.mutateAsync({ token: value });
-      setAdminToken(value);
-      setDraft('');
-    } catch (e) {
-      setRefusal(describeError(e).message);
-    }
-  };
-  return (
-    <form
-      className="token"
-      onSubmit={(e) => {
-        e.preventDefault();
-        void submit();
-      }}
-    >
-      <input
-        type="password"
-        placeholder="admin token"
-        aria-label="admin token"
-        autoComplete="off"
-        value={draft}
-        onChange={(e) => setDraft(e.target.value)}
-        data-testid="token-input"
-      />
-      <button type="submit" disabled={check.isPending} data-testid="token-submit">
-        Sign in
-      </button>
-      {refusal && (
-        <span className="error-text" role="alert" data-testid="token-error">
-          {refusal}
-        </span>
-      )}
-    </form>
   );
 }

@@ -1,7 +1,7 @@
 import type { ActivationGroupView, ConsoleState } from '@uis/spec';
 import { useState } from 'react';
 import { useTRPCClient } from '../api/trpc.ts';
-import { useAdminAction } from '../components/admin-actions.tsx';
+import { readOnlyProps, useAdminAction, useReadOnly } from '../components/admin-actions.tsx';
 import { ActivationGroupPanel } from '../components/phase-timeline.tsx';
 import { advancedMessage, resolvedMessage } from '../lib/action-messages.ts';
 
@@ -15,6 +15,7 @@ function nextPhase(group: ActivationGroupView): string | null {
 function AdvanceControl({ group }: { group: ActivationGroupView }) {
   const client = useTRPCClient();
   const request = useAdminAction();
+  const readOnly = useReadOnly();
   const [target, setTarget] = useState('');
   const next = nextPhase(group);
   const to = target || next;
@@ -37,6 +38,7 @@ function AdvanceControl({ group }: { group: ActivationGroupView }) {
         type="button"
         disabled={to === null}
         data-testid="advance-phase"
+        {...readOnlyProps(readOnly)}
         onClick={() =>
           request({
             title: `Advance ${group.name} to ${to}`,
@@ -62,6 +64,7 @@ function AdvanceControl({ group }: { group: ActivationGroupView }) {
 function ResolveControl({ group, blocked }: { group: ActivationGroupView; blocked: string }) {
   const client = useTRPCClient();
   const request = useAdminAction();
+  const readOnly = useReadOnly();
   const [choice, setChoice] = useState<string | null>(null);
   const [note, setNote] = useState('');
   const phase = choice ?? group.current_phase ?? group.phases[0]?.name ?? null;
@@ -92,6 +95,7 @@ function ResolveControl({ group, blocked }: { group: ActivationGroupView; blocke
         type="button"
         disabled={phase === null}
         data-testid="resolve-lease"
+        {...readOnlyProps(readOnly)}
         onClick={() => {
           if (phase === null) return;
           const text = note.trim();

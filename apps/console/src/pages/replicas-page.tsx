@@ -1,7 +1,7 @@
 import { type CircuitState, type ConsoleState, REPLICA_STATES, type ReplicaView, type Role } from '@uis/spec';
 import { useMemo, useState } from 'react';
 import { useTRPCClient } from '../api/trpc.ts';
-import { useAdminAction } from '../components/admin-actions.tsx';
+import { readOnlyProps, useAdminAction, useReadOnly } from '../components/admin-actions.tsx';
 import { HealthSparkline } from '../components/sparkline.tsx';
 import { BoolMark, StateBadge } from '../components/state-badge.tsx';
 import { activatedMessage, drainedMessage, restartedMessage } from '../lib/action-messages.ts';
@@ -59,11 +59,13 @@ export function filterReplicas(replicas: ReplicaView[], text: string, state: str
 function ModelActions({ role, model }: { role: Role; model: string }) {
   const client = useTRPCClient();
   const request = useAdminAction();
+  const readOnly = useReadOnly();
   return (
     <span className="inline-actions">
       <button
         type="button"
         data-testid="drain-model"
+        {...readOnlyProps(readOnly)}
         data-model={model}
         onClick={() =>
           request({
@@ -79,6 +81,7 @@ function ModelActions({ role, model }: { role: Role; model: string }) {
       <button
         type="button"
         data-testid="activate-model"
+        {...readOnlyProps(readOnly)}
         data-model={model}
         onClick={() =>
           request({
@@ -101,11 +104,13 @@ function ModelActions({ role, model }: { role: Role; model: string }) {
 function RestartButton({ role, engineId }: { role: Role; engineId: string }) {
   const client = useTRPCClient();
   const request = useAdminAction();
+  const readOnly = useReadOnly();
   return (
     <button
       type="button"
       className="small"
       data-testid="restart-replica"
+      {...readOnlyProps(readOnly)}
       onClick={() =>
         request({
           title: `Restart ${engineId}`,

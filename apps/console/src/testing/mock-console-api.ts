@@ -7,6 +7,7 @@ import { DEMO_GROUPS, DEMO_PHASES, type DemoOptions, demoState } from './demo-st
  * screenshots and client tests while (or where) the real gateway is not running. The clock is a parameter. */
 export class MockConsoleApi implements ConsoleApiImpl {
   readonly adminToken: string;
+  readonly servingToken?: string;
   private phase = 0;
   private readonly drained = new Set<string>();
   private readonly restarted: Record<string, number> = {};
@@ -18,8 +19,14 @@ export class MockConsoleApi implements ConsoleApiImpl {
   /** Why the lease is blocked (as after a failed transition), or null. */
   private blocked: string | null = null;
 
-  constructor(options: { adminToken: string; now?: () => number; moved?: DemoOptions['moved'] }) {
+  constructor(options: {
+    adminToken: string;
+    servingToken?: string | undefined;
+    now?: () => number;
+    moved?: DemoOptions['moved'];
+  }) {
     this.adminToken = options.adminToken;
+    if (options.servingToken !== undefined) this.servingToken = options.servingToken;
     this.now = options.now ?? Date.now;
     this.moved = options.moved;
     this.record('system', 'service.start', 'uis', 'mock gateway started');

@@ -26,6 +26,8 @@ export interface MockGateway {
 export async function startMockGateway(options: {
   port?: number;
   adminToken: string;
+  /** Reads need this token (or the admin token), as `uis serve` with a serving token. */
+  servingToken?: string;
   distDir?: string;
   /** Advance a phase every `tickMs` (the demo loop); 0 = only on request. */
   tickMs?: number;
@@ -34,12 +36,20 @@ export async function startMockGateway(options: {
   /** Start with the lease blocked for this reason (to try resolving it). */
   blocked?: string;
 }): Promise<MockGateway> {
-  const api = new MockConsoleApi({ adminToken: options.adminToken, moved: options.moved });
+  const api = new MockConsoleApi({
+    adminToken: options.adminToken,
+    servingToken: options.servingToken,
+    moved: options.moved,
+  });
   if (options.blocked) api.block(options.blocked);
   const trpc = createHTTPHandler({
     router: buildConsoleApiRouter(api),
     basePath: '/trpc/',
-    createContext: ({ req }) => ({ authorization: req.headers.authorization ?? null }),
+    // The subscription (SSE, no header) passes its token as tRPC connection params, as the gateway reads it.
+    createContext: ({ req, info }) => {
+      const token = info.connectionParams?.token;
+      return { authorization: req.headers.authorization ?? (token ? `Bearer ${token}` : null) };
+    },
   });
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0] ?? '/';

@@ -119,4 +119,36 @@ describe('chaos: reads follow the serving token', { timeout: 60_000 }, () => {
     clock += 10_000;
     expect((await get('/rollout/engines', { ...host, authorization: `Bearer ${SERVING}` })).status).toBe(200);
   });
+
+  it("the console's sign-in (checkToken) tells the serving token from the admin token; wrong guesses are counted", async () => {
+    clock += 10_000; // a fresh window of the auth-failure limiter
+    const check = async (token: string) => {
+      const r = await fetch(`${gw.url}/trpc/checkToken`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ token }),
+      });
+      return { status: r.status, body: await r.text() };
+    };
+    for (const [token, permission] of [
+      [ADMIN, 'admin'],
+      [SERVING, 'serving'],
+    ] as const) {
+      const r = await check(token);
+      expect(r.status, permission).toBe(200);
+      expect(JSON.parse(r.body)).toEqual({ result: { data: { ok: true, permission } } });
+    }
+    const wrong = await check('not-a-token-at-all');
+    expect(wrong.status).toBe(401);
+    expect(wrong.body).not.toContain(SERVING);
+    expect(wrong.body).not.toContain(ADMIN);
+    // A guesser at the sign-in is limited like any other: the window fills, then even the right token is 429.
+    const statuses: number[] = [];
+    for (let i = 0; i < 15; i++) statuses.push((await check(`guess-${i}-xxxxxxxx`)).status);
+    expect(statuses.slice(0, 9).every((s) => s === 401)).toBe(true);
+    expect(statuses.at(-1)).toBe(429);
+    expect((await check(SERVING)).status).toBe(429);
+    clock += 10_000;
+    expect((await check(SERVING)).status).toBe(200);
+  });
 });

@@ -97,7 +97,10 @@ describe('tRPC router for the console', { timeout: 60_000 }, () => {
   });
 
   it('checks tokens and refuses admin mutations without the right one (UNAUTHORIZED, nothing changes)', async () => {
-    expect((await mutate('checkToken', { token: TOKEN })).json.result?.data).toEqual({ ok: true });
+    expect((await mutate('checkToken', { token: TOKEN })).json.result?.data).toEqual({
+      ok: true,
+      permission: 'admin',
+    });
     const wrong = await mutate('checkToken', { token: 'nope' });
     expect(wrong.status).toBe(401);
     expect(wrong.json.error?.data.code).toBe('UNAUTHORIZED');

@@ -185,12 +185,21 @@ export function buildAppRouter(deps: AppRouterDeps) {
     gpuTime: t.procedure.subscription(async function* (opts) {
       if (deps.observability) yield* deps.observability.gpuTime(opts.signal);
     }),
-    checkToken: t.procedure.input(z.object({ token: z.string() })).mutation(({ input }) => {
-      if (deps.refuse(`Bearer ${input.token}`, 'admin') !== null)
-        throw new TRPCError({ code: 'UNAUTHORIZED', message: 'admin token refused' });
-      return { ok: true as const };
-    }),
+    checkToken: t.procedure
+      .input(z.object({ token: z.string() }))
+      .mutation(({ input }) => ({ ok: true as const, permission: tokenPermission(deps, input.token) })),
   });
+}
+
+/** What the console's sign-in token grants: `admin` (every command), `serving` (reads only: the serving token, when
+ * one is configured), else 401 (counted by the gateway's auth-failure limiter). Without a serving token reads are
+ * open, so any token "passes" a read: only a configured serving token can grant `serving`. Nothing else is told. */
+function tokenPermission(deps: AppRouterDeps, token: string): 'admin' | 'serving' {
+  const header = `Bearer ${token}`;
+  if (deps.refuse(header, 'admin') === null) return 'admin';
+  const readsNeedToken = deps.refuse(null, 'serving') !== null;
+  if (readsNeedToken && deps.refuse(header, 'serving') === null) return 'serving';
+  throw new TRPCError({ code: 'UNAUTHORIZED', message: 'token refused' });
 }
 
 export type AppRouter = ReturnType<typeof buildAppRouter>;

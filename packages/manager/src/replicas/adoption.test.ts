@@ -3,9 +3,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { EventLog } from '../event-log.ts';
 import type { InferenceManager } from '../inference-manager.ts';
 import { SimLauncher } from '../launchers.ts';
-import { systemClock } from '../runtime.ts';
+import { silentLogger, systemClock } from '../runtime.ts';
 import { openStore } from '../store.ts';
 import { simRolloutManager } from '../testing.ts';
+import { stopEnginesOfRemovedRoles } from './adoption.ts';
 import { EngineRecords } from './engine-records.ts';
 
 // A control plane that "dies" is a manager that is never shut down (its health loop idles for an hour): its engines,
@@ -127,5 +128,18 @@ describe('adoption of recorded engines at start', { timeout: 120_000 }, () => {
     expect(second.memoryInDoubt()).toEqual([]);
     expect(second.eligibleEngines('policy')).toHaveLength(2);
     expect(records.list().map((r) => r.memory)).toEqual(['resident', 'resident']);
+  });
+
+  it('stops the recorded engines of a role the config no longer has (no manager would look at them)', async () => {
+    const db = openStore();
+    const before = Object.values(await crashed(db)).flat();
+    expect(before.every(alive)).toBe(true);
+    // A config with the rollout role: nothing of it is touched.
+    expect(await stopEnginesOfRemovedRoles(db, ['rollout'], systemClock, silentLogger)).toEqual([]);
+    expect(before.every(alive)).toBe(true);
+    // A config without it: its engines are stopped and forgotten.
+    expect(await stopEnginesOfRemovedRoles(db, ['genrm'], systemClock, silentLogger)).toEqual([]);
+    await waitFor(() => !before.some(alive), 5_000, 'engines of the removed role stopped');
+    expect(EngineRecords.roles(db)).toEqual([]);
   });
 });

@@ -1,8 +1,9 @@
 import { identifyProcess, type SGLangEngine, stopRecordedProcesses } from '@uis/sglang-engine';
 import type { Launcher } from '../launchers.ts';
-import { errorMessage } from '../runtime.ts';
+import { type Clock, errorMessage, type Logger } from '../runtime.ts';
+import type { Db } from '../store.ts';
 import type { ManagerContext } from './context.ts';
-import { type EngineRecord, type EngineRecords, SETTLED_MEMORY } from './engine-records.ts';
+import { type EngineRecord, EngineRecords, SETTLED_MEMORY } from './engine-records.ts';
 import { ALL_TAGS, type Slot } from './types.ts';
 
 /** Deadline of each probe call to a recorded engine. */
@@ -152,4 +153,29 @@ export class Adoption {
     );
     this.ctx.audit('replica.not_adopted', rec.engine_id, { url: rec.base_url, pids, why });
   }
+}
+
+/** Engines recorded for roles the config no longer has: no manager looks at them, so they are stopped here (verified
+ * processes only) and forgotten. Resolves with the engines left running because they could not be verified. */
+export async function stopEnginesOfRemovedRoles(
+  db: Db,
+  roles: readonly string[],
+  clock: Clock,
+  logger: Logger,
+): Promise<string[]> {
+  const left: string[] = [];
+  for (const role of EngineRecords.roles(db).filter((r) => !roles.includes(r))) {
+    const records = new EngineRecords(db, role, clock);
+    for (const rec of records.list()) {
+      const running = await stopRecordedProcesses(rec.processes, 5_000);
+      if (running.length === 0) {
+        records.forget(rec.engine_id);
+        logger.warn(
+          { role, engineId: rec.engine_id },
+          'stopped a recorded engine of a role the config no longer has',
+        );
+      } else left.push(`${role} ${rec.engine_id} (pid ${running.map((p) => p.pid).join(', ')})`);
+    }
+  }
+  return left;
 }

@@ -80,6 +80,13 @@ export class EngineRecords {
     this.#delete = db.prepare('DELETE FROM engines WHERE role = ? AND engine_id = ?');
   }
 
+  /** Roles that have recorded engines in `db`. */
+  static roles(db: Db): string[] {
+    return (
+      db.prepare('SELECT DISTINCT role FROM engines ORDER BY role').all() as Array<{ role: string }>
+    ).map((r) => r.role);
+  }
+
   /** The role's recorded engines (rows a later version cannot read are skipped: nothing is adopted from them). */
   list(): EngineRecord[] {
     return (this.#list.all(this.role) as EngineRow[]).flatMap((row) => {
