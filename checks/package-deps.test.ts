@@ -35,6 +35,13 @@ const SHIPPED_FROM_DEV: Record<string, Record<string, string>> = {
   },
 };
 
+/** Packages whose build inlines the @uis packages they depend on (tsdown `noExternal`): each dependency an inlined
+ * package's shipped code imports is theirs to declare (it stays an import of the bundle, installed beside it). */
+const INLINES_WORKSPACE: Record<string, string> = {
+  '@uis/gateway':
+    'the `uis` CLI build (tsdown.config.ts) inlines the @uis packages, so the compiled CLI runs in the repo',
+};
+
 /** A consumer project the packaging test installs the packed tarballs into: its imports are not packaging's. */
 const NOT_THE_PACKAGES_OWN = ['packaging/consumer/'];
 
@@ -67,6 +74,11 @@ function reasonFor(p: WorkspacePackage, dep: string, imported: ReadonlySet<strin
     programs.some((b) => new RegExp(`(^|[\\s&|;])${b}\\b`).test(s)),
   );
   if (script !== undefined) return `its program runs in a script: ${script}`;
+  const inlined = INLINES_WORKSPACE[p.json.name];
+  if (inlined !== undefined) {
+    const by = workspaceDepsOf(p.json.name).find((w) => shippedImports(w).has(dep));
+    if (by !== undefined) return `${inlined}; ${by} imports it`;
+  }
   // A peer dependency of another declared dependency: the depender provides it (one copy shared with the rest).
   for (const other of declared(p.json, 'dependencies', 'devDependencies'))
     if (other !== dep && Object.hasOwn(installed(p.dir, other)?.peerDependencies ?? {}, dep))
@@ -137,6 +149,23 @@ describe.each(packages.map((p) => [p.json.name, p] as const))('%s package.json',
     expect(reaching).toEqual([]);
   });
 });
+
+/** The workspace packages `name` depends on at run time, transitively. */
+function workspaceDepsOf(name: string, seen = new Set<string>()): string[] {
+  const pkg = packages.find((p) => p.json.name === name);
+  for (const d of declared(pkg?.json ?? { name }, 'dependencies', 'peerDependencies'))
+    if (names.has(d) && !seen.has(d)) {
+      seen.add(d);
+      workspaceDepsOf(d, seen);
+    }
+  return [...seen];
+}
+
+/** The packages a workspace package's shipped code imports. */
+function shippedImports(name: string): Set<string> {
+  const pkg = packages.find((p) => p.json.name === name);
+  return pkg === undefined ? new Set() : bare(pkg, (i) => i.runtime && !i.typeOnly);
+}
 
 /** Whether `from` (or a package it declares, transitively) declares `to`. */
 function importsBack(from: string, to: string, seen = new Set<string>()): boolean {

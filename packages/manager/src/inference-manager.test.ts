@@ -1,6 +1,6 @@
 import { createServer } from 'node:http';
 import { SGLangClient, SGLangRouterClient } from '@uis/sglang-engine';
-import { ManualClock, waitFor } from '@uis/sglang-engine/testing';
+import { alive, ManualClock, waitFor } from '@uis/sglang-engine/testing';
 import { type DiscoverySnapshot, type InferenceRoleSpec, isUisError, type PlacementPlan } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InferenceManager, type InferenceManagerInit, type RouterRegistrar } from './inference-manager.ts';
@@ -47,15 +47,6 @@ function manager(
   });
   managers.push(m);
   return m;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 function pidsOf(m: InferenceManager): number[] {

@@ -10,6 +10,10 @@ const rollout = (doc: Doc) =>
   };
 const group0 = (doc: Doc) => rollout(doc).models[0]?.engine_groups[0] as Record<string, unknown>;
 
+/** Bundles 0-15 bound to two 8-GPU nodes (0-7 on n0, 8-15 on n1), each on the GPU `gpu(bundle)`. */
+const twoNodeBindings = (gpu: (bundle: number) => number) =>
+  Array.from({ length: 16 }, (_, i) => ({ bundle_index: i, node: i < 8 ? 'n0' : 'n1', gpu_id: gpu(i) }));
+
 const codes = (mutate: (doc: Doc) => void) => {
   const r = planPlacement(config(mutate));
   return r.ok ? [] : r.errors.map((e) => `${e.code} @ ${e.path}`);
@@ -323,22 +327,14 @@ describe('PlacementPlanner: every rule has a violation with a stable code and pa
     [
       'bindings: no two bundles on one GPU',
       (d) => {
-        d.cluster.bindings = Array.from({ length: 16 }, (_, i) => ({
-          bundle_index: i,
-          node: i < 8 ? 'n0' : 'n1',
-          gpu_id: i === 9 ? 0 : i % 8,
-        }));
+        d.cluster.bindings = twoNodeBindings((i) => (i === 9 ? 0 : i % 8));
       },
       ['gpu_bound_twice @ cluster.bindings[9]'],
     ],
     [
       'bindings: engine GPUs ascending and contiguous',
       (d) => {
-        d.cluster.bindings = Array.from({ length: 16 }, (_, i) => ({
-          bundle_index: i,
-          node: i < 8 ? 'n0' : 'n1',
-          gpu_id: i < 8 ? 7 - i : i - 8,
-        }));
+        d.cluster.bindings = twoNodeBindings((i) => (i < 8 ? 7 - i : i - 8));
       },
       [`gpus_not_contiguous @ ${g}`],
     ],

@@ -109,6 +109,7 @@ export async function simEngine(opts: SimEngineOptions = {}): Promise<SGLangEngi
   });
 }
 
+/** Whether process `pid` still exists (signal 0 checks without sending anything). */
 export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);

@@ -1,15 +1,15 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { alive } from '@uis/sglang-engine/testing';
 import { afterAll, describe, expect, it } from 'vitest';
-import { killTagged, listening, spawnUis, taggedPids, within } from '../testing/uis-process.ts';
+import { chaosScratch, listening, spawnUis, taggedPids, within } from '../testing/uis-process.ts';
 
 // Chaos: adoption mode. `uis` dies by kill -9 with its engines running; the restart on the same database adopts the
 // engines that still answer as recorded and stops (only) a recorded engine it cannot identify.
-const tmp = mkdtempSync(join(tmpdir(), 'uis-chaos-adopt-'));
-const tags: string[] = [];
+const { dir: tmp, tags } = chaosScratch('adopt');
 const stopped: number[] = [];
 
+// Engines this file stopped (SIGSTOP) are let go again; the scratch then kills them with the rest.
 afterAll(() => {
   for (const pid of stopped) {
     try {
@@ -18,8 +18,6 @@ afterAll(() => {
       // gone
     }
   }
-  for (const t of tags) killTagged(t);
-  rmSync(tmp, { recursive: true, force: true });
 });
 
 const TOKEN = 'chaos-adopt-token';
@@ -59,15 +57,6 @@ async function served(base: string): Promise<number> {
   const stats = (await (await fetch(`${base}/sim/stats`)).json()) as { requests: number };
   return stats.requests;
 }
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 describe('chaos: adoption mode (gateway.adopt_engines)', { timeout: 180_000 }, () => {
   it('kill -9 of uis -> the restart adopts the same engine processes, starts none twice, stops a hung one', async () => {

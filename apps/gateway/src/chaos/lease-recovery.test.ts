@@ -1,20 +1,13 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { waitFor } from '@uis/sglang-engine/testing';
-import { afterAll, describe, expect, it } from 'vitest';
-import { killTagged, listening, spawnUis, taggedPids, within } from '../testing/uis-process.ts';
+import { describe, expect, it } from 'vitest';
+import { chaosScratch, listening, spawnUis, taggedPids, within } from '../testing/uis-process.ts';
 
 // Chaos: `uis` dies by kill -9 in the middle of a phase transition (the scorer's onload, 6 s here). The restart on
 // the same database resumes the transition by itself when every engine's GPU memory is known, and otherwise keeps
 // the lease blocked with the engines to check in its reason.
-const tmp = mkdtempSync(join(tmpdir(), 'uis-chaos-lease-'));
-const tags: string[] = [];
-
-afterAll(() => {
-  for (const t of tags) killTagged(t);
-  rmSync(tmp, { recursive: true, force: true });
-});
+const { dir: tmp, tags } = chaosScratch('lease');
 
 const TOKEN = 'chaos-lease-token';
 const auth = { authorization: `Bearer ${TOKEN}` };

@@ -1,19 +1,12 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { type ClientRequest, request } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { waitFor } from '@uis/sglang-engine/testing';
-import { afterAll, describe, expect, it } from 'vitest';
-import { killTagged, listening, spawnUis, taggedPids, within } from '../testing/uis-process.ts';
+import { describe, expect, it } from 'vitest';
+import { chaosScratch, listening, spawnUis, taggedPids, within } from '../testing/uis-process.ts';
 
 // Chaos: the operator's last word (a drain, a hold, an activation) outlives a kill -9 of uis.
-const tmp = mkdtempSync(join(tmpdir(), 'uis-chaos-intent-'));
-const tags: string[] = [];
-
-afterAll(() => {
-  for (const t of tags) killTagged(t);
-  rmSync(tmp, { recursive: true, force: true });
-});
+const { dir: tmp, tags } = chaosScratch('intent');
 
 const config = join(tmp, 'two-roles.yaml');
 const db = join(tmp, 'uis.db');

@@ -1,17 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { killTagged, listening, spawnUis, taggedPids, within } from '../testing/uis-process.ts';
+import { describe, expect, it } from 'vitest';
+import { chaosScratch, listening, spawnUis, taggedPids, within } from '../testing/uis-process.ts';
 
 // Chaos: the control plane dies without running any exit handler. Every engine it launched must follow it.
-const tmp = mkdtempSync(join(tmpdir(), 'uis-chaos-orphans-'));
-const tags: string[] = [];
-
-afterAll(() => {
-  for (const t of tags) killTagged(t);
-  rmSync(tmp, { recursive: true, force: true });
-});
+const { dir: tmp, tags } = chaosScratch('orphans');
 
 const config = join(tmp, 'two-models.yaml');
 writeFileSync(

@@ -1,18 +1,11 @@
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { killTagged, spawnUis, taggedPids, within } from '../testing/uis-process.ts';
+import { describe, expect, it } from 'vitest';
+import { chaosScratch, spawnUis, taggedPids, within } from '../testing/uis-process.ts';
 
 // Chaos: `uis serve --launcher local` where one engine fails at once and the others never become healthy (the
 // mix that used to leave uis alive, not listening, until the 600 s start deadline).
-const tmp = mkdtempSync(join(tmpdir(), 'uis-chaos-start-'));
-const tags: string[] = [];
-
-afterAll(() => {
-  for (const t of tags) killTagged(t);
-  rmSync(tmp, { recursive: true, force: true });
-});
+const { dir: tmp, tags } = chaosScratch('start');
 
 // A `python` first on PATH: the engine on GPU 0 exits 1 after a moment, every other one hangs without listening.
 const python = join(tmp, 'python');

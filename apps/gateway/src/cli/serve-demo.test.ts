@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { alive } from '@uis/sglang-engine/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 
 const root = join(import.meta.dirname, '..', '..', '..', '..');
@@ -21,15 +22,6 @@ afterAll(() => {
   }
   rmSync(tmp, { recursive: true, force: true });
 });
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** Starts `uis <args>` in its own process group and resolves with the console URL it prints. */
 async function start(args: string[], env: Record<string, string> = {}) {

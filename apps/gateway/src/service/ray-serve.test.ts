@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { type ControlPlane, createControlPlane } from '@uis/control-plane';
 import { canConnect, pidsMentioning, type RayHead, startRayHead } from '@uis/manager';
 import { RAY_TEST_MANAGER_OPTIONS } from '@uis/manager/testing';
+import { alive } from '@uis/sglang-engine/testing';
 import { type ConsoleState, ConsoleStateSchema, isUisError, parseConfig, type UisConfig } from '@uis/spec';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseLauncher } from '../cli/serve-command.ts';
@@ -77,15 +78,6 @@ function bundleGpus(address: string, pgs: Record<string, number>): Record<string
       `    out[name] = ray.get([gpus.options(scheduling_strategy=S(placement_group=pg, placement_group_bundle_index=i)).remote() for i in range(n)])`,
   ) as never;
 }
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 const listening = (port: number): Promise<boolean> => canConnect('127.0.0.1', port);
 

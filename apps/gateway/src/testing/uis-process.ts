@@ -1,8 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { waitFor } from '@uis/sglang-engine/testing';
+import { afterAll } from 'vitest';
 
 /** The `uis` CLI and the repository root, for tests that run the real command as a process. */
 export const REPO_ROOT = join(import.meta.dirname, '..', '..', '..', '..');
@@ -89,4 +91,16 @@ export function killTagged(tag: string): void {
       // already gone
     }
   }
+}
+
+/** A chaos test file's scratch: a temporary directory, and the tags of the `uis` processes it started (push each
+ * one). After the file's tests every tagged process is killed and the directory removed. */
+export function chaosScratch(name: string): { dir: string; tags: string[] } {
+  const dir = mkdtempSync(join(tmpdir(), `uis-chaos-${name}-`));
+  const tags: string[] = [];
+  afterAll(() => {
+    for (const t of tags) killTagged(t);
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return { dir, tags };
 }
