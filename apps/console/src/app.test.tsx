@@ -1,9 +1,8 @@
-import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
-import { act, render, screen, waitFor } from '@testing-library/react';
+import { act, screen, waitFor } from '@testing-library/react';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createConsoleClient, TRPCProvider } from './api/trpc.ts';
-import { App, parseRoute } from './app.tsx';
+import { parseRoute } from './app.tsx';
 import { demoState } from './testing/demo-state.ts';
+import { renderApp } from './testing/providers.tsx';
 
 /** Stands in for the browser's EventSource so the test drives the `changes` stream: connect, push states, drop. */
 class FakeEventSource extends EventTarget {
@@ -45,20 +44,8 @@ afterEach(() => {
   (globalThis as { EventSource: unknown }).EventSource = original;
 });
 
-function renderApp() {
-  const queryClient = new QueryClient({
-    defaultOptions: { queries: { staleTime: Number.POSITIVE_INFINITY } },
-  });
-  // Port 9 refuses connections: the `state` query fails, so everything on screen came through the stream.
-  const client = createConsoleClient('http://127.0.0.1:9/trpc', () => null);
-  return render(
-    <QueryClientProvider client={queryClient}>
-      <TRPCProvider trpcClient={client} queryClient={queryClient}>
-        <App />
-      </TRPCProvider>
-    </QueryClientProvider>,
-  );
-}
+// Port 9 refuses connections: the `state` query fails, so everything on screen came through the stream.
+const renderConsole = () => renderApp('http://127.0.0.1:9/trpc', () => null);
 
 async function stream(): Promise<FakeEventSource> {
   await screen.findByTestId('connection');
@@ -74,7 +61,7 @@ async function stream(): Promise<FakeEventSource> {
 // Several waits of up to 10 s each (see testing/setup.ts): the 5 s default would cut them short.
 describe('App: live data from the changes stream', { timeout: 30_000 }, () => {
   it('shows a loading state, then the pushed state, updates live, and says when the gateway is gone', async () => {
-    renderApp();
+    renderConsole();
     expect(screen.getByTestId('loading').textContent).toMatch(/gateway/);
     const es = await stream();
 
@@ -104,7 +91,7 @@ describe('App: live data from the changes stream', { timeout: 30_000 }, () => {
   });
 
   it('refuses a state that does not match the schema, naming what is wrong', async () => {
-    renderApp();
+    renderConsole();
     const es = await stream();
     es.emit('connected', {});
     es.emit('message', { ...demoState(), replicas: [{ engine_id: 7 }] });

@@ -1,13 +1,10 @@
-import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
 import { act, fireEvent, render, screen, waitFor } from '@testing-library/react';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { getAdminToken, getTokenPermission, setSessionToken } from '../api/admin-token.ts';
-import { createConsoleClient, TRPCProvider } from '../api/trpc.ts';
-import { App } from '../app.tsx';
 import { PhasesPage } from '../pages/phases-page.tsx';
 import { ReplicasPage } from '../pages/replicas-page.tsx';
 import { type MockGateway, startMockGateway } from '../testing/mock-gateway-server.ts';
-import { providersFor } from '../testing/providers.tsx';
+import { providersFor, renderApp } from '../testing/providers.tsx';
 import { READ_ONLY_HINT } from './admin-actions.tsx';
 import { TokenControl } from './token-control.tsx';
 
@@ -56,19 +53,7 @@ afterEach(() => {
   (globalThis as { EventSource: unknown }).EventSource = originalEventSource;
 });
 
-function renderApp() {
-  const queryClient = new QueryClient({
-    defaultOptions: { queries: { staleTime: Number.POSITIVE_INFINITY } },
-  });
-  const client = createConsoleClient(`${gateway.url}/trpc`, getAdminToken);
-  return render(
-    <QueryClientProvider client={queryClient}>
-      <TRPCProvider trpcClient={client} queryClient={queryClient}>
-        <App />
-      </TRPCProvider>
-    </QueryClientProvider>,
-  );
-}
+const renderConsole = () => renderApp(`${gateway.url}/trpc`, getAdminToken);
 
 async function signIn(token: string) {
   fireEvent.change(screen.getByTestId('token-input'), { target: { value: token } });
@@ -85,7 +70,7 @@ const policyState = () =>
 describe('console with a serving token configured', { timeout: 20_000 }, () => {
   it('asks for a token instead of showing a broken page, then shows the state after a serving-token sign-in', async () => {
     globalThis.location.hash = '#/cluster';
-    renderApp();
+    renderConsole();
     const banner = await screen.findByTestId('connection-banner');
     expect(banner.dataset.kind).toBe('needs-token');
     expect(banner.textContent).toContain('needs a token');
@@ -114,7 +99,7 @@ describe('console with a serving token configured', { timeout: 20_000 }, () => {
   it('forgets a kept token the gateway now refuses (tokens changed since the sign-in) and asks again', async () => {
     globalThis.location.hash = '#/cluster';
     setSessionToken('serving-token-of-yesterday', 'serving');
-    renderApp();
+    renderConsole();
     await waitFor(() => expect(getAdminToken()).toBeNull());
     expect((await screen.findByTestId('connection-banner')).dataset.kind).toBe('needs-token');
     expect(screen.getByTestId('token-input')).toBeTruthy();

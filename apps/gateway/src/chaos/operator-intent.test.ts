@@ -3,7 +3,14 @@ import { type ClientRequest, request } from 'node:http';
 import { join } from 'node:path';
 import { waitFor } from '@uis/sglang-engine/testing';
 import { describe, expect, it } from 'vitest';
-import { chaosScratch, listening, spawnUis, taggedPids, within } from '../testing/uis-process.ts';
+import {
+  chaosScratch,
+  listening,
+  spawnUis,
+  taggedPids,
+  type UisProcess,
+  within,
+} from '../testing/uis-process.ts';
 
 // Chaos: the operator's last word (a drain, a hold, an activation) outlives a kill -9 of uis.
 const { dir: tmp, tags } = chaosScratch('intent');
@@ -47,6 +54,13 @@ type Roles = {
   roles: Record<string, { models: Record<string, { held: boolean; replicas: Array<{ state: string }> }> }>;
 };
 
+/** `uis` again with the same arguments (same config and --db), once it listens. */
+async function restart(args: string[]): Promise<{ uis: UisProcess; url: string }> {
+  const uis = spawnUis(args);
+  tags.push(uis.tag);
+  return { uis, url: await listening(uis) };
+}
+
 /** Every model as `role/model` -> its replicas' states, plus `held` when an operator's drain holds it. */
 async function models(url: string): Promise<Record<string, string>> {
   const { roles } = (await admin(url, '/roles')) as Roles;
@@ -79,9 +93,7 @@ describe('chaos: kill -9 of uis after operator commands', { timeout: 180_000 }, 
     await first.exited;
     await within(10_000, () => taggedPids(first.tag).length === 0, 'engines of the killed uis gone');
 
-    const second = spawnUis(args);
-    tags.push(second.tag);
-    const url2 = await listening(second);
+    const { uis: second, url: url2 } = await restart(args);
     // The first answer after the restart already shows the operator's word: it was re-applied before serving.
     expect(await models(url2)).toEqual({
       'rollout/policy': 'sleeping',
@@ -125,9 +137,7 @@ describe('chaos: kill -9 of uis after operator commands', { timeout: 180_000 }, 
 
     process.kill(first.child.pid as number, 'SIGKILL');
     await first.exited;
-    const second = spawnUis(args);
-    tags.push(second.tag);
-    const url2 = await listening(second);
+    const { uis: second, url: url2 } = await restart(args);
     expect(await models(url2)).toEqual({
       'rollout/policy': 'sleeping',
       'rollout/draft': 'ready',
@@ -166,9 +176,7 @@ describe('chaos: kill -9 of uis after operator commands', { timeout: 180_000 }, 
     expect(await drain).toBeNull();
     await within(10_000, () => taggedPids(first.tag).length === 0, 'engines of the killed uis gone');
 
-    const second = spawnUis(args);
-    tags.push(second.tag);
-    const url2 = await listening(second);
+    const { uis: second, url: url2 } = await restart(args);
     expect(await models(url2)).toEqual({
       'rollout/policy': 'sleeping,held',
       'rollout/draft': 'ready',
