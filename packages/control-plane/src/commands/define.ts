@@ -63,7 +63,12 @@ export interface Command<
   idempotency: Idempotency;
   /** Audited commands write `admin.<name>` with this subject, whether they succeed or are refused; null: not
    * audited (reads, and barrier waits a trainer may poll). */
-  audit: { subject: (args: CommandArgs<z.infer<P>, z.infer<I>>, plane: ControlPlane) => string } | null;
+  audit: {
+    subject: (args: CommandArgs<z.infer<P>, z.infer<I>>, plane: ControlPlane) => string;
+    /** What the audit record and its log line keep of an accepted request, when the params and input as sent would
+     * be too much (a batch's samples); a refused request keeps what was sent, bounded. */
+    request?: (args: CommandArgs<z.infer<P>, z.infer<I>>) => Record<string, unknown>;
+  } | null;
   handler: (
     plane: ControlPlane,
     args: CommandArgs<z.infer<P>, z.infer<I>>,

@@ -66,7 +66,7 @@ export async function runCommand(
     };
     const once = async () => {
       const result: unknown = cmd.output.parse(await cmd.handler(plane, args, ctx));
-      if (cmd.audit) audit(plane, cmd, call, subject, operationId, null);
+      if (cmd.audit) audit(plane, cmd, call, subject, operationId, null, cmd.audit.request?.(args));
       return result;
     };
     const request = { command: cmd.name, params: params.data, input: call.input };
@@ -93,8 +93,9 @@ function audit(
   subject: string,
   operationId: string | null,
   error: { code: string; message: string } | null,
+  summary?: Record<string, unknown>,
 ): void {
-  const request = auditRequest(call);
+  const request = summary ?? auditRequest(call);
   plane.events.append({
     kind: `admin.${cmd.name}`,
     subject,
@@ -107,8 +108,31 @@ function audit(
   else plane.logger.info({ ...line, code: error.code, error: error.message }, `${cmd.name} refused`);
 }
 
-/** What the audit record keeps of a request: the params and the input as sent. */
+/** What the audit record keeps of a request: the params and the input as sent, bounded (a body of any size may be
+ * refused, and every record is kept in the database and logged). */
 function auditRequest(call: CommandCall): Record<string, unknown> {
   const input = call.input !== null && typeof call.input === 'object' ? (call.input as object) : {};
-  return { ...call.params, ...input } as Record<string, unknown>;
+  return bounded({ ...call.params, ...input }, 0) as Record<string, unknown>;
+}
+
+const MAX_ITEMS = 16;
+const MAX_CHARS = 500;
+const MAX_DEPTH = 6;
+
+/** `value` with long strings cut, long arrays shortened and deep nesting stopped, each saying what was left out. */
+export function bounded(value: unknown, depth: number): unknown {
+  if (typeof value === 'string')
+    return value.length <= MAX_CHARS
+      ? value
+      : `${value.slice(0, MAX_CHARS)}... (${value.length - MAX_CHARS} more characters)`;
+  if (value === null || typeof value !== 'object') return value;
+  if (depth >= MAX_DEPTH) return '... (nested deeper)';
+  if (Array.isArray(value)) {
+    const kept = value.slice(0, MAX_ITEMS).map((v) => bounded(v, depth + 1));
+    return value.length <= MAX_ITEMS ? kept : [...kept, `... (${value.length - MAX_ITEMS} more items)`];
+  }
+  const entries = Object.entries(value);
+  const kept = entries.slice(0, MAX_ITEMS).map(([k, v]) => [k, bounded(v, depth + 1)]);
+  if (entries.length > MAX_ITEMS) kept.push(['...', `${entries.length - MAX_ITEMS} more keys`]);
+  return Object.fromEntries(kept);
 }

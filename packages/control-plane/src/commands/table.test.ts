@@ -201,6 +201,32 @@ describe('running commands', { timeout: 60_000 }, () => {
     });
   });
 
+  it("keeps a count of a batch's samples in its audit record and log line, and a refused request bounded", async () => {
+    const from = logger.lines.length;
+    const samples = Array.from({ length: 40 }, (_, i) => ({
+      sample_id: `s${i}`,
+      input: { messages: [{ role: 'user', content: `answer ${i} `.repeat(200) }] },
+    }));
+    await call('submit_batch', { input: { kind: 'genrm_score', samples } });
+    // Refused: a drain policy the schema does not know, sent with a long array and a long string.
+    await expect(
+      call('drain', {
+        params: { role: 'rollout' },
+        input: { policy: 'x'.repeat(2000), models: Array.from({ length: 100 }, (_, i) => `m${i}`) },
+      }),
+    ).rejects.toMatchObject({ code: 'invalid_input' });
+    const submitted = plane.events.list({ kind: 'admin.submit_batch', limit: 100 }).at(-1);
+    expect(submitted?.data).toEqual({ ok: true, request: { kind: 'genrm_score', model: null, samples: 40 } });
+    const done = logger.lines.slice(from).find((l) => l.msg === 'submit_batch done');
+    expect(done?.obj).toMatchObject({ request: { kind: 'genrm_score', model: null, samples: 40 } });
+    const refused = plane.events.list({ kind: 'admin.drain', limit: 100 }).at(-1);
+    const { request } = (refused?.data ?? {}) as { request: { policy: string; models: string[] } };
+    expect(request.policy).toBe(`${'x'.repeat(500)}... (1500 more characters)`);
+    expect(request.models).toHaveLength(17);
+    expect(request.models.at(-1)).toBe('... (84 more items)');
+    expect(JSON.stringify(refused?.data).length).toBeLessThan(1500);
+  });
+
   it('reads through the same envelope, snake_case, unaudited: phases, a barrier wait, batches, events', async () => {
     const phases = await call('list_phases', { inputRoot: 'query' });
     const leases = (phases.result as { leases: Array<Record<string, unknown>> }).leases;

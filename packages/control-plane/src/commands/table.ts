@@ -390,7 +390,16 @@ const batchCommands = {
       samples: z.array(z.json()).min(1),
     }),
     output: BatchInfoSchema,
-    audit: { subject: ({ input }) => input.kind },
+    // A batch may hold thousands of samples: the audit record and its log line keep their count, the batch store
+    // keeps the samples.
+    audit: {
+      subject: ({ input }) => input.kind,
+      request: ({ input }) => ({
+        kind: input.kind,
+        model: input.model ?? null,
+        samples: input.samples.length,
+      }),
+    },
     handler: (plane, { input }) => submitBatch(plane, input.kind, input.model ?? null, input.samples),
   }),
   list_batches: defineCommand({
