@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Runs every test runner of the workspace (vitest projects, the Playwright e2e suite when present, then the Python
-// client's strict type check and pytest) and ends with one line `N passed, N failed, N skipped` summed over all of them. Exit code 1 if anything failed.
+// client's strict type check and pytest, and the SGLang surface extractor's pytest) and ends with one line `N passed, N failed, N skipped` summed over all of them. Exit code 1 if anything failed.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -101,12 +101,22 @@ function runPython() {
   );
   if (mypy.status === 0) totals.passed += 1;
   else totals.failed += 1;
-  const junit = join(reports, 'pytest.xml');
+  pytest('pytest', python, dir, { PYTHONPATH: env.PYTHONPATH });
+}
+
+/** The SGLang surface extractor's tests (scripts/sglang-surface, on a fixture source tree; standard library only). */
+if (extra.length === 0) {
+  pytest('pytest sglang-surface', process.env.PYTHON ?? 'python3', join(root, 'scripts', 'sglang-surface'));
+}
+
+/** Runs pytest in `dir` with a JUnit report and adds its counts to the totals. */
+function pytest(name, python, dir, env = {}) {
+  const junit = join(reports, `${name.replaceAll(' ', '-')}.xml`);
   const status = run(
-    'pytest',
+    name,
     python,
     ['-m', 'pytest', '-p', 'no:cacheprovider', `--junitxml=${junit}`],
-    { PYTHONPATH: env.PYTHONPATH },
+    env,
     dir,
   );
   if (status === 5) {
@@ -121,7 +131,7 @@ function runPython() {
   }
   const xml = readFileSync(junit, 'utf8');
   const suite = /<testsuite\b([^>]*)>/.exec(xml)?.[1] ?? '';
-  const attr = (name) => Number(new RegExp(`\\b${name}="(\\d+)"`).exec(suite)?.[1] ?? 0);
+  const attr = (key) => Number(new RegExp(`\\b${key}="(\\d+)"`).exec(suite)?.[1] ?? 0);
   const failed = attr('failures') + attr('errors');
   totals.passed += attr('tests') - failed - attr('skipped');
   totals.failed += failed;
