@@ -104,7 +104,7 @@ for (const n of SIZES) {
       replicas: n,
       us: measure(
         () => {
-          const s = selector.select(model, { routingKey: `new-${n}-${fresh++}` });
+          const s = selector.select(model, { affinityKey: `new-${n}-${fresh++}` });
           if (s instanceof UisError) throw s;
           sink += s.url.length;
         },
@@ -115,12 +115,12 @@ for (const n of SIZES) {
     const rand = lcg(n + 7);
     const keys = Array.from({ length: 4096 }, (_, i) => `group-${i}-${Math.floor(rand() * 1e9)}`);
     // Every key once first, so this row is what a repeat costs.
-    for (const key of keys) selector.select(model, { routingKey: key });
+    for (const key of keys) selector.select(model, { affinityKey: key });
     rows.push({
       policy: 'keyed (affinity), repeated key',
       replicas: n,
       us: measure((i) => {
-        const s = selector.select(model, { routingKey: keys[i & 4095] });
+        const s = selector.select(model, { affinityKey: keys[i & 4095] });
         if (s instanceof UisError) throw s;
         sink += s.url.length;
       }),
@@ -133,7 +133,7 @@ for (const n of SIZES) {
       us: measure(
         (i) => {
           if ((i & 7) === 0) group++;
-          const s = selector.select(model, { routingKey: `grpo-${n}-${group}` });
+          const s = selector.select(model, { affinityKey: `grpo-${n}-${group}` });
           if (s instanceof UisError) throw s;
           sink += s.url.length;
         },

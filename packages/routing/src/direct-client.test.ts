@@ -227,7 +227,7 @@ describe('DirectClient against sglang-sim processes', { timeout: 30_000 }, () =>
     expect(out.choices[0]!.message.content.length).toBeGreaterThan(0);
     const viaKey = await c.chatCompletions<{ model: string }>(
       { messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 },
-      { route_key: 'gsm8k' },
+      { routeKey: 'gsm8k' },
     );
     expect(viaKey.model).toBe('tiny');
   });

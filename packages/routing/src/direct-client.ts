@@ -39,7 +39,8 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** Overrides the body's `model` for routing. */
   model?: string;
-  route_key?: string;
+  /** Overrides the body's `route_key` for routing. */
+  routeKey?: string;
   /** The request's affinity key (as the `X-SMG-Routing-Key` header would give it): keyed whatever the policy, the
    * replica the gateway and Relax's resolver pick for the same key. */
   affinityKey?: string;
@@ -320,11 +321,9 @@ export class DirectClient {
     const affinityHeader = this.options.routing?.affinity_header ?? DEFAULT_AFFINITY_HEADER;
     const keys = requestKeys(body, options.headers as HeaderBag | undefined, affinityHeader);
     if (options.model !== undefined) keys.model = options.model;
-    if (options.route_key !== undefined) keys.route_key = options.route_key;
-    if (options.affinityKey !== undefined && options.affinityKey !== '') {
-      keys.routingKey = options.affinityKey;
+    if (options.routeKey !== undefined) keys.routeKey = options.routeKey;
+    if (options.affinityKey !== undefined && options.affinityKey !== '')
       keys.affinityKey = options.affinityKey;
-    }
     return keys;
   }
 

@@ -41,7 +41,7 @@ describe('ReplicaSelector: candidates', () => {
       const seen = new Set(
         Array.from(
           { length: 20 },
-          (_, i) => sel(selector.select(model, { affinityKey: `k${i}`, prompt: `p${i}` })).engineId,
+          (_, i) => sel(selector.select(model, { sessionKey: `k${i}`, prompt: `p${i}` })).engineId,
         ),
       );
       expect(seen.size, policy).toBeGreaterThan(0);
@@ -245,7 +245,7 @@ describe('ReplicaSelector: any policy', () => {
           for (const r of requests) {
             const exclude = new Set([`m/${r.exclude}`]);
             const result = selector.select(model, {
-              affinityKey: r.key,
+              sessionKey: r.key,
               prompt: r.prompt,
               minWeightVersion: r.min,
               exclude,

@@ -12,11 +12,11 @@ import type { ResolvedModel } from './resolve-model.ts';
 import { compareWeightVersions, meetsMinWeightVersion } from './weight-version.ts';
 
 export interface SelectRequest {
-  /** Affinity key (header `X-SMG-Routing-Key`, or the body's session id / rid); used by `affinity`. */
+  /** The affinity key (header `X-SMG-Routing-Key`, or the direct client's `affinityKey`): the request is keyed
+   * whatever the model's policy, as Relax's resolver keys it. */
   affinityKey?: string | null | undefined;
-  /** An explicit routing key (header `X-SMG-Routing-Key`, or the direct client's affinity key): the request is
-   * keyed whatever the model's policy, as Relax's resolver keys it. */
-  routingKey?: string | null | undefined;
+  /** The body's session id or rid: keys the request under the `affinity` policy only. */
+  sessionKey?: string | null | undefined;
   /** Only replicas at or above this weight version are candidates (header `X-Min-Weight-Version`). */
   minWeightVersion?: string | null | undefined;
   /** Prompt text; used by `cache_aware`. */
@@ -148,7 +148,7 @@ export class ReplicaSelector {
     const state = this.stateFor(model);
     const slots = this.eligibleSlots(model, state, request);
     if (slots instanceof UisError) return slots;
-    const key = request.routingKey || (model.policy === 'affinity' ? request.affinityKey : undefined);
+    const key = request.affinityKey || (model.policy === 'affinity' ? request.sessionKey : undefined);
     if (key) return this.affinity(model, state, slots, key);
     switch (model.policy) {
       case 'round_robin':

@@ -3,30 +3,30 @@ import { promptText, requestKeys } from './request-keys.ts';
 import { compareWeightVersions, meetsMinWeightVersion } from './weight-version.ts';
 
 describe('requestKeys', () => {
-  it('reads model, route_key, affinity and min version from body and headers', () => {
+  it('reads model, route key, affinity key, session key and min version from body and headers', () => {
     const keys = requestKeys(
       { model: 'm', route_key: 'math', rid: 'r1', text: 'hi' },
       new Headers({ 'X-SMG-Routing-Key': 'conv-7', 'X-Min-Weight-Version': '12' }),
     );
     expect(keys).toEqual({
       model: 'm',
-      route_key: 'math',
+      routeKey: 'math',
       affinityKey: 'conv-7',
-      routingKey: 'conv-7',
+      sessionKey: 'r1',
       minWeightVersion: '12',
       prompt: 'hi',
     });
   });
 
-  it('falls back to session_id, session_params.id, then rid; plain header records work', () => {
-    expect(requestKeys({ session_id: 's', rid: 'r' }).affinityKey).toBe('s');
-    expect(requestKeys({ session_params: { id: 'p' }, rid: 'r' }).affinityKey).toBe('p');
-    expect(requestKeys({ rid: 'r' }).affinityKey).toBe('r');
-    expect(requestKeys({ rid: ['r1', 'r2'] }).affinityKey).toBeUndefined();
-    // Only the header makes a request keyed whatever the policy.
-    expect(requestKeys({ session_id: 's' }).routingKey).toBeUndefined();
+  it('the session key is session_id, session_params.id, then rid; plain header records work', () => {
+    expect(requestKeys({ session_id: 's', rid: 'r' }).sessionKey).toBe('s');
+    expect(requestKeys({ session_params: { id: 'p' }, rid: 'r' }).sessionKey).toBe('p');
+    expect(requestKeys({ rid: 'r' }).sessionKey).toBe('r');
+    expect(requestKeys({ rid: ['r1', 'r2'] }).sessionKey).toBeUndefined();
+    // Only the header gives an affinity key (keyed whatever the policy); body ids never do.
+    expect(requestKeys({ session_id: 's' }).affinityKey).toBeUndefined();
     expect(requestKeys({}, { 'X-Route-Key': 'code', 'x-smg-routing-key': 'k' })).toMatchObject({
-      route_key: 'code',
+      routeKey: 'code',
       affinityKey: 'k',
     });
     expect(requestKeys({}, { 'x-session': 'k' }, 'X-Session').affinityKey).toBe('k');
@@ -37,8 +37,9 @@ describe('requestKeys', () => {
     expect(requestKeys(chat).prompt).toBe('user:long prompt\n');
     expect(requestKeys(chat, undefined, undefined, false)).toEqual({
       model: 'm',
-      route_key: undefined,
+      routeKey: undefined,
       affinityKey: undefined,
+      sessionKey: undefined,
       minWeightVersion: undefined,
       prompt: undefined,
     });

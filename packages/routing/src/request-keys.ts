@@ -1,19 +1,22 @@
 import { DEFAULT_AFFINITY_HEADER, MIN_WEIGHT_VERSION_HEADER } from './routing-rules.ts';
 
-/** Header a client may use to send a route_key when it cannot add a body field. */
+/** Header a client may use to send its route key when it cannot add the body's `route_key` field. */
 export const ROUTE_KEY_HEADER = 'x-route-key';
 
 export type HeaderBag = Headers | Readonly<Record<string, string | string[] | undefined>>;
 
-/** What routing reads from one request. */
+/** What routing reads from one request. Two keys, two ideas: the route key picks the model (Relax's body field
+ * `route_key`, or the `X-Route-Key` header), the affinity key pins a replica (SGLang's `X-SMG-Routing-Key` header,
+ * or `routing.affinity_header`). */
 export interface RequestKeys {
   model: string | undefined;
-  route_key: string | undefined;
-  /** The affinity key: the routing-key header, else (used by the `affinity` policy only) the body's session id or
-   * rid. */
+  /** Picks the model through `routing.route_keys`. */
+  routeKey: string | undefined;
+  /** Pins the request to one replica whatever the model's policy (the affinity header). */
   affinityKey: string | undefined;
-  /** The routing-key header alone: a request that carries it is keyed whatever the model's policy (Relax). */
-  routingKey: string | undefined;
+  /** The body's `session_id`, `session_params.id` or string `rid`: pins a replica under the `affinity` policy
+   * only. */
+  sessionKey: string | undefined;
   minWeightVersion: string | undefined;
   prompt: string | undefined;
 }
@@ -74,9 +77,10 @@ export function promptText(body: Readonly<Record<string, unknown>>): string | un
   return undefined;
 }
 
-/** Reads the routing inputs of a request: model and route_key (body, or the route-key header), the affinity key
- * (the affinity header, default `X-SMG-Routing-Key` as SGLang's router, else the body's `session_id`,
- * `session_params.id` or string `rid`), the minimum weight version and the prompt text. Never throws. */
+/** Reads the routing inputs of a request: model and route key (body `route_key`, or the `X-Route-Key` header), the
+ * affinity key (the affinity header, default `X-SMG-Routing-Key` as SGLang's router), the session key (the body's
+ * `session_id`, `session_params.id` or string `rid`), the minimum weight version and the prompt text. Never
+ * throws. */
 export function requestKeys(
   body: unknown,
   headers?: HeaderBag,
@@ -92,12 +96,11 @@ export function requestKeys(
   const session = b.session_params;
   const sessionId =
     typeof session === 'object' && session !== null ? str((session as { id?: unknown }).id) : undefined;
-  const routingKey = str(header(headers, affinityHeader.toLowerCase()));
   return {
     model: str(b.model),
-    route_key: str(b.route_key) ?? str(header(headers, ROUTE_KEY_HEADER)),
-    affinityKey: routingKey ?? str(b.session_id) ?? sessionId ?? str(b.rid),
-    routingKey,
+    routeKey: str(b.route_key) ?? str(header(headers, ROUTE_KEY_HEADER)),
+    affinityKey: str(header(headers, affinityHeader.toLowerCase())),
+    sessionKey: str(b.session_id) ?? sessionId ?? str(b.rid),
     minWeightVersion: str(header(headers, MIN_WEIGHT_VERSION_HEADER)),
     prompt: withPrompt ? promptText(b) : undefined,
   };

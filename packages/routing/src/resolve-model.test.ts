@@ -16,23 +16,23 @@ function err(result: ResolvedModel | UisError): UisError {
 describe('resolveModel', () => {
   const cases: Array<{
     name: string;
-    request: { model?: string; route_key?: string };
+    request: { model?: string; routeKey?: string };
     model: string;
     via: ResolvedModel['via'];
   }> = [
     { name: 'explicit model id', request: { model: 'code-teacher' }, model: 'code-teacher', via: 'model' },
     { name: 'alias', request: { model: 'coder' }, model: 'code-teacher', via: 'alias' },
     { name: 'served model name', request: { model: 'Qwen3-8B' }, model: 'math-teacher', via: 'served_name' },
-    { name: 'route_key', request: { route_key: 'code' }, model: 'code-teacher', via: 'route_key' },
+    { name: 'route_key', request: { routeKey: 'code' }, model: 'code-teacher', via: 'route_key' },
     {
       name: 'model beats route_key',
-      request: { model: 'math-teacher', route_key: 'code' },
+      request: { model: 'math-teacher', routeKey: 'code' },
       model: 'math-teacher',
       via: 'model',
     },
     {
       name: 'alias beats route_key',
-      request: { model: 'teacher', route_key: 'code' },
+      request: { model: 'teacher', routeKey: 'code' },
       model: 'math-teacher',
       via: 'alias',
     },
@@ -70,7 +70,7 @@ describe('resolveModel', () => {
   });
 
   it('an unknown route_key is a 400 even when a default model exists', () => {
-    const e = err(resolveModel(snapshot(), { route_key: 'poetry' }));
+    const e = err(resolveModel(snapshot(), { routeKey: 'poetry' }));
     expect(e).toMatchObject({ code: 'unknown_route_key', status: 400, path: 'route_key' });
     expect(e.message).toContain('poetry');
     expect(e.message).toContain('math, code');
@@ -79,7 +79,7 @@ describe('resolveModel', () => {
   it('an unknown route_key is a 400 without a default model', () => {
     const snap = snapshot();
     snap.routing!.default_model = null;
-    expect(err(resolveModel(snap, { route_key: 'poetry' })).code).toBe('unknown_route_key');
+    expect(err(resolveModel(snap, { routeKey: 'poetry' })).code).toBe('unknown_route_key');
   });
 
   it('nothing asked, no default, several models: 400 model_required', () => {
@@ -100,7 +100,7 @@ describe('resolveModel', () => {
     const r = ok(
       resolveModel(
         snapshot(),
-        { route_key: 'x' },
+        { routeKey: 'x' },
         { route_keys: { x: 'code-teacher' }, aliases: {}, policy: 'affinity' },
       ),
     );

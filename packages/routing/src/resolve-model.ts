@@ -13,8 +13,8 @@ import { policyFor, type RoutingRules } from './routing-rules.ts';
 export interface ResolveRequest {
   /** A model id, an alias or a served model name. */
   model?: string | null | undefined;
-  /** A key mapped to a model by `routing.route_keys` (e.g. OPD's data_source). */
-  route_key?: string | null | undefined;
+  /** The route key: mapped to a model by `routing.route_keys` (e.g. OPD's data_source); body `route_key`. */
+  routeKey?: string | null | undefined;
 }
 
 export interface ResolvedModel {
@@ -137,8 +137,8 @@ export function resolveModel(
       name = byServed[0]!;
       via = 'served_name';
     }
-  } else if (request.route_key !== undefined && request.route_key !== null && request.route_key !== '') {
-    const key = request.route_key;
+  } else if (request.routeKey !== undefined && request.routeKey !== null && request.routeKey !== '') {
+    const key = request.routeKey;
     const target =
       rules?.route_keys !== undefined && Object.hasOwn(rules.route_keys, key)
         ? rules.route_keys[key]

@@ -20,7 +20,7 @@ export function route(
   if (model instanceof UisError) return model;
   const selection = selector.select(model, {
     affinityKey: keys.affinityKey,
-    routingKey: keys.routingKey,
+    sessionKey: keys.sessionKey,
     minWeightVersion: keys.minWeightVersion,
     prompt: keys.prompt,
     exclude: options.exclude,

@@ -369,7 +369,7 @@ export class InferenceGateway {
     for (;;) {
       const sel = this.selector.select(model, {
         affinityKey: keys.affinityKey,
-        routingKey: keys.routingKey,
+        sessionKey: keys.sessionKey,
         minWeightVersion: keys.minWeightVersion,
         prompt: keys.prompt,
         exclude,

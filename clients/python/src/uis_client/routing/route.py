@@ -19,7 +19,7 @@ def route(
     model = resolve_model(snapshot, keys.model, keys.route_key)
     if isinstance(model, UisError):
         return model
-    selection = selector.select(model, keys.affinity_key, keys.min_weight_version, exclude, keys.routing_key)
+    selection = selector.select(model, keys.affinity_key, keys.min_weight_version, exclude, keys.session_key)
     if isinstance(selection, UisError):
         return selection
     return model, selection

@@ -115,12 +115,13 @@ class ReplicaSelector:
         affinity_key: str | None = None,
         min_weight_version: str | None = None,
         exclude: Collection[str] = (),
-        routing_key: str | None = None,
+        session_key: str | None = None,
     ) -> Selection | UisError:
         entry = model.entry
         if entry.router_url is not None:
             return self._router(model, entry.router_url, min_weight_version)
-        key = routing_key or (affinity_key if model.policy == "affinity" else None)
+        # The affinity key keys every policy (Relax's rule); the session key only the affinity policy.
+        key = affinity_key or (session_key if model.policy == "affinity" else None)
         if model.policy == "cache_aware" and not key:
             return UisError(
                 "policy_needs_gateway",
