@@ -25,6 +25,7 @@ import {
   capabilities,
   configuredRoles,
   type InferenceRoleSpec,
+  type LauncherKind,
   type PlacementPlan,
   RayGatewayConfigSchema,
   type Role,
@@ -38,8 +39,6 @@ import { type StartedRay, startRay } from './launchers/ray.ts';
 import { OperatorIntents } from './operator-intents.ts';
 import { ControlPlaneStream } from './stream.ts';
 import { UndeferredBatches } from './undeferred-batches.ts';
-
-export type LauncherKind = 'sim' | 'local' | 'external' | 'ray';
 
 export interface ControlPlaneOptions {
   config: UisConfig;

@@ -4,7 +4,6 @@ export { ControlPlane } from './control-plane.ts';
 export {
   type ControlPlaneOptions,
   createControlPlane,
-  type LauncherKind,
   planOf,
 } from './create-control-plane.ts';
 export { InProcessSimLauncher } from './launchers/in-process-sim-launcher.ts';

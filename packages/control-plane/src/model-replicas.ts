@@ -1,4 +1,4 @@
-import { ReplicaStateSchema, UisError } from '@uis/spec';
+import { EngineWorkerTypeSchema, ReplicaStateSchema, UisError } from '@uis/spec';
 import { z } from 'zod';
 import type { ControlPlane } from './control-plane.ts';
 
@@ -18,7 +18,7 @@ export const ModelReplicaSchema = z.object({
    * gpus_per_engine`. */
   replica: z.number().int().nonnegative(),
   group: z.number().int().nonnegative(),
-  worker_type: z.enum(['regular', 'prefill', 'decode']),
+  worker_type: EngineWorkerTypeSchema,
   url: z.string().nullable(),
   state: ReplicaStateSchema,
   weight_version: z.string().nullable(),

@@ -1,5 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { type BatchKind, BatchKindSchema, parseOrThrow, scorerOf, UisError } from '@uis/spec';
+import {
+  type BatchKind,
+  BatchKindSchema,
+  type BatchState,
+  canTransitionBatch,
+  parseOrThrow,
+  scorerOf,
+  UisError,
+} from '@uis/spec';
 import { z } from 'zod';
 import type { Db } from './store.ts';
 
@@ -48,7 +56,6 @@ export interface TeacherOutput {
 }
 
 export { type BatchKind, BatchKindSchema } from '@uis/spec';
-export type BatchState = 'open' | 'sealed' | 'running' | 'committed' | 'failed';
 
 export const SubmitSamplesSchema = z.strictObject({
   samples: z
@@ -356,6 +363,7 @@ export class BatchStore {
   }
 
   private setState(id: string, from: BatchState, to: BatchState): void {
+    if (!canTransitionBatch(from, to)) throw new Error(`batch ${id}: illegal transition ${from} -> ${to}`);
     const info = this.db
       .prepare('UPDATE batches SET state = ?, updated_at = ? WHERE id = ? AND state = ?')
       .run(to, this.now(), id, from);

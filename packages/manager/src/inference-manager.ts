@@ -1,4 +1,5 @@
-import type { DrainPolicy, MemoryTag, SGLangEngine } from '@uis/sglang-engine';
+import type { MemoryTag, SGLangEngine } from '@uis/sglang-engine';
+import type { DrainPolicy } from '@uis/spec';
 import { capabilities, EngineUrlSchema, type InferenceRoleSpec, parseOrThrow, UisError } from '@uis/spec';
 import type { OffloadReport, PhaseParticipant } from './coordinator/types.ts';
 import { EventLog } from './event-log.ts';

@@ -1,4 +1,4 @@
-import { UisError } from '@uis/spec';
+import { type DrainPolicy, UisError } from '@uis/spec';
 import { SGLangClient } from './client.ts';
 import { type Clock, systemClock } from './clock.ts';
 import { isEngineError } from './engine-error.ts';
@@ -46,8 +46,6 @@ export interface SGLangEngineOptions {
   /** Deadline of one weight load (disk or distributed). Default 30 min. */
   weightUpdateTimeoutMs?: number;
 }
-
-export type DrainPolicy = 'wait' | 'abort' | 'retract' | 'in_place';
 
 export interface DrainOptions {
   deadlineMs: number;

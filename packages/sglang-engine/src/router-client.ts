@@ -1,3 +1,4 @@
+import type { EngineWorkerType } from '@uis/spec';
 import { type Dispatcher, Pool } from 'undici';
 import { z } from 'zod';
 import { badResponse, EngineError, transportError } from './engine-error.ts';
@@ -34,7 +35,7 @@ export const LegacyWorkerListSchema = z.looseObject({ urls: z.array(z.string()) 
 
 export interface AddWorkerRequest {
   url: string;
-  worker_type?: 'regular' | 'prefill' | 'decode';
+  worker_type?: EngineWorkerType;
   bootstrap_port?: number;
   model_id?: string;
 }

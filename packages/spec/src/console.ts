@@ -1,6 +1,7 @@
 import { z } from 'zod';
+import { BatchStageSchema } from './batch-states.ts';
 import { CircuitStateSchema, DiscoverySnapshotSchema } from './discovery.ts';
-import { RoleSchema } from './model.ts';
+import { EngineWorkerTypeSchema, RoleSchema } from './model.ts';
 import { PlacementPlanSchema } from './plan.ts';
 import { ReplicaStateSchema } from './states.ts';
 
@@ -24,7 +25,7 @@ export const ReplicaViewSchema = z.object({
   model: z.string(),
   engine_id: z.string(),
   group: z.number().int().nonnegative(),
-  worker_type: z.enum(['regular', 'prefill', 'decode']),
+  worker_type: EngineWorkerTypeSchema,
   base_url: z.string().nullable(),
   state: ReplicaStateSchema,
   direct_eligible: z.boolean(),
@@ -66,14 +67,11 @@ export const ActivationGroupViewSchema = z.object({
 });
 export type ActivationGroupView = z.infer<typeof ActivationGroupViewSchema>;
 
-export const BatchStateSchema = z.enum(['queued', 'scoring', 'committed', 'failed']);
-export type BatchState = z.infer<typeof BatchStateSchema>;
-
 export const BatchViewSchema = z.object({
   id: z.string(),
   /** The role that scores it (`scorerOf(batch kind)`). */
   kind: RoleSchema,
-  state: BatchStateSchema,
+  state: BatchStageSchema,
   size: z.number().int().nonnegative(),
   created_at: z.number(),
   started_at: z.number().nullable(),

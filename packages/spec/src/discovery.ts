@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { RoleSchema } from './model.ts';
+import { EngineWorkerTypeSchema, ReplicaPolicySchema, RoleSchema } from './model.ts';
 import { ReplicaStateSchema } from './states.ts';
 
 /** An engine URL: http(s) with a host, no credentials, query or fragment (it is published to every client). */
@@ -51,7 +51,7 @@ export const DiscoveryEngineSchema = z
     weight_version: z.string().nullable().optional(),
     /** Additive: the engine group and worker type; PD prefill/decode workers are diagnostic only. */
     group: z.number().int().nonnegative().optional(),
-    worker_type: z.enum(['regular', 'prefill', 'decode']).optional(),
+    worker_type: EngineWorkerTypeSchema.optional(),
     /** Additive: incarnation counter of this replica slot; moves on restart. */
     generation: z.number().int().nonnegative().optional(),
     /** Additive, set by the gateway at answer time: this replica's circuit there. Absent for a model routed by an
@@ -138,11 +138,8 @@ export const DiscoveryRoutingSchema = z.object({
   default_model: z.string().nullable(),
   route_keys: z.record(z.string(), z.string()),
   aliases: z.record(z.string(), z.string()),
-  policy: z.enum(['round_robin', 'least_outstanding', 'affinity', 'cache_aware']),
-  model_policies: z.record(
-    z.string(),
-    z.enum(['round_robin', 'least_outstanding', 'affinity', 'cache_aware']),
-  ),
+  policy: ReplicaPolicySchema,
+  model_policies: z.record(z.string(), ReplicaPolicySchema),
 });
 export type DiscoveryRouting = z.infer<typeof DiscoveryRoutingSchema>;
 

@@ -122,6 +122,10 @@ export type RetryConfig = z.infer<typeof RetryConfigSchema>;
 
 /** The `gateway` block of the config file: where `uis serve` listens and who may call it. Tokens may also come
  * from the environment (`UIS_ADMIN_TOKEN`, `UIS_SERVING_TOKEN`) so a config file in git holds no secret. */
+/** How `uis serve` starts engines: simulated, local processes, engines started elsewhere, or Ray actors. */
+export const LauncherKindSchema = z.enum(['sim', 'local', 'external', 'ray']);
+export type LauncherKind = z.infer<typeof LauncherKindSchema>;
+
 export const GatewayConfigSchema = z
   .object({
     host: z.string().min(1).default('127.0.0.1'),
@@ -173,7 +177,7 @@ export const GatewayConfigSchema = z
      * clean stop (Ctrl-C, SIGTERM) still stops every engine. Off: engines die with the control plane. */
     adopt_engines: z.boolean().default(false),
     /** Engine launcher of `uis serve`. */
-    launcher: z.enum(['sim', 'local', 'external', 'ray']).default('sim'),
+    launcher: LauncherKindSchema.default('sim'),
     /** `external`: engine id -> URL (or `host:port`) of an engine started elsewhere. */
     external_urls: z.record(z.string(), EngineAddressSchema).default({}),
     /** `ray`: the cluster and the engine command (all defaults when absent: a local head, real SGLang). */

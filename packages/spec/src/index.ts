@@ -1,3 +1,4 @@
+export * from './batch-states.ts';
 export * from './config.ts';
 export * from './config-json-schema.ts';
 export * from './console.ts';

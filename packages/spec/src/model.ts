@@ -82,6 +82,9 @@ export type RoutingSpec = z.infer<typeof RoutingSpecSchema>;
 
 export const WorkerTypeSchema = z.enum(['regular', 'prefill', 'decode', 'placeholder']);
 export type WorkerType = z.infer<typeof WorkerTypeSchema>;
+/** The worker type of an engine that runs (a placeholder group launches none). */
+export const EngineWorkerTypeSchema = WorkerTypeSchema.exclude(['placeholder']);
+export type EngineWorkerType = z.infer<typeof EngineWorkerTypeSchema>;
 
 const positiveInt = z.number().int().positive();
 

@@ -17,6 +17,15 @@ export const REPLICA_TRANSITIONS: Readonly<Record<ReplicaState, readonly Replica
   dead: ['starting'],
 };
 
+/** What the manager drives a model toward: serving (`active`) or released for another phase (`sleeping`). */
+export const ModelDesireSchema = z.enum(['active', 'sleeping']);
+export type ModelDesire = z.infer<typeof ModelDesireSchema>;
+
+/** How a replica is drained: `wait` for its in-flight requests, or pause its generation the SGLang way (`abort`,
+ * `retract`, `in_place`: SGLang's pause modes). */
+export const DrainPolicySchema = z.enum(['wait', 'abort', 'retract', 'in_place']);
+export type DrainPolicy = z.infer<typeof DrainPolicySchema>;
+
 export function canTransition(from: ReplicaState, to: ReplicaState): boolean {
   return REPLICA_TRANSITIONS[from].includes(to);
 }

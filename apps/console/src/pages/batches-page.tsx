@@ -1,4 +1,4 @@
-import { BatchStateSchema, type ConsoleState } from '@uis/spec';
+import { BatchStageSchema, type ConsoleState } from '@uis/spec';
 import { formatClock, formatDuration } from '../lib/format.ts';
 
 export function BatchesPage({ state }: { state: ConsoleState }) {
@@ -7,7 +7,7 @@ export function BatchesPage({ state }: { state: ConsoleState }) {
   return (
     <div className="page" data-testid="page-batches">
       <div className="summary">
-        {BatchStateSchema.options.map((s) => {
+        {BatchStageSchema.options.map((s) => {
           const list = state.batches.filter((b) => b.state === s);
           return (
             <div className={`stat stat-batch-${s}`} key={s} data-testid="batch-count" data-state={s}>

@@ -1,15 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
-import {
-  type ControlPlane,
-  type ControlPlaneOptions,
-  createControlPlane,
-  type LauncherKind,
-  planOf,
-} from '@uis/control-plane';
+import { type ControlPlane, type ControlPlaneOptions, createControlPlane, planOf } from '@uis/control-plane';
 import type { Launcher } from '@uis/manager';
 import { forceStopEngines } from '@uis/sglang-engine';
-import { configuredRoles, type ErrorCode, type UisConfig, UisError } from '@uis/spec';
+import { configuredRoles, type ErrorCode, type LauncherKind, type UisConfig, UisError } from '@uis/spec';
 import type pino from 'pino';
 import { createLogger, UisServer } from '../server/uis-server.ts';
 import { createTracing } from '../tracing/tracing.ts';

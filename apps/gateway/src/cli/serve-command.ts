@@ -1,6 +1,6 @@
 import { readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import type { LauncherKind } from '@uis/control-plane';
+import type { LauncherKind } from '@uis/spec';
 import { isUisError, loadConfig, type PathIssue, type UisConfig, UisError } from '@uis/spec';
 import { type Command, InvalidArgumentError } from 'commander';
 import { EXIT_INVALID_LAYOUT, renderIssues } from './cli-errors.ts';

@@ -1,6 +1,13 @@
 import type { BarrierBoard, ControlPlane } from '@uis/control-plane';
 import type { BatchInfo } from '@uis/manager';
-import { type BatchView, type ConsoleState, type ReplicaView, type Role, scorerOf } from '@uis/spec';
+import {
+  BATCH_STAGE,
+  type BatchView,
+  type ConsoleState,
+  type ReplicaView,
+  type Role,
+  scorerOf,
+} from '@uis/spec';
 import type { InferenceGateway } from '../gateway/inference-gateway.ts';
 import type { ConsoleJournal } from './console-journal.ts';
 
@@ -15,19 +22,11 @@ export interface ConsoleStateSources {
 const MAX_BATCHES = 100;
 
 export function batchView(b: BatchInfo): BatchView {
-  const state =
-    b.state === 'open' || b.state === 'sealed'
-      ? 'queued'
-      : b.state === 'running'
-        ? 'scoring'
-        : b.state === 'committed'
-          ? 'committed'
-          : 'failed';
   const ended = b.state === 'committed' ? b.committed_at : b.state === 'failed' ? b.updated_at : null;
   return {
     id: b.id,
     kind: scorerOf(b.kind),
-    state,
+    state: BATCH_STAGE[b.state],
     size: b.samples,
     created_at: b.created_at,
     // The store records the last state change: for a running batch that is when scoring began.

@@ -1,5 +1,12 @@
 import type { Lease, OffloadReport } from '@uis/manager';
-import { ReplicaStateSchema } from '@uis/spec';
+import { MemoryTagSchema } from '@uis/sglang-engine';
+import {
+  BatchKindSchema,
+  BatchStateSchema,
+  LeaseStatusSchema,
+  ModelDesireSchema,
+  ReplicaStateSchema,
+} from '@uis/spec';
 import { z } from 'zod';
 
 /** The JSON shapes the operator commands answer with (snake_case throughout), and the views that turn the
@@ -25,7 +32,7 @@ export const LeaseSchema = z.object({
   /** The resident phase (while transitioning: the phase being left). */
   phase: z.string().nullable(),
   holder: z.array(z.string()),
-  status: z.enum(['held', 'transitioning', 'blocked']),
+  status: LeaseStatusSchema,
   reason: z.string().nullable(),
   target: z.string().nullable(),
   /** Proof recorded at the last transition: the roles that left and whether each engine released its memory. */
@@ -83,7 +90,7 @@ export const ManagerSnapshotSchema = z.object({
   models: z.record(
     z.string(),
     z.object({
-      desire: z.enum(['active', 'sleeping']),
+      desire: ModelDesireSchema,
       held: z.boolean(),
       target_weight_version: z.string().nullable(),
       replicas: z.array(
@@ -107,10 +114,10 @@ export const ManagerSnapshotSchema = z.object({
 
 export const BatchInfoSchema = z.object({
   id: z.string(),
-  kind: z.enum(['genrm_score', 'teacher_logprobs']),
+  kind: BatchKindSchema,
   role: z.string(),
   model: z.string().nullable(),
-  state: z.enum(['open', 'sealed', 'running', 'committed', 'failed']),
+  state: BatchStateSchema,
   reason: z.string().nullable(),
   attempts: z.number(),
   samples: z.number(),
@@ -138,7 +145,4 @@ export const AuditEventSchema = z.object({
 });
 
 /** Memory a model onloads: all of it by default. */
-export const MemoryTagsSchema = z
-  .array(z.enum(['weights', 'kv_cache', 'cuda_graph']))
-  .min(1)
-  .optional();
+export const MemoryTagsSchema = z.array(MemoryTagSchema).min(1).optional();

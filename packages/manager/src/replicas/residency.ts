@@ -1,4 +1,5 @@
-import type { DrainPolicy, MemoryTag } from '@uis/sglang-engine';
+import type { MemoryTag } from '@uis/sglang-engine';
+import type { DrainPolicy } from '@uis/spec';
 import { UisError } from '@uis/spec';
 import type { OffloadReport } from '../coordinator/types.ts';
 import { errorMessage, settlesWithin } from '../runtime.ts';

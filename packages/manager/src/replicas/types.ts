@@ -1,9 +1,11 @@
-import type { AddWorkerRequest, DrainPolicy, MemoryTag, SGLangEngine } from '@uis/sglang-engine';
+import type { AddWorkerRequest, MemoryTag, SGLangEngine } from '@uis/sglang-engine';
 import type {
+  DrainPolicy,
   EngineGroupSpec,
   GroupPlacement,
   InferenceModelSpec,
   InferenceRoleSpec,
+  ModelDesire,
   PoolPlan,
   ReplicaPlacement,
   ReplicaState,
@@ -67,8 +69,6 @@ export interface InferenceManagerInit {
   logger?: Logger;
   options?: ManagerOptions;
 }
-
-export type ModelDesire = 'active' | 'sleeping';
 
 export const ALL_TAGS: readonly MemoryTag[] = ['weights', 'kv_cache', 'cuda_graph'];
 
