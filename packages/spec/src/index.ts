@@ -5,6 +5,7 @@ export * from './console.ts';
 export * from './discovery.ts';
 export * from './error-codes.ts';
 export * from './errors.ts';
+export * from './exchange-states.ts';
 export * from './gateway-config.ts';
 export * from './lease-states.ts';
 export * from './model.ts';
