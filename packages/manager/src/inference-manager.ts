@@ -1,93 +1,33 @@
 import type { MemoryTag, SGLangEngine } from '@uis/sglang-engine';
 import type { DrainPolicy } from '@uis/spec';
-import { capabilities, EngineUrlSchema, type InferenceRoleSpec, parseOrThrow, UisError } from '@uis/spec';
+import { EngineUrlSchema, type InferenceRoleSpec, parseOrThrow, UisError } from '@uis/spec';
 import type { OffloadReport, PhaseParticipant } from './coordinator/types.ts';
 import { EventLog } from './event-log.ts';
-import { InFlightTracker } from './in-flight.ts';
+import type { InFlightTracker } from './in-flight.ts';
 import { Registry } from './registry.ts';
-import { Adoption } from './replicas/adoption.ts';
-import type { Audit, ManagerContext } from './replicas/context.ts';
-import { ElasticScaler } from './replicas/elastic-scaler.ts';
-import { EnginePool } from './replicas/engine-pool.ts';
-import { EngineRecords } from './replicas/engine-records.ts';
-import { ExternalEngines } from './replicas/external-engines.ts';
-import { OperationQueue } from './replicas/operation-queue.ts';
-import { PublicationProjector } from './replicas/publication.ts';
-import { Recovery } from './replicas/recovery.ts';
-import { ReplicaTable } from './replicas/replica-table.ts';
-import { Residency } from './replicas/residency.ts';
-import { RouterSync } from './replicas/router-sync.ts';
-import {
-  ALL_TAGS,
-  type InferenceManagerInit,
-  type ManagerSnapshot,
-  type ModelRuntime,
-  type ResolvedManagerOptions,
-} from './replicas/types.ts';
-import { WeightSync } from './replicas/weight-sync.ts';
-import { silentLogger, systemClock } from './runtime.ts';
+import { assembleParts } from './replicas/assemble.ts';
+import type { ElasticScaler } from './replicas/elastic-scaler.ts';
+import type { EnginePool } from './replicas/engine-pool.ts';
+import type { ExternalEngines } from './replicas/external-engines.ts';
+import type { Health } from './replicas/health.ts';
+import type { InferenceManagerInit } from './replicas/init.ts';
+import type { MemoryLedger } from './replicas/memory-ledger.ts';
+import type { Onload } from './replicas/onload.ts';
+import type { OperationQueue } from './replicas/operation-queue.ts';
+import type { PublicationProjector } from './replicas/publication.ts';
+import type { Recovery } from './replicas/recovery.ts';
+import type { ReplicaTable } from './replicas/replica-table.ts';
+import type { Residency } from './replicas/residency.ts';
+import { ALL_TAGS, type Audit, type ManagerSnapshot } from './replicas/types.ts';
+import type { WeightSync } from './replicas/weight-sync.ts';
 import {
   type WeightUpdateRequest,
   WeightUpdateRequestSchema,
   type WeightUpdateResult,
 } from './weight-update.ts';
 
-export type {
-  InferenceManagerInit,
-  ManagerOptions,
-  ManagerSnapshot,
-  RouterRegistrar,
-} from './replicas/types.ts';
-
-function resolveOptions(init: InferenceManagerInit): ResolvedManagerOptions {
-  const o = init.options ?? {};
-  return {
-    startDeadlineMs: o.startDeadlineMs ?? 600_000,
-    healthIntervalMs: o.healthIntervalMs ?? 5_000,
-    healthTimeoutMs: o.healthTimeoutMs ?? 5_000,
-    failuresToDead: o.failuresToDead ?? 3,
-    restartBackoffMs: o.restartBackoffMs ?? 1_000,
-    restartBackoffMaxMs: o.restartBackoffMaxMs ?? 60_000,
-    drainDeadlineMs: o.drainDeadlineMs ?? 120_000,
-    drainPolicy: o.drainPolicy ?? 'wait',
-    routerUrls: o.routerUrls ?? {},
-  };
-}
-
-/** Checks the role's models against what the manager was given; the models' runtime state. */
-function modelsOf(init: InferenceManagerInit): Map<string, ModelRuntime> {
-  const models = new Map<string, ModelRuntime>();
-  for (const m of init.role.models) {
-    if (m.register_dcs && m.weight_source === 'static')
-      throw new UisError({
-        code: 'static_model_dcs',
-        path: `models.${m.name}.register_dcs`,
-        message: `model ${m.name} has weight_source static: it cannot register for DCS; drop register_dcs`,
-      });
-    models.set(m.name, {
-      spec: m,
-      target: null,
-      replay: null,
-      desire: 'active',
-      held: false,
-      dcsRegistered: m.register_dcs,
-    });
-    if (capabilities(m).needs_router && !init.routers?.[m.name])
-      throw new UisError({
-        code: 'router_missing',
-        path: `models.${m.name}.route_mode`,
-        message: `model ${m.name} uses sglang_router: pass a router client (routers.${m.name})`,
-      });
-  }
-  for (const p of init.placements)
-    if (p.role === init.role.role && !models.has(p.model))
-      throw new UisError({
-        code: 'unknown_model',
-        path: `placements.${p.model}`,
-        message: `placement names model ${p.model}, which role ${init.role.role} does not define`,
-      });
-  return models;
-}
+export type { InferenceManagerInit, ManagerOptions } from './replicas/init.ts';
+export type { ManagerSnapshot, RouterRegistrar } from './replicas/types.ts';
 
 /** One manager class for rollout, GenRM and teacher: engine pools per model, replica state machine (the spec's
  * table), health + recovery, weights, onload/offload, router registration, elastic scale and the role's
@@ -99,7 +39,19 @@ export class InferenceManager implements PhaseParticipant {
   readonly inFlight: InFlightTracker;
   /** The role spec this manager serves (models, routing, deployment). */
   readonly spec: InferenceRoleSpec;
-  readonly #ctx: ManagerContext;
+  readonly #audit: Audit;
+  readonly #replicas: ReplicaTable;
+  readonly #queue: OperationQueue;
+  readonly #publication: PublicationProjector;
+  readonly #memory: MemoryLedger;
+  readonly #weights: WeightSync;
+  readonly #health: Health;
+  readonly #residency: Residency;
+  readonly #recovery: Recovery;
+  readonly #onload: Onload;
+  readonly #pool: EnginePool;
+  readonly #scaler: ElasticScaler;
+  readonly #externals: ExternalEngines;
   #shutdown: Promise<void> | null = null;
 
   constructor(init: InferenceManagerInit) {
@@ -108,45 +60,22 @@ export class InferenceManager implements PhaseParticipant {
     const events = init.events ?? (init.store ? new EventLog(init.store) : undefined);
     const audit: Audit = (kind, subject, data, durationMs) =>
       events?.append({ kind, subject, actor: this.role, data, duration_ms: durationMs ?? null });
-    const clock = init.clock ?? systemClock;
-    const logger = init.logger ?? silentLogger;
-    const models = modelsOf(init);
+    this.#audit = audit;
     this.registry = init.registry ?? new Registry({ role: init.role.role, routing: init.role.routing });
-    const replicas = new ReplicaTable(this.role, audit, logger);
-    for (const [name, m] of models) replicas.models.set(name, m);
-    this.inFlight = new InFlightTracker((id) => {
-      const s = replicas.find(id);
-      return s !== undefined && replicas.eligible(s);
-    });
-    const ctx = {
-      role: this.role,
-      spec: init.role,
-      clock,
-      logger,
-      opts: resolveOptions(init),
-      inFlight: this.inFlight,
-      audit,
-      replicas,
-      queue: new OperationQueue(this.role, clock, audit),
-    } as Partial<ManagerContext> as { -readonly [K in keyof ManagerContext]: ManagerContext[K] };
-    ctx.routers = new RouterSync(ctx, init.routers ?? {});
-    ctx.publication = new PublicationProjector(ctx, this.registry);
-    ctx.weights = new WeightSync(ctx);
-    ctx.residency = new Residency(ctx);
-    ctx.recovery = new Recovery(ctx, init.launcher.ownsProcesses);
-    ctx.pool = new EnginePool(
-      ctx,
-      init.launcher,
-      init.placements.filter((p) => p.role === this.role),
-      init.pools ?? {},
-      init.placementGroups,
-    );
-    ctx.scaler = new ElasticScaler(ctx);
-    ctx.externals = new ExternalEngines(ctx);
-    // Only engines that can outlive this process are worth a record (in-process and Ray engines die with it).
-    ctx.records = init.store && init.launcher.adopt ? new EngineRecords(init.store, this.role, clock) : null;
-    ctx.adoption = new Adoption(ctx, init.launcher, ctx.records, init.adoptEngines === true);
-    this.#ctx = ctx;
+    const parts = assembleParts(init, this.registry, audit);
+    this.inFlight = parts.inFlight;
+    this.#replicas = parts.replicas;
+    this.#queue = parts.queue;
+    this.#publication = parts.publication;
+    this.#memory = parts.memory;
+    this.#weights = parts.weights;
+    this.#health = parts.health;
+    this.#residency = parts.residency;
+    this.#recovery = parts.recovery;
+    this.#onload = parts.onload;
+    this.#pool = parts.pool;
+    this.#scaler = parts.scaler;
+    this.#externals = parts.externals;
   }
 
   // ---- lifecycle ----------------------------------------------------------------------------------------------
@@ -154,7 +83,10 @@ export class InferenceManager implements PhaseParticipant {
   /** Creates owned PGs, launches every replica of the plan in parallel, waits healthy, reads weight versions,
    * registers with routers and publishes. On any failure rolls back exactly what it created. */
   start(opts: { sleep?: boolean } = {}): Promise<OffloadReport | null> {
-    const { queue, pool, residency, replicas } = this.#ctx;
+    const pool = this.#pool;
+    const queue = this.#queue;
+    const residency = this.#residency;
+    const replicas = this.#replicas;
     return queue.run(opts.sleep ? 'start:sleep' : 'start', async () => {
       await pool.start(opts.sleep === true);
       // A role that shares GPUs with the resident phase starts, then releases its memory at once, before the
@@ -169,9 +101,10 @@ export class InferenceManager implements PhaseParticipant {
    * `tags`, resumes only those (e.g. `['weights']` to sync weights before the KV cache is back). Models an operator
    * drained stay asleep: a phase change does not undo an operator's drain. */
   activate(tags?: MemoryTag[]): Promise<void> {
-    const { queue, replicas } = this.#ctx;
+    const queue = this.#queue;
+    const replicas = this.#replicas;
     return queue.run(`activate:${(tags ?? ALL_TAGS).join(',')}`, () =>
-      this.onload(
+      this.onloadModels(
         [...replicas.models].filter(([, m]) => !m.held).map(([name]) => name),
         tags,
       ),
@@ -187,11 +120,11 @@ export class InferenceManager implements PhaseParticipant {
     tags?: MemoryTag[],
     opts: { mayOnload?: () => boolean } = {},
   ): Promise<boolean> {
-    this.#ctx.replicas.model(model);
-    return this.#ctx.queue.run(`activate:${model}:${(tags ?? ALL_TAGS).join(',')}`, async () => {
+    this.#replicas.model(model);
+    return this.#queue.run(`activate:${model}:${(tags ?? ALL_TAGS).join(',')}`, async () => {
       this.releaseHold(model);
       if (opts.mayOnload && !opts.mayOnload()) return false;
-      await this.onload([model], tags);
+      await this.onloadModels([model], tags);
       return true;
     });
   }
@@ -200,12 +133,15 @@ export class InferenceManager implements PhaseParticipant {
    * memory in doubt (a memory call was in flight when the previous control plane died), so they serve again.
    * Models an operator holds stay asleep. Resolves with the engines onloaded. */
   settleInDoubt(): Promise<string[]> {
-    const { queue, replicas, adoption, residency } = this.#ctx;
+    const queue = this.#queue;
+    const replicas = this.#replicas;
+    const memory = this.#memory;
+    const onload = this.#onload;
     return queue.run('settle', async () => {
       const slots = replicas
         .all()
-        .filter((s) => adoption.isInDoubt(s.engineId) && !replicas.model(s.model).held);
-      await residency.onloadSlots(slots);
+        .filter((s) => memory.isInDoubt(s.engineId) && !replicas.model(s.model).held);
+      await onload.onloadSlots(slots);
       return slots.map((s) => s.engineId);
     });
   }
@@ -213,11 +149,11 @@ export class InferenceManager implements PhaseParticipant {
   /** Lifts the hold of an operator drain without onloading: the model comes back with its role's next
    * activation (its phase). False when it was not held. */
   releaseHold(model: string): boolean {
-    const m = this.#ctx.replicas.model(model);
+    const m = this.#replicas.model(model);
     if (!m.held) return false;
     m.held = false;
-    this.#ctx.audit('model.released', model, {});
-    this.#ctx.publication.publish();
+    this.#audit('model.released', model, {});
+    this.#publication.publish();
     return true;
   }
 
@@ -229,9 +165,9 @@ export class InferenceManager implements PhaseParticipant {
   ): Promise<OffloadReport> {
     const { models, ...rest } = opts;
     if (models === undefined)
-      return this.#ctx.queue.run('drain', () => this.offload([...this.#ctx.replicas.models.keys()], rest));
-    for (const m of models) this.#ctx.replicas.model(m);
-    return this.#ctx.queue.run(`drain:${JSON.stringify(models)}`, () => this.offload([...models], rest));
+      return this.#queue.run('drain', () => this.offloadModels([...this.#replicas.models.keys()], rest));
+    for (const m of models) this.#replicas.model(m);
+    return this.#queue.run(`drain:${JSON.stringify(models)}`, () => this.offloadModels([...models], rest));
   }
 
   /** The operator's drain of one model: it holds the model asleep across phase changes until `activateModel`. */
@@ -239,20 +175,20 @@ export class InferenceManager implements PhaseParticipant {
     model: string,
     opts: { deadlineMs?: number; policy?: DrainPolicy } = {},
   ): Promise<OffloadReport> {
-    const m = this.#ctx.replicas.model(model);
-    return this.#ctx.queue.run(`drain:${model}`, () => {
+    const m = this.#replicas.model(model);
+    return this.#queue.run(`drain:${model}`, () => {
       if (!m.held) {
         m.held = true;
-        this.#ctx.audit('model.held', model, {});
+        this.#audit('model.held', model, {});
       }
-      return this.offload([model], opts);
+      return this.offloadModels([model], opts);
     });
   }
 
   /** Sleep now: abort in-flight work instead of waiting for it. */
   deactivate(): Promise<OffloadReport> {
-    return this.#ctx.queue.run('deactivate', () =>
-      this.offload([...this.#ctx.replicas.models.keys()], { policy: 'abort', deadlineMs: 0 }),
+    return this.#queue.run('deactivate', () =>
+      this.offloadModels([...this.#replicas.models.keys()], { policy: 'abort', deadlineMs: 0 }),
     );
   }
 
@@ -262,27 +198,27 @@ export class InferenceManager implements PhaseParticipant {
     if (!this.#shutdown)
       this.#shutdown = (async () => {
         // Let a running operation finish its step, then refuse everything after.
-        const closing = this.#ctx.queue.close();
-        const stopping = this.#ctx.recovery.stop();
+        const closing = this.#queue.close();
+        const stopping = Promise.all([this.#health.stop(), this.#recovery.stop()]);
         await closing;
         await stopping;
-        await this.#ctx.pool.shutdown();
-        this.#ctx.audit('op.shutdown', this.role, {});
+        await this.#pool.shutdown();
+        this.#audit('op.shutdown', this.role, {});
       })();
     return this.#shutdown;
   }
 
-  private async onload(models: string[], tags?: MemoryTag[]): Promise<void> {
-    this.#ctx.pool.requireStarted();
-    await this.#ctx.residency.activate(models, tags);
+  private async onloadModels(models: string[], tags?: MemoryTag[]): Promise<void> {
+    this.#pool.requireStarted();
+    await this.#onload.activate(models, tags);
   }
 
-  private async offload(
+  private async offloadModels(
     models: string[],
     opts: { deadlineMs?: number; policy?: DrainPolicy },
   ): Promise<OffloadReport> {
-    this.#ctx.pool.requireStarted();
-    return this.#ctx.residency.drain(models, opts);
+    this.#pool.requireStarted();
+    return this.#residency.drain(models, opts);
   }
 
   // ---- weights ------------------------------------------------------------------------------------------------
@@ -291,7 +227,10 @@ export class InferenceManager implements PhaseParticipant {
    * Sleeping replicas are synced when they onload (disk/version updates replay; a distributed update needs the
    * trainer, so such replicas stay ineligible until the next update reaches them). */
   async updateWeights(model: string, request: WeightUpdateRequest): Promise<WeightUpdateResult> {
-    const { replicas, weights, queue, pool } = this.#ctx;
+    const replicas = this.#replicas;
+    const weights = this.#weights;
+    const queue = this.#queue;
+    const pool = this.#pool;
     const m = replicas.model(model);
     weights.refuseStatic(m, 'weight updates');
     const req = parseOrThrow(WeightUpdateRequestSchema, request, 'body', 'invalid_weight_update');
@@ -303,8 +242,8 @@ export class InferenceManager implements PhaseParticipant {
 
   /** DCS registration (the trainer's weight sync service); static models refuse it. */
   registerDcs(model: string): { model: string; registered: true } {
-    this.#ctx.weights.registerDcs(this.#ctx.replicas.model(model));
-    this.#ctx.audit('admin.register_dcs', model, {});
+    this.#weights.registerDcs(this.#replicas.model(model));
+    this.#audit('admin.register_dcs', model, {});
     return { model, registered: true };
   }
 
@@ -313,7 +252,7 @@ export class InferenceManager implements PhaseParticipant {
   /** Elastic scale: adds replicas on bundles the plan reserved (placeholder groups) after re-checking the
    * placement rules, or removes the newest replicas after draining them. Every step is published. */
   async scale(model: string, replicas: number): Promise<{ model: string; replicas: number }> {
-    const m = this.#ctx.replicas.model(model);
+    const m = this.#replicas.model(model);
     if (!m.spec.elastic_enabled)
       throw new UisError({
         code: 'not_elastic',
@@ -326,19 +265,19 @@ export class InferenceManager implements PhaseParticipant {
         path: 'replicas',
         message: 'replicas must be an integer >= 0',
       });
-    return this.#ctx.queue.run(`scale:${model}:${replicas}`, async () => {
-      this.#ctx.pool.requireStarted();
-      return this.#ctx.scaler.scale(m, replicas);
+    return this.#queue.run(`scale:${model}:${replicas}`, async () => {
+      this.#pool.requireStarted();
+      return this.#scaler.scale(m, replicas);
     });
   }
 
   /** Attaches an engine started elsewhere; it is health-checked and published but never killed. */
   async registerExternal(model: string, url: string): Promise<{ engine_id: string }> {
-    const m = this.#ctx.replicas.model(model);
+    const m = this.#replicas.model(model);
     // The same rule as the discovery schema (http(s), host, no credentials/query/fragment), checked before the
     // URL can reach a publication.
     const base = new URL(parseOrThrow(EngineUrlSchema, url, 'url', 'invalid_url')).origin;
-    return this.#ctx.queue.run(`external:${model}:${base}`, () => {
+    return this.#queue.run(`external:${model}:${base}`, () => {
       // An engine attached to a held model would serve what the operator took out of service.
       if (m.held)
         throw new UisError({
@@ -346,28 +285,28 @@ export class InferenceManager implements PhaseParticipant {
           path: 'model',
           message: `model ${model} is held: an operator drained it; activate it before attaching engines`,
         });
-      return this.#ctx.externals.attach(m, base);
+      return this.#externals.attach(m, base);
     });
   }
 
   async unregisterExternal(engineId: string): Promise<void> {
-    const s = this.#ctx.replicas.slot(engineId);
+    const s = this.#replicas.slot(engineId);
     if (!s.external)
       throw new UisError({
         code: 'not_external',
         path: 'engine_id',
         message: `${engineId} was launched by this manager; only external engines can be unregistered`,
       });
-    return this.#ctx.queue.run(`unexternal:${engineId}`, () => this.#ctx.scaler.retire(s, 'unregistered'));
+    return this.#queue.run(`unexternal:${engineId}`, () => this.#scaler.retire(s, 'unregistered'));
   }
 
   /** The operator's restart of one replica. A replica of a sleeping model (its GPUs may belong to another phase)
    * is stopped now and relaunched when the model onloads: `{restarted: false}`. Owned engines are killed and
    * relaunched; external ones re-attached. */
   async restartReplica(engineId: string): Promise<{ restarted: boolean }> {
-    const s = this.#ctx.replicas.slot(engineId);
-    return this.#ctx.queue.run(`restart:${engineId}`, async () => ({
-      restarted: await this.#ctx.recovery.operatorRestart(s),
+    const s = this.#replicas.slot(engineId);
+    return this.#queue.run(`restart:${engineId}`, async () => ({
+      restarted: await this.#recovery.operatorRestart(s),
     }));
   }
 
@@ -377,25 +316,29 @@ export class InferenceManager implements PhaseParticipant {
    * memory call was in flight, recorded processes that run but cannot be verified, and engines attached by URL
    * (their memory is not recorded here). Empty when every engine's memory is known. */
   memoryInDoubt(): string[] {
-    const external = this.#ctx.replicas
+    const external = this.#replicas
       .all()
       .filter((s) => s.external)
       .map((s) => `${s.engineId} (attached by URL: its memory is not recorded here)`);
-    return [...this.#ctx.adoption.inDoubt(), ...external];
+    return [...this.#memory.inDoubt(), ...external];
   }
 
   snapshot(): ManagerSnapshot {
-    return this.#ctx.publication.snapshot();
+    return this.#publication.snapshot({
+      started: this.#pool.started,
+      shutdown: this.#queue.closed,
+      created_pgs: this.#pool.createdPgs(),
+    });
   }
 
   /** Engine of a replica (the gateway proxies through its client). */
   engine(engineId: string): SGLangEngine | null {
-    return this.#ctx.replicas.find(engineId)?.engine ?? null;
+    return this.#replicas.find(engineId)?.engine ?? null;
   }
 
   /** Eligible replicas of a model: ready, regular worker, at the model's weight version. */
   eligibleEngines(model: string): Array<{ engineId: string; baseUrl: string; engine: SGLangEngine }> {
-    const { replicas } = this.#ctx;
+    const replicas = this.#replicas;
     return replicas
       .slotsOf(model)
       .filter((s) => replicas.eligible(s))

@@ -2,9 +2,11 @@ import { identifyProcess, type SGLangEngine, stopRecordedProcesses } from '@uis/
 import type { Launcher } from '../launchers.ts';
 import { type Clock, errorMessage, type Logger } from '../runtime.ts';
 import type { Db } from '../store.ts';
-import type { ManagerContext } from './context.ts';
 import { type EngineRecord, EngineRecords, SETTLED_MEMORY } from './engine-records.ts';
-import { ALL_TAGS, type Slot } from './types.ts';
+import type { Incarnations } from './incarnations.ts';
+import type { MemoryLedger } from './memory-ledger.ts';
+import type { ReplicaTable } from './replica-table.ts';
+import { ALL_TAGS, type Audit, type Slot } from './types.ts';
 
 /** Deadline of each probe call to a recorded engine. */
 const PROBE_TIMEOUT_MS = 5_000;
@@ -14,18 +16,21 @@ const PROBE_TIMEOUT_MS = 5_000;
  * a recorded engine of a planned replica that still runs, answers over HTTP and is the one recorded (its pids
  * started when recorded, same model path, same port) is adopted instead of launched; every other record is
  * stopped, but only processes verified to be the recorded engine are ever signalled. Without adoption every
- * record is stopped (their watchdogs normally did it already). Owns the list of engines whose GPU memory is in
- * doubt after the restart (`inDoubt`), which the coordinator reads before it resumes a transition.
+ * record is stopped (their watchdogs normally did it already). Engines whose GPU memory it cannot know go to the
+ * memory ledger's doubts.
  */
 export class Adoption {
-  /** engine id -> why its GPU memory is not known (cleared once a drain or onload settles it). */
-  readonly #inDoubt = new Map<string, string>();
-
   constructor(
-    private readonly ctx: ManagerContext,
+    private readonly role: string,
     private readonly launcher: Launcher,
-    private readonly records: EngineRecords | null,
+    /** Adoption mode: recorded engines that still run and match are adopted (else every record is stopped). */
     private readonly enabled: boolean,
+    private readonly records: EngineRecords | null,
+    private readonly replicas: ReplicaTable,
+    private readonly incarnations: Incarnations,
+    private readonly memory: MemoryLedger,
+    private readonly logger: Logger,
+    private readonly audit: Audit,
   ) {}
 
   /** Adopts what it can of `slots` (fresh slots of the plan, still `starting`) and stops every other record.
@@ -53,22 +58,6 @@ export class Adoption {
     return adopted;
   }
 
-  /** Engines of this role whose GPU memory is not known: adopted while a memory call was in flight, or recorded
-   * processes still running that cannot be verified (never signalled). */
-  inDoubt(): string[] {
-    return [...this.#inDoubt].map(([id, why]) => `${id} (${why})`);
-  }
-
-  /** Whether the engine was adopted (or left running) with its memory in doubt. */
-  isInDoubt(engineId: string): boolean {
-    return this.#inDoubt.has(engineId);
-  }
-
-  /** A drain or onload of the engine answered: its memory is known again. */
-  settled(engineId: string): void {
-    this.#inDoubt.delete(engineId);
-  }
-
   /** The engine of the record when it is the one recorded, else why not. */
   private async probe(s: Slot, rec: EngineRecord): Promise<SGLangEngine | string> {
     const adopt = this.launcher.adopt;
@@ -80,7 +69,7 @@ export class Adoption {
       if (id !== 'same')
         return id === 'gone' ? `process ${p.pid} is gone` : `process ${p.pid} cannot be verified`;
     }
-    const engine = adopt.call(this.launcher, this.ctx.pool.launchRequest(s), rec);
+    const engine = adopt.call(this.launcher, this.incarnations.launchRequest(s), rec);
     const call = { timeoutMs: PROBE_TIMEOUT_MS };
     let identified = false;
     try {
@@ -105,10 +94,9 @@ export class Adoption {
   /** Takes the engine over in the state its record says. A memory call that never answered leaves the engine
    * asleep and in doubt (not eligible; a drain or an onload settles it). */
   private adopt(s: Slot, rec: EngineRecord, engine: SGLangEngine): void {
-    const { replicas, pool, recovery, audit, logger } = this.ctx;
-    pool.attach(s, engine);
+    const { replicas, audit, logger } = this;
+    this.incarnations.attach(s, engine);
     s.generation = rec.generation;
-    recovery.launched(s);
     const settled = SETTLED_MEMORY.includes(rec.memory);
     s.memory.released = rec.memory === 'released';
     s.memory.resumed = rec.memory === 'resident' ? new Set(ALL_TAGS) : new Set();
@@ -117,10 +105,10 @@ export class Adoption {
       replicas.setState(s, 'draining');
       replicas.setState(s, 'sleeping');
     }
-    if (!settled) this.#inDoubt.set(s.engineId, `${rec.memory} when the previous control plane stopped`);
+    if (!settled) this.memory.doubt(s.engineId, `${rec.memory} when the previous control plane stopped`);
     this.records?.launched(s, rec.memory, rec.paused);
     logger.info(
-      { role: this.ctx.role, engineId: s.engineId, url: rec.base_url, memory: rec.memory },
+      { role: this.role, engineId: s.engineId, url: rec.base_url, memory: rec.memory },
       'engine adopted',
     );
     audit('replica.adopted', s.engineId, {
@@ -132,26 +120,20 @@ export class Adoption {
   }
 
   /** Stops a record's processes that are verifiably its engine and forgets the record; processes that run but
-   * cannot be verified are left alone and named in `inDoubt`. */
+   * cannot be verified are left alone and named in the memory ledger's doubts. */
   private async stop(rec: EngineRecord, why: string): Promise<void> {
     const left = await stopRecordedProcesses(rec.processes, 5_000);
     const pids = rec.processes.map((p) => p.pid);
     if (left.length > 0) {
       const reason = `pid ${left.map((p) => p.pid).join(', ')} still runs and cannot be verified as the engine at ${rec.base_url}`;
-      this.#inDoubt.set(rec.engine_id, reason);
-      this.ctx.logger.error(
-        { role: this.ctx.role, engineId: rec.engine_id, why },
-        `${reason}; stop it by hand`,
-      );
-      this.ctx.audit('replica.unverified', rec.engine_id, { url: rec.base_url, pids, why });
+      this.memory.doubt(rec.engine_id, reason);
+      this.logger.error({ role: this.role, engineId: rec.engine_id, why }, `${reason}; stop it by hand`);
+      this.audit('replica.unverified', rec.engine_id, { url: rec.base_url, pids, why });
       return;
     }
     this.records?.forget(rec.engine_id);
-    this.ctx.logger.warn(
-      { role: this.ctx.role, engineId: rec.engine_id, why },
-      'recorded engine not adopted',
-    );
-    this.ctx.audit('replica.not_adopted', rec.engine_id, { url: rec.base_url, pids, why });
+    this.logger.warn({ role: this.role, engineId: rec.engine_id, why }, 'recorded engine not adopted');
+    this.audit('replica.not_adopted', rec.engine_id, { url: rec.base_url, pids, why });
   }
 }
 

@@ -1,26 +1,42 @@
-import type { SGLangEngine } from '@uis/sglang-engine';
 import { type GroupPlacement, isUisError, type PoolPlan, UisError } from '@uis/spec';
-import type { Launcher, LaunchRequest } from '../launchers.ts';
 import type { PlacementGroups } from '../placement-groups.ts';
-import { errorMessage } from '../runtime.ts';
-import type { ManagerContext } from './context.ts';
-import type { Slot } from './types.ts';
+import { type Clock, errorMessage, type Logger } from '../runtime.ts';
+import type { Adoption } from './adoption.ts';
+import type { EngineRecords } from './engine-records.ts';
+import type { Health } from './health.ts';
+import type { Incarnations } from './incarnations.ts';
+import type { PublicationProjector } from './publication.ts';
+import type { ReplicaTable } from './replica-table.ts';
+import type { RouterSync } from './router-sync.ts';
+import type { Audit, Slot } from './types.ts';
+import type { WeightSync } from './weight-sync.ts';
 
 /** How often a start names the engines still loading. */
 const SLOW_REPORT_MS = 30_000;
 
-/** Where the role's engines run: the placement groups this manager created, launching each incarnation of a
- * replica (`slot.engine`, `slot.baseUrl`), the start of the whole plan with its rollback, and the shutdown. */
+/** Where the role's engines run: the placement groups this manager created, the start of the whole plan (adopting
+ * or launching every replica) with its rollback, and the shutdown. */
 export class EnginePool {
   #started = false;
   readonly #createdPgs: string[] = [];
 
   constructor(
-    private readonly ctx: ManagerContext,
-    private readonly launcher: Launcher,
-    readonly placements: GroupPlacement[],
-    readonly pools: Record<string, PoolPlan>,
+    private readonly role: string,
+    /** This role's groups of the placement plan. */
+    private readonly placements: readonly GroupPlacement[],
+    private readonly pools: Record<string, PoolPlan>,
     private readonly pgs: PlacementGroups | undefined,
+    private readonly replicas: ReplicaTable,
+    private readonly adoption: Adoption,
+    private readonly incarnations: Incarnations,
+    private readonly weights: WeightSync,
+    private readonly health: Health,
+    private readonly routers: RouterSync,
+    private readonly publication: PublicationProjector,
+    private readonly records: EngineRecords | null,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+    private readonly audit: Audit,
   ) {}
 
   get started(): boolean {
@@ -35,7 +51,7 @@ export class EnginePool {
     if (!this.#started)
       throw new UisError({
         code: 'manager_not_started',
-        message: `${this.ctx.role} manager is not started`,
+        message: `${this.role} manager is not started`,
       });
   }
 
@@ -43,7 +59,7 @@ export class EnginePool {
    * registers with routers and publishes. On any failure rolls back exactly what it created. */
   async start(sleep: boolean): Promise<void> {
     if (this.#started) return;
-    const { replicas, publication } = this.ctx;
+    const { replicas, publication } = this;
     const createdSlots: Slot[] = [];
     const registered: Slot[] = [];
     const pgsCreatedNow: string[] = [];
@@ -63,25 +79,25 @@ export class EnginePool {
       }
       publication.publish(); // candidates, all starting
       // Engines a previous control plane left running are adopted (or stopped) before anything is launched.
-      const adopted = await this.ctx.adoption.run(createdSlots);
+      const adopted = await this.adoption.run(createdSlots);
       const fresh = createdSlots.filter((s) => !adopted.has(s));
       await this.launchAll(fresh);
-      for (const m of replicas.models.values()) this.ctx.weights.adoptTarget(m);
+      for (const m of replicas.models.values()) this.weights.adoptTarget(m);
       for (const s of fresh) replicas.setState(s, 'ready');
       // Starting to sleep: never registered or published as eligible, the drain that follows publishes.
       if (!sleep) {
-        await this.ctx.routers.sync(registered);
+        await this.routers.sync(registered);
         publication.publish();
       }
       this.#started = true;
-      this.ctx.recovery.start();
+      this.health.start();
     } catch (e) {
-      this.ctx.logger.error({ role: this.ctx.role, err: errorMessage(e) }, 'start failed; rolling back');
+      this.logger.error({ role: this.role, err: errorMessage(e) }, 'start failed; rolling back');
       await this.rollback(createdSlots, registered, pgsCreatedNow);
       throw new UisError({
         code: 'start_failed',
         relayedStatus: e instanceof UisError ? e.status : undefined,
-        message: `${this.ctx.role} start failed and was rolled back: ${errorMessage(e)}`,
+        message: `${this.role} start failed and was rolled back: ${errorMessage(e)}`,
         cause: e,
         details: { rolled_back: { engines: createdSlots.map((s) => s.engineId), pgs: pgsCreatedNow } },
       });
@@ -96,7 +112,7 @@ export class EnginePool {
     const progress = this.startProgress(slots, cancel.signal);
     const results = await Promise.allSettled(
       slots.map((s) =>
-        this.launch(s, cancel.signal).then(
+        this.incarnations.launch(s, cancel.signal).then(
           () => progress.ready(s),
           (e: unknown) => {
             cancel.abort(e);
@@ -115,7 +131,7 @@ export class EnginePool {
   /** Tells the operator how a start goes (engines load for minutes on real GPUs): `n of m ready` as each engine
    * answers, and every SLOW_REPORT_MS which engines are still loading. */
   private startProgress(slots: Slot[], signal: AbortSignal) {
-    const { clock, logger, role } = this.ctx;
+    const { clock, logger, role } = this;
     const t0 = clock.now();
     const waiting = new Set(slots.map((s) => s.engineId));
     const stop = new AbortController();
@@ -155,114 +171,45 @@ export class EnginePool {
       await this.pgs.create(pool);
       createdNow.push(pool.pg_name);
       this.#createdPgs.push(pool.pg_name);
-      this.ctx.audit('pg.created', pool.pg_name, { owner: 'manager' });
+      this.audit('pg.created', pool.pg_name, { owner: 'manager' });
     }
   }
 
   private async rollback(slots: Slot[], registered: Slot[], pgs: string[]): Promise<void> {
-    await this.ctx.routers.unregister(registered);
+    await this.routers.unregister(registered);
     await Promise.allSettled(slots.map((s) => s.engine?.shutdown(2_000)));
-    for (const s of slots) this.ctx.records?.forget(s.engineId);
-    for (const s of slots) this.ctx.replicas.remove(s);
+    for (const s of slots) this.records?.forget(s.engineId);
+    for (const s of slots) this.replicas.remove(s);
     await this.removePgs(pgs.reverse(), 'rollback');
-    this.ctx.publication.publish();
+    this.publication.publish();
   }
 
   private async removePgs(pgs: string[], reason: string): Promise<void> {
     for (const pg of pgs) {
       try {
         await this.pgs?.remove(pg);
-        this.ctx.audit('pg.removed', pg, { reason });
+        this.audit('pg.removed', pg, { reason });
       } catch (e) {
-        this.ctx.logger.error({ pg, err: errorMessage(e) }, `${reason} could not remove placement group`);
+        this.logger.error({ pg, err: errorMessage(e) }, `${reason} could not remove placement group`);
       }
       const i = this.#createdPgs.indexOf(pg);
       if (i >= 0) this.#createdPgs.splice(i, 1);
     }
   }
 
-  launchRequest(s: Slot): LaunchRequest {
-    return {
-      role: this.ctx.spec.role,
-      model: s.spec,
-      group: s.group,
-      placement: s.placement,
-      replica: s.replica,
-      offload: s.placement.offload || this.ctx.spec.deployment.offload,
-      generation: s.generation,
-    };
-  }
-
-  /** Gives an external replica the client of its attached engine (`launch` then starts it). */
-  attach(s: Slot, engine: SGLangEngine): void {
-    s.engine = engine;
-    s.baseUrl = engine.baseUrl;
-  }
-
-  /** Stops what is left of a replica's incarnation (never an external engine's processes). */
-  async stopIncarnation(s: Slot): Promise<void> {
-    if (s.engine && !s.external) {
-      await s.engine.shutdown(2_000).catch(() => undefined);
-      s.engine = null;
-      this.ctx.records?.forget(s.engineId);
-    }
-  }
-
-  /** Creates the engine (launcher), starts it (launch + healthy + flush) and reads its weight version. */
-  async launch(s: Slot, signal?: AbortSignal): Promise<void> {
-    // A free port can be taken by another process between the probe and the engine's bind: one more try.
-    for (let attempt = 1; ; attempt++) {
-      const engine = s.external && s.engine ? s.engine : await this.launcher.create(this.launchRequest(s));
-      this.attach(s, engine);
-      const epoch = s.epoch;
-      let up = false;
-      engine.onExit((e) => {
-        // Before it is up, a failed start is reported by start() itself (and rolled back by the caller).
-        if (!up || s.epoch !== epoch || s.engine !== engine) return;
-        this.ctx.recovery
-          .markDead(s, `process exited (node ${e.nodeRank}, code ${e.code}, signal ${e.signal})`, true)
-          .catch((err: unknown) =>
-            this.ctx.logger.error(
-              { engineId: s.engineId, err: errorMessage(err) },
-              'could not mark replica dead',
-            ),
-          );
-      });
-      try {
-        await engine.start({ deadlineMs: this.ctx.opts.startDeadlineMs, ...(signal ? { signal } : {}) });
-      } catch (e) {
-        if (attempt < 2 && !s.external && /EADDRINUSE|address already in use/i.test(errorMessage(e))) {
-          this.ctx.logger.warn(
-            { engineId: s.engineId },
-            'port taken before the engine bound it; relaunching',
-          );
-          await engine.shutdown(2_000).catch(() => undefined);
-          continue;
-        }
-        throw e;
-      }
-      up = true;
-      await this.ctx.weights.readVersion(s);
-      this.ctx.recovery.launched(s);
-      this.ctx.residency.launched(s);
-      this.ctx.records?.launched(s);
-      return;
-    }
-  }
-
   /** Unregisters router workers, stops owned engines (never external ones), deletes the PGs this manager
    * created, publishes every replica dead. The health loop and recoveries have stopped before. */
   async shutdown(): Promise<void> {
-    const { replicas } = this.ctx;
+    const { replicas } = this;
     const slots = replicas.all();
-    await this.ctx.routers.removeAll(slots);
+    await this.routers.removeAll(slots);
     for (const s of slots) replicas.invalidate(s);
     await Promise.allSettled(slots.map((s) => s.engine?.shutdown(5_000)));
     // A clean stop stops every engine, adoption mode included: the next start launches a new set.
-    for (const s of slots) this.ctx.records?.forget(s.engineId);
+    for (const s of slots) this.records?.forget(s.engineId);
     for (const s of slots) if (s.state !== 'dead') replicas.setState(s, 'dead');
     await this.removePgs([...this.#createdPgs].reverse(), 'shutdown');
     this.#createdPgs.length = 0;
-    this.ctx.publication.publish();
+    this.publication.publish();
   }
 }

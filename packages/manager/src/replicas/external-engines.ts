@@ -1,16 +1,30 @@
-import type { EngineGroupSpec, GroupPlacement, ReplicaPlacement } from '@uis/spec';
+import type { EngineGroupSpec, GroupPlacement, InferenceRoleSpec, ReplicaPlacement } from '@uis/spec';
 import { engineId as makeEngineId } from '@uis/spec';
 import { ExternalLauncher } from '../launchers.ts';
-import type { ManagerContext } from './context.ts';
-import type { ModelRuntime } from './types.ts';
+import type { Incarnations } from './incarnations.ts';
+import type { PublicationProjector } from './publication.ts';
+import type { ReplicaTable } from './replica-table.ts';
+import type { RouterSync } from './router-sync.ts';
+import type { Audit, ModelRuntime } from './types.ts';
+import type { WeightSync } from './weight-sync.ts';
 
 /** Engines started elsewhere and attached by URL: health-checked and published like launched ones, never
  * killed. */
 export class ExternalEngines {
-  constructor(private readonly ctx: ManagerContext) {}
+  constructor(
+    private readonly role: InferenceRoleSpec['role'],
+    /** This role's groups of the placement plan (an attached engine joins its model's). */
+    private readonly placements: readonly GroupPlacement[],
+    private readonly replicas: ReplicaTable,
+    private readonly incarnations: Incarnations,
+    private readonly weights: WeightSync,
+    private readonly routers: RouterSync,
+    private readonly publication: PublicationProjector,
+    private readonly audit: Audit,
+  ) {}
 
   async attach(m: ModelRuntime, url: string): Promise<{ engine_id: string }> {
-    const { replicas, pool, publication } = this.ctx;
+    const { replicas, incarnations, publication } = this;
     for (const s of replicas.all()) if (s.baseUrl === url) return { engine_id: s.engineId };
     const index = replicas.nextIndex(m.spec.name);
     const groupIndex = Math.max(
@@ -30,35 +44,38 @@ export class ExternalEngines {
       ],
     };
     const placement =
-      pool.placements.find((p) => p.model === m.spec.name) ?? this.externalPlacement(m, groupIndex, group);
+      this.placements.find((p) => p.model === m.spec.name) ?? this.externalPlacement(m, groupIndex, group);
     const slot = replicas.add(m.spec, group, placement, replica, { external: true });
     try {
-      pool.attach(slot, await new ExternalLauncher({ [id]: url }).create(pool.launchRequest(slot)));
+      incarnations.attach(
+        slot,
+        await new ExternalLauncher({ [id]: url }).create(incarnations.launchRequest(slot)),
+      );
     } catch (e) {
       replicas.remove(slot);
       throw e;
     }
     publication.publish();
     try {
-      await pool.launch(slot);
+      await incarnations.launch(slot);
     } catch (e) {
       replicas.remove(slot);
       await slot.engine?.shutdown();
       publication.publish();
       throw e;
     }
-    this.ctx.weights.adoptVersionOf(m, slot);
+    this.weights.adoptVersionOf(m, slot);
     replicas.setState(slot, 'ready');
-    await this.ctx.routers.sync();
+    await this.routers.sync();
     publication.publish();
-    this.ctx.audit('admin.register_external', id, { url });
+    this.audit('admin.register_external', id, { url });
     return { engine_id: id };
   }
 
   /** The placement of an engine attached to a model that has none in the plan. */
   private externalPlacement(m: ModelRuntime, groupIndex: number, group: EngineGroupSpec): GroupPlacement {
     return {
-      role: this.ctx.spec.role,
+      role: this.role,
       model: m.spec.name,
       group: groupIndex,
       worker_type: 'regular',

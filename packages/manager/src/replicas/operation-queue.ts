@@ -1,6 +1,6 @@
 import { UisError } from '@uis/spec';
 import { type Clock, errorMessage } from '../runtime.ts';
-import type { Audit } from './context.ts';
+import type { Audit } from './types.ts';
 
 /** Runs a manager's lifecycle operations one at a time, audits each (`op.<name>` with its outcome and
  * duration), and lets a call whose key is already queued or running join it. Owns the shut-down flag: once

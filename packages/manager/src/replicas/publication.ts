@@ -1,18 +1,24 @@
 import { type DiscoveryEngine, type DiscoveryModel, deriveModelState, servedModelName } from '@uis/spec';
 import type { Registry } from '../registry.ts';
-import type { ManagerContext } from './context.ts';
+import type { ReplicaTable } from './replica-table.ts';
 import type { ManagerSnapshot } from './types.ts';
+
+/** The manager's own state in its snapshot (the engine pool's and the operation queue's). */
+export type ManagerStatus = Pick<ManagerSnapshot, 'started' | 'shutdown' | 'created_pgs'>;
 
 /** Projects the manager's state: the role's discovery snapshot (published to its registry after every change)
  * and the manager snapshot of the admin API. Reads every part, writes none. */
 export class PublicationProjector {
   constructor(
-    private readonly ctx: ManagerContext,
+    private readonly role: string,
+    private readonly replicas: ReplicaTable,
     private readonly registry: Registry,
+    /** Router URL per model for `route_mode: sglang_router`. */
+    private readonly routerUrls: Record<string, string>,
   ) {}
 
   publish(): void {
-    const { replicas, opts } = this.ctx;
+    const { replicas } = this;
     const models: Record<string, DiscoveryModel> = {};
     for (const [name, m] of replicas.models) {
       const slots = replicas.slotsOf(name);
@@ -31,7 +37,7 @@ export class PublicationProjector {
       });
       models[name] = {
         state: deriveModelState(slots.map((s) => s.state)),
-        router_url: opts.routerUrls[name] ?? null,
+        router_url: this.routerUrls[name] ?? null,
         engines,
         weight_version: m.target,
         served_model_name: servedModelName(m.spec),
@@ -41,8 +47,8 @@ export class PublicationProjector {
     this.registry.publish({ models });
   }
 
-  snapshot(): ManagerSnapshot {
-    const { replicas, pool, queue } = this.ctx;
+  snapshot(status: ManagerStatus): ManagerSnapshot {
+    const { replicas } = this;
     const models: ManagerSnapshot['models'] = {};
     for (const [name, m] of replicas.models) {
       models[name] = {
@@ -64,11 +70,11 @@ export class PublicationProjector {
       };
     }
     return {
-      role: this.ctx.role,
-      started: pool.started,
-      shutdown: queue.closed,
+      role: this.role,
+      started: status.started,
+      shutdown: status.shutdown,
       models,
-      created_pgs: pool.createdPgs(),
+      created_pgs: status.created_pgs,
     };
   }
 }

@@ -10,8 +10,7 @@ import {
   UisError,
 } from '@uis/spec';
 import type { Logger } from '../runtime.ts';
-import type { Audit } from './context.ts';
-import { ALL_TAGS, type ModelRuntime, type Slot } from './types.ts';
+import { ALL_TAGS, type Audit, type ModelRuntime, type Slot } from './types.ts';
 
 /** The role's models and replicas: lookups, the one replica state guard, the epoch rule and eligibility. */
 export class ReplicaTable {

@@ -1,12 +1,13 @@
-import type { ManagerContext } from './context.ts';
-import type { RouterRegistrar, Slot } from './types.ts';
+import type { ReplicaTable } from './replica-table.ts';
+import type { Audit, RouterRegistrar, Slot } from './types.ts';
 
 /** Keeps each model's SGLang router listing exactly its eligible replicas (PD workers with their type once ready
  * at the right version). Owns `slot.router`: the URL registered and the URLs whose removal must be retried. */
 export class RouterSync {
   constructor(
-    private readonly ctx: ManagerContext,
+    private readonly replicas: ReplicaTable,
     private readonly routers: Record<string, RouterRegistrar>,
+    private readonly audit: Audit,
   ) {}
 
   has(model: string): boolean {
@@ -17,7 +18,7 @@ export class RouterSync {
    * the replicas registered now (a failed start unregisters them). */
   async sync(record?: Slot[]): Promise<void> {
     const jobs: Array<Promise<void>> = [];
-    for (const s of this.ctx.replicas.all()) {
+    for (const s of this.replicas.all()) {
       const router = this.routers[s.model];
       if (router) jobs.push(...this.syncSlot(s, router, record));
     }
@@ -28,7 +29,7 @@ export class RouterSync {
 
   private syncSlot(s: Slot, router: RouterRegistrar, record?: Slot[]): Array<Promise<void>> {
     const jobs: Array<Promise<void>> = [];
-    const want = s.state === 'ready' && s.baseUrl !== null && this.ctx.replicas.versionOk(s);
+    const want = s.state === 'ready' && s.baseUrl !== null && this.replicas.versionOk(s);
     // An entry that is not the replica's current wanted URL goes: a replica that left service, or the URL of an
     // earlier incarnation whose removal failed (a restarted replica comes back on another port).
     if (s.router.url !== null && (!want || s.router.url !== s.baseUrl)) {
@@ -37,7 +38,7 @@ export class RouterSync {
     }
     const removals = s.router.stale.splice(0).map((url) =>
       router.removeWorker(url).then(
-        () => this.ctx.audit('router.removed', s.engineId, { url }),
+        () => this.audit('router.removed', s.engineId, { url }),
         (e: unknown) => {
           s.router.stale.push(url);
           throw e;
@@ -63,7 +64,7 @@ export class RouterSync {
           .then(() => {
             s.router.url = url;
             record?.push(s);
-            this.ctx.audit('router.added', s.engineId, { url });
+            this.audit('router.added', s.engineId, { url });
           }),
       );
     }

@@ -1,21 +1,12 @@
 import type { AddWorkerRequest, MemoryTag, SGLangEngine } from '@uis/sglang-engine';
 import type {
-  DrainPolicy,
   EngineGroupSpec,
   GroupPlacement,
   InferenceModelSpec,
-  InferenceRoleSpec,
   ModelDesire,
-  PoolPlan,
   ReplicaPlacement,
   ReplicaState,
 } from '@uis/spec';
-import type { EventLog } from '../event-log.ts';
-import type { Launcher } from '../launchers.ts';
-import type { PlacementGroups } from '../placement-groups.ts';
-import type { Registry } from '../registry.ts';
-import type { Clock, Logger } from '../runtime.ts';
-import type { Db } from '../store.ts';
 import type { ReplayableWeightUpdate } from '../weight-update.ts';
 
 /** The router operations the manager needs (`SGLangRouterClient` of sglang-engine implements them). */
@@ -24,51 +15,13 @@ export interface RouterRegistrar {
   removeWorker(url: string): Promise<void>;
 }
 
-export interface ManagerOptions {
-  /** Deadline of one engine start (launch + healthy). Default 10 min. */
-  startDeadlineMs?: number;
-  /** Period of health checks. Default 5 s. */
-  healthIntervalMs?: number;
-  /** Deadline of one health check. Default 5 s. */
-  healthTimeoutMs?: number;
-  /** Consecutive failed checks before a replica is declared dead. Default 3. */
-  failuresToDead?: number;
-  /** Restart backoff (doubles per failed attempt up to the max). Defaults 1 s / 60 s. */
-  restartBackoffMs?: number;
-  restartBackoffMaxMs?: number;
-  /** Drain: how long to wait for in-flight work, and what to do with the rest. Defaults 120 s / wait. */
-  drainDeadlineMs?: number;
-  drainPolicy?: DrainPolicy;
-  /** Router URL per model for `route_mode: sglang_router` (the router process is started elsewhere). */
-  routerUrls?: Record<string, string>;
-}
-
-export type ResolvedManagerOptions = Required<Omit<ManagerOptions, 'routerUrls'>> & {
-  routerUrls: Record<string, string>;
-};
-
-export interface InferenceManagerInit {
-  role: InferenceRoleSpec;
-  /** This role's groups from the placement plan (other roles' entries are ignored). */
-  placements: GroupPlacement[];
-  /** The plan's pools: the manager creates/deletes the PGs it owns (`owner: manager`) and no others. */
-  pools?: Record<string, PoolPlan>;
-  launcher: Launcher;
-  registry?: Registry;
-  placementGroups?: PlacementGroups;
-  /** Router client per model (router mode). */
-  routers?: Record<string, RouterRegistrar>;
-  events?: EventLog;
-  /** The manager's database: when `events` is not given, the audit log is kept here. The engines the launcher
-   * starts are recorded here too (when it can adopt engines), so that a restart finds them. */
-  store?: Db;
-  /** Adoption mode: a start adopts the recorded engines that still run and match instead of launching new ones
-   * (the launcher must keep its engines across restarts, e.g. `LocalLauncher({ keepEngines: true })`). */
-  adoptEngines?: boolean;
-  clock?: Clock;
-  logger?: Logger;
-  options?: ManagerOptions;
-}
+/** Writes one audit event of the manager (its actor is the role). */
+export type Audit = (
+  kind: string,
+  subject: string,
+  data: Record<string, unknown>,
+  durationMs?: number,
+) => void;
 
 export const ALL_TAGS: readonly MemoryTag[] = ['weights', 'kv_cache', 'cuda_graph'];
 
@@ -90,16 +43,17 @@ export interface Slot {
   /** ReplicaTable: bumped (`invalidate`) on death, restart, removal and shutdown so async work that started
    * before (a health check, an exit handler) notices it lost the slot. */
   epoch: number;
-  /** EnginePool: the running incarnation. */
+  /** Incarnations: the running incarnation. */
   engine: SGLangEngine | null;
   baseUrl: string | null;
   /** Recovery: which incarnation this is (bumped by each restart). */
   generation: number;
   /** WeightSync: the version the engine reported last (a sleeping engine's weights do not change). */
   weightVersion: string | null;
-  /** Residency: whether the engine reported its memory released, and the memory tags resumed while onloading. */
+  /** MemoryLedger (launch, stop), Residency (offload) and Onload: whether the engine reported its memory released,
+   * and the memory tags resumed while onloading. */
   memory: { released: boolean; resumed: Set<MemoryTag> };
-  /** Recovery: consecutive failed health checks; a restart running; a restart deferred to the model's next
+  /** Health: consecutive failed health checks. Recovery: a restart running; a restart deferred to the model's next
    * onload (it died while its model slept); the background recovery a drain waits for. */
   health: {
     failures: number;
@@ -120,7 +74,7 @@ export interface ModelRuntime {
   replay: ReplayableWeightUpdate | null;
   /** WeightSync: registered with the trainer's weight sync service. */
   dcsRegistered: boolean;
-  /** Residency: what the role's last activate/drain asked of this model. */
+  /** Onload (active) and Residency (sleeping): what the role's last activate/drain asked of this model. */
   desire: ModelDesire;
   /** Operator intent (the façade): drained by an operator (`drainModel`), so role-wide activations (phase
    * changes) skip it until `activateModel`. */

@@ -1,14 +1,25 @@
 import { capabilities, UisError } from '@uis/spec';
+import type { Clock } from '../runtime.ts';
 import { errorMessage } from '../runtime.ts';
 import { engineWeightUpdate, type ParsedWeightUpdate, type WeightUpdateResult } from '../weight-update.ts';
-import type { ManagerContext } from './context.ts';
-import type { ModelRuntime, Slot } from './types.ts';
+import type { EngineRecords } from './engine-records.ts';
+import type { PublicationProjector } from './publication.ts';
+import type { ReplicaTable } from './replica-table.ts';
+import type { RouterSync } from './router-sync.ts';
+import type { Audit, ModelRuntime, Slot } from './types.ts';
 
 /** Weight versions: each model's target and its replayable last update, each replica's reported version, and
  * bringing replicas to the target. Owns `model.target`, `model.replay`, `model.dcsRegistered` and
  * `slot.weightVersion`. */
 export class WeightSync {
-  constructor(private readonly ctx: ManagerContext) {}
+  constructor(
+    private readonly replicas: ReplicaTable,
+    private readonly records: EngineRecords | null,
+    private readonly routers: RouterSync,
+    private readonly publication: PublicationProjector,
+    private readonly clock: Clock,
+    private readonly audit: Audit,
+  ) {}
 
   refuseStatic(m: ModelRuntime, what: string): void {
     if (m.spec.weight_source === 'static')
@@ -26,13 +37,13 @@ export class WeightSync {
 
   /** Reads the version a (re)launched engine loaded. */
   async readVersion(s: Slot): Promise<void> {
-    s.weightVersion = await this.ctx.replicas.engineOf(s).weightVersion();
+    s.weightVersion = await this.replicas.engineOf(s).weightVersion();
   }
 
   /** The model's version when it has none yet: what a first engine loaded (they all loaded model_path). */
   adoptTarget(m: ModelRuntime): void {
     if (m.target !== null) return;
-    const versions = this.ctx.replicas
+    const versions = this.replicas
       .slotsOf(m.spec.name)
       .map((s) => s.weightVersion)
       .filter((v): v is string => v !== null);
@@ -54,23 +65,23 @@ export class WeightSync {
   /** Brings a replica to the model's target version when the last update can be replayed. */
   async sync(s: Slot, m: ModelRuntime): Promise<void> {
     if (!capabilities(m.spec).needs_weight_update || m.target === null) return;
-    const engine = this.ctx.replicas.engineOf(s);
+    const engine = this.replicas.engineOf(s);
     s.weightVersion = await engine.weightVersion();
     if (s.weightVersion === m.target || !m.replay) return;
-    const t0 = this.ctx.clock.now();
+    const t0 = this.clock.now();
     s.weightVersion = (await engine.updateWeights(engineWeightUpdate(m.replay))).weightVersion;
-    this.ctx.records?.weight(s);
-    this.ctx.audit(
+    this.records?.weight(s);
+    this.audit(
       'replica.weights_synced',
       s.engineId,
       { model: s.model, weight_version: s.weightVersion, target: m.target },
-      this.ctx.clock.now() - t0,
+      this.clock.now() - t0,
     );
   }
 
   /** Updates every resident replica; moves the target (and the replayable update) unless every replica failed. */
   async update(m: ModelRuntime, req: ParsedWeightUpdate): Promise<WeightUpdateResult> {
-    const resident = this.ctx.replicas
+    const resident = this.replicas
       .slotsOf(m.spec.name)
       .filter(
         (s) =>
@@ -89,7 +100,7 @@ export class WeightSync {
         }`,
       });
     const gpusPerEngine = m.spec.engine_groups[0]?.gpus_per_engine ?? 1;
-    const { clock } = this.ctx;
+    const { clock } = this;
     const t0 = clock.now();
     // Each replica's own time goes into the audit record only (traces show it), not into the answer.
     const timed = await Promise.all(
@@ -99,8 +110,8 @@ export class WeightSync {
       }),
     );
     const results = timed.map((t) => t.r);
-    const audit = () =>
-      this.ctx.audit(
+    const audited = () =>
+      this.audit(
         'admin.update_weights',
         m.spec.name,
         { source: req.source, target: m.target, results: timed.map((t) => ({ ...t.r, duration_ms: t.ms })) },
@@ -109,7 +120,7 @@ export class WeightSync {
     const versioned = 'weight_version' in req ? req.weight_version : null;
     if (resident.length > 0 && results.every((r) => !r.ok)) {
       // Nothing changed anywhere: the target stays, or the model would have no eligible replica at all.
-      audit();
+      audited();
       throw new UisError({
         code: 'weight_update_failed',
         path: 'body',
@@ -121,9 +132,9 @@ export class WeightSync {
       m.target = versioned;
       m.replay = req.source === 'distributed' ? null : req;
     }
-    await this.ctx.routers.sync();
-    this.ctx.publication.publish();
-    audit();
+    await this.routers.sync();
+    this.publication.publish();
+    audited();
     return { model: m.spec.name, weight_version: m.target, engines: results };
   }
 
@@ -132,7 +143,7 @@ export class WeightSync {
     req: ParsedWeightUpdate,
     rankOffset: number,
   ): Promise<WeightUpdateResult['engines'][number]> {
-    const engine = this.ctx.replicas.engineOf(s);
+    const engine = this.replicas.engineOf(s);
     try {
       if (req.source === 'distributed' && req.action === 'init') {
         await engine.initWeightsUpdateGroup({
@@ -147,12 +158,12 @@ export class WeightSync {
         await engine.destroyWeightsUpdateGroup({ group_name: req.group_name });
       } else {
         s.weightVersion = (await engine.updateWeights(engineWeightUpdate(req))).weightVersion;
-        this.ctx.records?.weight(s);
+        this.records?.weight(s);
       }
       return { engine_id: s.engineId, ok: true, weight_version: s.weightVersion };
     } catch (e) {
       s.weightVersion = await engine.weightVersion().catch(() => s.weightVersion);
-      this.ctx.records?.weight(s);
+      this.records?.weight(s);
       return { engine_id: s.engineId, ok: false, weight_version: s.weightVersion, error: errorMessage(e) };
     }
   }
