@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import type { LaunchedReplica, ProcessExit } from './launcher.ts';
+import type { LaunchedReplica, ProcessExit } from './launched-replica.ts';
 
 /** One node process of an engine as a control plane recorded it: its pid (the leader of its own process group)
  * and the kernel's start time of that pid, which tells a reused pid from the engine. */

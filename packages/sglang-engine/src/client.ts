@@ -1,6 +1,5 @@
-import type { Dispatcher } from 'undici';
 import { EngineError, isEngineError } from './engine-error.ts';
-import { EngineTransport } from './engine-transport.ts';
+import { type CallOptions, EngineTransport, type SGLangClientOptions } from './engine-transport.ts';
 import {
   type ChatCompletionChunk,
   ChatCompletionChunkSchema,
@@ -43,33 +42,7 @@ import {
   WeightVersionSchema,
 } from './protocol.ts';
 
-export interface ClientTimeouts {
-  /** TCP connect. Default 10 s. */
-  connectMs?: number;
-  /** Time to the response headers; generations can queue for long. Default 1 h. */
-  headersMs?: number;
-  /** Longest silence between two body chunks (a stream token gap). Default 1 h. */
-  bodyMs?: number;
-}
-
-export interface SGLangClientOptions {
-  /** Shared dispatcher (e.g. an Agent for many engines); the client then does not close it. */
-  dispatcher?: Dispatcher;
-  timeouts?: ClientTimeouts;
-  /** Keep-alive connections per engine. Default 64. */
-  connections?: number;
-  /** The key the engine was started with (SGLang `--api-key`), sent as the bearer token of every call. */
-  apiKey?: string;
-}
-
-/** Per-call limits. */
-export interface CallOptions {
-  /** Whole-call deadline (for a stream: until the last chunk). */
-  timeoutMs?: number;
-  /** Overrides the client's headers and body (idle) timeouts for this call. */
-  idleTimeoutMs?: number;
-  signal?: AbortSignal;
-}
+export type { CallOptions, ClientTimeouts, SGLangClientOptions } from './engine-transport.ts';
 
 export interface FlushOptions extends CallOptions {
   /** Keep retrying while the engine answers 400 (requests still running) until this many ms. Default 120 s,

@@ -2,9 +2,36 @@ import { sseData } from '@uis/spec';
 import type { Dispatcher } from 'undici';
 import { Pool } from 'undici';
 import type { z } from 'zod';
-import type { CallOptions, ClientTimeouts, SGLangClientOptions } from './client.ts';
 import { badResponse, EngineError, isEngineError, transportError } from './engine-error.ts';
 import { OpenAIErrorSchema, SGLangErrorSchema, SSE_DONE } from './protocol.ts';
+
+export interface ClientTimeouts {
+  /** TCP connect. Default 10 s. */
+  connectMs?: number;
+  /** Time to the response headers; generations can queue for long. Default 1 h. */
+  headersMs?: number;
+  /** Longest silence between two body chunks (a stream token gap). Default 1 h. */
+  bodyMs?: number;
+}
+
+export interface SGLangClientOptions {
+  /** Shared dispatcher (e.g. an Agent for many engines); the client then does not close it. */
+  dispatcher?: Dispatcher;
+  timeouts?: ClientTimeouts;
+  /** Keep-alive connections per engine. Default 64. */
+  connections?: number;
+  /** The key the engine was started with (SGLang `--api-key`), sent as the bearer token of every call. */
+  apiKey?: string;
+}
+
+/** Per-call limits. */
+export interface CallOptions {
+  /** Whole-call deadline (for a stream: until the last chunk). */
+  timeoutMs?: number;
+  /** Overrides the client's headers and body (idle) timeouts for this call. */
+  idleTimeoutMs?: number;
+  signal?: AbortSignal;
+}
 
 const DEFAULT_TIMEOUTS: Required<ClientTimeouts> = {
   connectMs: 10_000,

@@ -1,6 +1,7 @@
 import { UisError } from '@uis/spec';
 import { forceStopAdopted } from './adopted-replica.ts';
 import { FileLogRing } from './engine-log-file.ts';
+import type { LaunchedReplica, ProcessExit } from './launched-replica.ts';
 import { LogRing } from './log-ring.ts';
 import { spawnPiped, spawnToFile } from './node-process.ts';
 import type { ServerArgsResult } from './server-args.ts';
@@ -13,22 +14,7 @@ export interface LaunchSpec extends ServerArgsResult {
   engineId: string;
 }
 
-export interface ProcessExit {
-  nodeRank: number;
-  code: number | null;
-  signal: string | null;
-}
-
-/** The running processes of one replica. */
-export interface LaunchedReplica {
-  pids(): number[];
-  /** Called once per node process that exits without `stop()` having been asked. */
-  onExit(cb: (e: ProcessExit) => void): void;
-  /** The last `lines` lines of every node's stdout and stderr, prefixed with the node rank. */
-  logTail(lines?: number): string;
-  /** SIGTERM to every node's process group, SIGKILL after `graceMs`; resolves when all are gone. Idempotent. */
-  stop(graceMs?: number): Promise<void>;
-}
+export type { LaunchedReplica, ProcessExit } from './launched-replica.ts';
 
 export interface EngineLauncher {
   launch(spec: LaunchSpec): Promise<LaunchedReplica>;

@@ -15,8 +15,7 @@ import {
 import type { z } from 'zod';
 import { SimFailure } from './engine.ts';
 import { sendEmpty, sendJson, sendText } from './http-util.ts';
-import type { RouteContext } from './route-context.ts';
-import type { Handler } from './routes.ts';
+import type { Handler, RouteContext } from './route-context.ts';
 
 /** The control endpoints (cache, aborts, pause, memory, weights) by name, as the route table mounts them. */
 export function controlHandlers(ctx: RouteContext) {

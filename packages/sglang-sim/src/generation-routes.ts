@@ -11,8 +11,7 @@ import {
   startSse,
 } from './http-util.ts';
 import type { SimSequence } from './request.ts';
-import type { RouteContext } from './route-context.ts';
-import type { Handler } from './routes.ts';
+import type { Handler, RouteContext } from './route-context.ts';
 import { encode } from './tokenizer.ts';
 
 /** `POST /generate`: one prompt or a batch, plain or streamed (SGLang's native API). */

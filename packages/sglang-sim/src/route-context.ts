@@ -7,6 +7,9 @@ import { hashString } from './hash.ts';
 import { FASTAPI_REFUSAL, readBody, sendOpenAIError, sendSGLangError } from './http-util.ts';
 import type { SimOptions } from './options.ts';
 
+/** One route's handler (a plain node:http handler). */
+export type Handler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
+
 /** What every route of the head node shares: the engine, its options, request ids, and the common steps (read a
  * body, admit a generation, answer a failure). */
 export interface RouteContext extends CompletionsContext {

@@ -1,4 +1,3 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { completionsHandler } from './completions-route.ts';
 import { controlHandlers } from './control-routes.ts';
 import type { SimEngine } from './engine.ts';
@@ -6,12 +5,12 @@ import { specFromSampling } from './generate.ts';
 import { chatHandler, generateHandler } from './generation-routes.ts';
 import { sendEmpty, sendJson } from './http-util.ts';
 import type { SimOptions } from './options.ts';
-import { type RouteContext, routeContext } from './route-context.ts';
+import { type Handler, type RouteContext, routeContext } from './route-context.ts';
 
 /** The version string the simulator reports (SGLang's `version` field). */
 export const SIM_VERSION = '0.5.0-sim';
 
-export type Handler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
+export type { Handler } from './route-context.ts';
 
 const snake = (k: string) => k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 

@@ -1,8 +1,10 @@
 import type { GatewayMetrics } from '../metrics/gateway-metrics.ts';
-import type { CompletionEvent, TokenUsage } from '../proxy/index.ts';
+import type { CompletionEvent } from '../proxy/index.ts';
 import type { RequestTrace } from '../tracing/tracing.ts';
-import { accessLine } from './access-log.ts';
+import { accessLine, type ServedRequest } from './access-log.ts';
 import type { ReplicaBreakers } from './replica-breakers.ts';
+
+export type { ServedRequest } from './access-log.ts';
 
 /** What the gateway logs through (pino loggers satisfy it). */
 export interface GatewayLogger {
@@ -14,26 +16,6 @@ export interface GatewayLogger {
 }
 
 export const silentLogger: GatewayLogger = { debug() {}, info() {}, warn() {} };
-
-/** One served request as the console's health history and the metrics see it. */
-export interface ServedRequest {
-  role: string;
-  model: string;
-  engineId: string | undefined;
-  status: number;
-  outcome: CompletionEvent['outcome'];
-  totalMs: number;
-  ttfbMs: number | undefined;
-  /** Streamed answers only: arrival to the first token sent to the client. */
-  ttftMs?: number | undefined;
-  usage?: TokenUsage | undefined;
-  /** Error codes of the attempts that were retried on another replica. */
-  retries?: readonly string[] | undefined;
-  /** The engine error code when the request failed at or with its engine. */
-  upstreamError?: string | undefined;
-  error: string | undefined;
-  at: number;
-}
 
 /** Replica ids of this prefix are SGLang routers, not engines: no circuit of ours. */
 export const ROUTER_PREFIX = 'router:';

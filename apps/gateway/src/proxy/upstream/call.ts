@@ -1,5 +1,4 @@
-import type { Connection } from './connection.ts';
-import type { EnginePool } from './engine-pool.ts';
+import type { Socket } from 'node:net';
 import {
   type BodyFraming,
   ChunkedScanner,
@@ -8,7 +7,7 @@ import {
   type ResponseHead,
   requestHead,
 } from './http1.ts';
-import type { UpstreamController, UpstreamHandler, UpstreamRequest } from './pool-types.ts';
+import type { SweepClock, UpstreamController, UpstreamHandler, UpstreamRequest } from './pool-types.ts';
 import { UpstreamError } from './upstream-error.ts';
 
 /**
@@ -25,10 +24,32 @@ export const STATE_DONE = 4;
 /** Bodies up to this size are copied behind the head for one write; larger ones go as a second buffer. */
 const COPY_BODY_BYTES = 16 * 1024;
 
+/** The socket a call runs on, as the call uses it (a `Connection`). */
+export interface CallConnection {
+  readonly socket: Socket;
+  /** Carried a request before: may have been closed by the engine while idle. */
+  readonly reused: boolean;
+  noteKeepAlive(hintS: number | undefined): void;
+  /** The call on this socket ended normally. */
+  finish(keepAlive: boolean): void;
+  destroy(): void;
+}
+
+/** What a call needs of its pool (an `EnginePool`). */
+export interface CallPool {
+  /** The engine's `Host` header value. */
+  readonly host: string;
+  readonly clock: SweepClock;
+  /** Takes a call that fails while queued out of the queue. */
+  unqueue(call: Call): void;
+  /** Sends a call once more on a fresh socket (its reused socket closed before any answer). */
+  resend(call: Call): void;
+}
+
 /** One dispatched request, from the queue to its end. */
 export class Call implements UpstreamController {
   state = STATE_QUEUED;
-  conn: Connection | undefined;
+  conn: CallConnection | undefined;
   /** Set when a stale keep-alive socket already made the pool resend this request once. */
   resent = false;
   /** Response bytes seen on the current socket (a resend is only safe before any). */
@@ -47,7 +68,7 @@ export class Call implements UpstreamController {
   #onSlice: ((slice: Buffer) => void) | undefined;
 
   constructor(
-    readonly pool: EnginePool,
+    readonly pool: CallPool,
     readonly req: UpstreamRequest,
     readonly handler: UpstreamHandler,
   ) {}
@@ -229,7 +250,7 @@ export class Call implements UpstreamController {
   }
 
   /** The socket closed under this call. */
-  onSocketClosed(conn: Connection, err: Error | undefined): void {
+  onSocketClosed(conn: CallConnection, err: Error | undefined): void {
     this.conn = undefined;
     if (this.state === STATE_BODY && this.framing === 'close' && err === undefined) {
       this.state = STATE_DONE;

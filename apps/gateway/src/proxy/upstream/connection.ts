@@ -1,13 +1,27 @@
 import { connect, isIP, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import type { Call } from './call.ts';
-import type { EnginePool } from './engine-pool.ts';
+import type { EnginePoolOptions, PoolChurn, SweepClock } from './pool-types.ts';
 import { errorCode } from './upstream-error.ts';
 
 /** A socket's own state: connecting (plain or TLS), reading, keep-alive limits, closing and churn figures. */
 
 /** Every engine socket reads into this one buffer (reads run one at a time on the event loop). */
 const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
+
+/** What a connection needs of its pool (an `EnginePool`). */
+export interface ConnectionPool {
+  readonly hostname: string;
+  readonly port: number;
+  readonly secure: boolean;
+  readonly options: EnginePoolOptions;
+  readonly clock: SweepClock;
+  readonly churn: PoolChurn;
+  /** The socket is idle and kept alive. */
+  release(conn: Connection): void;
+  /** The socket closed. */
+  forget(conn: Connection): void;
+}
 
 /** One socket to an engine. */
 export class Connection {
@@ -23,7 +37,7 @@ export class Connection {
   #error: Error | undefined;
 
   constructor(
-    readonly pool: EnginePool,
+    readonly pool: ConnectionPool,
     call: Call,
   ) {
     this.call = call;
