@@ -18,7 +18,7 @@ import {
   InFlightCounter,
   openAIEdit,
   type ProxyTarget,
-  servingPaths,
+  rolePaths,
   UpstreamPools,
 } from '../src/proxy/index.ts';
 import { Samples, summarize } from './load-stats.ts';
@@ -82,7 +82,7 @@ const options = {
     },
   },
 };
-const paths = servingPaths(values.role);
+const paths = rolePaths(values.role);
 const generate = createServingHandler(options, () => ({
   path: '/generate',
   pick,

@@ -4,8 +4,8 @@ import { UisError } from '@uis/spec';
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { callerOf, commandRefusal, type ServerTokens, unauthorized } from '../gateway/auth.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
-import { methodNotAllowed } from '../gateway/read-routes.ts';
 import { asUisError, errorJson, parseJsonObject } from '../proxy/index.ts';
+import { allowedMethods, methodNotAllowed } from '../server/unmatched.ts';
 
 export interface AdminApiOptions {
   plane: ControlPlane;
@@ -102,20 +102,15 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
   }
 
   // Last route (a sub-app's notFound is not consulted once mounted): a known path with another method is 405 +
-  // `Allow`, as on the serving routes; only unknown paths are 404.
-  let patterns: Array<{ method: string; match: RegExp }> | undefined;
+  // `Allow`, as everywhere; only unknown paths are 404.
   app.all('*', (c) => {
     // No token, no answer (not even a 404).
     if (callerOf(c.req.header('authorization'), tokens) === 'anonymous')
       return errorJson(c, unauthorized('the admin API'));
-    patterns ??= app.routes
-      .filter((r) => r.method !== 'ALL' && r.path !== '*' && r.path !== '/*')
-      .map((r) => ({ method: r.method, match: routePattern(r.path) }));
-    const rel = c.req.path.replace(/^\/admin(?=\/|$)/, '');
-    const allow = [...new Set(patterns.filter((p) => p.match.test(rel)).map((p) => p.method))];
+    const allow = allowedMethods(c.req.path.replace(/^\/admin(?=\/|$)/, ''), app.routes);
     if (allow.length > 0) {
       c.header('allow', allow.join(', '));
-      return errorJson(c, methodNotAllowed(c.req.method, c.req.path, allow.join(', ')));
+      return errorJson(c, methodNotAllowed(c.req.method, c.req.path, allow));
     }
     return c.json(
       new UisError({
@@ -127,12 +122,4 @@ export function createAdminApi(opts: AdminApiOptions): Hono {
     );
   });
   return app;
-}
-
-/** `/roles/:role/drain` -> a RegExp matching concrete paths of that route. */
-function routePattern(path: string): RegExp {
-  const parts = path
-    .split('/')
-    .map((seg) => (seg.startsWith(':') ? '[^/]+' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
-  return new RegExp(`^${parts.join('/')}/?$`);
 }

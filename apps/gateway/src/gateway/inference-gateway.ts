@@ -31,9 +31,9 @@ import {
   ProxyErrorCode,
   type ProxyTarget,
   type RetryPolicy,
+  rolePaths,
   type ServingProxyOptions,
   sendError,
-  servingPaths,
   UpstreamPools,
 } from '../proxy/index.ts';
 import type { UisTracing } from '../tracing/tracing.ts';
@@ -224,7 +224,7 @@ export class InferenceGateway {
   /** Adds this role's serving routes to the process's fast route table: raw generate, and OpenAI chat and
    * completions (which answer errors in OpenAI's shape). */
   registerServing(routes: FastRoutes): void {
-    const paths = servingPaths(this.role);
+    const paths = rolePaths(this.role);
     const options = { pools: this.pools, maxBodyBytes: this.maxBodyBytes, ...this.bodyRules, ...this.owner };
     const openai = { ...options, errorBody: openAIErrorBody };
     const generate = createServingHandler(options, (body, req, requestId, res) =>

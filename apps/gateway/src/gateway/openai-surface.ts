@@ -13,7 +13,6 @@ import {
   type UpstreamPools,
 } from '../proxy/index.ts';
 import { authorized, unauthorized } from './auth.ts';
-import { methodNotAllowed, OTHER_METHODS } from './read-routes.ts';
 
 /** OpenAI's error `type` for a status (the official clients pick their exception class by status; `type` is what
  * their users read). */
@@ -28,7 +27,7 @@ function openAIType(status: number): string {
 /** OpenAI's error object on OpenAI routes: `message`, `type`, `param` (the body field at fault: `model` for
  * `body.model`), `code`, and ours besides (`path`, `details`), so nothing a uis client reads is lost. */
 /** A Hono answer in OpenAI's error shape with the error's status (the error table's). */
-const openAIErrorJson = (c: Context, err: UisError): Response =>
+export const openAIErrorJson = (c: Context, err: UisError): Response =>
   c.json(openAIErrorBody(err) as object, err.status as ContentfulStatusCode);
 
 export const openAIErrorBody: ErrorBodyOf = (err: UisError) => {
@@ -123,12 +122,6 @@ export function mountOpenAIRoot(app: Hono, routes: FastRoutes, opts: OpenAIRootO
       return openAIErrorJson(c, unauthorized('serving'));
     return c.json(rootModelList(opts.roles()));
   });
-  const refuse = (allow: string) => (c: Context) => {
-    c.header('allow', allow);
-    return openAIErrorJson(c, methodNotAllowed(c.req.method, c.req.path, allow));
-  };
-  app.on([...OTHER_METHODS.read], '/v1/models', refuse('GET, HEAD'));
-  app.on([...OTHER_METHODS.serving], ['/v1/chat/completions', '/v1/completions'], refuse('POST'));
   for (const path of ['/v1/chat/completions', '/v1/completions']) {
     const handler = createServingHandler(
       {

@@ -7,12 +7,12 @@ import {
   ROLE_CAPABILITIES,
   type Role,
   retryGuidance,
-  UisError,
+  type UisError,
   zodError,
 } from '@uis/spec';
-import type { Context, Hono } from 'hono';
+import type { Hono } from 'hono';
 import { z } from 'zod';
-import { errorJson, servingPaths } from '../proxy/index.ts';
+import { errorJson, rolePaths } from '../proxy/index.ts';
 import { authorized, unauthorized } from './auth.ts';
 import { additiveDiscovery, legacyEngines } from './legacy-engines.ts';
 
@@ -42,20 +42,6 @@ export const HealthQuerySchema = z.object({
   schema: z.enum(['1', '2']).optional(),
   schema_version: z.enum(['1', '2']).optional(),
 });
-
-/** Methods other than the ones a route answers get 405 + `Allow` instead of a 404 that hides the route. */
-export const OTHER_METHODS = {
-  read: ['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
-  serving: ['GET', 'HEAD', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
-} as const;
-
-export function methodNotAllowed(method: string, path: string, allow: string): UisError {
-  return new UisError({
-    code: 'method_not_allowed',
-    path: 'method',
-    message: `${method} ${path} is not supported; use ${allow}`,
-  });
-}
 
 const queryError = (error: z.ZodError): UisError => zodError(error, 'query', 'invalid_query');
 
@@ -93,6 +79,7 @@ export function modelList(snapshot: DiscoverySnapshot, aliases: Readonly<Record<
 /** Discovery (long-poll, legacy shape), health and the model list of one role, on Hono. */
 export function mountReadRoutes(app: Hono, deps: ReadRouteDeps): void {
   const base = `/${deps.role}`;
+  const paths = rolePaths(deps.role);
   if (deps.servingTokens.length > 0) {
     const tokens = deps.servingTokens;
     app.use(`${base}/*`, async (c, next) => {
@@ -102,7 +89,7 @@ export function mountReadRoutes(app: Hono, deps: ReadRouteDeps): void {
       await next();
     });
   }
-  app.get(`${base}/engines`, async (c) => {
+  app.get(paths.engines, async (c) => {
     const q = EngineQuerySchema.safeParse(c.req.query());
     if (!q.success) return errorJson(c, queryError(q.error));
     const { wait_revision, timeout_s, model_name, registry_epoch } = q.data;
@@ -124,7 +111,7 @@ export function mountReadRoutes(app: Hono, deps: ReadRouteDeps): void {
     // The RFC's additive phase: schema-2 clients and Relax's legacy readers parse the same default answer.
     return c.json(additiveDiscovery(ours, legacy));
   });
-  app.get(`${base}/health`, (c) => {
+  app.get(paths.health, (c) => {
     const q = HealthQuerySchema.safeParse(c.req.query());
     if (!q.success) return errorJson(c, queryError(q.error));
     const snapshot = deps.manager.registry.snapshot();
@@ -162,16 +149,7 @@ export function mountReadRoutes(app: Hono, deps: ReadRouteDeps): void {
       models,
     });
   });
-  app.get(`${base}/v1/models`, (c) => c.json(modelList(deps.manager.registry.snapshot(), deps.aliases)));
-  const read = [`${base}/engines`, `${base}/health`, `${base}/v1/models`];
-  const { generate, chat, completions } = servingPaths(deps.role);
-  const refuse = (allow: string) => (c: Context) => {
-    c.header('allow', allow);
-    return errorJson(c, methodNotAllowed(c.req.method, c.req.path, allow));
-  };
-  app.on([...OTHER_METHODS.read], read, refuse('GET, HEAD'));
-  // POST never gets here: the serving routes answer it on the fast path.
-  app.on([...OTHER_METHODS.serving], [generate, ...chat, ...completions], refuse('POST'));
+  app.get(paths.models, (c) => c.json(modelList(deps.manager.registry.snapshot(), deps.aliases)));
 }
 
 /** Each replica's circuit at this gateway on its schema-2 entry (never on Relax's legacy rows), read at answer

@@ -34,13 +34,23 @@ export class FastRoutes {
   }
 }
 
-/** The serving paths of a role: raw SGLang generate and both spellings of OpenAI chat and completions. */
-export function servingPaths(role: string): { generate: string; chat: string[]; completions: string[] } {
+/** Every path of a role, written once: discovery, health and the model list (read), raw SGLang generate and both
+ * spellings of OpenAI chat and completions (serving, on the fast path). */
+export function rolePaths(role: string) {
   return {
+    engines: `/${role}/engines`,
+    health: `/${role}/health`,
+    models: `/${role}/v1/models`,
     generate: `/${role}/generate`,
     chat: [`/${role}/chat/completions`, `/${role}/v1/chat/completions`],
     completions: [`/${role}/completions`, `/${role}/v1/completions`],
   };
+}
+
+/** Whether `path` is one of `role`'s paths (for the JSON 404 of a role that is not configured). */
+export function isRolePath(role: string, path: string): boolean {
+  const p = rolePaths(role);
+  return [p.engines, p.health, p.models, p.generate, ...p.chat, ...p.completions].includes(path);
 }
 
 export interface CombinedListenerOptions {

@@ -73,6 +73,9 @@ const cases: Case[] = [
   { name: 'DELETE on generate', method: 'DELETE', url: '/teacher/generate', headers: serving, status: 405, code: 'method_not_allowed', path: 'method' },
   { name: 'POST on engines', method: 'POST', url: '/rollout/engines', headers: serving, body: {}, status: 405, code: 'method_not_allowed', path: 'method' },
   { name: 'PUT on health', method: 'PUT', url: '/rollout/health', headers: serving, body: {}, status: 405, code: 'method_not_allowed', path: 'method' },
+  { name: 'POST on metrics', method: 'POST', url: '/metrics', headers: serving, body: {}, status: 405, code: 'method_not_allowed', path: 'method' },
+  { name: 'DELETE on the root model list', method: 'DELETE', url: '/v1/models', headers: serving, status: 405, code: 'method_not_allowed', path: 'method' },
+  { name: 'GET on the root chat', method: 'GET', url: '/v1/chat/completions', headers: serving, status: 405, code: 'method_not_allowed', path: 'method' },
   { name: 'wait_revision not a number', method: 'GET', url: '/rollout/engines?wait_revision=abc', headers: serving, status: 400, code: 'invalid_query', path: 'query.wait_revision' },
   { name: 'wait_revision empty', method: 'GET', url: '/rollout/engines?wait_revision=', headers: serving, status: 400, code: 'invalid_query', path: 'query.wait_revision' },
   { name: 'wait_revision in hex', method: 'GET', url: '/rollout/engines?wait_revision=0x10', headers: serving, status: 400, code: 'invalid_query', path: 'query.wait_revision' },
@@ -256,6 +259,8 @@ describe('bad input over HTTP', { timeout: 60_000 }, () => {
     // 405 names the methods the route takes.
     const put = await fetch(`${gw.url}/rollout/generate`, { method: 'PUT', headers: serving, body: '{}' });
     expect(put.headers.get('allow')).toBe('POST');
+    const post = await fetch(`${gw.url}/rollout/engines`, { method: 'POST', headers: serving, body: '{}' });
+    expect(post.headers.get('allow')).toBe('GET, HEAD');
 
     // The stream was relayed to its end, and the gateway still serves.
     const text = await streamed;

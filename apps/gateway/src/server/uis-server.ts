@@ -18,7 +18,7 @@ import { createAdminApi } from '../admin/admin-api.ts';
 import { commandRefusal } from '../gateway/auth.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
-import { mountOpenAIRoot } from '../gateway/openai-surface.ts';
+import { mountOpenAIRoot, openAIErrorJson } from '../gateway/openai-surface.ts';
 import type { BreakerOptions } from '../gateway/replica-breakers.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import { Observability } from '../metrics/observability.ts';
@@ -32,9 +32,9 @@ import {
   DEFAULT_MAX_JSON_DEPTH,
   errorJson,
   FastRoutes,
+  isRolePath,
   type RetryOptions,
   RetryPolicy,
-  servingPaths,
   type UpstreamPoolOptions,
   UpstreamPools,
 } from '../proxy/index.ts';
@@ -48,6 +48,7 @@ import { consoleHandler } from './console-static.ts';
 import { HealthProbe } from './health-probe.ts';
 import { humanDestination } from './log-format.ts';
 import { AuthFailureLimiter, guardRequests, HostAllowList } from './request-guard.ts';
+import { allowedMethods, methodNotAllowed, type RouteEntry } from './unmatched.ts';
 
 const DEFAULT_BODY_TIMEOUT_MS = 60_000;
 
@@ -178,26 +179,25 @@ export class UisServer {
     this.mountFallback(opts.consoleDist);
   }
 
-  /** What is not a route: a role that is not configured, an unknown API path (JSON errors), else the console. */
+  /** What no route takes, answered once for every route (fast serving routes and the framework's alike): a route's
+   * path under another method is 405 + `Allow`, a role's path under a role that is not configured a JSON 404, any
+   * other API path a JSON 404; only browser paths fall back to the console. */
   private mountFallback(consoleDist: string | undefined): void {
     const roles = new Set<string>([...this.gateways.keys(), 'admin', 'trpc', 'metrics']);
     const console = consoleHandler(consoleDist ?? CONSOLE_DIST);
-    // A role's API paths: under a role that is not configured they answer JSON, not the console's page.
-    const isRolePath = (role: string, path: string) => {
-      const { generate, chat, completions } = servingPaths(role);
-      const paths = [
-        `/${role}/engines`,
-        `/${role}/health`,
-        `/${role}/v1/models`,
-        generate,
-        ...chat,
-        ...completions,
-      ];
-      return paths.includes(path);
-    };
+    let routes: RouteEntry[] | undefined;
     this.app.all('*', (c) => {
-      const first = c.req.path.split('/')[1] ?? '';
-      if (!this.gateways.has(first as Role) && isRolePath(first, c.req.path)) {
+      const path = c.req.path;
+      routes ??= [...this.routes.list().map(([method, p]) => ({ method, path: p })), ...this.app.routes];
+      const allow = allowedMethods(path, routes);
+      if (allow.length > 0) {
+        c.header('allow', allow.join(', '));
+        const err = methodNotAllowed(c.req.method, path, allow);
+        // The root OpenAI routes answer OpenAI's error shape.
+        return path.startsWith('/v1/') ? openAIErrorJson(c, err) : errorJson(c, err);
+      }
+      const first = path.split('/')[1] ?? '';
+      if (!this.gateways.has(first as Role) && isRolePath(first, path)) {
         const err = new UisError({
           code: 'unknown_role',
           path: 'role',
@@ -209,8 +209,8 @@ export class UisServer {
       if (c.req.method !== 'GET' || roles.has(first) || asRole(first) !== undefined) {
         const err = new UisError({
           code: 'not_found',
-          path: c.req.path,
-          message: `no route ${c.req.method} ${c.req.path}`,
+          path,
+          message: `no route ${c.req.method} ${path}`,
         });
         return errorJson(c, err);
       }
