@@ -1,19 +1,19 @@
-/** What I/O code takes instead of touching globals, so tests control time and output. The clock is the engine
- * package's: one time source for engines, managers and the coordinator. */
-export { type Clock, settlesWithin, systemClock } from '@uis/sglang-engine';
+import type { Logger } from '@uis/sglang-engine';
 
-/** The subset of pino's API the manager uses; pino loggers satisfy it. */
-export interface Logger {
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-  error(obj: object, msg?: string): void;
-}
-
-export const silentLogger: Logger = { info() {}, warn() {}, error() {} };
+/** What I/O code takes instead of touching globals, so tests control time and output. The clock and the logger are
+ * the engine package's: one time source and one log interface for engines, managers and the coordinator. */
+export { type Clock, type Logger, settlesWithin, silentLogger, systemClock } from '@uis/sglang-engine';
 
 /** Records log lines in memory: tests assert that refusals are logged. */
 export class MemoryLogger implements Logger {
-  readonly lines: Array<{ level: 'info' | 'warn' | 'error'; obj: object; msg: string | undefined }> = [];
+  readonly lines: Array<{
+    level: 'debug' | 'info' | 'warn' | 'error';
+    obj: object;
+    msg: string | undefined;
+  }> = [];
+  debug(obj: object, msg?: string): void {
+    this.lines.push({ level: 'debug', obj, msg });
+  }
   info(obj: object, msg?: string): void {
     this.lines.push({ level: 'info', obj, msg });
   }

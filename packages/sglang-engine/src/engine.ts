@@ -3,6 +3,7 @@ import { SGLangClient } from './client.ts';
 import { type Clock, systemClock } from './clock.ts';
 import { isEngineError } from './engine-error.ts';
 import type { EngineLauncher, LaunchedReplica, LaunchSpec, ProcessExit } from './launcher.ts';
+import type { Logger } from './logger.ts';
 import {
   DEFAULT_WEIGHT_UPDATE_GROUP,
   type DestroyWeightsUpdateGroupRequest,
@@ -13,12 +14,6 @@ import {
 } from './protocol.ts';
 
 const groupName = (req: { group_name?: string | undefined }) => req.group_name ?? DEFAULT_WEIGHT_UPDATE_GROUP;
-
-/** The subset of a pino-style logger the engine writes to. */
-export interface EngineLogger {
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-}
 
 export interface SGLangEngineOptions {
   engineId: string;
@@ -34,7 +29,7 @@ export interface SGLangEngineOptions {
   /** How a drain paused the engine's generation, as recorded for an adopted engine (`wake` continues it). */
   paused?: PauseMode | null;
   clock?: Clock;
-  logger?: EngineLogger;
+  logger?: Logger;
   /** Poll interval of start's health wait and drain's idle wait. Default 250 ms. */
   pollMs?: number;
   /** Deadline of flush_cache retries (while requests still run). Default 120 s, as Relax. */
@@ -103,7 +98,7 @@ export class SGLangEngine {
   private readonly launcher: EngineLauncher | undefined;
   private readonly launchSpec: LaunchSpec | undefined;
   private readonly clock: Clock;
-  private readonly logger: EngineLogger | undefined;
+  private readonly logger: Logger | undefined;
   private readonly pollMs: number;
   private readonly flushDeadlineMs: number;
   private readonly control: { timeoutMs: number };

@@ -6,6 +6,7 @@ export * from './engine.ts';
 export * from './engine-error.ts';
 export * from './launcher.ts';
 export * from './local-server-args.ts';
+export * from './logger.ts';
 export * from './ports.ts';
 export * from './protocol.ts';
 export * from './router-client.ts';

@@ -1,11 +1,6 @@
+import { type Logger, silentLogger } from '@uis/sglang-engine';
 import { encode } from '@uis/sglang-sim';
 import { sseData } from '@uis/spec';
-
-/** What the driver logs through (pino loggers satisfy it). */
-export interface DriverLogger {
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-}
 
 export interface RlLoopDriverOptions {
   /** The gateway's base URL (`http://127.0.0.1:8080`). */
@@ -29,7 +24,7 @@ export interface RlLoopDriverOptions {
   /** Simulated training time, and the pause between steps. */
   trainMs?: number;
   pauseMs?: number;
-  logger?: DriverLogger;
+  logger?: Logger;
   fetch?: typeof fetch;
 }
 
@@ -65,7 +60,7 @@ export class RlLoopDriver {
     Omit<RlLoopDriverOptions, 'logger' | 'fetch' | 'chatModel' | 'generateRouteKey'>
   > &
     Pick<RlLoopDriverOptions, 'chatModel' | 'generateRouteKey'>;
-  private readonly logger: DriverLogger;
+  private readonly logger: Logger;
   private readonly fetch: typeof fetch;
   private readonly controller = new AbortController();
   private loop: Promise<void> | null = null;
@@ -81,7 +76,7 @@ export class RlLoopDriver {
       pauseMs: 1000,
       ...opts,
     };
-    this.logger = opts.logger ?? { info() {}, warn() {} };
+    this.logger = opts.logger ?? silentLogger;
     this.fetch = opts.fetch ?? fetch;
   }
 

@@ -9,6 +9,7 @@ import {
   requestKeys,
   resolveModel,
 } from '@uis/routing';
+import { type Logger, silentLogger } from '@uis/sglang-engine';
 import { capabilitiesOf, type GroupPlacement, type InferenceRoleSpec, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.ts';
@@ -42,15 +43,9 @@ import { type GenrmHost, genrmCall, refusedModel } from './genrm-call.ts';
 import { openAIErrorBody } from './openai-surface.ts';
 import { modelList, mountReadRoutes } from './read-routes.ts';
 import { type BreakerOptions, ReplicaBreakers } from './replica-breakers.ts';
-import {
-  type GatewayLogger,
-  ROUTER_PREFIX,
-  type ServedRequest,
-  ServedRequests,
-  silentLogger,
-} from './served-requests.ts';
+import { ROUTER_PREFIX, type ServedRequest, ServedRequests } from './served-requests.ts';
 
-export type { GatewayLogger, ServedRequest } from './served-requests.ts';
+export type { ServedRequest } from './served-requests.ts';
 
 export interface InferenceGatewayOptions {
   manager: InferenceManager;
@@ -61,7 +56,7 @@ export interface InferenceGatewayOptions {
   /** Shared engine connection pools; one per process is enough. */
   pools?: UpstreamPools;
   metrics?: GatewayMetrics;
-  logger?: GatewayLogger;
+  logger?: Logger;
   /** When set, discovery and serving need one of these bearer tokens (RFC open question 3). */
   servingTokens?: readonly string[];
   maxBodyBytes?: number;
@@ -122,7 +117,7 @@ export class InferenceGateway {
   private readonly placements: readonly GroupPlacement[];
   private readonly selector: ReplicaSelector;
   private readonly metrics: GatewayMetrics | undefined;
-  private readonly logger: GatewayLogger;
+  private readonly logger: Logger;
   private readonly servingTokens: readonly string[];
   private readonly maxBodyBytes: number;
   /** One circuit breaker per replica of this role. */

@@ -1,3 +1,4 @@
+import type { Logger } from '@uis/sglang-engine';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import type { CompletionEvent } from '../proxy/index.ts';
 import type { RequestTrace } from '../tracing/tracing.ts';
@@ -5,17 +6,6 @@ import { accessLine, type ServedRequest } from './access-log.ts';
 import type { ReplicaBreakers } from './replica-breakers.ts';
 
 export type { ServedRequest } from './access-log.ts';
-
-/** What the gateway logs through (pino loggers satisfy it). */
-export interface GatewayLogger {
-  debug(obj: object, msg?: string): void;
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-  /** pino's: lets a per-request debug line skip building its fields when debug is off. */
-  isLevelEnabled?(level: string): boolean;
-}
-
-export const silentLogger: GatewayLogger = { debug() {}, info() {}, warn() {} };
 
 /** Replica ids of this prefix are SGLang routers, not engines: no circuit of ours. */
 export const ROUTER_PREFIX = 'router:';
@@ -33,7 +23,7 @@ export interface ServedRequestsOptions {
   role: string;
   breakers: ReplicaBreakers;
   metrics?: GatewayMetrics | undefined;
-  logger: GatewayLogger;
+  logger: Logger;
   onServed?: ((r: ServedRequest) => void) | undefined;
   accessLog: boolean;
 }
