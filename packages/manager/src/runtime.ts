@@ -1,8 +1,8 @@
-import type { Logger } from '@uis/sglang-engine';
+import type { Logger } from '@uis/spec';
 
 /** What I/O code takes instead of touching globals, so tests control time and output. The clock and the logger are
- * the engine package's: one time source and one log interface for engines, managers and the coordinator. */
-export { type Clock, type Logger, settlesWithin, silentLogger, systemClock } from '@uis/sglang-engine';
+ * spec's: one time source and one log interface for engines, managers and the coordinator. */
+export { type Clock, type Logger, settlesWithin, silentLogger, systemClock } from '@uis/spec';
 
 /** Records log lines in memory: tests assert that refusals are logged. */
 export class MemoryLogger implements Logger {

@@ -1,9 +1,7 @@
-import { type DrainPolicy, UisError } from '@uis/spec';
+import { type Clock, type DrainPolicy, type Logger, systemClock, UisError } from '@uis/spec';
 import { SGLangClient } from './client.ts';
-import { type Clock, systemClock } from './clock.ts';
 import { isEngineError } from './engine-error.ts';
 import type { EngineLauncher, LaunchedReplica, LaunchSpec, ProcessExit } from './launcher.ts';
-import type { Logger } from './logger.ts';
 import {
   DEFAULT_WEIGHT_UPDATE_GROUP,
   type DestroyWeightsUpdateGroupRequest,

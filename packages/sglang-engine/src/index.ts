@@ -1,12 +1,10 @@
 export { sseData } from '@uis/spec';
 export * from './adopted-replica.ts';
 export * from './client.ts';
-export * from './clock.ts';
 export * from './engine.ts';
 export * from './engine-error.ts';
 export * from './launcher.ts';
 export * from './local-server-args.ts';
-export * from './logger.ts';
 export * from './ports.ts';
 export * from './protocol.ts';
 export * from './router-client.ts';

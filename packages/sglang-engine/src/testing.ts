@@ -3,13 +3,13 @@
  * package). */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
+import type { Clock } from '@uis/spec';
 import {
   EngineGroupSpecSchema,
   InferenceModelSpecSchema,
   type NodePlacement,
   type ReplicaPlacement,
 } from '@uis/spec';
-import type { Clock } from './clock.ts';
 import { SGLangEngine } from './engine.ts';
 import { EngineError } from './engine-error.ts';
 import { LocalProcessLauncher } from './launcher.ts';

@@ -1,4 +1,5 @@
 export * from './batch-states.ts';
+export * from './clock.ts';
 export * from './config.ts';
 export * from './config-json-schema.ts';
 export * from './console.ts';
@@ -8,6 +9,7 @@ export * from './errors.ts';
 export * from './exchange-states.ts';
 export * from './gateway-config.ts';
 export * from './lease-states.ts';
+export * from './logger.ts';
 export * from './model.ts';
 export * from './observability.ts';
 export * from './plan.ts';

@@ -1,6 +1,5 @@
-import { type Logger, silentLogger } from '@uis/sglang-engine';
 import { encode } from '@uis/sglang-sim';
-import { sseData } from '@uis/spec';
+import { type Logger, silentLogger, sseData } from '@uis/spec';
 
 export interface RlLoopDriverOptions {
   /** The gateway's base URL (`http://127.0.0.1:8080`). */

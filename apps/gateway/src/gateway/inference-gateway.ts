@@ -9,8 +9,14 @@ import {
   requestKeys,
   resolveModel,
 } from '@uis/routing';
-import { type Logger, silentLogger } from '@uis/sglang-engine';
-import { capabilitiesOf, type GroupPlacement, type InferenceRoleSpec, UisError } from '@uis/spec';
+import {
+  capabilitiesOf,
+  type GroupPlacement,
+  type InferenceRoleSpec,
+  type Logger,
+  silentLogger,
+  UisError,
+} from '@uis/spec';
 import { Hono } from 'hono';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import {

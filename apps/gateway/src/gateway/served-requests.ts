@@ -1,4 +1,4 @@
-import type { Logger } from '@uis/sglang-engine';
+import type { Logger } from '@uis/spec';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import type { CompletionEvent } from '../proxy/index.ts';
 import type { RequestTrace } from '../tracing/tracing.ts';

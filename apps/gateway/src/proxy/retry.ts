@@ -1,4 +1,4 @@
-import { type Clock, systemClock } from '@uis/sglang-engine';
+import { type Clock, systemClock } from '@uis/spec';
 import { UNREACHABLE_CODES } from './upstream/engine-pool.ts';
 
 /**

@@ -1,5 +1,7 @@
-/** The time source of every timer, deadline, backoff and health loop in the engine, the manager and the
- * coordinator: code takes a `Clock` instead of touching `Date.now`/`setTimeout`, so tests drive time. */
+/** The time source of every timestamp, timer, deadline, backoff and health loop (engine, manager, coordinator,
+ * gateway, direct client): code takes a `Clock` instead of touching `Date.now`/`setTimeout`, so tests drive time
+ * (`ManualClock` of `@uis/sglang-engine/testing`). Defined here, the lowest layer, because routing's direct client
+ * needs it as much as the engine does; it touches timers only, no I/O. */
 export interface Clock {
   now(): number;
   /** Resolves after `ms`; rejects with the signal's reason once `signal` aborts. */
