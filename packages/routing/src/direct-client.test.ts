@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { waitFor } from '@uis/sglang-engine/testing';
+import { ManualClock, waitFor } from '@uis/sglang-engine/testing';
 import { type SimServer, startSimServer } from '@uis/sglang-sim';
 import type { DiscoveryEngine, DiscoverySnapshot } from '@uis/spec';
 import { UisError } from '@uis/spec';
@@ -416,13 +416,14 @@ describe('DirectClient against sglang-sim processes', { timeout: 30_000 }, () =>
   });
 
   // Last in this block: it kills a process.
-  it('a replica killed mid-test is skipped after one failed request', async () => {
+  it('a replica killed mid-test is skipped after one failed request, until its cool-down ends on the clock', async () => {
     const victims = await Promise.all([spawnSim(), spawnSim()]);
     sims.push(...victims);
     const d = new DiscoveryServer(victims.map((s, i) => eng(i, s.url)).concat(eng(2, sims[0]!.url)));
     const url = `${await d.listen()}/engines`;
     try {
-      const c = client({ discoveryUrl: url });
+      const clock = new ManualClock();
+      const c = client({ discoveryUrl: url, clock });
       await c.start();
       for (let i = 0; i < 3; i++) await c.generate(body);
       killGroup(victims[0]!.child);
@@ -436,6 +437,14 @@ describe('DirectClient against sglang-sim processes', { timeout: 30_000 }, () =>
       // Discovery still lists the dead replica (the manager has not noticed yet): the client tried it once.
       expect(attempts.filter((a) => a.startsWith('policy/0'))).toEqual(['policy/0:connection_error']);
       expect(attempts.filter((a) => a.endsWith(':ok'))).toHaveLength(9);
+      // The cool-down (10 s) is the client's clock's: once it passed, the listed replica gets one more try.
+      await clock.advance(10_000);
+      const after: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        await c.generate<GenerateOut>(body);
+        for (const a of c.lastAttempts) after.push(`${a.engineId}:${a.outcome}`);
+      }
+      expect(after.filter((a) => a.startsWith('policy/0'))).toEqual(['policy/0:connection_error']);
       await c.close();
     } finally {
       await d.close();

@@ -1,4 +1,4 @@
-import { type DiscoverySnapshot, sseData, UisError } from '@uis/spec';
+import { type Clock, type DiscoverySnapshot, sseData, systemClock, UisError } from '@uis/spec';
 import { ReplicaSelector, type ReplicaSelectorOptions } from './replica-selector.ts';
 import { type HeaderBag, type RequestKeys, requestKeys } from './request-keys.ts';
 import { checkSnapshot } from './resolve-model.ts';
@@ -29,8 +29,8 @@ export interface DirectClientOptions {
   gatewayFallback?: boolean;
   /** Gateway base for the fallback (`http://gw/<role>`); default: the discovery URL without `/engines`. */
   gatewayUrl?: string;
-  /** Clock (ms) for cool-downs and long-poll timing. */
-  now?: () => number;
+  /** Time source of cool-downs, long-poll timing and the watch loop's backoff (tests pass a ManualClock). */
+  clock?: Clock;
   selector?: ReplicaSelectorOptions;
 }
 
@@ -62,19 +62,6 @@ function isAbort(e: unknown): boolean {
   return e instanceof Error && (e.name === 'AbortError' || e.name === 'TimeoutError');
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
-
 /** Reads an engine's error body for the error details (JSON when it is JSON). */
 async function errorBody(res: Response): Promise<unknown> {
   const text = await res.text().catch(() => '');
@@ -102,7 +89,7 @@ export class DirectClient {
 
   private current: DiscoverySnapshot | undefined;
   private readonly fetchFn: FetchLike;
-  private readonly now: () => number;
+  private readonly clock: Clock;
   private readonly suspects = new Map<string, number>();
   private readonly listeners = new Set<(snapshot: DiscoverySnapshot) => void>();
   private readonly stop = new AbortController();
@@ -119,7 +106,7 @@ export class DirectClient {
     }
     this.options = options;
     this.fetchFn = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
-    this.now = options.now ?? (() => Date.now());
+    this.clock = options.clock ?? systemClock;
     this.selector = new ReplicaSelector(options.selector);
     if (options.engineUrls !== undefined) {
       const model = options.model ?? 'default';
@@ -290,7 +277,7 @@ export class DirectClient {
       url.searchParams.set('timeout_s', String(timeoutS));
       // Lets a gateway answer at once when its epoch differs (a restarted manager restarts revisions at 0).
       if (cur.registry_epoch !== undefined) url.searchParams.set('registry_epoch', cur.registry_epoch);
-      const started = this.now();
+      const started = this.clock.now();
       try {
         const signal = AbortSignal.any([
           stop,
@@ -299,10 +286,10 @@ export class DirectClient {
         const snap = await this.fetchSnapshot(url.toString(), signal);
         failures = 0;
         const changed = this.adopt(snap);
-        const quick = this.now() - started < Math.min((timeoutS * 1000) / 2, 1_000);
+        const quick = this.clock.now() - started < Math.min((timeoutS * 1000) / 2, 1_000);
         if (!changed && quick) {
           this.watchMode = 'poll';
-          await sleep(interval, stop);
+          await this.pause(interval, stop);
         } else if (changed && this.watchMode === 'poll' && !quick) {
           this.watchMode = 'long_poll';
         }
@@ -310,10 +297,15 @@ export class DirectClient {
         if (stop.aborted) break;
         failures++;
         // Discovery down or malformed: keep routing on the last good snapshot, retry with capped backoff.
-        await sleep(Math.min(interval * 2 ** Math.min(failures - 1, 5), 30_000), stop);
+        await this.pause(Math.min(interval * 2 ** Math.min(failures - 1, 5), 30_000), stop);
         if (!isAbort(e)) this.lastWatchError = e;
       }
     }
+  }
+
+  /** Waits `ms` on the clock; stopping the client ends the wait early. */
+  private pause(ms: number, stop: AbortSignal): Promise<void> {
+    return this.clock.sleep(ms, stop).catch(() => undefined);
   }
 
   private keysFor(body: Record<string, unknown>, options: CallOptions): RequestKeys {
@@ -328,7 +320,7 @@ export class DirectClient {
   }
 
   private excluded(extra: ReadonlySet<string>): Set<string> | undefined {
-    const now = this.now();
+    const now = this.clock.now();
     const out = new Set(extra);
     for (const [id, until] of this.suspects) {
       if (until <= now) this.suspects.delete(id);
@@ -414,7 +406,7 @@ export class DirectClient {
         attempts.push({ url: selection.url, engineId, outcome: 'connection_error' });
         if (engineId !== null) {
           failed.add(engineId);
-          this.suspects.set(engineId, this.now() + (this.options.failureCooldownMs ?? 10_000));
+          this.suspects.set(engineId, this.clock.now() + (this.options.failureCooldownMs ?? 10_000));
         }
         lastError = new UisError({
           code: 'engine_unreachable',

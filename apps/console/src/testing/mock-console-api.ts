@@ -1,4 +1,10 @@
-import type { ActivationGroupView, ConsoleState, EventView } from '@uis/spec';
+import {
+  type ActivationGroupView,
+  type Clock,
+  type ConsoleState,
+  type EventView,
+  systemClock,
+} from '@uis/spec';
 import type { ConsoleApiImpl } from '../api/console-api.ts';
 import { DEMO_GROUPS, DEMO_PHASES, type DemoOptions, demoState } from './demo-state.ts';
 
@@ -14,7 +20,7 @@ export class MockConsoleApi implements ConsoleApiImpl {
   private readonly events: EventView[] = [];
   private readonly transitions: ActivationGroupView['transitions'] = [];
   private readonly listeners = new Set<() => void>();
-  private readonly now: () => number;
+  private readonly clock: Clock;
   private readonly moved: DemoOptions['moved'];
   /** Why the lease is blocked (as after a failed transition), or null. */
   private blocked: string | null = null;
@@ -22,19 +28,19 @@ export class MockConsoleApi implements ConsoleApiImpl {
   constructor(options: {
     adminToken: string;
     servingToken?: string | undefined;
-    now?: () => number;
+    clock?: Clock;
     moved?: DemoOptions['moved'];
   }) {
     this.adminToken = options.adminToken;
     if (options.servingToken !== undefined) this.servingToken = options.servingToken;
-    this.now = options.now ?? Date.now;
+    this.clock = options.clock ?? systemClock;
     this.moved = options.moved;
     this.record('system', 'service.start', 'uis', 'mock gateway started');
   }
 
   state(): ConsoleState {
     return demoState({
-      now: this.now(),
+      now: this.clock.now(),
       phase: this.phase,
       drained: [...this.drained],
       restarted: this.restarted,
@@ -109,9 +115,9 @@ export class MockConsoleApi implements ConsoleApiImpl {
       throw new Error(`activation lease of actor is blocked: ${this.blocked}; an operator must resolve it`);
     }
     const from = DEMO_PHASES[this.phase % DEMO_PHASES.length]?.name ?? null;
-    const started = this.now();
+    const started = this.clock.now();
     const to = this.advance(input.to ?? null, 'console');
-    return { group: 'actor', from, to, path: [to], duration_ms: this.now() - started, steps: [] };
+    return { group: 'actor', from, to, path: [to], duration_ms: this.clock.now() - started, steps: [] };
   }
 
   async resolveLease(input: { group: string; phase: string; note?: string }) {
@@ -131,7 +137,7 @@ export class MockConsoleApi implements ConsoleApiImpl {
       reason: null,
       target: null,
       last_release: null,
-      since: this.now(),
+      since: this.clock.now(),
     };
   }
 
@@ -166,7 +172,7 @@ export class MockConsoleApi implements ConsoleApiImpl {
     if (to !== null) while (DEMO_PHASES[next % DEMO_PHASES.length]!.name !== to) next++;
     this.phase = next;
     const target = DEMO_PHASES[next % DEMO_PHASES.length]!.name;
-    const at = this.now();
+    const at = this.clock.now();
     const duration = 400 + ((next * 379) % 1700);
     this.transitions.push({
       id: `t${next}`,
@@ -183,7 +189,7 @@ export class MockConsoleApi implements ConsoleApiImpl {
   }
 
   private record(actor: string, kind: string, subject: string, message: string): void {
-    this.events.push({ id: this.events.length + 1, at: this.now(), kind, actor, subject, message });
+    this.events.push({ id: this.events.length + 1, at: this.clock.now(), kind, actor, subject, message });
     for (const listener of this.listeners) listener();
   }
 }

@@ -1,5 +1,5 @@
 import { type CommandRoute, commandRoutes, type Permission } from '@uis/control-plane';
-import { isUisError } from '@uis/spec';
+import { isUisError, systemClock } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { callAdmin, tokenFor } from '../cli/admin-command.ts';
 import { AuthFailureLimiter } from '../server/request-guard.ts';
@@ -12,7 +12,7 @@ const ADMIN = 'perm-admin-token';
 const SERVING = 'perm-serving-token';
 // This test sends hundreds of refused tokens on purpose: a limiter that never trips.
 const server = { adminToken: ADMIN, healthProbeMs: 0 } as const;
-const limiter = () => new AuthFailureLimiter(Date.now, Number.MAX_SAFE_INTEGER);
+const limiter = () => new AuthFailureLimiter(systemClock, Number.MAX_SAFE_INTEGER);
 const withServing = gatewayOnSims({
   config: singleRolloutConfig(),
   server: { ...server, servingToken: SERVING, authFailures: limiter() },

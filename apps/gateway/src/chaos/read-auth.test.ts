@@ -1,4 +1,5 @@
 import { request } from 'node:http';
+import { ManualClock } from '@uis/sglang-engine/testing';
 import { describe, expect, it } from 'vitest';
 import { AuthFailureLimiter } from '../server/request-guard.ts';
 import { gatewayOnSims, singleRolloutConfig } from '../testing/fixtures.ts';
@@ -6,7 +7,7 @@ import { gatewayOnSims, singleRolloutConfig } from '../testing/fixtures.ts';
 // Chaos: reads around the serving token, a DNS-rebinding page, a token guesser. Loopback only.
 const ADMIN = 'admin-secret-token';
 const SERVING = 'serving-secret-token';
-let clock = 1_000_000;
+const clock = new ManualClock();
 const gw = gatewayOnSims({
   config: singleRolloutConfig(),
   server: {
@@ -14,7 +15,7 @@ const gw = gatewayOnSims({
     servingToken: SERVING,
     healthProbeMs: 0,
     allowedHosts: ['uis.example.org'],
-    authFailures: new AuthFailureLimiter(() => clock),
+    authFailures: new AuthFailureLimiter(clock),
   },
 });
 
@@ -116,12 +117,12 @@ describe('chaos: reads follow the serving token', { timeout: 60_000 }, () => {
     expect(limited.status).toBe(429);
     expect(Number(limited.retryAfter)).toBeGreaterThan(0);
     expect(JSON.parse(limited.body)).toMatchObject({ error: { code: 'auth_rate_limited' } });
-    clock += 10_000;
+    await clock.advance(10_000);
     expect((await get('/rollout/engines', { ...host, authorization: `Bearer ${SERVING}` })).status).toBe(200);
   });
 
   it("the console's sign-in (checkToken) tells the serving token from the admin token; wrong guesses are counted", async () => {
-    clock += 10_000; // a fresh window of the auth-failure limiter
+    await clock.advance(10_000); // a fresh window of the auth-failure limiter
     const check = async (token: string) => {
       const r = await fetch(`${gw.url}/trpc/checkToken`, {
         method: 'POST',
@@ -148,7 +149,7 @@ describe('chaos: reads follow the serving token', { timeout: 60_000 }, () => {
     expect(statuses.slice(0, 9).every((s) => s === 401)).toBe(true);
     expect(statuses.at(-1)).toBe(429);
     expect((await check(SERVING)).status).toBe(429);
-    clock += 10_000;
+    await clock.advance(10_000);
     expect((await check(SERVING)).status).toBe(200);
   });
 });

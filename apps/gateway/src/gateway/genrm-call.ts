@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
 import type { InferenceRoleSpec } from '@uis/spec';
 import { UisError } from '@uis/spec';
 import {
@@ -31,7 +32,6 @@ export interface GenrmHost<M extends Resolved, K> {
   spec: InferenceRoleSpec;
   pools: UpstreamPools;
   inFlight: InFlightCounter;
-  now(): number;
   keys(body: ParsedBody, req: IncomingMessage): K;
   resolveModel(keys: K, body: ParsedBody, res: ServerResponse): M | UisError;
   pick(model: M, keys: K, res: ServerResponse, excluding: ReadonlySet<string>): ProxyTarget | UisError;
@@ -72,15 +72,15 @@ class GenrmOutcome {
   readonly #start: number;
 
   constructor(
-    private readonly host: Pick<GenrmHost<Resolved, unknown>, 'now' | 'served'>,
+    private readonly host: Pick<GenrmHost<Resolved, unknown>, 'served'>,
     private readonly res: ServerResponse,
     readonly requestId: string,
   ) {
-    this.#start = host.now();
+    this.#start = performance.now();
   }
 
   get elapsed(): number {
-    return this.host.now() - this.#start;
+    return performance.now() - this.#start;
   }
 
   finish(

@@ -1,5 +1,4 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { performance } from 'node:perf_hooks';
 import type { InFlightTracker, InferenceManager } from '@uis/manager';
 import {
   promptText,
@@ -84,7 +83,6 @@ export interface InferenceGatewayOptions {
   accessLog?: boolean;
   /** OpenTelemetry tracing (`gateway.tracing`); absent: no span is made. */
   tracing?: UisTracing | undefined;
-  now?: () => number;
 }
 
 /** The proxy's in-flight counter, mirrored into the manager's tracker so drain waits for what the gateway forwards.
@@ -130,7 +128,6 @@ export class InferenceGateway {
   readonly breakers: ReplicaBreakers;
   private readonly bodyRules: Pick<InferenceGatewayOptions, 'maxJsonDepth' | 'bodyBudget'>;
   private readonly maxWaitSeconds: number;
-  private readonly now: () => number;
   /** Model of each forwarded request id, for the completion metrics. */
   private readonly tracing: UisTracing | undefined;
   private readonly requests: ServedRequests;
@@ -185,12 +182,10 @@ export class InferenceGateway {
       accessLog: opts.accessLog ?? false,
     });
     this.tracing = opts.tracing;
-    this.now = opts.now ?? (() => performance.now());
     this.genrmHost = {
       spec: this.spec,
       pools: this.pools,
       inFlight: this.inFlight,
-      now: this.now,
       keys: (body, req) => this.keys(body, req),
       resolveModel: (keys, body, res) => this.resolveModel(keys, body, res),
       pick: (model, keys, res, excluding) => this.pick(model, keys, res, excluding),

@@ -1,4 +1,4 @@
-import type { CircuitState } from '@uis/spec';
+import { type CircuitState, type Clock, systemClock } from '@uis/spec';
 
 export interface BreakerOptions {
   /** false: no circuit ever opens (every replica is always allowed); what the bench's unprotected column runs. */
@@ -7,7 +7,7 @@ export interface BreakerOptions {
   failureThreshold?: number;
   /** How long an open circuit skips its replica before one request probes it. */
   openMs?: number;
-  now?: () => number;
+  clock?: Clock;
 }
 
 interface Circuit {
@@ -29,14 +29,14 @@ export class ReplicaBreakers {
   private readonly circuits = new Map<string, Circuit>();
   private readonly threshold: number;
   private readonly openMs: number;
-  private readonly now: () => number;
+  private readonly clock: Clock;
   private readonly enabled: boolean;
 
   constructor(opts: BreakerOptions = {}) {
     this.enabled = opts.enabled ?? true;
     this.threshold = opts.failureThreshold ?? 5;
     this.openMs = opts.openMs ?? 5000;
-    this.now = opts.now ?? Date.now;
+    this.clock = opts.clock ?? systemClock;
   }
 
   /** Whether routing may send a request to `id` now (an open circuit whose time is up turns half-open and lets
@@ -45,7 +45,7 @@ export class ReplicaBreakers {
     const c = this.circuits.get(id);
     if (c === undefined || c.state === 'closed') return true;
     if (c.state === 'open') {
-      if (this.now() - c.openedAt < this.openMs) return false;
+      if (this.clock.now() - c.openedAt < this.openMs) return false;
       c.state = 'half_open';
       c.probing = false;
     }
@@ -74,7 +74,7 @@ export class ReplicaBreakers {
     c.failures++;
     if (c.state === 'half_open' || c.failures >= this.threshold) {
       c.state = 'open';
-      c.openedAt = this.now();
+      c.openedAt = this.clock.now();
       c.probing = false;
     }
   }
@@ -82,7 +82,7 @@ export class ReplicaBreakers {
   state(id: string): CircuitState {
     const c = this.circuits.get(id);
     if (c === undefined) return 'closed';
-    if (c.state === 'open' && this.now() - c.openedAt >= this.openMs) return 'half_open';
+    if (c.state === 'open' && this.clock.now() - c.openedAt >= this.openMs) return 'half_open';
     return c.state;
   }
 

@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeader, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import {
   canMoveExchange,
   EXCHANGE_MOVES,
@@ -45,13 +46,13 @@ const NO_RETRIES: readonly string[] = [];
  * One client request's trip through the proxy. Implements the engine pool's handler directly, so the engine's
  * bytes go from its socket to `res.write` with no stream objects in between; a chunked event stream to an
  * HTTP/1.1 client is relayed with the engine's own chunk framing (one read, one write per event). Its one state
- * moves through spec's `EXCHANGE_MOVES` table and nowhere else.
+ * moves through spec's `EXCHANGE_MOVES` table and nowhere else. Its timings are measurements (`performance.now`,
+ * sub-millisecond), not a clock anything waits on.
  */
 export class Exchange implements UpstreamHandler, Admittable {
   #state: ExchangeState = 'reading';
   readonly #res: ServerResponse;
   #opts: ServingProxyOptions;
-  readonly #now: () => number;
   readonly #start: number;
   readonly #requestId: string;
   #req: IncomingMessage | undefined;
@@ -84,16 +85,9 @@ export class Exchange implements UpstreamHandler, Admittable {
   /** The admission gate whose slot this request holds. */
   #slot: AdmissionGate | undefined;
 
-  constructor(
-    res: ServerResponse,
-    opts: ServingProxyOptions,
-    now: () => number,
-    start: number,
-    requestId: string,
-  ) {
+  constructor(res: ServerResponse, opts: ServingProxyOptions, start: number, requestId: string) {
     this.#res = res;
     this.#opts = opts;
-    this.#now = now;
     this.#start = start;
     this.#requestId = requestId;
     // Anonymous closures on purpose (see collectBody: tsx names each named closure with a defineProperty).
@@ -125,7 +119,7 @@ export class Exchange implements UpstreamHandler, Admittable {
 
   /** Starts forwarding `body` along `route`. */
   begin(req: IncomingMessage, body: ParsedBody, route: ForwardRoute): void {
-    this.#bodyAt = this.#now() - this.#start;
+    this.#bodyAt = performance.now() - this.#start;
     if (this.#state === 'client_gone') {
       this.#finish('client_abort', 0, undefined);
       return;
@@ -188,7 +182,7 @@ export class Exchange implements UpstreamHandler, Admittable {
 
   onRequestStart(controller: UpstreamController): void {
     this.#controller = controller;
-    this.#upstreamStartAt = this.#now() - this.#start;
+    this.#upstreamStartAt = performance.now() - this.#start;
     if (this.#state === 'client_gone') controller.abort(new ClientGoneError());
   }
 
@@ -203,7 +197,7 @@ export class Exchange implements UpstreamHandler, Admittable {
       controller.abort(new ClientGoneError());
       return;
     }
-    this.#ttfb = this.#now() - this.#start;
+    this.#ttfb = performance.now() - this.#start;
     this.#status = statusCode;
     const type = headers['content-type'];
     const length = headers['content-length'];
@@ -253,7 +247,7 @@ export class Exchange implements UpstreamHandler, Admittable {
     if (socket !== undefined) {
       ok = socket.write(chunk);
     } else {
-      this.#firstOutAt ??= this.#now() - this.#start;
+      this.#firstOutAt ??= performance.now() - this.#start;
       ok = this.#res.write(chunk);
       // Once the head has left with the first bytes, a relayed chunked stream's bytes go straight to the client
       // socket: node's response has nothing left to add to them (~2.5 us less per event).
@@ -281,7 +275,7 @@ export class Exchange implements UpstreamHandler, Admittable {
             this.#status,
             servedBy(clientResponseHeaders(this.#respHeaders ?? {}, this.#requestId, true), this.#target),
           );
-          this.#firstOutAt = this.#now() - this.#start;
+          this.#firstOutAt = performance.now() - this.#start;
           res.end(body);
           this.#answer = body;
         }
@@ -427,7 +421,7 @@ export class Exchange implements UpstreamHandler, Admittable {
       upstreamStartMs: this.#upstreamStartAt,
       ttfbMs: this.#ttfb,
       firstByteOutMs: this.#firstOutAt,
-      totalMs: this.#now() - this.#start,
+      totalMs: performance.now() - this.#start,
     });
   }
 

@@ -27,14 +27,13 @@ export const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
  * engine through the pooled undici dispatcher, relay the answer. Every failure answers the product's JSON error.
  */
 export function createServingHandler(options: ServingProxyOptions, resolve: ResolveRoute): FastHandler {
-  const now = options.now ?? (() => performance.now());
   const newId = options.newId ?? nextId;
   const limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   return (req, res) => {
-    const start = now();
+    const start = performance.now();
     const given = req.headers['x-request-id'];
     const requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : newId();
-    const exchange = new Exchange(res, options, now, start, requestId);
+    const exchange = new Exchange(res, options, start, requestId);
     collectBody(
       req,
       limit,

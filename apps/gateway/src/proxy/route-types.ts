@@ -68,7 +68,6 @@ export interface ServingProxyOptions {
   retry?: RetryPolicy;
   /** Inject a `rid` into bodies that carry none, so a disconnect can be aborted at the engine. */
   injectRid?: boolean;
-  now?: () => number;
   newId?: () => string;
   /** Error body of this route (default: the product's); OpenAI routes answer OpenAI's shape. */
   errorBody?: ErrorBodyOf;

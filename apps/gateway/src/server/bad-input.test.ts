@@ -1,5 +1,5 @@
 import { connect } from 'node:net';
-import { ErrorBodySchema, type ErrorCode, statusOf } from '@uis/spec';
+import { ErrorBodySchema, type ErrorCode, statusOf, systemClock } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { deferTestConfig, gatewayOnSims } from '../testing/fixtures.ts';
 import { AuthFailureLimiter } from './request-guard.ts';
@@ -20,7 +20,7 @@ const gw = gatewayOnSims({
     maxBodyBytes: LIMIT,
     healthProbeMs: 0,
     // This table sends dozens of refused tokens from one address on purpose; the rate limit has its own test.
-    authFailures: new AuthFailureLimiter(Date.now, 10_000),
+    authFailures: new AuthFailureLimiter(systemClock, 10_000),
   },
   // 1 ms per decode step: the stream opened before the cases outlives them.
   sim: { simOnloadMs: 10, simOffloadMs: 10, simDecodeUsPerToken: 1000 },

@@ -1,4 +1,4 @@
-import type { HealthSample } from '@uis/spec';
+import { type Clock, type HealthSample, systemClock } from '@uis/spec';
 
 export interface ProbeTarget {
   engineId: string;
@@ -14,7 +14,7 @@ export interface HealthProbeOptions {
   /** Default 2 s. */
   timeoutMs?: number;
   fetch?: typeof fetch;
-  now?: () => number;
+  clock?: Clock;
 }
 
 /** Probes every replica's `GET /health` on a timer so the console has a health history even for replicas that no
@@ -36,11 +36,11 @@ export class HealthProbe {
     if (this.running) return;
     this.running = true;
     const fetchFn = this.opts.fetch ?? fetch;
-    const now = this.opts.now ?? Date.now;
+    const clock = this.opts.clock ?? systemClock;
     try {
       await Promise.all(
         this.opts.targets().map(async (t) => {
-          const t0 = now();
+          const t0 = clock.now();
           let sample: HealthSample;
           try {
             const r = await fetchFn(`${t.baseUrl}/health`, {
@@ -53,7 +53,7 @@ export class HealthProbe {
             sample = {
               at: t0,
               ok: r.ok,
-              latency_ms: now() - t0,
+              latency_ms: clock.now() - t0,
               error: r.ok ? null : `health answered ${r.status}`,
             };
           } catch (e) {

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
-import { UisError } from '@uis/spec';
+import { type Clock, systemClock, UisError } from '@uis/spec';
 import { authorized, bearerToken } from '../gateway/auth.ts';
 import { sendError } from '../proxy/index.ts';
 
@@ -18,7 +18,7 @@ const MAX_CLIENTS = 10_000;
 export class AuthFailureLimiter {
   private readonly clients = new Map<string, { since: number; failures: number }>();
   constructor(
-    private readonly now: () => number = Date.now,
+    private readonly clock: Clock = systemClock,
     private readonly max = MAX_FAILURES,
     private readonly windowMs = WINDOW_MS,
   ) {}
@@ -27,7 +27,7 @@ export class AuthFailureLimiter {
   retryAfter(client: string): number {
     const c = this.clients.get(client);
     if (c === undefined || c.failures < this.max) return 0;
-    const left = c.since + this.windowMs - this.now();
+    const left = c.since + this.windowMs - this.clock.now();
     if (left <= 0) {
       this.clients.delete(client);
       return 0;
@@ -36,7 +36,7 @@ export class AuthFailureLimiter {
   }
 
   failed(client: string): void {
-    const now = this.now();
+    const now = this.clock.now();
     const c = this.clients.get(client);
     if (c === undefined || now - c.since >= this.windowMs) {
       if (this.clients.size >= MAX_CLIENTS) this.evict(now);

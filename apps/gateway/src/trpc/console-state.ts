@@ -3,10 +3,12 @@ import type { BatchInfo } from '@uis/manager';
 import {
   BATCH_STAGE,
   type BatchView,
+  type Clock,
   type ConsoleState,
   type ReplicaView,
   type Role,
   scorerOf,
+  systemClock,
 } from '@uis/spec';
 import type { InferenceGateway } from '../gateway/inference-gateway.ts';
 import type { ConsoleJournal } from './console-journal.ts';
@@ -16,7 +18,7 @@ export interface ConsoleStateSources {
   gateways: ReadonlyMap<Role, InferenceGateway>;
   journal: ConsoleJournal;
   barriers: BarrierBoard;
-  now?: () => number;
+  clock?: Clock;
 }
 
 const MAX_BATCHES = 100;
@@ -104,7 +106,7 @@ export function consoleState(src: ConsoleStateSources): ConsoleState {
   });
   const batches = plane.store.newest(MAX_BATCHES).map(batchView);
   return {
-    generated_at: (src.now ?? Date.now)(),
+    generated_at: (src.clock ?? systemClock).now(),
     cluster: { nodes: plane.config.cluster.nodes.map((n) => ({ name: n.name, gpus: n.gpus })) },
     plan: plane.plan,
     roles,

@@ -1,5 +1,5 @@
 import { pause } from '@uis/control-plane';
-import type { GpuTimeReport, TimeSeriesUpdate } from '@uis/spec';
+import { type Clock, type GpuTimeReport, systemClock, type TimeSeriesUpdate } from '@uis/spec';
 import type { GpuTimeTracker } from '../metrics/gpu-time-tracker.ts';
 import type { TimeSeriesRing } from '../metrics/time-series-ring.ts';
 
@@ -8,15 +8,15 @@ import type { TimeSeriesRing } from '../metrics/time-series-ring.ts';
 export async function* timeSeriesUpdates(
   ring: TimeSeriesRing,
   given: AbortSignal | undefined,
-  now: () => number = Date.now,
+  clock: Clock = systemClock,
 ): AsyncGenerator<TimeSeriesUpdate> {
   const signal = given ?? new AbortController().signal;
-  let update = ring.update(now());
+  let update = ring.update(clock.now());
   yield update;
   while (!signal.aborted) {
-    await pause(1000 - (now() % 1000) + 5, signal);
+    await pause(1000 - (clock.now() % 1000) + 5, signal);
     if (signal.aborted) return;
-    update = ring.update(now(), update.last_second);
+    update = ring.update(clock.now(), update.last_second);
     yield update;
   }
 }
