@@ -33,6 +33,9 @@ const SHIPPED_FROM_DEV: Record<string, Record<string, string>> = {
   '@uis/sglang-sim': {
     tsx: 'bin/sglang-sim.mjs loads it only when the TypeScript source is there (in the repo); the published package runs dist/',
   },
+  '@uis/gateway': {
+    tsx: 'bin/uis.mjs loads it only when the compiled CLI is missing in a checkout (a failed build on install); the published package runs dist/',
+  },
 };
 
 /** Packages whose build inlines the @uis packages they depend on (tsdown `noExternal`): each dependency an inlined

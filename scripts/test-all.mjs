@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // Runs every test runner of the workspace (vitest projects, the Playwright e2e suite when present, then the Python
 // client's strict type check and pytest, and the SGLang surface extractor's pytest) and ends with one line `N passed, N failed, N skipped` summed over all of them. Exit code 1 if anything failed.
+// With UIS_TEST_TOTALS=FILE (CI, .ci/run) it writes the totals there as JSON instead, for the caller's one last line.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const root = join(import.meta.dirname, '..');
@@ -95,7 +96,16 @@ function runPython() {
     totals.failed += 1;
     return;
   }
-  const mypy = spawnSync(python, ['-m', 'mypy'], { cwd: dir, stdio: 'inherit', env });
+  // Its cache goes with the other caches in node_modules: tests leave the working tree as they found it.
+  const mypy = spawnSync(
+    python,
+    ['-m', 'mypy', '--cache-dir', join(root, 'node_modules', '.cache', 'mypy')],
+    {
+      cwd: dir,
+      stdio: 'inherit',
+      env,
+    },
+  );
   console.log(
     `\n=== mypy --strict (clients/python, examples/python): ${mypy.status === 0 ? 'passed' : 'failed'}`,
   );
@@ -140,5 +150,11 @@ function pytest(name, python, dir, env = {}) {
 }
 
 if (broken) totals.failed += 1;
-console.log(`\n${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`);
+const summary = `${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`;
+if (process.env.UIS_TEST_TOTALS) {
+  writeFileSync(process.env.UIS_TEST_TOTALS, JSON.stringify(totals));
+  console.log(`\n=== test runners: ${summary} (the caller adds its own checks to the last line)`);
+} else {
+  console.log(`\n${summary}`);
+}
 process.exit(totals.failed > 0 ? 1 : 0);

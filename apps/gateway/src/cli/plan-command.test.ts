@@ -33,6 +33,17 @@ describe('uis plan', { timeout: 60_000 }, () => {
     );
   });
 
+  it('takes the config file as its argument, the same as --config (the README: uis plan examples/split.yaml)', () => {
+    const positional = uis('plan', 'examples/split.yaml');
+    expect(positional.err).toBe('');
+    expect(positional.code).toBe(0);
+    expect(positional.out).toContain('mode: colocated_split');
+    expect(positional.out).toBe(uis('plan', '--config', 'examples/split.yaml').out);
+    const json = uis('plan', example('bad-split-overlap.yaml'), '--json');
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.out)).toMatchObject({ ok: false, errors: [{ code: 'split_overlap' }] });
+  });
+
   it('prints exactly the JSON shape of the issue', () => {
     const r = uis('plan', '--config', example('multinode-tp.yaml'), '--json');
     expect(r.code).toBe(0);
@@ -116,7 +127,15 @@ describe('uis plan', { timeout: 60_000 }, () => {
       /roles\.rollout\.models\[0\]\.engine_groups\[0\]\.gpus: unknown field "gpus"/,
     ],
     ['negative GPUs', ['--config', 'NEGATIVE'], /cluster\.nodes\[0\]\.gpus/],
-    ['missing file', ['--config', '/nonexistent/x.yaml'], /cannot read .*no such file/],
+    ['missing file', ['--config', '/nonexistent/x.yaml'], /--config: cannot read .*no such file/],
+    [
+      'missing file as the argument',
+      ['/nonexistent/x.yaml'],
+      /FILE: cannot read .*no such file \[missing_file\]/,
+    ],
+    ['two files', [example('demo.yaml'), example('split.yaml')], /unexpected arguments: .*split\.yaml/],
+    ['a file and --config', ['--config', example('demo.yaml'), 'x.yaml'], /unexpected arguments: x\.yaml/],
+    ['a file and --relax-args', ['--config', example('demo.yaml'), '--relax-args'], /exactly one of FILE/],
     [
       'bad flag',
       ['--relax-args', '--', '--resource', '{"actor": [1, 8]}', '--colocatx'],
@@ -154,7 +173,7 @@ describe('uis plan', { timeout: 60_000 }, () => {
       ],
       /needs --hybrid/,
     ],
-    ['no input', [], /exactly one of --config/],
+    ['no input', [], /exactly one of FILE \(or --config FILE\) or --relax-args/],
     ['unknown CLI option', ['--config', 'x', '--bogus'], /unexpected arguments|unknown option/],
   ])('exits 2 on unusable input: %s, without a stack trace', (_name, args, pattern) => {
     const fixtures: Record<string, string> = {

@@ -73,11 +73,14 @@ export function registerPlanCommand(program: Command): void {
     .description(
       'validate a layout and print the placement of every engine (exit 1 on violations, 2 on bad input)',
     )
-    .option('--config <file>', 'a UIS config file (YAML or JSON)')
+    .option('--config <file>', 'a UIS config file (YAML or JSON); the same as giving FILE')
     .option('--relax-args', 'read Relax command-line flags given after `--`')
     .option('--allow-unknown-flags', 'ignore Relax flags that do not concern placement (training flags)')
     .option('--json', 'print the plan as JSON')
-    .argument('[flags...]', 'Relax flags (with --relax-args)')
+    .argument(
+      '[file-or-flags...]',
+      'a UIS config file (YAML or JSON), or Relax flags after `--` with --relax-args',
+    )
     .allowUnknownOption()
     .action((flags: string[], options: PlanCommandOptions) => {
       process.exitCode = runPlan(flags, options, {
@@ -107,25 +110,31 @@ export function runPlan(flags: readonly string[], options: PlanCommandOptions, i
     else io.err(renderIssues('uis plan: unusable input', errors));
     return EXIT_BAD_INPUT;
   };
-  if (Boolean(options.config) === Boolean(options.relaxArgs)) {
+  // `uis plan FILE` and `uis plan --config FILE` are the same; Relax flags come only with --relax-args.
+  const file = options.relaxArgs ? undefined : (options.config ?? flags[0]);
+  if (options.relaxArgs ? options.config !== undefined : file === undefined) {
     return inputError([
       {
         code: 'usage',
         path: 'uis plan',
-        message: 'give exactly one of --config FILE or --relax-args -- <flags...>',
+        message: 'give exactly one of FILE (or --config FILE) or --relax-args -- <flags...>',
       },
     ]);
   }
-  if (options.config && flags.length > 0) {
+  const extra = file === undefined ? [] : flags.slice(options.config === undefined ? 1 : 0);
+  if (extra.length > 0) {
     return inputError([
-      { code: 'usage', path: 'uis plan', message: `unexpected arguments: ${flags.join(' ')}` },
+      { code: 'usage', path: 'uis plan', message: `unexpected arguments: ${extra.join(' ')}` },
     ]);
   }
   let config: UisConfig;
   try {
-    if (options.config) {
-      const path = resolve(io.cwd, options.config);
-      config = loadConfig(readInputFile(path, '--config', io.readFile), options.config);
+    if (file !== undefined) {
+      const path = resolve(io.cwd, file);
+      config = loadConfig(
+        readInputFile(path, options.config === undefined ? 'FILE' : '--config', io.readFile),
+        file,
+      );
     } else {
       const files: Record<string, string> = {};
       for (let i = 0; i < flags.length; i++) {
