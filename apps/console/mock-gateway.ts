@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { startMockGateway } from './src/testing/mock-gateway-server.ts';
+import { startMockGateway } from './testing/mock-gateway-server.ts';
 
 // `npx tsx apps/console/mock-gateway.ts [port]`: the console contract with a simulated demo state, serving the
 // built console (`vite build` first) at `/`. Admin token: UIS_ADMIN_TOKEN or `mock-token`.

@@ -5,6 +5,6 @@ export default defineProject({
     name: 'console',
     environment: 'happy-dom',
     include: ['src/**/*.test.ts', 'src/**/*.test.tsx'],
-    setupFiles: ['src/testing/setup.ts'],
+    setupFiles: ['testing/setup.ts'],
   },
 });

@@ -1,8 +1,8 @@
 import { act, screen, waitFor } from '@testing-library/react';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { demoState } from '../testing/demo-state.ts';
+import { renderApp } from '../testing/providers.tsx';
 import { parseRoute } from './app.tsx';
-import { demoState } from './testing/demo-state.ts';
-import { renderApp } from './testing/providers.tsx';
 
 /** Stands in for the browser's EventSource so the test drives the `changes` stream: connect, push states, drop. */
 class FakeEventSource extends EventTarget {

@@ -3,9 +3,9 @@
 import type { inferRouterInputs, inferRouterOutputs } from '@trpc/server';
 import { ConsoleStateSchema } from '@uis/spec';
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from 'vitest';
-import { type MockGateway, startMockGateway } from '../testing/mock-gateway-server.ts';
+import { type MockGateway, startMockGateway } from '../../testing/mock-gateway-server.ts';
+import type { ConsoleApiRouter } from '../../testing/mock-router.ts';
 import type { AppRouter } from './app-router.ts';
-import type { ConsoleApiRouter } from './console-api.ts';
 import { createConsoleClient, describeError } from './trpc.ts';
 
 // The console's tRPC client over real HTTP against the contract served by the mock gateway: what it sends (the

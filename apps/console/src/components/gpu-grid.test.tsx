@@ -2,9 +2,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { render, screen, within } from '@testing-library/react';
 import { describe, expect, it } from 'vitest';
+import { DEMO_NODES, demoState } from '../../testing/demo-state.ts';
 import { buildGridModel } from '../lib/gpu-grid.ts';
 import { planFromText } from '../lib/plan-input.ts';
-import { DEMO_NODES, demoState } from '../testing/demo-state.ts';
 import { GpuGrid } from './gpu-grid.tsx';
 
 function renderState(state = demoState()) {

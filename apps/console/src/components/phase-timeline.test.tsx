@@ -1,7 +1,7 @@
 import { render, screen, within } from '@testing-library/react';
 import type { ActivationGroupView } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
-import { demoState } from '../testing/demo-state.ts';
+import { demoState } from '../../testing/demo-state.ts';
 import { ActivationGroupPanel, MAX_TRANSITIONS, orderedTransitions } from './phase-timeline.tsx';
 
 const NOW = 1_764_000_000_000;

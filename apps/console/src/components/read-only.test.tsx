@@ -1,10 +1,10 @@
 import { act, fireEvent, render, screen, waitFor } from '@testing-library/react';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type MockGateway, startMockGateway } from '../../testing/mock-gateway-server.ts';
+import { providersFor, renderApp } from '../../testing/providers.tsx';
 import { getAdminToken, getTokenPermission, setSessionToken } from '../api/admin-token.ts';
 import { PhasesPage } from '../pages/phases-page.tsx';
 import { ReplicasPage } from '../pages/replicas-page.tsx';
-import { type MockGateway, startMockGateway } from '../testing/mock-gateway-server.ts';
-import { providersFor, renderApp } from '../testing/providers.tsx';
 import { READ_ONLY_HINT } from './admin-actions.tsx';
 import { TokenControl } from './token-control.tsx';
 

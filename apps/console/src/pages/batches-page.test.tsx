@@ -1,6 +1,6 @@
 import { render, screen, within } from '@testing-library/react';
 import { describe, expect, it } from 'vitest';
-import { demoState } from '../testing/demo-state.ts';
+import { demoState } from '../../testing/demo-state.ts';
 import { BatchesPage } from './batches-page.tsx';
 
 const NOW = 1_764_000_000_000;

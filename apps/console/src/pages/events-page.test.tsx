@@ -1,6 +1,6 @@
 import { fireEvent, render, screen } from '@testing-library/react';
 import { describe, expect, it } from 'vitest';
-import { demoState } from '../testing/demo-state.ts';
+import { demoState } from '../../testing/demo-state.ts';
 import { EventsPage } from './events-page.tsx';
 
 describe('Events page', () => {

@@ -1,9 +1,9 @@
 import { fireEvent, render, screen } from '@testing-library/react';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { demoState } from '../../testing/demo-state.ts';
+import { type MockGateway, startMockGateway } from '../../testing/mock-gateway-server.ts';
+import { providersFor } from '../../testing/providers.tsx';
 import { getAdminToken, setAdminToken } from '../api/admin-token.ts';
-import { demoState } from '../testing/demo-state.ts';
-import { type MockGateway, startMockGateway } from '../testing/mock-gateway-server.ts';
-import { providersFor } from '../testing/providers.tsx';
 import { PhasesPage } from './phases-page.tsx';
 
 const TOKEN = 'phases-token';

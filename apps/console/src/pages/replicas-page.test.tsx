@@ -1,7 +1,7 @@
 import { fireEvent, render, screen, within } from '@testing-library/react';
 import { describe, expect, it } from 'vitest';
-import { demoState } from '../testing/demo-state.ts';
-import { providersFor } from '../testing/providers.tsx';
+import { demoState } from '../../testing/demo-state.ts';
+import { providersFor } from '../../testing/providers.tsx';
 import { ReplicasPage } from './replicas-page.tsx';
 
 // Never called by these tests: nothing is confirmed.

@@ -143,8 +143,20 @@ describe('tRPC router for the console', { timeout: 60_000 }, () => {
       result: { engine_id: 'policy/1', restarted: true },
     });
     const unknown = await mutate('restartReplica', { role: 'rollout', engine_id: 'nope/9' }, TOKEN);
-    expect(unknown.status).toBe(400);
+    // The error table's status and tRPC's code for it, as the REST door answers unknown_engine.
+    expect(unknown.status).toBe(404);
+    expect(unknown.json.error?.data).toMatchObject({ code: 'NOT_FOUND', error: { code: 'unknown_engine' } });
     expect(unknown.json.error?.message).toContain('nope/9');
+    const conflict = await mutate(
+      'activateModel',
+      { role: 'rollout', model: 'policy', operation_id: 'console-drain-1' },
+      TOKEN,
+    );
+    expect(conflict.status).toBe(409);
+    expect(conflict.json.error?.data).toMatchObject({
+      code: 'CONFLICT',
+      error: { code: 'operation_id_conflict' },
+    });
     const events = gw.plane.events.list({ kind: 'admin.drain_model', limit: 10 });
     expect(events.filter((e) => e.operation_id === 'console-drain-1')).toHaveLength(1);
     expect(events.at(-1)).toMatchObject({ actor: 'console', subject: 'rollout/policy' });

@@ -59,7 +59,7 @@ describe('resolving a blocked lease from the console', { timeout: 90_000 }, () =
     expect(missing.status).toBe(400);
     expect(missing.json.error?.data.error).toMatchObject({ code: 'invalid_input', path: 'input.phase' });
     const unknown = await mutate('resolveLease', { group: 'actor', phase: 'nope' }, TOKEN);
-    expect(unknown.status).toBe(400);
+    expect(unknown.status).toBe(404);
     expect(unknown.json.error?.data.error).toMatchObject({ code: 'unknown_phase', path: 'input.phase' });
     expect(unknown.json.error?.message).toContain('phases: rollout -> genrm_score');
     const group = await mutate('resolveLease', { group: 'critic', phase: 'rollout' }, TOKEN);

@@ -6,9 +6,15 @@ import { z } from 'zod';
 import type { ControlPlane } from '../control-plane.ts';
 import { createControlPlane } from '../create-control-plane.ts';
 import { InProcessSimLauncher } from '../launchers/in-process-sim-launcher.ts';
+import { batchCommands } from './batches.ts';
+import { eventCommands } from './events.ts';
 import { commandNamed, commandRoutes, permissionRefusal } from './index.ts';
+import { phaseCommands } from './phases.ts';
+import { replicaCommands } from './replicas.ts';
+import { roleCommands } from './roles.ts';
 import { type CommandCall, runCommand } from './run-command.ts';
 import { COMMAND_TABLE, COMMANDS } from './table.ts';
+import { weightCommands } from './weights.ts';
 
 /** JSON Schema nodes that say nothing about their value (an `unknown` or `any` on the wire). */
 function untyped(node: unknown, at: string, out: string[]): string[] {
@@ -27,6 +33,16 @@ describe('the command table', () => {
     const names = COMMANDS.map((c) => c.name);
     expect(new Set(names).size).toBe(names.length);
     for (const [key, c] of Object.entries(COMMAND_TABLE)) expect(c.name).toBe(key);
+    // Every group's commands are in the table: no group's entry shadows another's of the same name.
+    const groups = [
+      roleCommands,
+      weightCommands,
+      replicaCommands,
+      phaseCommands,
+      batchCommands,
+      eventCommands,
+    ];
+    expect(groups.flatMap((g) => Object.keys(g)).sort()).toEqual([...names].sort());
     const routes = commandRoutes();
     expect(new Set(routes.map((r) => `${r.method} ${r.path}`)).size).toBe(routes.length);
     for (const r of routes) {

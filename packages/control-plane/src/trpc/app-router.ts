@@ -13,6 +13,7 @@ import { type CommandAnswer, checkOperationId, runCommand } from '../commands/ru
 import { COMMAND_TABLE } from '../commands/table.ts';
 import type { ControlPlane } from '../control-plane.ts';
 import { type ChangeFeed, pause } from './change-feed.ts';
+import { trpcCodeOf } from './error-codes.ts';
 
 /** Per request: the raw `Authorization` header (`Bearer <token>`), or null. */
 export interface TrpcContext {
@@ -113,11 +114,7 @@ export function buildAppRouter(deps: AppRouterDeps) {
     const base = t.procedure.use(({ ctx, next }) => {
       const refused = deps.refuse(ctx.authorization, cmd.permission);
       if (refused)
-        throw new TRPCError({
-          code: refused.status === 403 ? 'FORBIDDEN' : 'UNAUTHORIZED',
-          message: refused.message,
-          cause: refused,
-        });
+        throw new TRPCError({ code: trpcCodeOf(refused), message: refused.message, cause: refused });
       return next();
     });
     // Validation is the command's own (runCommand), so errors name `input.<field>` the same way for all fields.
@@ -153,7 +150,8 @@ export function buildAppRouter(deps: AppRouterDeps) {
         });
       } catch (e) {
         const message = e instanceof Error ? e.message : String(e);
-        throw new TRPCError({ code: 'BAD_REQUEST', message, cause: inInput(e, raw) });
+        // The error table's status, as the REST door answers it (unknown_role 404, a conflict 409, ...).
+        throw new TRPCError({ code: trpcCodeOf(e), message, cause: inInput(e, raw) });
       }
     };
     const p = base.input(input);

@@ -1,9 +1,9 @@
 import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
 import { render } from '@testing-library/react';
 import type { ReactNode } from 'react';
-import { createConsoleClient, TRPCProvider } from '../api/trpc.ts';
-import { App } from '../app.tsx';
-import { AdminActionsProvider } from '../components/admin-actions.tsx';
+import { createConsoleClient, TRPCProvider } from '../src/api/trpc.ts';
+import { App } from '../src/app.tsx';
+import { AdminActionsProvider } from '../src/components/admin-actions.tsx';
 
 /** The providers a page needs (queries, the tRPC client of `trpcUrl` sending `token()`, admin actions), as a
  * testing-library `wrapper`. */

@@ -1,11 +1,11 @@
 import { initTRPC, TRPCError } from '@trpc/server';
 import { type ConsoleState, type GpuTimeReport, RoleSchema, type TimeSeriesUpdate } from '@uis/spec';
 import { z } from 'zod';
-import type { AppOutput } from './app-router.ts';
+import type { AppOutput } from '../src/api/app-router.ts';
 
-/** The console's tRPC contract, written as a router so the client gets exact types before the gateway's
- * `AppRouter` exists, and so tests and `dev/mock-gateway.ts` can serve it. The gateway implements the same
- * procedure names, inputs and outputs (see README.md). Only types of this file reach the browser bundle. */
+/** The console's part of the gateway's tRPC contract as a local router, for tests and console development: the
+ * mock gateway (`mock-gateway-server.ts`, `mock-gateway.ts`) serves it over a simulated state. The control plane's
+ * router has the same procedure names, inputs and outputs (see README.md); nothing here reaches the bundle. */
 
 export interface ConsoleApiContext {
   /** The raw `Authorization` header of the request (`Bearer <token>`), or null. */

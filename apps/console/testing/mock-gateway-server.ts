@@ -3,8 +3,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { extname, join, normalize } from 'node:path';
 import { createHTTPHandler } from '@trpc/server/adapters/standalone';
-import { buildConsoleApiRouter } from '../api/console-api.ts';
 import { MockConsoleApi } from './mock-console-api.ts';
+import { buildConsoleApiRouter } from './mock-router.ts';
 
 /** Serves the console contract at `/trpc` (and, when given, the built console at `/`) from a MockConsoleApi on
  * 127.0.0.1. Stands in for `uis demo` while developing the console and in the client's HTTP tests. */

@@ -5,8 +5,8 @@ import {
   type EventView,
   systemClock,
 } from '@uis/spec';
-import type { ConsoleApiImpl } from '../api/console-api.ts';
 import { DEMO_GROUPS, DEMO_PHASES, type DemoOptions, demoState } from './demo-state.ts';
+import type { ConsoleApiImpl } from './mock-router.ts';
 
 /** An in-memory stand-in for the gateway behind the console contract: the demo state advances a phase on each
  * `tick()`, operator actions change it, and every change is pushed to subscribers. For component development,
