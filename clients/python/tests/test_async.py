@@ -14,8 +14,8 @@ from .conftest import Service
 def test_async_reads_serving_and_errors(service: Service) -> None:
     async def main() -> None:
         async with AsyncUisClient(service.url, admin_token=service.token) as c:
-            leases, snap, models = await asyncio.gather(c.phases(), c.engines("teacher"), c.models("rollout"))
-            assert leases[0].group == "actor"
+            phases, snap, models = await asyncio.gather(c.list_phases(), c.engines("teacher"), c.models("rollout"))
+            assert phases.leases[0].group == "actor"
             assert "math-teacher" in snap.models
             assert "actor" in {m.id for m in models.data}
             chat = await c.chat_completions("rollout", {"messages": [{"role": "user", "content": "hi"}]})

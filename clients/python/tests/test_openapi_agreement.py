@@ -1,8 +1,11 @@
-"""The pydantic models agree with the service's OpenAPI document: every field a model declares is a property of
-the schema the service documents for that answer, and every property the schema requires is a field of the model."""
+"""The client agrees with the service's OpenAPI document (fetched from a running service): every command of the
+table is a method of its name on both clients, with the command's fields as parameters and a typed answer; every
+pydantic model declares only properties of the schema the service documents for that answer, and every property the
+schema requires; each call goes to its command's route with the token the command asks for."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any
 
@@ -10,7 +13,7 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from uis_client import _calls
+from uis_client import AsyncUisClient, UisClient, _commands_gen
 from uis_client._calls import Call
 from uis_client.discovery import DiscoveryEngine, DiscoveryModel, DiscoveryRouting, DiscoverySnapshot
 from uis_client.models import Batch, BatchPage, Event, Health, Lease, ModelList, ModelReplicas, OpenAIModel
@@ -69,31 +72,99 @@ def test_admin_answers_agree(document: dict[str, Any]) -> None:
     _agree(ModelReplicas, _result(document, "get", "/admin/roles/{role}/models/{model}/replicas"))
 
 
-def _admin_calls() -> list[Call[Any]]:
-    """One call of every admin command the client sends."""
-    return [
-        _calls.activate_role("r", None),
-        _calls.drain_role("r", None, None),
-        _calls.deactivate_role("r"),
-        _calls.activate_model("r", "m", None),
-        _calls.drain_model("r", "m", None, None),
-        _calls.deactivate_model("r", "m"),
-        _calls.update_weights("r", "m", {}),
-        _calls.model_replicas("r", "m"),
-        _calls.register_engine("r", "m", "http://e"),
-        _calls.unregister_engine("r", "e"),
-        _calls.restart_replica("r", "e"),
-        _calls.roles(),
-        _calls.phases(),
-        _calls.advance_phase(None, None),
-        _calls.resolve_lease("p", None, None),
-        _calls.wait_barrier("p", None, 1.0),
-        _calls.release_barrier("p", None),
-        _calls.submit_batch("genrm_score", [], None),
-        _calls.batches(None, None),
-        _calls.batch_page("b", None, None),
-        _calls.events(None, None, None, None),
-    ]
+def _commands(doc: dict[str, Any]) -> dict[str, tuple[str, str, dict[str, Any]]]:
+    """Every admin command the service documents: name -> (method, path template, operation)."""
+    return {
+        op["operationId"]: (method.upper(), path, op)
+        for path, ops in doc["paths"].items()
+        if path.startswith("/admin/")
+        for method, op in ops.items()
+    }
+
+
+def _fields(op: dict[str, Any]) -> set[str]:
+    """The names a caller gives a command: path and query parameters, and the body's fields (a body that is not an
+    object, e.g. a weight update, is one parameter ``body``); ``operation_id`` when it takes one."""
+    names = {p["name"] for p in op.get("parameters", []) if p["in"] in ("path", "query")}
+    body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+    if body is not None:
+        names |= set(body["properties"]) if body.get("type") == "object" else {"body"}
+    return names | ({"operation_id"} if op["x-uis-idempotent"] else set())
+
+
+#: Public methods that are not commands: serving, discovery, and helpers built on the commands.
+HELPERS = {
+    "advance_and_wait": "a barrier wait while the phase advances (wait_barrier + advance_phase)",
+    "barrier_future": "wait_barrier in a background thread",
+    "batch_results": "get_batch page by page",
+    "chat_completions": "serving through the gateway",
+    "close": "closes the HTTP client",
+    "aclose": "closes the HTTP client",
+    "direct": "the DirectClient (routing in the caller)",
+    "engines": "discovery",
+    "generate": "serving through the gateway",
+    "health": "discovery",
+    "models": "the role's OpenAI model list",
+    "openai": "the official openai client on the role's routes",
+    "push_tensor_weights": "update_weights_from_tensor to every replica (list_replicas), then set_weight_version",
+    "run": "sends a Call",
+    "set_weight_version": "update_weights with source=version",
+    "update_weights_from_disk": "update_weights with source=disk",
+    "wait_batch": "get_batch until the batch is committed",
+    "watch": "the discovery watcher",
+}
+
+
+@pytest.mark.parametrize("client_class", [UisClient, AsyncUisClient])
+def test_every_command_is_a_method_of_its_name_with_its_fields(
+    document: dict[str, Any], client_class: type[Any]
+) -> None:
+    commands = _commands(document)
+    assert len(commands) >= 20
+    for name, (_, _, op) in commands.items():
+        method = getattr(client_class, name, None)
+        assert callable(method), f"{client_class.__name__} has no method {name} (the command table's name)"
+        assert inspect.iscoroutinefunction(method) == (client_class is AsyncUisClient), name
+        signature = inspect.signature(method, eval_str=True)
+        assert set(signature.parameters) - {"self"} == _fields(op), name
+        assert signature.return_annotation is not Any, f"{name} returns Any"
+    # A command under another name would be a public method that is neither a command nor a listed helper.
+    public = {n for n in dir(client_class) if not n.startswith("_") and callable(getattr(client_class, n))}
+    assert public - set(commands) - set(HELPERS) == set()
+
+
+def test_every_answer_model_agrees_with_its_result_schema(document: dict[str, Any]) -> None:
+    for name, (_, _, op) in _commands(document).items():
+        answer = inspect.signature(getattr(UisClient, name), eval_str=True).return_annotation
+        schema = op["responses"]["200"]["content"]["application/json"]["schema"]["properties"]["result"]
+        if answer is None:
+            assert schema == {"type": "null"}, name
+            continue
+        _agree(answer, schema)
+        assert {f.alias or n for n, f in answer.model_fields.items()} == set(schema["properties"]), name
+
+
+def _dummy(parameter: inspect.Parameter) -> Any:
+    annotation = str(parameter.annotation)
+    return [] if "Sequence" in annotation else {} if parameter.name == "body" else "x"
+
+
+def _admin_calls(doc: dict[str, Any]) -> list[tuple[str, Call[Any]]]:
+    """One call of every command, as its generated factory builds it (required arguments only)."""
+    calls = []
+    for name in _commands(doc):
+        factory = getattr(_commands_gen, f"{name}_call")
+        required = [p for p in inspect.signature(factory).parameters.values() if p.default is inspect.Parameter.empty]
+        calls.append((name, factory(*[_dummy(p) for p in required])))
+    return calls
+
+
+def test_each_call_goes_to_its_documented_route(document: dict[str, Any]) -> None:
+    commands = _commands(document)
+    for name, call in _admin_calls(document):
+        method, template, _ = commands[name]
+        assert call.method == method, name
+        assert re.fullmatch(re.sub(r"\{[^}]+\}", "x", template), call.path), (name, call.path)
 
 
 def _operation(doc: dict[str, Any], method: str, path: str) -> dict[str, Any]:
@@ -111,7 +182,7 @@ def _operation(doc: dict[str, Any], method: str, path: str) -> dict[str, Any]:
 def test_calls_send_the_token_the_document_asks_for(document: dict[str, Any]) -> None:
     """A call sent with the admin token is exactly one whose operation takes only the admin token; every other
     call (reads and waits) goes with the serving token when the client has one."""
-    for call in _admin_calls():
+    for _, call in _admin_calls(document):
         op = _operation(document, call.method, call.path)
         admin_only = op["security"] == [{"adminToken": []}]
         assert call.admin == admin_only, f"{call.method} {call.path}: admin={call.admin}, security={op['security']}"

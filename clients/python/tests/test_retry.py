@@ -13,6 +13,9 @@ import pytest
 from uis_client import UisClient, UnavailableError
 
 
+_TRANSITION = {"group": "actor", "from": "rollout", "to": "train", "path": ["train"], "duration_ms": 5, "steps": []}
+
+
 class _Flaky(BaseHTTPRequestHandler):
     unavailable = 0
     seen: list[tuple[float, str | None]] = []
@@ -24,7 +27,7 @@ class _Flaky(BaseHTTPRequestHandler):
             body = {"error": {"code": "model_not_ready", "message": "onloading", "details": {"retry_after_s": 1}}}
             self._answer(503, body, {"retry-after": "1"})
         else:
-            self._answer(200, {"ok": True, "operation_id": "x", "result": {"done": True}}, {})
+            self._answer(200, {"ok": True, "operation_id": "x", "result": _TRANSITION}, {})
 
     def _answer(self, status: int, body: object, headers: dict[str, str]) -> None:
         data = json.dumps(body).encode()
@@ -54,7 +57,8 @@ def flaky() -> Iterator[str]:
 def test_a_503_is_retried_after_retry_after_with_the_same_operation_id(flaky: str) -> None:
     _Flaky.unavailable = 2
     with UisClient(flaky, admin_token="t") as c:
-        assert c.advance_phase("actor") == {"done": True}
+        moved = c.advance_phase(group="actor")
+    assert (moved.from_, moved.to, moved.path) == ("rollout", "train", ["train"])
     times = [t for t, _ in _Flaky.seen]
     assert len(times) == 3
     assert all(later - earlier >= 0.95 for earlier, later in zip(times, times[1:]))
@@ -66,6 +70,6 @@ def test_retries_stop_at_the_wait_budget(flaky: str) -> None:
     _Flaky.unavailable = 10
     with UisClient(flaky, admin_token="t", max_retry_wait=1.5) as c:
         with pytest.raises(UnavailableError) as info:
-            c.advance_phase("actor")
+            c.advance_phase(group="actor")
     assert info.value.retry_after == 1
     assert len(_Flaky.seen) == 2  # the first try, then one retry after 1 s; a second would pass the 1.5 s budget

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from uis_client import UisClient
+from uis_client.models import GenrmVerdict, TeacherLogprobs
 
 from .conftest import REPO, Service
 
@@ -28,11 +29,11 @@ def test_rl_step_example_scores_logprobs_and_new_version(service: Service, clien
     scores, logprobs = result["scores"], result["logprobs"]
     assert sorted(scores) == ["s101-0", "s101-1", "s101-2"]
     for output in scores.values():
-        assert isinstance(output["response"], str) and output["response"]
-        assert output["score"] in (0, 1) or isinstance(output["score"], (int, float))
+        assert isinstance(output, GenrmVerdict) and output.response
     assert sorted(logprobs) == ["s101-0", "s101-1", "s101-2"]
     for output in logprobs.values():
-        assert len(output["logprobs"]) == len(output["token_ids"]) > 0
+        assert isinstance(output, TeacherLogprobs)
+        assert len(output.logprobs) == len(output.token_ids) > 0
     assert result["weight_version"] == "step-101"
     # Back in rollout, every replica of the policy serves the new version.
     snap = client.engines("rollout")

@@ -53,4 +53,4 @@ def test_wrong_admin_token_is_an_authentication_error(service: Service) -> None:
             c.advance_phase(group="nope")
     assert (info.value.status, info.value.code) == (401, "unauthorized")
     with UisClient(service.url) as c:
-        assert c.phases()
+        assert c.list_phases().leases

@@ -18,7 +18,7 @@ def _serialized(replica: ModelReplica) -> list[str]:
 
 
 def test_replicas_name_urls_ranks_nodes_and_gpus(client: UisClient) -> None:
-    answer = client.model_replicas("rollout", "policy")
+    answer = client.list_replicas("rollout", "policy")
     published = {e.engine_id: e.base_url for e in client.engines("rollout").models["policy"].engines}
     assert {r.engine_id: r.url for r in answer.replicas} == published
     for r in answer.replicas:
@@ -31,7 +31,7 @@ def test_replicas_name_urls_ranks_nodes_and_gpus(client: UisClient) -> None:
 
 def test_push_to_every_replica_then_commit_the_version(client: UisClient) -> None:
     pushed = client.push_tensor_weights("rollout", "policy", "tensor-7", _serialized)
-    replicas = client.model_replicas("rollout", "policy")
+    replicas = client.list_replicas("rollout", "policy")
     assert sorted(pushed.engines) == sorted(r.engine_id for r in replicas.replicas)
     assert replicas.weight_version == "tensor-7"
     snap = client.engines("rollout")

@@ -4,40 +4,48 @@ import type { ControlPlane } from './control-plane.ts';
 
 /** One GPU of a replica, in tensor-parallel rank order (rank i gets `serialized_named_tensors[i]` of SGLang's
  * `update_weights_from_tensor`). */
-export const ReplicaRankSchema = z.object({
-  rank: z.number().int().nonnegative(),
-  node: z.string(),
-  node_ip: z.string().nullable(),
-  node_rank: z.number().int().nonnegative(),
-  gpu_id: z.number().int().nonnegative(),
-});
+export const ReplicaRankSchema = z
+  .object({
+    rank: z.number().int().nonnegative(),
+    node: z.string(),
+    node_ip: z.string().nullable(),
+    node_rank: z.number().int().nonnegative(),
+    gpu_id: z.number().int().nonnegative(),
+  })
+  .meta({ title: 'ReplicaRank' });
 
-export const ModelReplicaSchema = z.object({
-  engine_id: z.string(),
-  /** Replica index within the model; the engine's ranks in a weight-update group start at `rank_offset + replica *
-   * gpus_per_engine`. */
-  replica: z.number().int().nonnegative(),
-  group: z.number().int().nonnegative(),
-  worker_type: EngineWorkerTypeSchema,
-  url: z.string().nullable(),
-  state: ReplicaStateSchema,
-  weight_version: z.string().nullable(),
-  tp: z.number().int().positive(),
-  pp: z.number().int().positive(),
-  gpus_per_engine: z.number().int().positive(),
-  /** Where the plan puts each rank; `actual_gpus` is where the launcher reports it runs (null: unknown). */
-  ranks: z.array(ReplicaRankSchema),
-  actual_gpus: z.array(z.object({ node: z.string(), gpu_ids: z.array(z.number().int()) })).nullable(),
-});
+export const ModelReplicaSchema = z
+  .object({
+    engine_id: z.string(),
+    /** Replica index within the model; the engine's ranks in a weight-update group start at `rank_offset + replica *
+     * gpus_per_engine`. */
+    replica: z.number().int().nonnegative(),
+    group: z.number().int().nonnegative(),
+    worker_type: EngineWorkerTypeSchema,
+    url: z.string().nullable(),
+    state: ReplicaStateSchema,
+    weight_version: z.string().nullable(),
+    tp: z.number().int().positive(),
+    pp: z.number().int().positive(),
+    gpus_per_engine: z.number().int().positive(),
+    /** Where the plan puts each rank; `actual_gpus` is where the launcher reports it runs (null: unknown). */
+    ranks: z.array(ReplicaRankSchema),
+    actual_gpus: z
+      .array(z.object({ node: z.string(), gpu_ids: z.array(z.number().int()) }).meta({ title: 'ActualGpus' }))
+      .nullable(),
+  })
+  .meta({ title: 'ModelReplica' });
 export type ModelReplica = z.infer<typeof ModelReplicaSchema>;
 
-export const ModelReplicasSchema = z.object({
-  role: z.string(),
-  model: z.string(),
-  /** The model's target version (what replicas converge to). */
-  weight_version: z.string().nullable(),
-  replicas: z.array(ModelReplicaSchema),
-});
+export const ModelReplicasSchema = z
+  .object({
+    role: z.string(),
+    model: z.string(),
+    /** The model's target version (what replicas converge to). */
+    weight_version: z.string().nullable(),
+    replicas: z.array(ModelReplicaSchema),
+  })
+  .meta({ title: 'ModelReplicas' });
 export type ModelReplicas = z.infer<typeof ModelReplicasSchema>;
 
 /** A model's replicas as a trainer that pushes weights itself needs them (the colocated path of slime, verl and

@@ -14,6 +14,8 @@ export interface AdminRouteDoc {
   permission: 'admin' | 'serving' | 'public';
   idempotent: boolean;
   audited: boolean;
+  /** A wait: the input field (seconds) the call may block for. */
+  waitsUpTo?: string | null;
   command: { params: z.ZodObject; input: z.ZodType; output: z.ZodType };
 }
 
@@ -207,6 +209,7 @@ function adminOperation(r: AdminRouteDoc): Record<string, unknown> {
     'x-uis-permission': r.permission,
     'x-uis-idempotent': r.idempotent,
     'x-uis-audited': r.audited,
+    ...(r.waitsUpTo ? { 'x-uis-waits-up-to': r.waitsUpTo } : {}),
   };
 }
 

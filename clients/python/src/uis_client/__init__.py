@@ -15,7 +15,19 @@ from .errors import (
     UisError,
     UnavailableError,
 )
-from .models import Batch, BatchPage, BatchSample, Event, Lease, genrm_sample, teacher_sample
+from .models import (
+    Batch,
+    BatchPage,
+    BatchSample,
+    Event,
+    Lease,
+    ModelReplicas,
+    OffloadReport,
+    Transition,
+    WeightUpdate,
+    genrm_sample,
+    teacher_sample,
+)
 from .watcher import DiscoveryWatcher
 
 __all__ = [
@@ -35,10 +47,14 @@ __all__ = [
     "Event",
     "GatewayTimeoutError",
     "Lease",
+    "ModelReplicas",
     "NotFoundError",
+    "OffloadReport",
+    "Transition",
     "UisClient",
     "UisError",
     "UnavailableError",
+    "WeightUpdate",
     "genrm_sample",
     "teacher_sample",
 ]

@@ -1,5 +1,6 @@
 """Every HTTP call of the client, described once as data (method, path, body, how to read the answer); the sync
-and async clients only run them. The admin paths and bodies follow ``apps/gateway/README.md``."""
+and async clients only run them. The admin commands' calls are generated from the command table
+(``_commands_gen.py``); this module holds what they are built with, and the serving and discovery calls."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel
 
 from .discovery import DiscoverySnapshot
-from .models import Batch, BatchPage, Event, Health, Lease, ModelList, ModelReplicas, Operation
+from .models import Health, ModelList
 
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+#: Seconds a wait's call is given beyond the time the service may block it (a barrier's ``timeout_s``).
+WAIT_MARGIN_S = 30
 
 
 @dataclass(frozen=True)
@@ -35,26 +40,37 @@ class Call(Generic[T]):
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def _p(segment: str) -> str:
+def q(segment: str) -> str:
+    """A path segment, escaped (an engine id ``policy/1`` stays one segment)."""
     return quote(segment, safe="")
 
 
-def _op(kind: type[T]) -> Callable[[Any], Operation[T]]:
-    adapter: TypeAdapter[Operation[T]] = TypeAdapter(Operation[kind])  # type: ignore[valid-type]
-    return adapter.validate_python
+def given(**fields: Any) -> dict[str, Any]:
+    """The optional fields the caller gave (None: left out, so the service's default holds)."""
+    return {k: v for k, v in fields.items() if v is not None}
 
 
-def _any(body: Any) -> Operation[Any]:
-    return Operation[Any].model_validate(body)
+def query(fields: dict[str, Any]) -> dict[str, str]:
+    """Query parameters as text (a boolean as ``true`` / ``false``)."""
+    return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in fields.items()}
 
 
 def _result(body: Any) -> Any:
-    """The ``result`` of the admin envelope ``{ok, operation_id, result}`` that every admin answer has."""
-    return body["result"] if isinstance(body, dict) and "ok" in body and "result" in body else body
+    """The ``result`` of the envelope ``{ok, operation_id, result}`` every admin command answers."""
+    if not isinstance(body, dict) or "result" not in body:
+        raise ValueError(f"an admin answer is {{ok, operation_id, result}}, got {str(body)[:200]}")
+    return body["result"]
 
 
-def _clean(body: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in body.items() if v is not None}
+def result_of(model: type[M]) -> Callable[[Any], M]:
+    """Reads an admin answer's ``result`` as ``model``."""
+    return lambda body: model.model_validate(_result(body))
+
+
+def no_result(body: Any) -> None:
+    """Checks an admin answer whose ``result`` is null."""
+    if _result(body) is not None:
+        raise ValueError(f"expected a null result, got {str(body)[:200]}")
 
 
 # ---- serving and discovery ----------------------------------------------------------------------------------
@@ -63,9 +79,9 @@ def _clean(body: dict[str, Any]) -> dict[str, Any]:
 def engines(role: str, model_name: str | None = None) -> Call[DiscoverySnapshot]:
     return Call(
         "GET",
-        f"/{_p(role)}/engines",
+        f"/{q(role)}/engines",
         DiscoverySnapshot.model_validate,
-        params=_clean({"model_name": model_name}),
+        params=given(model_name=model_name),
         admin=False,
     )
 
@@ -76,7 +92,7 @@ def engines_wait(role: str, revision: int, epoch: str | None, timeout_s: float) 
         params["registry_epoch"] = epoch
     return Call(
         "GET",
-        f"/{_p(role)}/engines",
+        f"/{q(role)}/engines",
         DiscoverySnapshot.model_validate,
         params=params,
         admin=False,
@@ -85,150 +101,13 @@ def engines_wait(role: str, revision: int, epoch: str | None, timeout_s: float) 
 
 
 def health(role: str) -> Call[Health]:
-    return Call("GET", f"/{_p(role)}/health", Health.model_validate, admin=False)
+    return Call("GET", f"/{q(role)}/health", Health.model_validate, admin=False)
 
 
 def models(role: str) -> Call[ModelList]:
-    return Call("GET", f"/{_p(role)}/v1/models", ModelList.model_validate, admin=False)
+    return Call("GET", f"/{q(role)}/v1/models", ModelList.model_validate, admin=False)
 
 
 def serve(role: str, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Call[Any]:
     """A serving request through the role's gateway (``generate``, ``v1/chat/completions``, ``v1/completions``)."""
-    return Call("POST", f"/{_p(role)}/{path}", lambda b: b, body, admin=False, headers=dict(headers or {}))
-
-
-# ---- roles and models -----------------------------------------------------------------------------------------
-
-
-def activate_role(role: str, tags: list[str] | None) -> Call[Operation[Any]]:
-    return Call("POST", f"/admin/roles/{_p(role)}/activate", _any, _clean({"tags": tags}), mutation=True)
-
-
-def drain_role(role: str, deadline_ms: int | None, policy: str | None) -> Call[Operation[Any]]:
-    body = _clean({"deadline_ms": deadline_ms, "policy": policy})
-    return Call("POST", f"/admin/roles/{_p(role)}/drain", _any, body, mutation=True)
-
-
-def deactivate_role(role: str) -> Call[Operation[Any]]:
-    return Call("POST", f"/admin/roles/{_p(role)}/deactivate", _any, {}, mutation=True)
-
-
-def activate_model(role: str, model: str, tags: list[str] | None) -> Call[Operation[Any]]:
-    path = f"/admin/roles/{_p(role)}/models/{_p(model)}/activate"
-    return Call("POST", path, _any, _clean({"tags": tags}), mutation=True)
-
-
-def drain_model(role: str, model: str, deadline_ms: int | None, policy: str | None) -> Call[Operation[Any]]:
-    path = f"/admin/roles/{_p(role)}/models/{_p(model)}/drain"
-    return Call("POST", path, _any, _clean({"deadline_ms": deadline_ms, "policy": policy}), mutation=True)
-
-
-def deactivate_model(role: str, model: str) -> Call[Operation[Any]]:
-    path = f"/admin/roles/{_p(role)}/models/{_p(model)}/deactivate"
-    return Call("POST", path, _any, {}, mutation=True)
-
-
-def update_weights(role: str, model: str, body: dict[str, Any]) -> Call[Operation[Any]]:
-    path = f"/admin/roles/{_p(role)}/models/{_p(model)}/weights"
-    return Call("POST", path, _any, _clean(body), mutation=True)
-
-
-def model_replicas(role: str, model: str) -> Call[Operation[ModelReplicas]]:
-    path = f"/admin/roles/{_p(role)}/models/{_p(model)}/replicas"
-    return Call("GET", path, _op(ModelReplicas), admin=False)
-
-
-def register_engine(role: str, model: str, url: str) -> Call[Operation[Any]]:
-    path = f"/admin/roles/{_p(role)}/models/{_p(model)}/engines"
-    return Call("POST", path, _any, {"url": url}, mutation=True)
-
-
-def unregister_engine(role: str, engine_id: str) -> Call[Operation[Any]]:
-    path = f"/admin/roles/{_p(role)}/engines/unregister"
-    return Call("POST", path, _any, {"engine_id": engine_id}, mutation=True)
-
-
-def restart_replica(role: str, engine_id: str) -> Call[Operation[Any]]:
-    path = f"/admin/roles/{_p(role)}/engines/restart"
-    return Call("POST", path, _any, {"engine_id": engine_id}, mutation=True)
-
-
-def roles() -> Call[dict[str, Any]]:
-    return Call("GET", "/admin/roles", lambda b: dict(_result(b)["roles"]), admin=False)
-
-
-# ---- phases and barriers --------------------------------------------------------------------------------------
-
-_leases: TypeAdapter[list[Lease]] = TypeAdapter(list[Lease])
-
-
-def phases() -> Call[list[Lease]]:
-    return Call("GET", "/admin/phases", lambda b: _leases.validate_python(_result(b)["leases"]), admin=False)
-
-
-def advance_phase(group: str | None, to: str | None) -> Call[Operation[Any]]:
-    return Call("POST", "/admin/phases/advance", _any, _clean({"group": group, "to": to}), mutation=True)
-
-
-def resolve_lease(phase: str, group: str | None, note: str | None) -> Call[Operation[Any]]:
-    body = _clean({"phase": phase, "group": group, "note": note})
-    return Call("POST", "/admin/phases/resolve", _any, body, mutation=True)
-
-
-def _lease_of(body: Any) -> Lease:
-    return Lease.model_validate(_result(body))
-
-
-def wait_barrier(phase: str, group: str | None, timeout_s: float) -> Call[Lease]:
-    body = _clean({"phase": phase, "group": group, "timeout_s": timeout_s})
-    return Call("POST", "/admin/barriers/wait", _lease_of, body, admin=False, timeout=timeout_s + 30, retry=False)
-
-
-def release_barrier(phase: str, group: str | None) -> Call[Operation[Any]]:
-    return Call("POST", "/admin/barriers/release", _any, _clean({"phase": phase, "group": group}), mutation=True)
-
-
-# ---- deferred batches and events ------------------------------------------------------------------------------
-
-
-def submit_batch(kind: str, samples: list[dict[str, Any]], model: str | None) -> Call[Operation[Batch]]:
-    body = _clean({"kind": kind, "model": model, "samples": samples})
-    return Call("POST", "/admin/batches", _op(Batch), body, mutation=True)
-
-
-_batches: TypeAdapter[list[Batch]] = TypeAdapter(list[Batch])
-
-
-def batches(state: str | None, role: str | None) -> Call[list[Batch]]:
-    return Call(
-        "GET",
-        "/admin/batches",
-        lambda b: _batches.validate_python(_result(b)["batches"]),
-        params=_clean({"state": state, "role": role}),
-        admin=False,
-    )
-
-
-def _batch_page(body: Any) -> BatchPage:
-    return BatchPage.model_validate(_result(body))
-
-
-def batch_page(batch_id: str, after: str | None, limit: int | None) -> Call[BatchPage]:
-    params: dict[str, str] = {}
-    if after is not None:
-        params["after"] = after
-    if limit is not None:
-        params["limit"] = str(limit)
-    return Call("GET", f"/admin/batches/{_p(batch_id)}", _batch_page, params=params, admin=False)
-
-
-_events: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
-
-
-def _event_list(body: Any) -> list[Event]:
-    return _events.validate_python(_result(body)["events"])
-
-
-def events(after: int | None, limit: int | None, kind: str | None, subject: str | None) -> Call[list[Event]]:
-    params = {k: str(v) for k, v in _clean({"after": after, "limit": limit, "kind": kind, "subject": subject}).items()}
-    return Call("GET", "/admin/events", _event_list, params=params, admin=False)
+    return Call("POST", f"/{q(role)}/{path}", lambda b: b, body, admin=False, headers=dict(headers or {}))

@@ -12,17 +12,21 @@ import httpx
 
 from . import _calls
 from ._calls import Call
+from ._commands_gen import AsyncCommands
 from ._transport import Settings, run_async
 from .discovery import DiscoverySnapshot
 from .errors import UisError
-from .models import Batch, BatchSample, Event, Health, Lease, ModelList, Operation
+from .models import Batch, BatchSample, Health, Lease, ModelList, UpdateWeightsBody, WeightUpdate
 from .watcher import watch_async
 
 if TYPE_CHECKING:
     import openai
 
 
-class AsyncUisClient:
+class AsyncUisClient(AsyncCommands):
+    """Every command of the table is a method of its name (``AsyncCommands``, generated), awaited; the helpers below
+    are built on them."""
+
     def __init__(
         self,
         base_url: str,
@@ -51,9 +55,6 @@ class AsyncUisClient:
     async def run(self, call: Call[_calls.T], operation_id: str | None = None) -> _calls.T:
         return await run_async(self._http, self.settings, call, operation_id)
 
-    async def _result(self, call: Call[Operation[Any]], operation_id: str | None) -> Any:
-        return (await self.run(call, operation_id)).result
-
     # ---- serving and discovery ------------------------------------------------------------------------------
 
     async def engines(self, role: str, model_name: str | None = None) -> DiscoverySnapshot:
@@ -70,7 +71,7 @@ class AsyncUisClient:
 
     async def chat_completions(
         self, role: str, body: dict[str, Any], headers: dict[str, str] | None = None
-    ) -> Any:
+    ) -> dict[str, Any]:
         return await self.run(_calls.serve(role, "v1/chat/completions", body, headers))
 
     def watch(self, role: str, poll_timeout_s: float = 30.0) -> AsyncGenerator[DiscoverySnapshot, None]:
@@ -84,111 +85,43 @@ class AsyncUisClient:
         token = self.settings.serving_token or self.settings.admin_token or "uis"
         return openai.AsyncOpenAI(base_url=base, api_key=token, **kwargs)
 
-    # ---- admin commands -------------------------------------------------------------------------------------
+    # ---- helpers built on the commands (each command is a method of its name: ``AsyncCommands``) -----------------
 
-    async def activate_role(self, role: str, tags: list[str] | None = None, *, operation_id: str | None = None) -> Any:
-        return await self._result(_calls.activate_role(role, tags), operation_id)
-
-    async def drain_role(
-        self, role: str, *, deadline_ms: int | None = None, policy: str | None = None, operation_id: str | None = None
-    ) -> Any:
-        return await self._result(_calls.drain_role(role, deadline_ms, policy), operation_id)
-
-    async def deactivate_role(self, role: str, *, operation_id: str | None = None) -> Any:
-        return await self._result(_calls.deactivate_role(role), operation_id)
-
-    async def activate_model(
-        self, role: str, model: str, tags: list[str] | None = None, *, operation_id: str | None = None
-    ) -> Any:
-        return await self._result(_calls.activate_model(role, model, tags), operation_id)
-
-    async def drain_model(
-        self,
-        role: str,
-        model: str,
-        *,
-        deadline_ms: int | None = None,
-        policy: str | None = None,
-        operation_id: str | None = None,
-    ) -> Any:
-        return await self._result(_calls.drain_model(role, model, deadline_ms, policy), operation_id)
-
-    async def deactivate_model(self, role: str, model: str, *, operation_id: str | None = None) -> Any:
-        return await self._result(_calls.deactivate_model(role, model), operation_id)
-
-    async def update_weights(
-        self, role: str, model: str, body: dict[str, Any], *, operation_id: str | None = None
-    ) -> Any:
-        return await self._result(_calls.update_weights(role, model, body), operation_id)
+    async def update_weights_from_disk(
+        self, role: str, model: str, model_path: str, weight_version: str, *, operation_id: str | None = None
+    ) -> WeightUpdate:
+        """``update_weights`` from a checkpoint on the engines' disk."""
+        body: UpdateWeightsBody = {"source": "disk", "model_path": model_path, "weight_version": weight_version}
+        return await self.update_weights(role, model, body, operation_id=operation_id)
 
     async def set_weight_version(
         self, role: str, model: str, weight_version: str, *, operation_id: str | None = None
-    ) -> Any:
-        body = {"source": "version", "weight_version": weight_version}
-        return await self.update_weights(role, model, body, operation_id=operation_id)
-
-    async def register_engine(self, role: str, model: str, url: str, *, operation_id: str | None = None) -> Any:
-        return await self._result(_calls.register_engine(role, model, url), operation_id)
-
-    async def unregister_engine(self, role: str, engine_id: str, *, operation_id: str | None = None) -> Any:
-        return await self._result(_calls.unregister_engine(role, engine_id), operation_id)
-
-    async def restart_replica(self, role: str, engine_id: str, *, operation_id: str | None = None) -> Any:
-        return await self._result(_calls.restart_replica(role, engine_id), operation_id)
-
-    async def roles(self) -> dict[str, Any]:
-        return await self.run(_calls.roles())
-
-    async def phases(self) -> list[Lease]:
-        return await self.run(_calls.phases())
-
-    async def advance_phase(
-        self, group: str | None = None, to: str | None = None, *, operation_id: str | None = None
-    ) -> Any:
-        return await self._result(_calls.advance_phase(group, to), operation_id)
-
-    async def resolve_lease(
-        self, phase: str, group: str | None = None, note: str | None = None, *, operation_id: str | None = None
-    ) -> Any:
-        return await self._result(_calls.resolve_lease(phase, group, note), operation_id)
-
-    async def wait_barrier(self, phase: str, group: str | None = None, timeout_s: float = 600.0) -> Lease:
-        return await self.run(_calls.wait_barrier(phase, group, timeout_s))
+    ) -> WeightUpdate:
+        """Commits ``weight_version`` as the model's version (after weights were pushed to every replica)."""
+        return await self.update_weights(
+            role, model, {"source": "version", "weight_version": weight_version}, operation_id=operation_id
+        )
 
     async def advance_and_wait(
         self, wait_for: str, group: str | None = None, to: str | None = None, timeout_s: float = 600.0
     ) -> Lease:
         """Waits at ``wait_for``'s barrier while the phase advances; the lease once the barrier opens."""
-        barrier = asyncio.ensure_future(self.wait_barrier(wait_for, group, timeout_s))
+        barrier = asyncio.ensure_future(self.wait_barrier(wait_for, group=group, timeout_s=timeout_s))
         try:
-            await self.advance_phase(group, to)
+            await self.advance_phase(group=group, to=to)
         except BaseException:
             barrier.cancel()
             raise
         return await barrier
 
-    async def release_barrier(self, phase: str, group: str | None = None, *, operation_id: str | None = None) -> Any:
-        return await self._result(_calls.release_barrier(phase, group), operation_id)
-
     # ---- deferred batches -----------------------------------------------------------------------------------
 
-    async def submit_batch(
-        self, kind: str, samples: list[dict[str, Any]], model: str | None = None, *, operation_id: str | None = None
-    ) -> Batch:
-        op: Operation[Batch] = await self.run(_calls.submit_batch(kind, samples, model), operation_id)
-        return op.result
-
-    async def batches(self, state: str | None = None, role: str | None = None) -> list[Batch]:
-        return await self.run(_calls.batches(state, role))
-
-    async def batch(self, batch_id: str) -> Batch:
-        return (await self.run(_calls.batch_page(batch_id, None, 1))).batch
-
     async def wait_batch(self, batch_id: str, timeout_s: float = 600.0, poll_s: float = 0.2) -> Batch:
+        """Blocks until the batch is committed; a failed batch raises ``batch_failed`` with the reason."""
         deadline = time.monotonic() + timeout_s
         delay = poll_s
         while True:
-            batch = await self.batch(batch_id)
+            batch = (await self.get_batch(batch_id, limit=1)).batch
             if batch.state == "failed":
                 raise UisError("batch_failed", batch.reason or "batch failed", status=409, details=batch)
             if batch.state == "committed":
@@ -199,16 +132,13 @@ class AsyncUisClient:
             delay = min(delay * 1.5, 2.0)
 
     async def batch_results(self, batch_id: str, page_size: int = 500) -> AsyncIterator[BatchSample]:
+        """Every sample's output of a committed batch, read page by page (``get_batch``)."""
         after: str | None = None
         while True:
-            page = await self.run(_calls.batch_page(batch_id, after, page_size))
-            for sample in page.samples:
+            page = await self.get_batch(batch_id, after=after, limit=page_size)
+            samples = page.samples or []
+            for sample in samples:
                 yield sample
-            if page.next_after is None or not page.samples:
+            if page.next_after is None or not samples:
                 return
             after = page.next_after
-
-    async def events(
-        self, after: int | None = None, limit: int | None = None, kind: str | None = None, subject: str | None = None
-    ) -> list[Event]:
-        return await self.run(_calls.events(after, limit, kind, subject))

@@ -15,21 +15,23 @@ import httpx
 
 from . import _calls
 from ._calls import Call
+from ._commands_gen import Commands
 from ._transport import Settings, run_sync
 from .direct import DirectClient
 from .discovery import DiscoverySnapshot
 from .errors import UisError
-from .models import Batch, BatchSample, BatchState, Event, Health, Lease, ModelList, ModelReplicas, Operation
+from .models import Batch, BatchSample, Health, Lease, ModelList, UpdateWeightsBody, WeightUpdate
 from .watcher import DiscoveryWatcher
 from .weights import Serialized, TensorPush, push_tensor_weights
 
 if TYPE_CHECKING:
     import openai
 
-_DONE: tuple[BatchState, ...] = ("committed", "failed")
 
+class UisClient(Commands):
+    """Every command of the table is a method of its name (``Commands``, generated); the helpers below are built
+    on them."""
 
-class UisClient:
     def __init__(
         self,
         base_url: str,
@@ -76,7 +78,9 @@ class UisClient:
         """SGLang ``/generate`` through the role's gateway (``model`` / ``route_key`` choose the model)."""
         return self.run(_calls.serve(role, "generate", body, headers))
 
-    def chat_completions(self, role: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Any:
+    def chat_completions(
+        self, role: str, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         """OpenAI chat through the role's gateway (``client.openai(role)`` for the official client)."""
         return self.run(_calls.serve(role, "v1/chat/completions", body, headers))
 
@@ -97,107 +101,34 @@ class UisClient:
         token = self.settings.serving_token or self.settings.admin_token or "uis"
         return openai.OpenAI(base_url=base, api_key=token, **kwargs)
 
-    # ---- roles and models -----------------------------------------------------------------------------------
-
-    def activate_role(self, role: str, tags: list[str] | None = None, *, operation_id: str | None = None) -> Any:
-        return self.run(_calls.activate_role(role, tags), operation_id).result
-
-    def drain_role(
-        self,
-        role: str,
-        *,
-        deadline_ms: int | None = None,
-        policy: str | None = None,
-        operation_id: str | None = None,
-    ) -> Any:
-        return self.run(_calls.drain_role(role, deadline_ms, policy), operation_id).result
-
-    def deactivate_role(self, role: str, *, operation_id: str | None = None) -> Any:
-        return self.run(_calls.deactivate_role(role), operation_id).result
-
-    def activate_model(
-        self, role: str, model: str, tags: list[str] | None = None, *, operation_id: str | None = None
-    ) -> Any:
-        return self.run(_calls.activate_model(role, model, tags), operation_id).result
-
-    def drain_model(
-        self,
-        role: str,
-        model: str,
-        *,
-        deadline_ms: int | None = None,
-        policy: str | None = None,
-        operation_id: str | None = None,
-    ) -> Any:
-        return self.run(_calls.drain_model(role, model, deadline_ms, policy), operation_id).result
-
-    def deactivate_model(self, role: str, model: str, *, operation_id: str | None = None) -> Any:
-        return self.run(_calls.deactivate_model(role, model), operation_id).result
-
-    def update_weights(
-        self, role: str, model: str, body: dict[str, Any], *, operation_id: str | None = None
-    ) -> Any:
-        """Any weight update the service takes (``source``: disk, version, distributed)."""
-        return self.run(_calls.update_weights(role, model, body), operation_id).result
+    # ---- helpers built on the commands (each command is a method of its name: ``Commands``) ----------------------
 
     def update_weights_from_disk(
         self, role: str, model: str, model_path: str, weight_version: str, *, operation_id: str | None = None
-    ) -> Any:
-        body = {"source": "disk", "model_path": model_path, "weight_version": weight_version}
+    ) -> WeightUpdate:
+        """``update_weights`` from a checkpoint on the engines' disk."""
+        body: UpdateWeightsBody = {"source": "disk", "model_path": model_path, "weight_version": weight_version}
         return self.update_weights(role, model, body, operation_id=operation_id)
 
     def set_weight_version(
         self, role: str, model: str, weight_version: str, *, operation_id: str | None = None
-    ) -> Any:
+    ) -> WeightUpdate:
         """Commits ``weight_version`` as the model's version (after weights were pushed to every replica)."""
-        body = {"source": "version", "weight_version": weight_version}
-        return self.update_weights(role, model, body, operation_id=operation_id)
+        return self.update_weights(
+            role, model, {"source": "version", "weight_version": weight_version}, operation_id=operation_id
+        )
 
-    def model_replicas(self, role: str, model: str) -> ModelReplicas:
-        """The model's replicas with URLs, states, versions and their ranks' nodes and GPU ids."""
-        return self.run(_calls.model_replicas(role, model)).result
-
-    def push_tensor_weights(self, role: str, model: str, weight_version: str, serialized: Serialized, **kw: Any) -> TensorPush:
+    def push_tensor_weights(
+        self, role: str, model: str, weight_version: str, serialized: Serialized, **kw: Any
+    ) -> TensorPush:
         """``update_weights_from_tensor`` to every replica, then the version commit (see ``uis_client.weights``)."""
         return push_tensor_weights(self, role, model, weight_version, serialized, **kw)
-
-    def register_engine(self, role: str, model: str, url: str, *, operation_id: str | None = None) -> Any:
-        return self.run(_calls.register_engine(role, model, url), operation_id).result
-
-    def unregister_engine(self, role: str, engine_id: str, *, operation_id: str | None = None) -> Any:
-        return self.run(_calls.unregister_engine(role, engine_id), operation_id).result
-
-    def restart_replica(self, role: str, engine_id: str, *, operation_id: str | None = None) -> Any:
-        return self.run(_calls.restart_replica(role, engine_id), operation_id).result
-
-    def roles(self) -> dict[str, Any]:
-        return self.run(_calls.roles())
-
-    # ---- phases and barriers --------------------------------------------------------------------------------
-
-    def phases(self) -> list[Lease]:
-        return self.run(_calls.phases())
-
-    def advance_phase(
-        self, group: str | None = None, to: str | None = None, *, operation_id: str | None = None
-    ) -> Any:
-        return self.run(_calls.advance_phase(group, to), operation_id).result
-
-    def resolve_lease(
-        self, phase: str, group: str | None = None, note: str | None = None, *, operation_id: str | None = None
-    ) -> Any:
-        return self.run(_calls.resolve_lease(phase, group, note), operation_id).result
-
-    def wait_barrier(self, phase: str, group: str | None = None, timeout_s: float = 600.0) -> Lease:
-        """Blocks until ``phase`` is resident and its work written back (504 ``barrier_timeout`` after
-        ``timeout_s``)."""
-        return self.run(_calls.wait_barrier(phase, group, timeout_s))
 
     def barrier_future(self, phase: str, group: str | None = None, timeout_s: float = 600.0) -> Future[Lease]:
         """The barrier wait in a background thread, for calls that must happen while it waits."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="uis-barrier")
-        return self._pool.submit(self.wait_barrier, phase, group, timeout_s)
+        return self._pool.submit(self.wait_barrier, phase, group=group, timeout_s=timeout_s)
 
     def advance_and_wait(
         self, wait_for: str, group: str | None = None, to: str | None = None, timeout_s: float = 600.0
@@ -206,34 +137,13 @@ class UisClient:
         scorer phases run their batches on the way), and return its lease once it opens."""
         barrier = self.barrier_future(wait_for, group, timeout_s)
         try:
-            self.advance_phase(group, to)
+            self.advance_phase(group=group, to=to)
         except BaseException:
             barrier.cancel()
             raise
         return barrier.result(timeout=timeout_s + 60)
 
-    def release_barrier(self, phase: str, group: str | None = None, *, operation_id: str | None = None) -> Any:
-        return self.run(_calls.release_barrier(phase, group), operation_id).result
-
-    # ---- deferred batches -----------------------------------------------------------------------------------
-
-    def submit_batch(
-        self,
-        kind: str,
-        samples: list[dict[str, Any]],
-        model: str | None = None,
-        *,
-        operation_id: str | None = None,
-    ) -> Batch:
-        """Creates, fills and seals a deferred batch (``genrm_sample`` / ``teacher_sample`` build samples)."""
-        op: Operation[Batch] = self.run(_calls.submit_batch(kind, samples, model), operation_id)
-        return op.result
-
-    def batches(self, state: str | None = None, role: str | None = None) -> list[Batch]:
-        return self.run(_calls.batches(state, role))
-
-    def batch(self, batch_id: str) -> Batch:
-        return self.run(_calls.batch_page(batch_id, None, 1)).batch
+    # ---- deferred batches ------------------------------------------------------------------------------------
 
     def wait_batch(self, batch_id: str, timeout_s: float = 600.0, poll_s: float = 0.2) -> Batch:
         """Blocks until the batch is committed (its outputs written back); a failed batch raises
@@ -241,10 +151,10 @@ class UisClient:
         deadline = time.monotonic() + timeout_s
         delay = poll_s
         while True:
-            batch = self.batch(batch_id)
+            batch = self.get_batch(batch_id, limit=1).batch
             if batch.state == "failed":
                 raise UisError("batch_failed", batch.reason or "batch failed", status=409, details=batch)
-            if batch.state in _DONE:
+            if batch.state == "committed":
                 return batch
             if time.monotonic() + delay > deadline:
                 raise UisError("batch_timeout", f"batch {batch_id} is {batch.state} after {timeout_s}s", status=0)
@@ -252,20 +162,12 @@ class UisClient:
             delay = min(delay * 1.5, 2.0)
 
     def batch_results(self, batch_id: str, page_size: int = 500) -> Iterator[BatchSample]:
-        """Every sample's output of a committed batch, read page by page."""
+        """Every sample's output of a committed batch, read page by page (``get_batch``)."""
         after: str | None = None
         while True:
-            page = self.run(_calls.batch_page(batch_id, after, page_size))
-            yield from page.samples
-            if page.next_after is None or not page.samples:
+            page = self.get_batch(batch_id, after=after, limit=page_size)
+            samples = page.samples or []
+            yield from samples
+            if page.next_after is None or not samples:
                 return
             after = page.next_after
-
-    def events(
-        self,
-        after: int | None = None,
-        limit: int | None = None,
-        kind: str | None = None,
-        subject: str | None = None,
-    ) -> list[Event]:
-        return self.run(_calls.events(after, limit, kind, subject))

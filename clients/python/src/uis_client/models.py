@@ -1,85 +1,22 @@
-"""Answers of the admin and serving APIs as pydantic models. Unknown fields are kept (``extra="allow"``): a newer
-service may add fields without breaking an older client."""
+"""Answers of the admin and serving APIs as pydantic models. The admin commands' answers are generated from the
+command table (``_models_gen.py``) and re-exported here; the serving answers below are written by hand. Unknown
+fields are kept (``extra="allow"``): a newer service may add fields without breaking an older client."""
 
 from __future__ import annotations
 
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-T = TypeVar("T")
+from . import _models_gen
+from ._models_gen import *  # noqa: F403 (the commands' answer models, listed in its __all__)
 
-BatchKind = Literal["genrm_score", "teacher_logprobs"]
-BatchState = Literal["open", "sealed", "running", "committed", "failed"]
-DrainPolicy = Literal["wait", "abort", "retract", "in_place"]
-MemoryTag = Literal["weights", "kv_cache", "cuda_graph"]
+__all__ = ["Health", "ModelList", "OpenAIModel", "genrm_sample", "teacher_sample"]
+__all__ += _models_gen.__all__
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="allow")
-
-
-class Operation(_Model, Generic[T]):
-    """A mutation's answer: ``{ok, operation_id, result}``."""
-
-    ok: bool
-    operation_id: str | None = None
-    result: T
-
-
-class Lease(_Model):
-    """An activation group's lease: which phase holds its GPUs, and its status."""
-
-    group: str
-    phase: str | None = None
-    holder: list[str] | None = None
-    status: str
-    reason: str | None = None
-    target: str | None = None
-    #: Proof recorded at the last transition: the roles that left and whether each engine released its memory.
-    last_release: dict[str, Any] | None = None
-    #: When the lease entered its status (epoch ms).
-    since: float
-
-
-class Batch(_Model):
-    id: str
-    kind: BatchKind
-    role: str
-    model: str | None = None
-    state: BatchState
-    reason: str | None = None
-    attempts: int = 0
-    samples: int = 0
-    results: int = 0
-    created_at: float | None = None
-    updated_at: float | None = None
-    committed_at: float | None = None
-
-
-class BatchSample(_Model):
-    sample_id: str
-    output: dict[str, Any] | None = None
-
-
-class BatchPage(_Model):
-    """One page of a committed batch's outputs; ``next_after`` continues it (None at the end)."""
-
-    batch: Batch
-    samples: list[BatchSample] = Field(default_factory=list)
-    next_after: str | None = None
-
-
-class Event(_Model):
-    seq: int
-    #: Epoch ms.
-    at: float
-    duration_ms: float | None = None
-    kind: str
-    subject: str | None = None
-    actor: str | None = None
-    operation_id: str | None = None
-    data: Any = None
 
 
 class OpenAIModel(_Model):
@@ -107,43 +44,6 @@ class Health(_Model):
     registry_epoch: str | None = None
     can_serve: bool
     models: dict[str, dict[str, Any]] = Field(default_factory=dict)
-
-
-class ReplicaRank(_Model):
-    rank: int
-    node: str
-    node_ip: str | None = None
-    node_rank: int
-    gpu_id: int
-
-
-class ModelReplica(_Model):
-    engine_id: str
-    replica: int
-    group: int
-    worker_type: Literal["regular", "prefill", "decode"]
-    url: str | None
-    state: str
-    weight_version: str | None
-    tp: int
-    pp: int
-    gpus_per_engine: int
-    ranks: list[ReplicaRank]
-    actual_gpus: list[dict[str, Any]] | None = None
-
-
-class ModelReplicas(_Model):
-    role: str
-    model: str
-    weight_version: str | None
-    replicas: list[ModelReplica]
-
-
-class GenrmSample(_Model):
-    """A GenRM scoring input: OpenAI chat messages."""
-
-    sample_id: str
-    input: dict[str, Any]
 
 
 def genrm_sample(sample_id: str, messages: list[dict[str, Any]]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from .errors import ConflictError, UisError, error_from_response
-from .models import ModelReplica
+from .models import ModelReplica, WeightUpdate
 
 if TYPE_CHECKING:
     from .client import UisClient
@@ -28,7 +28,7 @@ class TensorPush:
 
     weight_version: str
     engines: list[str]
-    commit: Any
+    commit: WeightUpdate
 
 
 Serialized = Sequence[str] | Callable[[ModelReplica], Sequence[str]]
@@ -52,7 +52,7 @@ def push_tensor_weights(
     GPU) returning them. Every replica must be ``ready`` (holding its weights): a sleeping replica cannot take
     tensors, and nothing is pushed at all if one is not. A replica that refuses stops the push before the commit, so
     the old version stays the served one."""
-    replicas = client.model_replicas(role, model).replicas
+    replicas = client.list_replicas(role, model).replicas
     not_ready = [f"{r.engine_id}={r.state}" for r in replicas if r.state != "ready" or r.url is None]
     if not_ready:
         raise ConflictError(

@@ -62,13 +62,21 @@ export const batchCommands = {
       after: z.string().min(1).optional(),
       limit: z.coerce.number().int().positive().max(MAX_RESULTS).default(MAX_RESULTS),
     }),
-    output: z.object({
-      batch: BatchInfoSchema,
-      /** Present once the batch is committed. */
-      samples: z.array(z.object({ sample_id: z.string(), output: SampleOutputSchema.nullable() })).optional(),
-      /** The cursor of the next page; null at the end (and before the batch is committed). */
-      next_after: z.string().nullable(),
-    }),
+    output: z
+      .object({
+        batch: BatchInfoSchema,
+        /** Present once the batch is committed. */
+        samples: z
+          .array(
+            z
+              .object({ sample_id: z.string(), output: SampleOutputSchema.nullable() })
+              .meta({ title: 'BatchSample' }),
+          )
+          .optional(),
+        /** The cursor of the next page; null at the end (and before the batch is committed). */
+        next_after: z.string().nullable(),
+      })
+      .meta({ title: 'BatchPage' }),
     handler: (plane, { params, input }) => {
       const batch = plane.store.get(params.id);
       if (batch.state !== 'committed') return { batch, next_after: null };

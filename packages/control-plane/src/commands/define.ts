@@ -61,6 +61,9 @@ export interface Command<
   output: O;
   permission: Permission;
   idempotency: Idempotency;
+  /** A wait (the trainer's barrier): the input field, in seconds, the call may block for. A client gives the call
+   * that long, and reports its 503 or 504 rather than retrying it. */
+  waitsUpTo?: string;
   /** Audited commands write `admin.<name>` with this subject, whether they succeed or are refused; null: not
    * audited (reads, and barrier waits a trainer may poll). */
   audit: {

@@ -33,6 +33,8 @@ export interface CommandRoute {
   permission: Permission;
   idempotent: boolean;
   audited: boolean;
+  /** The input field (seconds) a wait may block for, or null. */
+  waitsUpTo: string | null;
   command: AnyCommand;
 }
 
@@ -48,6 +50,7 @@ export function commandRoutes(): CommandRoute[] {
     permission: c.permission,
     idempotent: c.idempotency === 'keyed',
     audited: c.audit !== null,
+    waitsUpTo: c.waitsUpTo ?? null,
     command: c,
   }));
 }

@@ -59,6 +59,7 @@ export const phaseCommands = {
     summary: 'Wait (up to timeout_s) until `phase` is resident; the trainer blocks here',
     method: 'POST',
     path: '/barriers/wait',
+    waitsUpTo: 'timeout_s',
     params: None,
     input: z.strictObject({
       phase: z.string().min(1),

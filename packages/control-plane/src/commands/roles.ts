@@ -75,12 +75,15 @@ export const roleCommands = {
     path: '/roles/:role/models/:model/activate',
     params: RoleModel,
     input: Activate,
-    output: z.object({
-      onloaded: z.boolean(),
-      waits_for: z
-        .object({ group: z.string(), phase: z.string().nullable(), phases: z.array(z.string()) })
-        .optional(),
-    }),
+    output: z
+      .object({
+        onloaded: z.boolean(),
+        waits_for: z
+          .object({ group: z.string(), phase: z.string().nullable(), phases: z.array(z.string()) })
+          .meta({ title: 'ActivationWait' })
+          .optional(),
+      })
+      .meta({ title: 'ModelActivation' }),
     audit: modelSubject,
     handler: (plane, { params, input }) => plane.activateModel(params.role, params.model, input.tags),
   }),
@@ -139,14 +142,16 @@ export const roleCommands = {
     input: None,
     output: z.object({
       intents: z.array(
-        z.object({
-          role: z.string(),
-          model: z.string(),
-          intent: OperatorIntentKindSchema,
-          actor: z.string().nullable(),
-          operation_id: z.string().nullable(),
-          at: z.number(),
-        }),
+        z
+          .object({
+            role: z.string(),
+            model: z.string(),
+            intent: OperatorIntentKindSchema,
+            actor: z.string().nullable(),
+            operation_id: z.string().nullable(),
+            at: z.number(),
+          })
+          .meta({ title: 'Intent' }),
       ),
     }),
     handler: (plane) => ({ intents: plane.intents.list() }),

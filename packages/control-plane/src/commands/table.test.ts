@@ -50,6 +50,9 @@ describe('the command table', () => {
       expect(r.name).toMatch(/^[a-z]+(_[a-z]+)*$/);
       // A read changes nothing: no operation id, no audit record.
       if (r.method === 'GET') expect([r.idempotent, r.audited]).toEqual([false, false]);
+      // A wait names the input field of its time, with a default: clients give the call that long.
+      if (r.waitsUpTo !== null)
+        expect(r.command.input.shape[r.waitsUpTo].parse(undefined), r.name).toBeGreaterThan(0);
     }
     expect(commandNamed('drain_model')?.path).toBe('/roles/:role/models/:model/drain');
     expect(commandNamed('nope')).toBeUndefined();

@@ -1,0 +1,359 @@
+"""The typed answers (pydantic) and request bodies (TypedDict) of the admin commands.
+
+Generated from the command table (packages/control-plane/src/commands) through its OpenAPI document by
+`pnpm gen:python` (apps/gateway/src/openapi/python-client.ts). Do not edit: change the table and regenerate."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, TypeAlias, TypedDict
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+
+__all__ = [
+    "ActivationWait",
+    "ActualGpus",
+    "Batch",
+    "BatchPage",
+    "BatchSample",
+    "EngineRelease",
+    "EngineWeightUpdate",
+    "Event",
+    "GenrmVerdict",
+    "GetReplicaResult",
+    "Intent",
+    "Lease",
+    "ListBatchesResult",
+    "ListEventsResult",
+    "ListIntentsResult",
+    "ListPhasesResult",
+    "ListRolesResult",
+    "ManagedModel",
+    "ManagedReplica",
+    "ManagerSnapshot",
+    "ModelActivation",
+    "ModelReplica",
+    "ModelReplicas",
+    "OffloadReport",
+    "RegisterExternalResult",
+    "ReleaseProof",
+    "ReplicaRank",
+    "RestartReplicaResult",
+    "TeacherLogprobs",
+    "Transition",
+    "TransitionStep",
+    "UnregisterExternalResult",
+    "UpdateWeightsBody",
+    "UpdateWeightsBodyDisk",
+    "UpdateWeightsBodyDistributedDestroy",
+    "UpdateWeightsBodyDistributedInit",
+    "UpdateWeightsBodyDistributedUpdate",
+    "UpdateWeightsBodyVersion",
+    "WeightUpdate",
+]
+
+
+class _Model(BaseModel):
+    # Unknown fields are kept: a newer service may add fields without breaking an older client.
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class EngineRelease(_Model):
+    engine_id: str
+    memory_released: bool
+    state: str
+
+
+class OffloadReport(_Model):
+    memory_released: bool
+    engines: list[EngineRelease]
+
+
+class ActivationWait(_Model):
+    group: str
+    phase: str | None
+    phases: list[str]
+
+
+class ModelActivation(_Model):
+    onloaded: bool
+    waits_for: ActivationWait | None = None
+
+
+class ManagedReplica(_Model):
+    engine_id: str
+    state: Literal["starting", "ready", "draining", "sleeping", "onloading", "dead"]
+    base_url: str | None
+    weight_version: str | None
+    generation: int
+    memory_released: bool
+    external: bool
+    elastic: bool
+    failures: int
+    pids: list[int]
+
+
+class ManagedModel(_Model):
+    desire: Literal["active", "sleeping"]
+    held: bool
+    target_weight_version: str | None
+    replicas: list[ManagedReplica]
+
+
+class ManagerSnapshot(_Model):
+    role: str
+    started: bool
+    shutdown: bool
+    models: dict[str, ManagedModel]
+    created_pgs: list[str]
+
+
+class ListRolesResult(_Model):
+    roles: dict[str, ManagerSnapshot]
+
+
+class Intent(_Model):
+    role: str
+    model: str
+    intent: Literal["held", "drained"]
+    actor: str | None
+    operation_id: str | None
+    at: float
+
+
+class ListIntentsResult(_Model):
+    intents: list[Intent]
+
+
+class _UpdateWeightsBodyDiskRequired(TypedDict):
+    source: Literal["disk"]
+    model_path: str
+    weight_version: str
+
+
+class UpdateWeightsBodyDisk(_UpdateWeightsBodyDiskRequired, total=False):
+    load_format: str
+
+
+class UpdateWeightsBodyVersion(TypedDict):
+    source: Literal["version"]
+    weight_version: str
+
+
+class _UpdateWeightsBodyDistributedInitRequired(TypedDict):
+    source: Literal["distributed"]
+    action: Literal["init"]
+    master_address: str
+    master_port: int
+    world_size: int
+
+
+class UpdateWeightsBodyDistributedInit(_UpdateWeightsBodyDistributedInitRequired, total=False):
+    rank_offset: int
+    group_name: str
+    backend: str
+
+
+class _UpdateWeightsBodyDistributedUpdateRequired(TypedDict):
+    source: Literal["distributed"]
+    action: Literal["update"]
+    weight_version: str
+    names: Sequence[str]
+    dtypes: Sequence[str]
+    shapes: Sequence[Sequence[int]]
+
+
+class UpdateWeightsBodyDistributedUpdate(_UpdateWeightsBodyDistributedUpdateRequired, total=False):
+    group_name: str
+    flush_cache: bool
+
+
+class _UpdateWeightsBodyDistributedDestroyRequired(TypedDict):
+    source: Literal["distributed"]
+    action: Literal["destroy"]
+
+
+class UpdateWeightsBodyDistributedDestroy(_UpdateWeightsBodyDistributedDestroyRequired, total=False):
+    group_name: str
+
+
+UpdateWeightsBody: TypeAlias = (
+    UpdateWeightsBodyDisk
+    | UpdateWeightsBodyVersion
+    | UpdateWeightsBodyDistributedInit
+    | UpdateWeightsBodyDistributedUpdate
+    | UpdateWeightsBodyDistributedDestroy
+)
+
+
+class EngineWeightUpdate(_Model):
+    engine_id: str
+    ok: bool
+    weight_version: str | None
+    error: str | None = None
+
+
+class WeightUpdate(_Model):
+    model: str
+    weight_version: str | None
+    engines: list[EngineWeightUpdate]
+
+
+class RegisterExternalResult(_Model):
+    engine_id: str
+
+
+class UnregisterExternalResult(_Model):
+    engine_id: str
+    unregistered: Literal[True]
+
+
+class RestartReplicaResult(_Model):
+    engine_id: str
+    restarted: bool
+    deferred: str | None = None
+
+
+class ReplicaRank(_Model):
+    rank: int
+    node: str
+    node_ip: str | None
+    node_rank: int
+    gpu_id: int
+
+
+class ActualGpus(_Model):
+    node: str
+    gpu_ids: list[int]
+
+
+class ModelReplica(_Model):
+    engine_id: str
+    replica: int
+    group: int
+    worker_type: Literal["regular", "prefill", "decode"]
+    url: str | None
+    state: Literal["starting", "ready", "draining", "sleeping", "onloading", "dead"]
+    weight_version: str | None
+    tp: int
+    pp: int
+    gpus_per_engine: int
+    ranks: list[ReplicaRank]
+    actual_gpus: list[ActualGpus] | None
+
+
+class ModelReplicas(_Model):
+    role: str
+    model: str
+    weight_version: str | None
+    replicas: list[ModelReplica]
+
+
+class GetReplicaResult(_Model):
+    engine_id: str
+    replica: int
+    group: int
+    worker_type: Literal["regular", "prefill", "decode"]
+    url: str | None
+    state: Literal["starting", "ready", "draining", "sleeping", "onloading", "dead"]
+    weight_version: str | None
+    tp: int
+    pp: int
+    gpus_per_engine: int
+    ranks: list[ReplicaRank]
+    actual_gpus: list[ActualGpus] | None
+    role: str
+    model: str
+
+
+class ReleaseProof(_Model):
+    phase: str | None
+    roles: list[str]
+    engines: list[EngineRelease]
+    at: float
+
+
+class Lease(_Model):
+    group: str
+    phase: str | None
+    holder: list[str]
+    status: Literal["held", "transitioning", "blocked"]
+    reason: str | None
+    target: str | None
+    last_release: ReleaseProof | None
+    since: float
+
+
+class ListPhasesResult(_Model):
+    leases: list[Lease]
+
+
+class TransitionStep(_Model):
+    step: str
+    phase: str
+    duration_ms: float
+
+
+class Transition(_Model):
+    group: str
+    from_: str | None = Field(alias="from")
+    to: str
+    path: list[str]
+    duration_ms: float
+    steps: list[TransitionStep]
+
+
+class Batch(_Model):
+    id: str
+    kind: Literal["genrm_score", "teacher_logprobs"]
+    role: str
+    model: str | None
+    state: Literal["open", "sealed", "running", "committed", "failed"]
+    reason: str | None
+    attempts: int
+    samples: int
+    results: int
+    created_at: float
+    updated_at: float
+    committed_at: float | None
+
+
+class ListBatchesResult(_Model):
+    batches: list[Batch]
+
+
+class GenrmVerdict(_Model):
+    response: str
+    score: float
+
+
+class TeacherLogprobs(_Model):
+    logprobs: list[float | None]
+    token_ids: list[int]
+
+
+class BatchSample(_Model):
+    sample_id: str
+    output: GenrmVerdict | TeacherLogprobs | None
+
+
+class BatchPage(_Model):
+    batch: Batch
+    samples: list[BatchSample] | None = None
+    next_after: str | None
+
+
+class Event(_Model):
+    seq: int
+    at: float
+    kind: str
+    subject: str
+    actor: str | None
+    operation_id: str | None
+    duration_ms: float | None
+    data: dict[str, JsonValue]
+
+
+class ListEventsResult(_Model):
+    events: list[Event]
