@@ -1,3 +1,4 @@
+import { DrainPolicySchema } from '@uis/spec';
 import { z } from 'zod';
 import { MemoryTagsSchema } from './wire.ts';
 
@@ -8,7 +9,7 @@ export const RoleModel = z.strictObject({ role: z.string().min(1), model: z.stri
 export const None = z.strictObject({});
 export const Drain = z.strictObject({
   deadline_ms: z.number().int().nonnegative().optional(),
-  policy: z.enum(['wait', 'abort', 'retract', 'in_place']).optional(),
+  policy: DrainPolicySchema.optional(),
 });
 export const Activate = z.strictObject({ tags: MemoryTagsSchema });
 export const Engine = z.strictObject({ engine_id: z.string().min(1) });
