@@ -43,16 +43,16 @@ test.beforeAll(async () => {
     child.once('exit', (code) => reject(new Error(`uis demo exited (${code}): ${stderr.slice(-2000)}`))),
   );
   // Ready when it serves the console page (the page itself is public; its reads need a token).
-  const ready = (async () => {
-    for (;;) {
-      const ok = await fetch(`${base}/`).then(
-        (r) => r.ok,
-        () => false,
-      );
-      if (ok) return;
-      await new Promise((r) => setTimeout(r, 250));
-    }
-  })();
+  const ready = expect
+    .poll(
+      () =>
+        fetch(`${base}/`).then(
+          (r) => r.ok,
+          () => false,
+        ),
+      { timeout: 170_000 },
+    )
+    .toBe(true);
   await Promise.race([ready, exited]);
 });
 

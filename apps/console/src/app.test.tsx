@@ -49,11 +49,11 @@ const renderConsole = () => renderApp('http://127.0.0.1:9/trpc', () => null);
 
 async function stream(): Promise<FakeEventSource> {
   await screen.findByTestId('connection');
-  for (let i = 0; i < 50 && FakeEventSource.instances.length === 0; i++) {
-    await act(() => new Promise((r) => setTimeout(r, 10)));
-  }
-  const es = FakeEventSource.instances.at(-1);
-  if (!es) throw new Error('the console did not open the changes stream');
+  const es = await waitFor(() => {
+    const opened = FakeEventSource.instances.at(-1);
+    if (!opened) throw new Error('the console did not open the changes stream');
+    return opened;
+  });
   expect(es.url).toContain('/trpc/changes');
   return es;
 }

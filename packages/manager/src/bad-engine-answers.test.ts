@@ -6,6 +6,7 @@ import {
   type EngineFault,
   type EngineFaultName,
   engineReply,
+  waitFor,
 } from '@uis/sglang-engine/testing';
 import { type InferenceRoleSpec, isUisError } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -202,9 +203,7 @@ describe('InferenceManager against an engine that answers badly', () => {
     async (fault) => {
       const { fake, logger, replica } = await setup({ healthIntervalMs: 50 });
       fake.faults.set('/health', FAULTS[fault]);
-      const until = Date.now() + 30_000;
-      while (replica()?.state !== 'dead' && Date.now() < until) await new Promise((r) => setTimeout(r, 25));
-      expect(replica()?.state).toBe('dead');
+      await waitFor(() => replica()?.state === 'dead', 30_000, 'the replica marked dead');
       expect(deadReason(logger)).toMatch(/failed health checks \(last: .*\/health/);
       expect(deadReason(logger)).toContain(fake.url);
     },

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SGLangClient } from '@uis/sglang-engine';
+import { waitFor } from '@uis/sglang-engine/testing';
 import type { SimServer } from '@uis/sglang-sim';
 import { isUisError } from '@uis/spec';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -62,12 +63,14 @@ describe('durable deferred batch: kill the runner process mid-batch, resume from
     const exited = new Promise<NodeJS.Signals | null>((resolve) =>
       child?.on('exit', (_c, sig) => resolve(sig)),
     );
-    const t0 = Date.now();
-    while (store.get(b.id).results < 4) {
-      if (child.exitCode !== null) throw new Error(`child exited early: ${stderr}`);
-      if (Date.now() - t0 > 60_000) throw new Error(`no progress: ${stderr}`);
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    await waitFor(
+      () => {
+        if (child?.exitCode !== null) throw new Error(`child exited early: ${stderr}`);
+        return store.get(b.id).results >= 4;
+      },
+      60_000,
+      'four results committed by the child',
+    );
     child.kill('SIGKILL');
     expect(await exited).toBe('SIGKILL');
 

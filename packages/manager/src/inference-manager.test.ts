@@ -372,7 +372,17 @@ describe('InferenceManager against sglang-sim processes', () => {
         .finally(release);
     };
     const accepted = Array.from({ length: 8 }, (_, i) => send(i));
-    await new Promise((r) => setTimeout(r, 50));
+    // The drain starts once the engines run all eight (their /get_load), not after a guessed time.
+    const running = async () => {
+      const loads = await Promise.all(
+        targets.map(async (t) => {
+          const res = await fetch(`${t.baseUrl}/get_load`);
+          return (await res.json()) as { num_reqs: number; num_waiting_reqs: number }[];
+        }),
+      );
+      return loads.flat().reduce((n, l) => n + l.num_reqs + l.num_waiting_reqs, 0) === 8;
+    };
+    await waitFor(running, 30_000, 'the engines running the 8 accepted requests');
     // A request sent as the draining is published is refused (a poll could miss a drain that ends quickly).
     const refused = published(
       m,

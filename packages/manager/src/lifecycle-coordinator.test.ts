@@ -1,4 +1,4 @@
-import { ManualClock } from '@uis/sglang-engine/testing';
+import { ManualClock, waitFor } from '@uis/sglang-engine/testing';
 import { deferPhases } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { EventLog } from './event-log.ts';
@@ -26,7 +26,6 @@ class FakeRole implements PhaseParticipant {
   async drain(): Promise<OffloadReport> {
     this.trace.push(`${this.role}.drain`);
     if (this.hangDrain) await new Promise(() => {});
-    await new Promise((r) => setTimeout(r, 5));
     this.resident = false;
     return {
       memoryReleased: this.releaseMemory,
@@ -157,7 +156,7 @@ describe('LifecycleCoordinator', () => {
     trace.length = 0;
     rollout.hangDrain = true;
     void coordinator.transition().catch(() => undefined);
-    while (!trace.includes('rollout.drain')) await new Promise((r) => setTimeout(r, 5));
+    await waitFor(() => trace.includes('rollout.drain'), 10_000, 'rollout.drain called');
     expect(coordinator.lease().status).toBe('transitioning');
     const restarted = new LifecycleCoordinator({
       groups: [GROUP],
@@ -289,7 +288,7 @@ describe('LifecycleCoordinator', () => {
     });
     await coordinator.initialize();
     const transition = coordinator.transition();
-    while (coordinator.lease().status !== 'transitioning') await new Promise((r) => setTimeout(r, 5));
+    await waitFor(() => coordinator.lease().status === 'transitioning', 10_000, 'the lease transitioning');
     // Rollout is being drained out of the GPUs: activating it would onload it beside GenRM.
     expect(coordinator.notResident('rollout')).toMatchObject({ status: 'transitioning', phase: 'rollout' });
     expect(coordinator.notResident('genrm')).toMatchObject({ status: 'transitioning', phase: 'rollout' });

@@ -43,12 +43,19 @@ describe('OperationLedger', () => {
   it('concurrent calls with the same id join one run', async () => {
     const ledger = new OperationLedger(openStore());
     let runs = 0;
+    // The run stays open until both calls are made: the second must join it, not start its own.
+    let finish = () => {};
+    const open = new Promise<void>((r) => {
+      finish = r;
+    });
     const fn = async () => {
       runs++;
-      await new Promise((r) => setTimeout(r, 10));
+      await open;
       return runs;
     };
-    const [a, b] = await Promise.all([ledger.run('op-4', { x: 1 }, fn), ledger.run('op-4', { x: 1 }, fn)]);
+    const both = Promise.all([ledger.run('op-4', { x: 1 }, fn), ledger.run('op-4', { x: 1 }, fn)]);
+    finish();
+    const [a, b] = await both;
     expect([a, b, runs]).toEqual([1, 1, 1]);
   });
 });

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SGLangClient } from './client.ts';
 import type { SGLangEngine } from './engine.ts';
 import { alive, failure, simEngine } from './testing.ts';
+import { waitFor } from './wait-for.ts';
 
 /** Every client endpoint over real HTTP against one sglang-sim process started through buildServerArgs and the
  * local launcher. */
@@ -143,11 +144,11 @@ describe('SGLangClient against sglang-sim', { timeout: 30_000 }, () => {
       if (seen === 2) break;
     }
     expect(seen).toBe(2);
-    const until = Date.now() + 20_000;
-    while ((await client.load()).some((r) => r.num_reqs + r.num_waiting_reqs > 0)) {
-      if (Date.now() > until) throw new Error('engine kept the cancelled request');
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await waitFor(
+      async () => (await client.load()).every((r) => r.num_reqs + r.num_waiting_reqs === 0),
+      20_000,
+      'the engine dropping the cancelled request',
+    );
   });
 
   it('pause and continue generation', async () => {
@@ -206,11 +207,9 @@ describe('SGLangClient against sglang-sim', { timeout: 30_000 }, () => {
 });
 
 async function waitLoad(n: number): Promise<void> {
-  const until = Date.now() + 20_000;
-  for (;;) {
-    const load = await client.load();
-    if (load.reduce((s, r) => s + r.num_reqs + r.num_waiting_reqs, 0) >= n) return;
-    if (Date.now() > until) throw new Error(`engine never had ${n} requests`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await waitFor(
+    async () => (await client.load()).reduce((s, r) => s + r.num_reqs + r.num_waiting_reqs, 0) >= n,
+    20_000,
+    `the engine having ${n} requests`,
+  );
 }

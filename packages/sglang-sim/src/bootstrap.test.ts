@@ -1,3 +1,4 @@
+import { waitFor } from '@uis/sglang-engine/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type SimServer, startSimServer } from './server.ts';
 
@@ -53,15 +54,15 @@ describe('PD bootstrap port', () => {
       () => undefined,
     );
     // As a real SGLang process that died: a relaunch on the same port binds it.
-    let again: SimServer | undefined;
-    for (let i = 0; i < 80 && !again; i++) {
-      again = await startSimServer({
-        disaggregationMode: 'prefill',
-        disaggregationBootstrapPort: port,
-      }).catch(() => undefined);
-      if (!again) await new Promise((r) => setTimeout(r, 25));
-    }
-    expect(again?.bootstrapPort).toBe(port);
-    if (again) servers.push(again);
+    const again = await waitFor(
+      () =>
+        startSimServer({ disaggregationMode: 'prefill', disaggregationBootstrapPort: port }).catch(
+          () => undefined,
+        ),
+      10_000,
+      `a relaunch binding bootstrap port ${port}`,
+    );
+    servers.push(again);
+    expect(again.bootstrapPort).toBe(port);
   });
 });

@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { waitFor } from '@uis/sglang-engine/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /** Bad input to the real `uis` binary: every case exits 2 with one error in the CLI's shape
@@ -73,10 +74,8 @@ async function uis(args: string[]) {
       return false;
     }
   };
-  // A deadline, not a count of sleeps (60 x 50 ms could end within 3 s of a loaded machine): a group left alive
-  // fails only after it.
-  for (const end = Date.now() + 20_000; alive() && Date.now() < end; )
-    await new Promise((r) => setTimeout(r, 50));
+  // A group left alive fails only after the deadline.
+  await waitFor(() => !alive(), 20_000, 'the process group gone').catch(() => undefined);
   const groupAlive = alive();
   if (groupAlive) process.kill(-(child.pid as number), 'SIGKILL');
   return { code, out, err, groupAlive };

@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
+import { waitFor } from '@uis/sglang-engine/testing';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { deferred, readAll } from '../testing/proxy.ts';
@@ -291,9 +292,7 @@ describe('streaming', { timeout: 30_000 }, () => {
     const res = await response;
     res.pause();
     // Several MB queue up: the engine must be made to wait, not the gateway to buffer everything.
-    for (const end = Date.now() + 20_000; engineWaited === 0 && Date.now() < end; )
-      await new Promise((r) => setTimeout(r, 10));
-    expect(engineWaited).toBeGreaterThan(0);
+    await waitFor(() => engineWaited > 0, 20_000, 'the engine made to wait for a drain');
     const parts: Buffer[] = [];
     res.on('data', (c: Buffer) => parts.push(c));
     res.resume();
@@ -307,11 +306,13 @@ describe('streaming', { timeout: 30_000 }, () => {
   });
 
   it('relays a stream to an HTTP/1.0 client unframed, ending with the connection', async () => {
+    const parts: Buffer[] = [];
     const engine = await upstream(async (req, res) => {
       await readAll(req);
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write('data: 1\n\n');
-      await new Promise((r) => setTimeout(r, 20));
+      // Two separate chunks: the second only once the client has the first.
+      await waitFor(() => Buffer.concat(parts).includes('data: 1'), 10_000, 'the first event relayed');
       res.write('data: 2\n\n');
       res.end('data: [DONE]\n\n');
     });
@@ -322,7 +323,6 @@ describe('streaming', { timeout: 30_000 }, () => {
     sock.write(
       `POST /r/generate HTTP/1.0\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
     );
-    const parts: Buffer[] = [];
     sock.on('data', (c: Buffer) => parts.push(c));
     await once(sock, 'close');
     const text = Buffer.concat(parts).toString();

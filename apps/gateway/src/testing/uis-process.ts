@@ -42,16 +42,16 @@ export function spawnUis(args: string[], env: Record<string, string> = {}): UisP
 
 /** Waits for the console URL `uis serve`/`uis demo` prints once it listens. */
 export async function listening(p: UisProcess, ms = 90_000): Promise<string> {
-  const started = Date.now();
-  for (;;) {
-    const m = /console\s+(http:\/\/[^\s]+)\//.exec(p.output());
-    if (m?.[1]) return m[1];
-    if (p.child.exitCode !== null)
-      throw new Error(`uis exited (${p.child.exitCode}):\n${p.output()}\n${p.errors()}`);
-    if (Date.now() - started > ms)
-      throw new Error(`uis printed no URL in ${ms} ms:\n${p.output()}\n${p.errors()}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  return waitFor(
+    () => {
+      if (p.child.exitCode !== null) throw new Error(`uis exited (${p.child.exitCode})`);
+      return /console\s+(http:\/\/[^\s]+)\//.exec(p.output())?.[1];
+    },
+    ms,
+    'the console URL uis prints once it listens',
+  ).catch((e: unknown) => {
+    throw new Error(`${e instanceof Error ? e.message : String(e)}:\n${p.output()}\n${p.errors()}`);
+  });
 }
 
 /** Every live process on this host whose environment carries `UIS_CHAOS_TAG=tag` (the `uis` process itself and

@@ -1,3 +1,4 @@
+import { waitFor } from '@uis/sglang-engine/testing';
 import { ConsoleStateSchema } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { deferTestConfig, gatewayOnSims } from '../testing/fixtures.ts';
@@ -83,17 +84,16 @@ describe('tRPC router for the console', { timeout: 60_000 }, () => {
   });
 
   it('keeps a health history for every replica, also those no client calls (probes)', async () => {
-    const t0 = Date.now();
-    for (;;) {
-      const body = (await (await fetch(`${gw.url}/trpc/state`)).json()) as { result: { data: unknown } };
-      const state = ConsoleStateSchema.parse(body.result.data);
-      if (state.replicas.every((r) => r.health.length >= 2)) {
-        for (const r of state.replicas) expect(r.health.at(-1)).toMatchObject({ ok: true, error: null });
-        break;
-      }
-      if (Date.now() - t0 > 15_000) throw new Error('no health history within 15 s');
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    const state = await waitFor(
+      async () => {
+        const body = (await (await fetch(`${gw.url}/trpc/state`)).json()) as { result: { data: unknown } };
+        const s = ConsoleStateSchema.parse(body.result.data);
+        return s.replicas.every((r) => r.health.length >= 2) && s;
+      },
+      15_000,
+      'two health checks of every replica',
+    );
+    for (const r of state.replicas) expect(r.health.at(-1)).toMatchObject({ ok: true, error: null });
   });
 
   it('checks tokens and refuses admin mutations without the right one (UNAUTHORIZED, nothing changes)', async () => {

@@ -1,3 +1,4 @@
+import { waitFor } from '@uis/sglang-engine/testing';
 import { deferPhases } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { EventLog } from '../event-log.ts';
@@ -44,7 +45,7 @@ async function crashDuringOnload() {
   await crashed.initialize();
   first[1].holdActivate = true;
   void crashed.transition().catch(() => undefined);
-  while (!before.includes('genrm.activate')) await new Promise((r) => setTimeout(r, 2));
+  await waitFor(() => before.includes('genrm.activate'), 10_000, 'genrm.activate called');
   expect(crashed.lease()).toMatchObject({ status: 'transitioning', target: 'genrm_score' });
   const trace: string[] = [];
   const roles = [new Role('rollout', trace), new Role('genrm', trace)] as const;

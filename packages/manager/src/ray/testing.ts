@@ -3,6 +3,7 @@ import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePorts } from '@uis/sglang-engine';
+import { waitFor } from '@uis/sglang-engine/testing';
 import { canConnect } from './ray-head.ts';
 
 /** Why Ray tests cannot run here, or undefined when `ray` is importable and its CLI exists. */
@@ -83,29 +84,36 @@ export class LocalRayCluster {
     const deadline = Date.now() + timeoutMs;
     // A driver started before the GCS listens can hang for a minute: wait for the port first.
     const [host, port] = this.address.split(':') as [string, string];
-    while (!(await canConnect(host, Number(port)))) {
-      const head = this.procs[0];
-      if (Date.now() > deadline || (head && head.exitCode !== null))
-        throw new Error(
-          `Ray GCS ${this.address} never listened: ${readFileSync(join(this.tempDir, 'ray-start-0.log'), 'utf8').slice(-2000)}`,
-        );
-      await new Promise((r) => setTimeout(r, 500));
-    }
+    const neverListened = () =>
+      new Error(
+        `Ray GCS ${this.address} never listened: ${readFileSync(join(this.tempDir, 'ray-start-0.log'), 'utf8').slice(-2000)}`,
+      );
+    await waitFor(
+      async () => {
+        if (this.procs[0]?.exitCode != null) throw neverListened();
+        return canConnect(host, Number(port));
+      },
+      timeoutMs,
+      `Ray GCS ${this.address} listening`,
+    ).catch(() => {
+      throw neverListened();
+    });
     const script = `import ray,sys\nray.init(address="${this.address}",logging_level="ERROR",log_to_driver=False)\nsys.stdout.write(str(sum(1 for x in ray.nodes() if x["Alive"])))`;
     let last = '';
-    while (Date.now() < deadline) {
+    const alive = () => {
       try {
         last = execFileSync('python3', ['-c', script], {
           stdio: ['ignore', 'pipe', 'pipe'],
           timeout: 60_000,
         }).toString();
-        if (Number(last) >= n) return;
       } catch (e) {
         last = String(e);
       }
-      await new Promise((r) => setTimeout(r, 1000));
-    }
-    throw new Error(`Ray cluster did not reach ${n} nodes in ${timeoutMs} ms (last: ${last.slice(-300)})`);
+      return Number(last) >= n;
+    };
+    await waitFor(alive, Math.max(0, deadline - Date.now()), `${n} Ray nodes alive`).catch(() => {
+      throw new Error(`Ray cluster did not reach ${n} nodes in ${timeoutMs} ms (last: ${last.slice(-300)})`);
+    });
   }
 
   /** Runs a Python snippet as a separate Ray driver in the cluster's namespace (a "controller" or an outside
@@ -143,9 +151,12 @@ export class LocalRayCluster {
         /* already gone */
       }
     }
-    const deadline = Date.now() + 10_000;
-    while (Date.now() < deadline && this.procs.some((p) => p.exitCode === null && p.signalCode === null))
-      await new Promise((r) => setTimeout(r, 200));
+    // Given 10 s to go on their own; whatever is left is killed below.
+    await waitFor(
+      () => this.procs.every((p) => p.exitCode !== null || p.signalCode !== null),
+      10_000,
+      'the Ray processes exiting',
+    ).catch(() => undefined);
     for (const p of this.procs) {
       if (p.pid === undefined) continue;
       try {

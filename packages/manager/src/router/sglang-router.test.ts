@@ -1,3 +1,4 @@
+import { waitFor } from '@uis/sglang-engine/testing';
 import type { InferenceRoleSpec } from '@uis/spec';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InferenceManager, type RouterRegistrar } from '../inference-manager.ts';
@@ -126,8 +127,7 @@ describe.skipIf(skip !== undefined)('the real sglang-router in front of sim engi
     })();
     // Drain once traffic is flowing (a fixed 200 ms sleep could drain before any request was answered, and the
     // test asserts some were).
-    for (const end = Date.now() + 60_000; !answers.includes(200) && Date.now() < end; )
-      await new Promise((r) => setTimeout(r, 10));
+    await waitFor(() => answers.includes(200), 60_000, 'a request answered through the router');
     await manager.drainModel('policy', { deadlineMs: 10_000 });
     const sleeping = manager.snapshot().models.policy?.replicas ?? [];
     expect(sleeping.map((r) => [r.state, r.memory_released])).toEqual([
