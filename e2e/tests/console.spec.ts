@@ -143,6 +143,42 @@ test('draining a model from the console takes its replicas out of service and di
   await expect(section.getByTestId('held-badge')).toHaveCount(0);
 });
 
+test('a finished deferred batch shows how long it queued and how long it ran', async ({ page }) => {
+  await open(page, 'batches');
+  const committed = page.locator('[data-testid=batch-row][data-state=committed]').first();
+  await expect(committed).toBeVisible({ timeout: 120_000 });
+  // Columns: batch, kind, state, size, created, queued for, ran for, total.
+  const duration = /^(\d+ ms|\d+\.\d+ s|\d+m \d\ds)$/;
+  await expect(committed.locator('td').nth(5)).toHaveText(duration);
+  await expect(committed.locator('td').nth(6)).toHaveText(duration);
+});
+
+test('the events table fits a 1400 px window: a long message wraps and keeps its whole text as a tooltip', async ({
+  page,
+  request,
+}) => {
+  // A refused command is audited with its request: a note of 300 characters makes a message of several lines.
+  const note = `checked by hand ${'x'.repeat(284)}`;
+  const refused = await request.post('/admin/phases/resolve', {
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    data: { group: 'actor', phase: 'rollout', note },
+  });
+  expect(refused.status()).toBeGreaterThanOrEqual(400);
+  await page.setViewportSize({ width: 1400, height: 900 });
+  await open(page, 'events');
+  const message = page.getByTestId('event-message').filter({ hasText: 'checked by hand' }).first();
+  await expect(message).toBeVisible({ timeout: 30_000 });
+  expect((await message.textContent())?.length ?? 0).toBeGreaterThan(150);
+  expect(await message.getAttribute('title')).toBe(await message.textContent());
+  const box = await message.boundingBox();
+  expect(box!.x + box!.width).toBeLessThanOrEqual(1400);
+  expect(box!.height).toBeGreaterThan(30);
+  const overflow = await page.evaluate(
+    () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
+  );
+  expect(overflow).toBe(0);
+});
+
 test('screenshots of every page', async ({ page }) => {
   for (const route of ['cluster', 'phases', 'replicas', 'batches', 'events']) {
     await open(page, route);

@@ -13,9 +13,12 @@ test('the time series move every second while the demo loop serves', async ({ pa
   await open(page, 'timeseries');
   const rps = page.getByTestId('chart-rollout-policy-rps');
   await expect(rps).toBeVisible({ timeout: 60_000 });
-  // A full 15-minute window of 1 s points, pushed and extended by the subscription (no reload).
-  expect(await num(rps, 'data-points')).toBeGreaterThanOrEqual(899);
-  const last = await num(rps, 'data-last');
+  // 1 s points from when the service started (not a whole window before it), pushed and extended by the
+  // subscription (no reload). Read at once: the chart moves every second.
+  const [first = 0, last = 0, points = 0] = await rps.evaluate((el) =>
+    ['first', 'last', 'points'].map((k) => Number((el as HTMLElement).dataset[k])),
+  );
+  expect(points).toBe(last - first + 1);
   await expect.poll(() => num(rps, 'data-last'), { timeout: 10_000 }).toBeGreaterThan(last);
   // The demo's rollout requests show up as requests/s and tokens/s.
   await expect.poll(() => num(rps, 'data-sum'), { timeout: 90_000 }).toBeGreaterThan(0);
@@ -25,6 +28,39 @@ test('the time series move every second while the demo loop serves', async ({ pa
   await expect(page.getByTestId('chart-rollout-policy-latency').locator('canvas')).toBeVisible();
   await expect(page.getByTestId('chart-rollout-policy-ttft')).toBeVisible();
   await shot(page, 'page-timeseries');
+});
+
+test.describe('in a browser whose local time is not UTC', () => {
+  test.use({ timezoneId: 'Asia/Kolkata' });
+
+  test('the time axis starts when the service started and reads UTC, as the header does', async ({
+    page,
+    request,
+  }) => {
+    const metrics = await (await request.get('/metrics')).text();
+    const started = Number(/^process_start_time_seconds (\d+)/m.exec(metrics)?.[1]);
+    expect(started).toBeGreaterThan(0);
+    await open(page, 'timeseries');
+    const rps = page.getByTestId('chart-rollout-policy-rps');
+    await expect(rps).toBeVisible({ timeout: 60_000 });
+    expect(await num(rps, 'data-first')).toBeGreaterThanOrEqual(started);
+    expect(await num(rps, 'data-first')).toBeLessThan(started + 60);
+    // The legend shows the time under the cursor (uPlot's `YYYY-MM-DD h:mmam`): at the right end, the last point.
+    const over = rps.locator('.u-over');
+    const box = (await over.boundingBox())!;
+    await page.mouse.move(box.x + box.width - 1, box.y + box.height / 2);
+    const last = await num(rps, 'data-last');
+    const shown = (await rps.locator('.u-legend .u-series').first().locator('.u-value').textContent()) ?? '';
+    const [, h, m, ampm] = /(\d{1,2}):(\d\d)(am|pm)/.exec(shown) ?? [];
+    expect(h, `legend x value: ${shown}`).toBeDefined();
+    const minutes = ((Number(h) % 12) + (ampm === 'pm' ? 12 : 0)) * 60 + Number(m);
+    const utc = new Date(last * 1000);
+    const expected = utc.getUTCHours() * 60 + utc.getUTCMinutes();
+    // Within two minutes of the last point in UTC (Kolkata's local time is 5 h 30 min off).
+    expect(Math.min(Math.abs(minutes - expected), 1440 - Math.abs(minutes - expected))).toBeLessThanOrEqual(
+      2,
+    );
+  });
 });
 
 test('the GPU-time view adds RL steps as the loop runs and matches the transition records', async ({

@@ -1,5 +1,5 @@
 import { act, screen, waitFor } from '@testing-library/react';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { demoState } from '../testing/demo-state.ts';
 import { renderApp } from '../testing/providers.tsx';
 import { parseRoute } from './app.tsx';
@@ -49,7 +49,9 @@ const renderConsole = () => renderApp('http://127.0.0.1:9/trpc', () => null);
 
 async function stream(): Promise<FakeEventSource> {
   await screen.findByTestId('connection');
-  const es = await waitFor(() => {
+  // vitest's condition wait: testing-library's flushes React's effects (act) as it resolves, and the test
+  // then got a stream other than the one the console listens on.
+  const es = await vi.waitFor(() => {
     const opened = FakeEventSource.instances.at(-1);
     if (!opened) throw new Error('the console did not open the changes stream');
     return opened;

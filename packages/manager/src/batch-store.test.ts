@@ -66,6 +66,23 @@ describe('BatchStore', () => {
     expect(code(() => s.stageResult(f.id, 1, {}))).toBe('batch_not_running');
   });
 
+  it('records when a batch was created, when its last run began and when it committed', () => {
+    let now = 1_000;
+    const s = new BatchStore(openStore(), () => now);
+    const b = s.create({ kind: 'teacher_logprobs' });
+    s.addSamples(b.id, teacher(1));
+    s.seal(b.id);
+    expect(s.get(b.id)).toMatchObject({ created_at: 1_000, started_at: null, committed_at: null });
+    now = 4_000;
+    s.beginRun(b.id);
+    s.requeue(b.id, 'engines unreachable');
+    now = 9_000;
+    s.beginRun(b.id);
+    s.stageResult(b.id, 0, { logprobs: [-1, -2], token_ids: [3, 4] });
+    now = 9_500;
+    expect(s.commit(b.id)).toMatchObject({ created_at: 1_000, started_at: 9_000, committed_at: 9_500 });
+  });
+
   it('recover resumes a running batch keeping staged results, or fails it explicitly', () => {
     const db = openStore();
     const s = new BatchStore(db);

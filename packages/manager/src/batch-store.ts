@@ -76,6 +76,8 @@ export interface BatchInfo {
   results: number;
   created_at: number;
   updated_at: number;
+  /** When its last run began (sealed -> running); null until it first ran. */
+  started_at: number | null;
   committed_at: number | null;
 }
 
@@ -225,8 +227,10 @@ export class BatchStore {
           message: `batch ${id} is ${b.state}; only a sealed batch can run`,
         });
       this.db
-        .prepare("UPDATE batches SET state = 'running', attempts = attempts + 1, updated_at = ? WHERE id = ?")
-        .run(this.now(), id);
+        .prepare(
+          "UPDATE batches SET state = 'running', attempts = attempts + 1, updated_at = @at, started_at = @at WHERE id = @id",
+        )
+        .run({ at: this.now(), id });
       const rows = this.db
         .prepare(
           `SELECT s.idx, s.sample_id, s.input FROM samples s

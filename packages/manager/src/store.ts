@@ -85,6 +85,8 @@ const MIGRATIONS: readonly string[] = [
      PRIMARY KEY (role, engine_id)
    );
    ALTER TABLE leases ADD COLUMN target TEXT;`,
+  // When a batch's last run began (sealed -> running): the console shows how long it queued and how long it ran.
+  `ALTER TABLE batches ADD COLUMN started_at INTEGER;`,
 ];
 
 /** The manager's embedded database: audit events, operation ids, leases, deferred batches, operator intents,

@@ -35,6 +35,8 @@ export function UplotChart({
       height: 170,
       legend: { show: true },
       scales: { x: { time: true } },
+      // Times in UTC, as the header's clock and every other time on the console (server logs are UTC too).
+      tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
       axes: [{}, { label: unit, size: 56 }],
       series: [{}, ...series.map((s) => ({ label: s.label, stroke: s.color, width: 1.5, spanGaps: false }))],
     };
@@ -55,8 +57,10 @@ export function UplotChart({
   }, [data]);
 
   const points = data[0]?.length ?? 0;
+  const firstX = points > 0 ? (data[0]?.[0] ?? 0) : 0;
   const lastX = points > 0 ? (data[0]?.[points - 1] ?? 0) : 0;
-  // What the e2e tests read to see the chart move: its last x and the sum of its first series.
+  // What the e2e tests read to see the chart move and where its axis starts: its first and last x and the sum of
+  // its first series.
   let sum = 0;
   for (const y of data[1] ?? []) sum += y ?? 0;
   return (
@@ -65,6 +69,7 @@ export function UplotChart({
       ref={host}
       data-testid={testId}
       data-points={points}
+      data-first={firstX}
       data-last={lastX}
       data-sum={sum}
     />

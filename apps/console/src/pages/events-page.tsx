@@ -56,7 +56,9 @@ export function EventsPage({ state }: { state: ConsoleState }) {
                 <td className="mono">{e.kind}</td>
                 <td>{e.actor}</td>
                 <td className="mono">{e.subject}</td>
-                <td>{e.message}</td>
+                <td className="message" title={e.message} data-testid="event-message">
+                  {e.message}
+                </td>
               </tr>
             ))}
           </tbody>

@@ -85,6 +85,21 @@ describe('Replicas page', () => {
     expect(held.map((m) => m?.dataset.model)).toEqual(['policy']);
   });
 
+  it("counts each replica's restarts under a header that says what it counts", () => {
+    render(<ReplicasPage state={demoState({ phase: 0, restarted: { 'policy/1': 2 } })} />, {
+      wrapper: Providers,
+    });
+    const head = screen.getAllByTestId('replica-restarts-head')[0]!;
+    expect(head.textContent).toBe('restarts');
+    expect(head.title).toMatch(/engine process was started again/);
+    const restarts = Object.fromEntries(
+      screen
+        .getAllByTestId('replica-restarts')
+        .map((c) => [c.closest('tr')?.dataset.engineId, c.textContent]),
+    );
+    expect(restarts).toMatchObject({ 'policy/0': '0', 'policy/1': '2', 'judge/0': '0' });
+  });
+
   it('marks replicas whose weights are behind their model target', () => {
     const state = demoState({ phase: 0 });
     const rollout = state.roles.find((r) => r.role === 'rollout')!;

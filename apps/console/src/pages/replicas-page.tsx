@@ -14,6 +14,10 @@ type SortKey = 'engine_id' | 'state' | 'inflight' | 'weight_version' | 'health';
 
 const STATE_ORDER = new Map(REPLICA_STATES.map((s, i) => [s, i]));
 
+/** The replica's generation, shown as what it counts: its engine process was started again. */
+const RESTARTS_TITLE =
+  "times this replica's engine process was started again, after it died or an operator restarted it (0: still its first process)";
+
 function failures(r: ReplicaView): number {
   return r.health.filter((h) => !h.ok).length;
 }
@@ -188,7 +192,9 @@ function ReplicaRow({ r, target }: { r: ReplicaView; target: string | null }) {
         {r.weight_version ?? '—'}
       </td>
       <td className="num mono">{r.inflight}</td>
-      <td className="num mono">{r.generation}</td>
+      <td className="num mono" data-testid="replica-restarts">
+        {r.generation}
+      </td>
       <td>
         <CircuitMark circuit={r.circuit} />
       </td>
@@ -328,7 +334,9 @@ export function ReplicasPage({ state, initialFilter = '' }: { state: ConsoleStat
                         <th>direct</th>
                         {header('weight_version', 'weights')}
                         {header('inflight', 'in-flight', true)}
-                        <th className="num">gen</th>
+                        <th className="num" title={RESTARTS_TITLE} data-testid="replica-restarts-head">
+                          restarts
+                        </th>
                         <th title="the gateway's circuit breaker of the replica">circuit</th>
                         {header('health', 'health')}
                         <th />

@@ -23,7 +23,8 @@ export interface ServedSample {
  * replica weight lag. One object so the server wires three subscriptions, not a dozen.
  */
 export class Observability {
-  readonly ring = new TimeSeriesRing();
+  // Created as the server starts: the series begin then, not a whole window before the service existed.
+  readonly ring = new TimeSeriesRing(900, 10, Date.now());
   readonly gpuTime: GpuTimeTracker;
   readonly weights = new WeightVersionHistory();
   readonly #parts: TransitionParts;

@@ -36,6 +36,16 @@ describe('TimeSeriesRing', () => {
     expect(points[0]).toMatchObject({ requests_per_s: 0, latency_p50_ms: null });
   });
 
+  it('starts at the second the service started, not a whole window before it existed', () => {
+    const ring = new TimeSeriesRing(900, 10, T0 + 30_500);
+    ring.record(req(T0 + 31_000, 10));
+    const points = ring.update(T0 + 40_000).series[0]?.points ?? [];
+    expect(points.map((p) => p.t)).toEqual(Array.from({ length: 10 }, (_, i) => T0 + 30_000 + i * 1000));
+    expect(points[1]).toMatchObject({ t: T0 + 31_000, requests_per_s: 1 });
+    // Once the service is older than the window, the window is what limits it.
+    expect(ring.update(T0 + 2_000_000).series[0]?.points).toHaveLength(900);
+  });
+
   it('sends only the seconds completed since the last push, and forgets what left the window', () => {
     const ring = new TimeSeriesRing(5, 1);
     ring.record(req(T0, 10));

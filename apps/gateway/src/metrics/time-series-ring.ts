@@ -82,6 +82,8 @@ export class TimeSeriesRing {
   constructor(
     readonly windowS = 900,
     readonly percentileS = 10,
+    /** When the service started (epoch ms): no point is older, so a chart starts there, not a window before. */
+    readonly startedAtMs = Number.NEGATIVE_INFINITY,
   ) {}
 
   record(s: RingSample): void {
@@ -149,7 +151,11 @@ export class TimeSeriesRing {
   /** Completed seconds after `afterSecond` (the whole window when undefined) up to the one before `nowMs`'s. */
   update(nowMs: number, afterSecond?: number): TimeSeriesUpdate & { last_second: number } {
     const last = Math.floor(nowMs / 1000) - 1;
-    const first = Math.max(last - this.windowS + 1, afterSecond === undefined ? -Infinity : afterSecond + 1);
+    const first = Math.max(
+      last - this.windowS + 1,
+      Math.floor(this.startedAtMs / 1000),
+      afterSecond === undefined ? -Infinity : afterSecond + 1,
+    );
     const series: TimeSeries[] = [];
     for (const s of this.#series.values()) {
       const points: TimeSeriesPoint[] = [];

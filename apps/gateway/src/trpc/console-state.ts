@@ -24,15 +24,17 @@ export interface ConsoleStateSources {
 const MAX_BATCHES = 100;
 
 export function batchView(b: BatchInfo): BatchView {
+  const stage = BATCH_STAGE[b.state];
   const ended = b.state === 'committed' ? b.committed_at : b.state === 'failed' ? b.updated_at : null;
   return {
     id: b.id,
     kind: scorerOf(b.kind),
-    state: BATCH_STAGE[b.state],
+    state: stage,
     size: b.samples,
     created_at: b.created_at,
-    // The store records the last state change: for a running batch that is when scoring began.
-    started_at: b.state === 'running' ? b.updated_at : null,
+    // When its last run began: a finished batch shows how long it queued and how long it ran. A batch put back
+    // in the queue waits again (its queued time runs on from its creation).
+    started_at: stage === 'queued' ? null : b.started_at,
     ended_at: ended,
     // A failed batch's reason; a queued batch with a reason ran and was put back (engines unreachable, phase
     // interrupted): the operator sees why it waits for the next scorer phase. A committed batch's old reason is past.

@@ -316,6 +316,7 @@ class Batch(_Model):
     results: int
     created_at: float
     updated_at: float
+    started_at: float | None
     committed_at: float | None
 
 

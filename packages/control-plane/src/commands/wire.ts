@@ -148,6 +148,8 @@ export const BatchInfoSchema = z
     results: z.number().int(),
     created_at: z.number(),
     updated_at: z.number(),
+    /** When its last run began; null until it first ran. */
+    started_at: z.number().nullable(),
     committed_at: z.number().nullable(),
   })
   .meta({ title: 'Batch' });
