@@ -190,7 +190,6 @@ afterAll(async () => {
   for (const s of sims) killGroup(s.child);
 });
 
-/** Polls `done` until it holds or `ms` pass (a count of short sleeps gave up after ~1 s of a loaded machine). */
 const body = { text: 'The answer is', sampling_params: { max_new_tokens: 4, ignore_eos: true } };
 
 // Engines are child processes: room for a loaded machine beyond the 5 s default.

@@ -29,7 +29,6 @@ async function call(method: string, path: string, body?: unknown, headers: Recor
 const post = (path: string, body: unknown, headers: Record<string, string> = AUTH) =>
   call('POST', path, body, headers);
 const errorCode = (json: unknown) => ErrorBodySchema.parse(json).error.code;
-/** Polls `done` until it holds or `ms` pass (a count of short sleeps gave up after ~2 s of a loaded machine). */
 const states = (role: 'rollout' | 'genrm' | 'teacher') =>
   Object.values(gw.plane.managers.get(role)!.snapshot().models).flatMap((m) =>
     m.replicas.map((r) => r.state),

@@ -111,9 +111,6 @@ function recorder(
   return { seen, handler, done, text: () => Buffer.concat(seen.data).toString('latin1') };
 }
 
-/** Polls `done` until it holds or `ms` pass: a count of 10 ms sleeps gave up after 0.5-1 s of a loaded machine.
- * Where the deadline could outlast a pool timer that would make `done` hold anyway, the test sets that timer far
- * beyond it. */
 const post = (path = '/generate', body = '{}') => ({
   path,
   headers: ['content-type', 'application/json'],
