@@ -1,3 +1,4 @@
+import { type Clock, systemClock } from '@uis/spec';
 /** Trainers waiting at one barrier: `group` null means the only group. */
 export interface BarrierWait {
   group: string | null;
@@ -14,12 +15,12 @@ export class BarrierBoard {
   >();
   private readonly listeners = new Set<() => void>();
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(private readonly clock: Clock = systemClock) {}
 
   /** Counts a waiter on (`group`, `phase`) while `wait` runs. */
   async wait<T>(group: string | null, phase: string, wait: () => Promise<T>): Promise<T> {
     const key = `${group ?? ''}\u0000${phase}`;
-    const entry = this.waiting.get(key) ?? { group, phase, count: 0, since: this.now() };
+    const entry = this.waiting.get(key) ?? { group, phase, count: 0, since: this.clock.now() };
     entry.count++;
     this.waiting.set(key, entry);
     this.changed();

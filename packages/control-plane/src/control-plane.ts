@@ -6,7 +6,6 @@ import type {
   InferenceManager,
   Launcher,
   LifecycleCoordinator,
-  Logger,
   ModelRouters,
   OperationLedger,
 } from '@uis/manager';
@@ -14,6 +13,7 @@ import type { MemoryTag } from '@uis/sglang-engine';
 import {
   type GpuRef,
   type InferenceRoleSpec,
+  type Logger,
   type PlacementPlan,
   type Role,
   type UisConfig,

@@ -2,13 +2,12 @@ import {
   type Db,
   type EventLog,
   type InferenceManager,
-  type Logger,
   type OperatorIntent,
   type OperatorIntentKind,
   OperatorIntentStore,
   type PhaseParticipant,
 } from '@uis/manager';
-import { type Role, UisError } from '@uis/spec';
+import { type Logger, type Role, UisError } from '@uis/spec';
 import { managerOfRole } from './role-manager.ts';
 
 /** Who gave the word: the command's caller and operation id. */

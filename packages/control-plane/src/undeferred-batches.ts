@@ -1,4 +1,5 @@
-import type { BatchRunner, BatchStore, Logger } from '@uis/manager';
+import type { BatchRunner, BatchStore } from '@uis/manager';
+import type { Logger } from '@uis/spec';
 
 /** Backoff of the reruns of a requeued undeferred batch: 1 s, doubling, at most 30 s apart. */
 const RERUN_FIRST_MS = 1_000;

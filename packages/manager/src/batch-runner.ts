@@ -1,5 +1,5 @@
 import { isEngineError, type SGLangClient } from '@uis/sglang-engine';
-import { UisError } from '@uis/spec';
+import { type Clock, type Logger, silentLogger, systemClock, UisError } from '@uis/spec';
 import type {
   BatchInfo,
   BatchStore,
@@ -10,7 +10,7 @@ import type {
   TeacherOutput,
 } from './batch-store.ts';
 import type { EventLog } from './event-log.ts';
-import { errorMessage, type Logger, silentLogger } from './runtime.ts';
+import { errorMessage } from './runtime.ts';
 import { judgementScore, type ScoreParser } from './score-parsers.ts';
 
 /** A scorer replica the runner may call: the model name engines answer to and its client. */
@@ -40,8 +40,8 @@ export interface BatchRunnerOptions {
   /** Where each run is recorded as a timed `batch.run` audit event (its outcome, counts, and the phase it ran in):
    * the console's journal and the traces read it. */
   events?: Pick<EventLog, 'append'>;
-  /** Milliseconds for run durations. Default `Date.now`. */
-  now?: () => number;
+  /** Time source of run durations. */
+  clock?: Clock;
 }
 
 export interface BatchRunReport {
@@ -70,14 +70,14 @@ export class BatchRunner {
   private readonly parse: ScoreParser;
   private readonly maxAttempts: number;
   private readonly logger: Logger;
-  private readonly now: () => number;
+  private readonly clock: Clock;
 
   constructor(private readonly opts: BatchRunnerOptions) {
     this.concurrency = Math.max(1, opts.concurrency ?? 16);
     this.parse = opts.scoreParser ?? judgementScore;
     this.maxAttempts = Math.max(1, opts.maxAttempts ?? 2);
     this.logger = opts.logger ?? silentLogger;
-    this.now = opts.now ?? Date.now;
+    this.clock = opts.clock ?? systemClock;
   }
 
   /** Runs every sealed batch of `role`, oldest first. The first failure stops the phase (and is thrown). */
@@ -95,7 +95,7 @@ export class BatchRunner {
     const batch = store.get(id);
     const reused = batch.results;
     const targets = this.opts.targets(batch);
-    const started = this.now();
+    const started = this.clock.now();
     const record = (outcome: RunOutcome, error?: string) =>
       this.record(batch, place, { outcome, started, reused, error });
     const controller = new AbortController();
@@ -250,7 +250,7 @@ export class BatchRunner {
       kind: 'batch.run',
       subject: batch.id,
       actor: batch.role,
-      duration_ms: this.now() - run.started,
+      duration_ms: this.clock.now() - run.started,
       data: {
         kind: batch.kind,
         model: batch.model,

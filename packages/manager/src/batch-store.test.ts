@@ -1,4 +1,4 @@
-import { isUisError } from '@uis/spec';
+import { isUisError, systemClock } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { BatchStore } from './batch-store.ts';
 import { EventLog } from './event-log.ts';
@@ -107,7 +107,8 @@ describe('BatchStore', () => {
 
   it('answers the newest batches and the counts per kind and state in one query each', () => {
     let t = 0;
-    const s = new BatchStore(openStore(), () => ++t);
+    // A clock that ticks at every reading: each batch is newer than the one before.
+    const s = new BatchStore(openStore(), { ...systemClock, now: () => ++t });
     for (const id of ['a', 'b', 'c']) s.create({ kind: 'teacher_logprobs', id });
     s.create({ kind: 'genrm_score', id: 'g' });
     s.addSamples('c', teacher(1));

@@ -3,9 +3,11 @@ import {
   type BatchKind,
   BatchKindSchema,
   type BatchState,
+  type Clock,
   canTransitionBatch,
   parseOrThrow,
   scorerOf,
+  systemClock,
   UisError,
 } from '@uis/spec';
 import { z } from 'zod';
@@ -98,13 +100,13 @@ function notFound(id: string): UisError {
 export class BatchStore {
   constructor(
     readonly db: Db,
-    private readonly now: () => number = Date.now,
+    private readonly clock: Clock = systemClock,
   ) {}
 
   create(opts: { kind: BatchKind; model?: string | null; id?: string }): BatchInfo {
     const kind = parseOrThrow(BatchKindSchema, opts.kind, 'kind');
     const id = opts.id ?? randomUUID();
-    const at = this.now();
+    const at = this.clock.now();
     try {
       this.db
         .prepare(
@@ -230,7 +232,7 @@ export class BatchStore {
         .prepare(
           "UPDATE batches SET state = 'running', attempts = attempts + 1, updated_at = @at, started_at = @at WHERE id = @id",
         )
-        .run({ at: this.now(), id });
+        .run({ at: this.clock.now(), id });
       const rows = this.db
         .prepare(
           `SELECT s.idx, s.sample_id, s.input FROM samples s
@@ -279,7 +281,7 @@ export class BatchStore {
            WHERE batch_id = ?`,
         )
         .run(id);
-      const at = this.now();
+      const at = this.clock.now();
       const info = this.db
         .prepare(
           "UPDATE batches SET state = 'committed', committed_at = ?, updated_at = ? WHERE id = ? AND state = 'running'",
@@ -297,7 +299,7 @@ export class BatchStore {
       .prepare(
         "UPDATE batches SET state = 'failed', reason = ?, updated_at = ? WHERE id = ? AND state IN ('open', 'sealed', 'running')",
       )
-      .run(reason, this.now(), id);
+      .run(reason, this.clock.now(), id);
     if (info.changes !== 1) {
       const b = this.get(id);
       throw new UisError({ code: 'batch_final', message: `batch ${id} is already ${b.state}` });
@@ -313,7 +315,7 @@ export class BatchStore {
       .prepare(
         "UPDATE batches SET state = 'sealed', reason = ?, updated_at = ? WHERE id = ? AND state = 'running'",
       )
-      .run(reason, this.now(), id);
+      .run(reason, this.clock.now(), id);
     if (info.changes !== 1) {
       const b = this.get(id);
       throw new UisError({
@@ -335,11 +337,11 @@ export class BatchStore {
         if (policy === 'resume')
           this.db
             .prepare("UPDATE batches SET state = 'sealed', updated_at = ? WHERE id = ?")
-            .run(this.now(), id);
+            .run(this.clock.now(), id);
         else
           this.db
             .prepare("UPDATE batches SET state = 'failed', reason = ?, updated_at = ? WHERE id = ?")
-            .run('manager restarted while the batch was running', this.now(), id);
+            .run('manager restarted while the batch was running', this.clock.now(), id);
       }
       return running.map(({ id }) => ({
         id,
@@ -363,14 +365,14 @@ export class BatchStore {
   }
 
   private touch(id: string): void {
-    this.db.prepare('UPDATE batches SET updated_at = ? WHERE id = ?').run(this.now(), id);
+    this.db.prepare('UPDATE batches SET updated_at = ? WHERE id = ?').run(this.clock.now(), id);
   }
 
   private setState(id: string, from: BatchState, to: BatchState): void {
     if (!canTransitionBatch(from, to)) throw new Error(`batch ${id}: illegal transition ${from} -> ${to}`);
     const info = this.db
       .prepare('UPDATE batches SET state = ?, updated_at = ? WHERE id = ? AND state = ?')
-      .run(to, this.now(), id, from);
+      .run(to, this.clock.now(), id, from);
     if (info.changes !== 1)
       throw new UisError({
         code: 'batch_state_changed',

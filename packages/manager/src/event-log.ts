@@ -1,3 +1,4 @@
+import { type Clock, systemClock } from '@uis/spec';
 import type { Db } from './store.ts';
 
 export interface AuditEvent {
@@ -29,10 +30,10 @@ export class EventLog {
   private readonly insert;
   private readonly select;
   private readonly selectLatest;
-  private readonly now: () => number;
+  private readonly clock: Clock;
 
-  constructor(db: Db, now: () => number = Date.now) {
-    this.now = now;
+  constructor(db: Db, clock: Clock = systemClock) {
+    this.clock = clock;
     this.insert = db.prepare(
       `INSERT INTO events (at, kind, subject, actor, operation_id, duration_ms, data)
        VALUES (@at, @kind, @subject, @actor, @operation_id, @duration_ms, @data)`,
@@ -48,7 +49,7 @@ export class EventLog {
 
   append(input: AuditEventInput): AuditEvent {
     const event: Omit<AuditEvent, 'seq'> = {
-      at: input.at ?? this.now(),
+      at: input.at ?? this.clock.now(),
       kind: input.kind,
       subject: input.subject,
       actor: input.actor ?? null,

@@ -1,5 +1,13 @@
 import type { ActivationGroupPlan } from '@uis/spec';
-import { scoresDeferred, UisError } from '@uis/spec';
+import {
+  type Clock,
+  type Logger,
+  scoresDeferred,
+  settlesWithin,
+  silentLogger,
+  systemClock,
+  UisError,
+} from '@uis/spec';
 import { GroupLease, type Phase } from './coordinator/group-lease.ts';
 import { decideLeaseRecovery } from './coordinator/lease-recovery.ts';
 import { LeaseStore } from './coordinator/lease-store.ts';
@@ -14,14 +22,7 @@ import type {
 import type { AuditEvent, EventLog } from './event-log.ts';
 import { OperationLedger } from './operations.ts';
 import type { Registry } from './registry.ts';
-import {
-  type Clock,
-  errorMessage,
-  type Logger,
-  settlesWithin,
-  silentLogger,
-  systemClock,
-} from './runtime.ts';
+import { errorMessage } from './runtime.ts';
 import type { Db } from './store.ts';
 
 export type {
@@ -68,11 +69,11 @@ export class LifecycleCoordinator {
     this.timeoutMs = opts.transitionTimeoutMs ?? 10 * 60_000;
     this.autoAdvance =
       opts.autoAdvance ?? ((p) => p.residents.length > 0 && p.residents.every(scoresDeferred));
-    this.ledger = new OperationLedger(opts.db, () => this.clock.now());
+    this.ledger = new OperationLedger(opts.db, this.clock);
     for (const p of opts.participants) this.participants.set(p.role, p);
     const store = new LeaseStore(opts.db);
     for (const plan of opts.groups)
-      this.groups.set(plan.name, new GroupLease(plan, store, opts.events, logger, () => this.clock.now()));
+      this.groups.set(plan.name, new GroupLease(plan, store, opts.events, logger, this.clock));
   }
 
   /** The group a request means: the one it names, else the only one (for audit subjects; undefined if none). */

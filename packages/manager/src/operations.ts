@@ -1,4 +1,4 @@
-import { isErrorCode, UisError } from '@uis/spec';
+import { type Clock, isErrorCode, systemClock, UisError } from '@uis/spec';
 import type { Db } from './store.ts';
 
 interface OperationRow {
@@ -25,7 +25,7 @@ export class OperationLedger {
 
   constructor(
     private readonly db: Db,
-    private readonly now: () => number = Date.now,
+    private readonly clock: Clock = systemClock,
   ) {}
 
   async run<T>(id: string, request: unknown, fn: () => Promise<T>): Promise<T> {
@@ -55,13 +55,13 @@ export class OperationLedger {
     }
     this.db
       .prepare("INSERT INTO operations (id, fingerprint, status, created_at) VALUES (?, ?, 'running', ?)")
-      .run(id, fp, this.now());
+      .run(id, fp, this.clock.now());
     const promise = (async () => {
       try {
         const result = await fn();
         this.db
           .prepare("UPDATE operations SET status = 'succeeded', result = ?, finished_at = ? WHERE id = ?")
-          .run(JSON.stringify(result ?? null), this.now(), id);
+          .run(JSON.stringify(result ?? null), this.clock.now(), id);
         return result;
       } catch (e) {
         const body =
@@ -70,7 +70,7 @@ export class OperationLedger {
             : { code: 'operation_failed', message: e instanceof Error ? e.message : String(e), status: 500 };
         this.db
           .prepare("UPDATE operations SET status = 'failed', result = ?, finished_at = ? WHERE id = ?")
-          .run(JSON.stringify(body), this.now(), id);
+          .run(JSON.stringify(body), this.clock.now(), id);
         throw e;
       } finally {
         this.running.delete(id);

@@ -1,3 +1,4 @@
+import { type Clock, systemClock } from '@uis/spec';
 import { z } from 'zod';
 import type { Db } from './store.ts';
 
@@ -28,11 +29,11 @@ export class OperatorIntentStore {
   readonly #upsert;
   readonly #deleteModel;
   readonly #deleteKind;
-  readonly #now: () => number;
+  readonly #clock: Clock;
 
-  constructor(db: Db, now: () => number = Date.now) {
+  constructor(db: Db, clock: Clock = systemClock) {
     this.#db = db;
-    this.#now = now;
+    this.#clock = clock;
     this.#all = db.prepare('SELECT * FROM operator_intents ORDER BY at, rowid');
     this.#upsert = db.prepare(
       `INSERT INTO operator_intents (role, model, intent, actor, operation_id, at)
@@ -59,7 +60,7 @@ export class OperatorIntentStore {
     intent: OperatorIntentKind,
     who: { actor: string | null; operation_id: string | null },
   ): void {
-    const at = this.#now();
+    const at = this.#clock.now();
     this.#db.transaction(() => {
       for (const model of models) this.#upsert.run({ role, model, intent, ...who, at });
     })();

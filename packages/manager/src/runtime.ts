@@ -1,9 +1,5 @@
 import type { Logger } from '@uis/spec';
 
-/** What I/O code takes instead of touching globals, so tests control time and output. The clock and the logger are
- * spec's: one time source and one log interface for engines, managers and the coordinator. */
-export { type Clock, type Logger, settlesWithin, silentLogger, systemClock } from '@uis/spec';
-
 /** Records log lines in memory: tests assert that refusals are logged. */
 export class MemoryLogger implements Logger {
   readonly lines: Array<{

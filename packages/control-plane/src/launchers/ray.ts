@@ -1,12 +1,5 @@
-import {
-  type Logger,
-  type RayHead,
-  type RayRuntime,
-  SIM_BIN,
-  startRayHead,
-  startRayRuntime,
-} from '@uis/manager';
-import { type PlacementPlan, type RayGatewayConfig, UisError } from '@uis/spec';
+import { type RayHead, type RayRuntime, SIM_BIN, startRayHead, startRayRuntime } from '@uis/manager';
+import { type Logger, type PlacementPlan, type RayGatewayConfig, UisError } from '@uis/spec';
 
 /** The Ray runtime of `launcher: ray` (bridge, `RayPlacementGroups`, `RayLauncher`) and the head this run started
  * (none when `gateway.ray.address` names a cluster). */

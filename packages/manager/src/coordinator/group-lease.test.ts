@@ -1,3 +1,4 @@
+import { ManualClock } from '@uis/sglang-engine/testing';
 import { deferPhases } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { EventLog } from '../event-log.ts';
@@ -17,8 +18,7 @@ function lease() {
   const store = new LeaseStore(db);
   const events = new EventLog(db);
   const logger = new MemoryLogger();
-  let now = 100;
-  const g = new GroupLease(PLAN, store, events, logger, () => now++);
+  const g = new GroupLease(PLAN, store, events, logger, new ManualClock());
   return { db, store, events, logger, g };
 }
 
@@ -49,7 +49,7 @@ describe('GroupLease.move', () => {
   it('a stored transitioning lease comes back blocked (a restart never guesses where memory is)', () => {
     const { db, store, g } = lease();
     g.move('begin', { target: 'train' });
-    const again = new GroupLease(PLAN, store, new EventLog(db), new MemoryLogger(), () => 0);
+    const again = new GroupLease(PLAN, store, new EventLog(db), new MemoryLogger(), new ManualClock());
     expect(again.lease.status).toBe('blocked');
     expect(again.lease.reason).toMatch(/restarted during a transition/);
     expect(store.load('actor')?.status).toBe('blocked');

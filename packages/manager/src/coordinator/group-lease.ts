@@ -1,7 +1,13 @@
-import type { ActivationGroupPlan } from '@uis/spec';
-import { canMoveLease, LEASE_MOVES, type LeaseMove, UisError } from '@uis/spec';
+import {
+  type ActivationGroupPlan,
+  type Clock,
+  canMoveLease,
+  LEASE_MOVES,
+  type LeaseMove,
+  type Logger,
+  UisError,
+} from '@uis/spec';
 import type { AuditEventInput, EventLog } from '../event-log.ts';
-import type { Logger } from '../runtime.ts';
 import type { LeaseStore } from './lease-store.ts';
 import type { Lease, TransitionResult } from './types.ts';
 
@@ -30,7 +36,7 @@ export class GroupLease {
     private readonly store: LeaseStore,
     private readonly events: EventLog,
     private readonly logger: Logger,
-    private readonly now: () => number,
+    private readonly clock: Clock,
   ) {
     this.name = plan.name;
     if (plan.phases.length === 0)
@@ -47,7 +53,7 @@ export class GroupLease {
       reason: stored?.reason ?? null,
       target: stored?.target ?? null,
       lastRelease: null,
-      since: stored?.updated_at ?? now(),
+      since: stored?.updated_at ?? clock.now(),
     };
     if (this.#lease.status === 'transitioning') {
       // The process died mid-transition: which engines hold memory is not known yet. Block, never guess; the
@@ -79,7 +85,7 @@ export class GroupLease {
         message: `lease of ${this.name}: cannot ${move} a ${from} lease`,
       });
     const to = LEASE_MOVES[move].to;
-    Object.assign(this.#lease, patch, { status: to, since: this.now() });
+    Object.assign(this.#lease, patch, { status: to, since: this.clock.now() });
     if (to === 'held') Object.assign(this.#lease, { reason: null, target: null });
     this.store.save(this.#lease, this.#lease.since);
     for (const w of [...this.#waiters]) w();

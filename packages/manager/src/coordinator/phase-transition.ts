@@ -1,7 +1,7 @@
-import { UisError } from '@uis/spec';
+import { type Clock, UisError } from '@uis/spec';
 import type { EventLog } from '../event-log.ts';
 import type { Registry } from '../registry.ts';
-import { type Clock, errorMessage } from '../runtime.ts';
+import { errorMessage } from '../runtime.ts';
 import type { GroupLease, Phase } from './group-lease.ts';
 import type { PhaseParticipant, PhaseTask, TransitionContext, TransitionResult } from './types.ts';
 

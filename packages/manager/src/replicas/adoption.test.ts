@@ -1,9 +1,9 @@
 import { alive, waitFor } from '@uis/sglang-engine/testing';
+import { silentLogger, systemClock } from '@uis/spec';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EventLog } from '../event-log.ts';
 import type { InferenceManager } from '../inference-manager.ts';
 import { SimLauncher } from '../launchers.ts';
-import { silentLogger, systemClock } from '../runtime.ts';
 import { openStore } from '../store.ts';
 import { simRolloutManager } from '../testing.ts';
 import { stopEnginesOfRemovedRoles } from './adoption.ts';

@@ -1,6 +1,7 @@
 import { identifyProcess, type SGLangEngine, stopRecordedProcesses } from '@uis/sglang-engine';
+import type { Clock, Logger } from '@uis/spec';
 import type { Launcher } from '../launchers.ts';
-import { type Clock, errorMessage, type Logger } from '../runtime.ts';
+import { errorMessage } from '../runtime.ts';
 import type { Db } from '../store.ts';
 import { type EngineRecord, EngineRecords, SETTLED_MEMORY } from './engine-records.ts';
 import type { Incarnations } from './incarnations.ts';

@@ -1,7 +1,6 @@
-import { capabilities, UisError } from '@uis/spec';
+import { capabilities, silentLogger, systemClock, UisError } from '@uis/spec';
 import { InFlightTracker } from '../in-flight.ts';
 import type { Registry } from '../registry.ts';
-import { silentLogger, systemClock } from '../runtime.ts';
 import { Adoption } from './adoption.ts';
 import { ElasticScaler } from './elastic-scaler.ts';
 import { EnginePool } from './engine-pool.ts';

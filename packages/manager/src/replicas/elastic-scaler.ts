@@ -1,7 +1,7 @@
 import { placeReservedReplicas } from '@uis/planner';
-import { type GroupPlacement, type PoolPlan, UisError } from '@uis/spec';
+import { type GroupPlacement, type Logger, type PoolPlan, UisError } from '@uis/spec';
 import type { InFlightTracker } from '../in-flight.ts';
-import { errorMessage, type Logger } from '../runtime.ts';
+import { errorMessage } from '../runtime.ts';
 import type { Incarnations } from './incarnations.ts';
 import type { ResolvedManagerOptions } from './init.ts';
 import type { PublicationProjector } from './publication.ts';

@@ -1,6 +1,6 @@
-import { type GroupPlacement, isUisError, type PoolPlan, UisError } from '@uis/spec';
+import { type Clock, type GroupPlacement, isUisError, type Logger, type PoolPlan, UisError } from '@uis/spec';
 import type { PlacementGroups } from '../placement-groups.ts';
-import { type Clock, errorMessage, type Logger } from '../runtime.ts';
+import { errorMessage } from '../runtime.ts';
 import type { Adoption } from './adoption.ts';
 import type { EngineRecords } from './engine-records.ts';
 import type { Health } from './health.ts';

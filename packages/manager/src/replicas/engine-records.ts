@@ -1,6 +1,6 @@
 import { type PauseMode, PauseModeSchema, type RecordedProcess, recordProcesses } from '@uis/sglang-engine';
+import type { Clock } from '@uis/spec';
 import { z } from 'zod';
-import type { Clock } from '../runtime.ts';
 import type { Db } from '../store.ts';
 import type { Slot } from './types.ts';
 

@@ -1,4 +1,5 @@
-import { type Clock, errorMessage, type Logger } from '../runtime.ts';
+import type { Clock, Logger } from '@uis/spec';
+import { errorMessage } from '../runtime.ts';
 import type { Incarnations } from './incarnations.ts';
 import type { ResolvedManagerOptions } from './init.ts';
 import type { MemoryLedger } from './memory-ledger.ts';

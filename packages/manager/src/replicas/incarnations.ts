@@ -1,7 +1,7 @@
 import type { SGLangEngine } from '@uis/sglang-engine';
-import type { InferenceRoleSpec } from '@uis/spec';
+import type { InferenceRoleSpec, Logger } from '@uis/spec';
 import type { Launcher, LaunchRequest } from '../launchers.ts';
-import { errorMessage, type Logger } from '../runtime.ts';
+import { errorMessage } from '../runtime.ts';
 import type { EngineRecords } from './engine-records.ts';
 import type { ResolvedManagerOptions } from './init.ts';
 import type { MemoryLedger } from './memory-ledger.ts';

@@ -1,10 +1,9 @@
 // What a role's manager is built from: the plan, the launcher, the stores; and its tunables with their defaults.
-import type { DrainPolicy, GroupPlacement, InferenceRoleSpec, PoolPlan } from '@uis/spec';
+import type { Clock, DrainPolicy, GroupPlacement, InferenceRoleSpec, Logger, PoolPlan } from '@uis/spec';
 import type { EventLog } from '../event-log.ts';
 import type { Launcher } from '../launchers.ts';
 import type { PlacementGroups } from '../placement-groups.ts';
 import type { Registry } from '../registry.ts';
-import type { Clock, Logger } from '../runtime.ts';
 import type { Db } from '../store.ts';
 import type { RouterRegistrar } from './types.ts';
 

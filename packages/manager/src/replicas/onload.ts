@@ -1,6 +1,6 @@
 import type { MemoryTag } from '@uis/sglang-engine';
-import { UisError } from '@uis/spec';
-import { errorMessage, type Logger } from '../runtime.ts';
+import { type Logger, UisError } from '@uis/spec';
+import { errorMessage } from '../runtime.ts';
 import type { MemoryLedger } from './memory-ledger.ts';
 import type { PublicationProjector } from './publication.ts';
 import type { Recovery } from './recovery.ts';

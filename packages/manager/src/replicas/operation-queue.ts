@@ -1,5 +1,5 @@
-import { UisError } from '@uis/spec';
-import { type Clock, errorMessage } from '../runtime.ts';
+import { type Clock, UisError } from '@uis/spec';
+import { errorMessage } from '../runtime.ts';
 import type { Audit } from './types.ts';
 
 /** Runs a manager's lifecycle operations one at a time, audits each (`op.<name>` with its outcome and

@@ -5,11 +5,11 @@ import {
   type EngineGroupSpec,
   type GroupPlacement,
   type InferenceModelSpec,
+  type Logger,
   type ReplicaPlacement,
   type ReplicaState,
   UisError,
 } from '@uis/spec';
-import type { Logger } from '../runtime.ts';
 import { ALL_TAGS, type Audit, type ModelRuntime, type Slot } from './types.ts';
 
 /** The role's models and replicas: lookups, the one replica state guard, the epoch rule and eligibility. */

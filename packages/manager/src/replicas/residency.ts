@@ -1,7 +1,8 @@
 import type { DrainPolicy } from '@uis/spec';
+import { type Clock, type Logger, settlesWithin } from '@uis/spec';
 import type { OffloadReport } from '../coordinator/types.ts';
 import type { InFlightTracker } from '../in-flight.ts';
-import { type Clock, errorMessage, type Logger, settlesWithin } from '../runtime.ts';
+import { errorMessage } from '../runtime.ts';
 import type { Health } from './health.ts';
 import type { ResolvedManagerOptions } from './init.ts';
 import type { MemoryLedger } from './memory-ledger.ts';

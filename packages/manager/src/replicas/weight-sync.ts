@@ -1,5 +1,4 @@
-import { capabilities, UisError } from '@uis/spec';
-import type { Clock } from '../runtime.ts';
+import { type Clock, capabilities, UisError } from '@uis/spec';
 import { errorMessage } from '../runtime.ts';
 import { engineWeightUpdate, type ParsedWeightUpdate, type WeightUpdateResult } from '../weight-update.ts';
 import type { EngineRecords } from './engine-records.ts';
