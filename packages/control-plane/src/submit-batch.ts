@@ -1,11 +1,5 @@
-import {
-  type BatchInfo,
-  type BatchKind,
-  GenrmInputSchema,
-  SubmitSamplesSchema,
-  TeacherInputSchema,
-} from '@uis/manager';
-import { parseOrThrow, scorerOf, UisError } from '@uis/spec';
+import { type BatchInfo, GenrmInputSchema, SubmitSamplesSchema, TeacherInputSchema } from '@uis/manager';
+import { type BatchKind, parseOrThrow, scorerOf, UisError } from '@uis/spec';
 import type { ControlPlane } from './control-plane.ts';
 
 const INPUT_SCHEMA = { genrm_score: GenrmInputSchema, teacher_logprobs: TeacherInputSchema } as const;

@@ -57,8 +57,6 @@ export interface TeacherOutput {
   token_ids: number[];
 }
 
-export { type BatchKind, BatchKindSchema } from '@uis/spec';
-
 export const SubmitSamplesSchema = z.strictObject({
   samples: z
     .array(z.strictObject({ sample_id: z.string().min(1), input: z.unknown() }))

@@ -1,5 +1,4 @@
-import { BatchKindSchema } from '@uis/manager';
-import { UisError } from '@uis/spec';
+import { BatchKindSchema, BatchStateSchema, UisError } from '@uis/spec';
 import { z } from 'zod';
 import { submitBatch } from '../submit-batch.ts';
 import { admin, None, servingRead } from './common.ts';
@@ -45,7 +44,7 @@ export const batchCommands = {
     path: '/batches',
     params: None,
     input: z.object({
-      state: z.enum(['open', 'sealed', 'running', 'committed', 'failed']).optional(),
+      state: BatchStateSchema.optional(),
       role: z.string().min(1).optional(),
     }),
     output: z.object({ batches: z.array(BatchInfoSchema) }),
