@@ -1,3 +1,4 @@
+import { ManualClock } from '@uis/sglang-engine/testing';
 import { isUisError, systemClock } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { BatchStore } from './batch-store.ts';
@@ -66,20 +67,20 @@ describe('BatchStore', () => {
     expect(code(() => s.stageResult(f.id, 1, {}))).toBe('batch_not_running');
   });
 
-  it('records when a batch was created, when its last run began and when it committed', () => {
-    let now = 1_000;
-    const s = new BatchStore(openStore(), () => now);
+  it('records when a batch was created, when its last run began and when it committed', async () => {
+    const clock = new ManualClock(1_000);
+    const s = new BatchStore(openStore(), clock);
     const b = s.create({ kind: 'teacher_logprobs' });
     s.addSamples(b.id, teacher(1));
     s.seal(b.id);
     expect(s.get(b.id)).toMatchObject({ created_at: 1_000, started_at: null, committed_at: null });
-    now = 4_000;
+    await clock.advance(3_000);
     s.beginRun(b.id);
     s.requeue(b.id, 'engines unreachable');
-    now = 9_000;
+    await clock.advance(5_000);
     s.beginRun(b.id);
     s.stageResult(b.id, 0, { logprobs: [-1, -2], token_ids: [3, 4] });
-    now = 9_500;
+    await clock.advance(500);
     expect(s.commit(b.id)).toMatchObject({ created_at: 1_000, started_at: 9_000, committed_at: 9_500 });
   });
 
