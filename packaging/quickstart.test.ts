@@ -73,9 +73,11 @@ function background(line: string): Promise<{ output: () => string }> {
   let out = '';
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no console URL in 300 s:\n${out}`)), 300_000);
+    let listening = false;
     const seen = (d: Buffer) => {
       out += d.toString();
-      if (/console\s+http:\/\/127\.0\.0\.1:\d+\//.test(out)) {
+      if (!listening && /console\s+http:\/\/127\.0\.0\.1:\d+\//.test(out)) {
+        listening = true;
         clearTimeout(timer);
         transcript(`${line} &`, out);
         resolve({ output: () => out });
