@@ -47,6 +47,7 @@ CLASSES = {
         "UpdateWeightsFromTensorReqInput",
         "UpdateWeightsFromTensorReqOutput",
         "UpdateWeightVersionReqInput",
+        "GetLoadReqOutput",
     ],
     OPENAI_PROTOCOL: [
         "ChatCompletionRequest",
@@ -602,19 +603,73 @@ def _body_class(fn: ast.AsyncFunctionDef | ast.FunctionDef) -> str | None:
     return None
 
 
-def _answer_keys(fn: ast.AST) -> list[str]:
-    """String keys of the dict literals a handler builds (model/server info answers)."""
-    keys: set[str] = set()
+def _is_error_response(call: ast.Call) -> bool:
+    """`ORJSONResponse(..., status_code=400)` and the like: an error answer, not the route's answer."""
+    for k in call.keywords:
+        if k.arg == "status_code":
+            v = k.value
+            if isinstance(v, ast.Constant):
+                return v.value != 200
+            return not ast.unparse(v).endswith(("OK", "200"))
+    return False
+
+
+def _answer_shape(fn: ast.AST) -> tuple[list[str], bool]:
+    """Keys of the dict a handler answers with, and whether the answer has more than those (a `**spread`, or a
+    value built elsewhere). Only returned values count: error answers (status_code >= 400) do not."""
+    assigned: dict[str, list[ast.AST]] = {}
+    subscripted: dict[str, set[str]] = {}
     for node in ast.walk(fn):
-        if isinstance(node, ast.Dict):
-            for k in node.keys:
-                if isinstance(k, ast.Constant) and isinstance(k.value, str):
-                    keys.add(k.value)
         if isinstance(node, ast.Assign):
             for t in node.targets:
-                if isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str):
-                    keys.add(t.slice.value)
-    return sorted(keys)
+                if isinstance(t, ast.Name):
+                    assigned.setdefault(t.id, []).append(node.value)
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                    if isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str):
+                        subscripted.setdefault(t.value.id, set()).add(t.slice.value)
+    keys: set[str] = set()
+    open_ = False
+    found = False
+
+    def take(value: ast.AST | None, depth: int = 0) -> None:
+        nonlocal open_, found
+        if value is None or depth > 6:
+            return
+        if isinstance(value, ast.Await):
+            return take(value.value, depth + 1)
+        if isinstance(value, ast.Call):
+            if _is_error_response(value):
+                return
+            content = next((k.value for k in value.keywords if k.arg == "content"), None)
+            return take(content if content is not None else (value.args[0] if value.args else None), depth + 1)
+        if isinstance(value, ast.Dict):
+            found = True
+            for k in value.keys:
+                if k is None:
+                    open_ = True
+                elif isinstance(k, ast.Constant) and isinstance(k.value, str):
+                    keys.add(k.value)
+            return
+        if isinstance(value, (ast.ListComp, ast.List)):
+            elts = [value.elt] if isinstance(value, ast.ListComp) else value.elts
+            for e in elts:
+                take(e, depth + 1)
+            return
+        if isinstance(value, ast.Name) and value.id in assigned:
+            for v in assigned[value.id]:
+                take(v, depth + 1)
+            if value.id in subscripted:
+                found = True
+                keys.update(subscripted[value.id])
+            return
+        open_ = True
+
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Return):
+            take(node.value)
+    if not found:
+        return [], True
+    return sorted(keys), open_
 
 
 def _delegate(fn: ast.AST) -> str | None:
@@ -660,9 +715,11 @@ def _routes_of(source: Source, module: str, routers: dict[str, str], resolver: R
             if body is not None:
                 route["body"] = body
             target = handlers.get(_delegate(fn) or "", fn)
-            keys = _answer_keys(target)
+            keys, open_ = _answer_shape(target)
             if keys:
                 route["answer_keys"] = keys
+                if open_:
+                    route["answer_open"] = True
             routes.append(route)
     return routes
 

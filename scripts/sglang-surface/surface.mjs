@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `pnpm sglang:surface <version>...`: downloads each SGLang wheel from the package index (`pip download --no-deps`,
 // the sglang wheel alone: never sglang-kernel or torch), reads it with extract_surface.py (Python `ast`, no import of
-// sglang) and writes packages/sglang-engine/surfaces/<version>.json.
+// sglang) and writes packages/sglang-engine/surfaces/<version>.json, then the README release table (sglang:table).
 //
 //   pnpm sglang:surface 0.5.10.post1        regenerate one surface
 //   pnpm sglang:surface --all               regenerate every committed surface
@@ -100,4 +100,7 @@ if (args[0] === '--check') {
     writeFileSync(file, surfaceOf(version));
     console.log(`sglang:surface: wrote ${file}`);
   }
+  // The README table follows the surfaces (the engine package's test fails when it does not).
+  const table = spawnSync('pnpm', ['-s', 'sglang:table'], { stdio: 'inherit', cwd: join(here, '..', '..') });
+  if (table.status !== 0) fail('pnpm sglang:table failed');
 }

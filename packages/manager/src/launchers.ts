@@ -121,12 +121,23 @@ export const SIM_BIN = join(
   'sglang-sim.mjs',
 );
 
-/** `sim`: sglang-sim processes started from the same `buildServerArgs` output (the embedded default). */
+/** `sim`: sglang-sim processes started from the same `buildServerArgs` output (the embedded default), each
+ * simulating the SGLang release its model names (`sglang_version`). */
 export class SimLauncher extends LocalLauncher {
   override readonly kind = 'sim';
   constructor(opts: Omit<CommandLauncherOptions, 'command'> & { simArgs?: readonly string[] } = {}) {
-    super({ ...opts, command: [process.execPath, SIM_BIN, ...(opts.simArgs ?? [])] });
+    super({
+      ...opts,
+      command: [process.execPath, SIM_BIN, ...(opts.simArgs ?? [])],
+      extraArgs: (req) => [...simReleaseArgs(req), ...(opts.extraArgs?.(req) ?? [])],
+    });
   }
+}
+
+/** `--sim-sglang-version` of a model that names its SGLang release (else the simulator's default, the newest). */
+export function simReleaseArgs(req: LaunchRequest): string[] {
+  const version = req.model.sglang_version;
+  return version === undefined ? [] : ['--sim-sglang-version', version];
 }
 
 /** `external`: engines started elsewhere (e.g. by a Ray controller), attached by URL and never killed. */

@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { EngineError, isEngineError } from './engine-error.ts';
 import { type CallOptions, EngineTransport, type SGLangClientOptions } from './engine-transport.ts';
 import {
@@ -20,6 +21,7 @@ import {
   GetLoadResponseSchema,
   type InitWeightsUpdateGroupRequest,
   type LoadEntry,
+  LoadTotalSchema,
   type MemoryTag,
   type ModelInfo,
   ModelInfoSchema,
@@ -39,10 +41,14 @@ import {
   type UpdateWeightVersionRequest,
   type UpdateWeightVersionResponse,
   UpdateWeightVersionResponseSchema,
+  V1LoadsSchema,
   WeightVersionSchema,
 } from './protocol.ts';
 
 export type { CallOptions, ClientTimeouts, SGLangClientOptions } from './engine-transport.ts';
+
+/** /get_load: per-rank entries, or one token total on engines before 0.5.6. */
+const LoadAnswerSchema = z.union([GetLoadResponseSchema, LoadTotalSchema]);
 
 export interface FlushOptions extends CallOptions {
   /** Keep retrying while the engine answers 400 (requests still running) until this many ms. Default 120 s,
@@ -162,9 +168,28 @@ export class SGLangClient {
     return (await this.modelInfo(opts)).weight_version ?? null;
   }
 
-  /** GET /get_load: one entry per DP rank. */
-  load(opts?: CallOptions): Promise<LoadEntry[]> {
-    return this.http.json('GET', '/get_load', GetLoadResponseSchema, undefined, opts);
+  /** One entry per DP rank; `num_reqs` counts running and waiting requests. GET /get_load, or GET /v1/loads on
+   * engines that dropped it (0.5.23), read as SGLang's own /get_load shim reads it (num_reqs = running +
+   * waiting, num_tokens = num_total_tokens). An engine before 0.5.6 answers one token total: one entry, busy
+   * (num_reqs 1) while any token is in use. */
+  async load(opts?: CallOptions): Promise<LoadEntry[]> {
+    if (this.http.resolved.get('load') !== '/v1/loads') {
+      try {
+        const raw = await this.http.json('GET', '/get_load', LoadAnswerSchema, undefined, opts);
+        if (Array.isArray(raw)) return raw;
+        return [{ dp_rank: null, num_reqs: raw.load > 0 ? 1 : 0, num_waiting_reqs: 0, num_tokens: raw.load }];
+      } catch (e) {
+        if (!isEngineError(e, 'engine_http_error') || e.engineStatus !== 404) throw e;
+        this.http.resolved.set('load', '/v1/loads');
+      }
+    }
+    const v = await this.http.json('GET', '/v1/loads', V1LoadsSchema, undefined, opts);
+    return v.loads.map((l) => ({
+      dp_rank: l.dp_rank,
+      num_reqs: l.num_running_reqs + l.num_waiting_reqs,
+      num_waiting_reqs: l.num_waiting_reqs,
+      num_tokens: l.num_total_tokens,
+    }));
   }
 
   // ---- control ------------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 import { type Clock, type DrainPolicy, type Logger, systemClock, UisError } from '@uis/spec';
 import { SGLangClient } from './client.ts';
 import { isEngineError } from './engine-error.ts';
+import { EngineRelease } from './engine-release.ts';
 import type { EngineLauncher, LaunchedReplica, LaunchSpec, ProcessExit } from './launcher.ts';
 import {
   DEFAULT_WEIGHT_UPDATE_GROUP,
@@ -108,9 +109,12 @@ export class SGLangEngine {
   /** Aborted by shutdown(): a start still polling for health gives up at once instead of at its deadline. */
   private readonly stopSignal = new AbortController();
   private paused: PauseMode | null = null;
+  /** The SGLang release the engine runs, read from its server info once it is healthy. */
+  readonly release: EngineRelease;
 
   constructor(opts: SGLangEngineOptions) {
     this.engineId = opts.engineId;
+    this.release = new EngineRelease(opts.engineId);
     this.baseUrl = opts.baseUrl;
     this.bootstrapPort = opts.launchSpec?.bootstrapPort;
     this.ownsClient = opts.client === undefined;
@@ -133,6 +137,17 @@ export class SGLangEngine {
         message: `${this.engineId}: a launcher needs a launchSpec`,
       });
     }
+  }
+
+  /** The engine's SGLang version (server info `version`), once read; undefined before. */
+  get sglangVersion(): string | undefined {
+    return this.release.version;
+  }
+
+  /** Reads the engine's SGLang version from its server info: `start()` does it once healthy; the manager does it
+   * for an engine it attached. Operations the release cannot do are refused from then on. */
+  detectSGLangVersion(): Promise<string | undefined> {
+    return this.release.read(this.client);
   }
 
   /** How a drain paused generation (`continue_generation` is due on wake), or null. */
@@ -197,17 +212,23 @@ export class SGLangEngine {
       if (signal.aborted) await this.cancelStart();
       await this.failStart(`healthy but flush_cache failed: ${e instanceof Error ? e.message : String(e)}`);
     }
-    this.logger?.info({ engineId: this.engineId, ms: this.clock.now() - t0 }, 'engine healthy');
+    await this.detectSGLangVersion();
+    this.logger?.info(
+      { engineId: this.engineId, ms: this.clock.now() - t0, sglangVersion: this.sglangVersion },
+      'engine healthy',
+    );
   }
 
   /** Releases GPU memory: flush_cache (retried while requests run), then release_memory_occupation(tags). */
   async sleep(tags?: MemoryTag[]): Promise<void> {
+    this.requireTags(tags, 'release');
     await this.client.flushCache({ deadlineMs: this.flushDeadlineMs });
     await this.releaseMemory(tags);
   }
 
   /** release_memory_occupation(tags) alone, for a caller whose drain already flushed the cache. */
   async releaseMemory(tags?: MemoryTag[]): Promise<void> {
+    this.requireTags(tags, 'release');
     await this.client.releaseMemoryOccupation(tags, this.control);
     this.logger?.info({ engineId: this.engineId, tags: tags ?? 'all' }, 'memory released');
   }
@@ -215,6 +236,7 @@ export class SGLangEngine {
   /** resume_memory_occupation(tags); once everything is resident, resumes generation a drain paused. Resume by
    * tag (weights, sync, then kv_cache) to avoid holding old weights, cache and new weights at once. */
   async wake(tags?: MemoryTag[]): Promise<void> {
+    this.requireTags(tags, 'resume');
     await this.client.resumeMemoryOccupation(tags, this.control);
     const complete = tags === undefined || tags.includes('kv_cache');
     if (complete && this.paused !== null) {
@@ -240,6 +262,10 @@ export class SGLangEngine {
    * - `in_place`: pause_generation(in_place): requests freeze with their KV cache (for a weight update without
    *   offload); the cache is not flushed. */
   async drain(opts: DrainOptions): Promise<DrainReport> {
+    const { policy } = opts;
+    if (policy !== 'wait') {
+      this.release.require((f) => f.pauseModes.includes(policy), `pause generation in mode ${policy}`);
+    }
     const t0 = this.clock.now();
     const work = async () => (opts.inFlight?.() ?? 0) + (await this.engineWork());
     const inFlightAtStart = await work();
@@ -289,6 +315,15 @@ export class SGLangEngine {
    * `distributed`: update_weights_from_distributed over an initialised NCCL group (weights already broadcast
    * by the trainer); `version`: only relabels (weights pushed by another path, e.g. tensors). */
   async updateWeights(req: WeightUpdate): Promise<{ weightVersion: string }> {
+    this.release.require(
+      (f) =>
+        req.source === 'disk'
+          ? f.updateFromDisk
+          : req.source === 'distributed'
+            ? f.updateFromDistributed
+            : f.updateWeightVersion,
+      `update weights from ${req.source}`,
+    );
     let result: SuccessMessage;
     let path: string;
     if (req.source === 'disk') {
@@ -337,6 +372,7 @@ export class SGLangEngine {
 
   /** init_weights_update_group: joins the trainer's NCCL group; `success: false` throws `weight_update_failed`. */
   async initWeightsUpdateGroup(req: InitWeightsUpdateGroupRequest): Promise<void> {
+    this.release.require((f) => f.updateFromDistributed, 'join a weight update group');
     const r = await this.client.initWeightsUpdateGroup(req, this.control);
     this.requireSuccess(
       '/init_weights_update_group',
@@ -348,6 +384,7 @@ export class SGLangEngine {
 
   /** destroy_weights_update_group; `success: false` throws `weight_update_failed`. */
   async destroyWeightsUpdateGroup(req: DestroyWeightsUpdateGroupRequest): Promise<void> {
+    this.release.require((f) => f.destroyWeightsUpdateGroup, 'destroy a weight update group');
     const r = await this.client.destroyWeightsUpdateGroup(req, this.control);
     this.requireSuccess(
       '/destroy_weights_update_group',
@@ -369,6 +406,15 @@ export class SGLangEngine {
     if (this.ownsClient) await this.client.close();
   }
 
+  /** Release or resume by tag needs a release whose memory endpoints take `tags`, and knows each tag. */
+  private requireTags(tags: readonly MemoryTag[] | undefined, verb: string): void {
+    if (tags === undefined) return;
+    this.release.require(
+      (f) => tags.every((t) => f.memoryTags.includes(t)),
+      `${verb} memory by tag (${tags.join(', ')})`,
+    );
+  }
+
   private handleExit(e: ProcessExit): void {
     if (this.stopping) return;
     this.lastExit = e;
@@ -376,11 +422,12 @@ export class SGLangEngine {
     for (const cb of this.exitCallbacks) cb(e);
   }
 
-  /** Running + waiting requests over every DP rank; an unreachable engine counts as idle (nothing to wait for). */
+  /** Running + waiting requests over every DP rank (SGLang's `num_reqs` already counts the waiting ones); an
+   * unreachable engine counts as idle (nothing to wait for). */
   private async engineWork(): Promise<number> {
     try {
       const load = await this.client.load({ timeoutMs: 10_000 });
-      return load.reduce((n, r) => n + r.num_reqs + r.num_waiting_reqs, 0);
+      return load.reduce((n, r) => n + r.num_reqs, 0);
     } catch (e) {
       if (isEngineError(e)) return 0;
       throw e;

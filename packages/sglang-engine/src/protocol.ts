@@ -389,4 +389,20 @@ export const LoadEntrySchema = z.looseObject({
 export const GetLoadResponseSchema = z.array(LoadEntrySchema);
 export type LoadEntry = z.infer<typeof LoadEntrySchema>;
 
+/** /get_load of engines before 0.5.6: one number, the KV tokens in use plus the waiting prompts' tokens
+ * (0.5.2 `tokenizer_communicator_mixin.get_load`). */
+export const LoadTotalSchema = z.looseObject({ load: z.number().nonnegative() });
+
+/** GET /v1/loads (0.5.8+; the only load endpoint from 0.5.23): per-DP-rank snapshots. */
+export const V1LoadsSchema = z.looseObject({
+  loads: z.array(
+    z.looseObject({
+      dp_rank: z.number().int().nonnegative(),
+      num_running_reqs: z.number().int().nonnegative(),
+      num_waiting_reqs: z.number().int().nonnegative(),
+      num_total_tokens: z.number().int().nonnegative(),
+    }),
+  ),
+});
+
 export * from './protocol-control.ts';

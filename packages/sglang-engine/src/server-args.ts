@@ -10,6 +10,8 @@ import {
   serverArgIssue,
   UisError,
 } from '@uis/spec';
+import { argvFlags, checkFlags, type PlannedFlag } from './sglang-flags.ts';
+import { DEFAULT_SGLANG_VERSION } from './sglang-surface.ts';
 
 /** One OS process of a replica: node-rank 0 is the head that serves the HTTP API. */
 export interface NodeProcessSpec {
@@ -62,19 +64,35 @@ export function flagName(field: string): string {
   return `--${field.replaceAll('_', '-')}`;
 }
 
-/** The group's `server_args` overrides as argv, refusing those that would break the placement. Booleans are
- * store_true flags in SGLang: `true` adds the flag, `false` and `null` leave SGLang's default. */
-export function overrideArgs(overrides: Readonly<Record<string, ServerArgValue>>, path: string): string[] {
-  const argv: string[] = [];
+/** The group's `server_args` overrides as planned flags, refusing those that would break the placement. Booleans
+ * are store_true flags in SGLang: `true` adds the flag, `false` and `null` leave SGLang's default. */
+export function overrideFlags(
+  overrides: Readonly<Record<string, ServerArgValue>>,
+  path: string,
+): PlannedFlag[] {
+  const flags: PlannedFlag[] = [];
   for (const [raw, value] of Object.entries(overrides)) {
     const field = normalizeServerArgName(raw);
     const issue = serverArgIssue(raw);
     if (issue !== null) throw new UisError({ ...issue, path: `${path}.${raw}` });
     if (value === null || value === false) continue;
-    if (value === true) argv.push(flagName(field));
-    else argv.push(flagName(field), String(value));
+    const from = `${path}.${raw}`;
+    flags.push(
+      value === true
+        ? { flag: flagName(field), from }
+        : { flag: flagName(field), value: String(value), from },
+    );
   }
-  return argv;
+  return flags;
+}
+
+/** The group's `server_args` overrides as argv (see `overrideFlags`). */
+export function overrideArgs(overrides: Readonly<Record<string, ServerArgValue>>, path: string): string[] {
+  return argvOf(overrideFlags(overrides, path));
+}
+
+function argvOf(flags: readonly PlannedFlag[]): string[] {
+  return flags.flatMap((f) => (f.value === undefined ? [f.flag] : [f.flag, f.value]));
 }
 
 function isWildcard(host: string): boolean {
@@ -85,17 +103,20 @@ function urlHost(host: string): string {
   return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
 }
 
-/** argv and env of every node process of one replica, and the head's URL.
- *
- * GPUs: `CUDA_VISIBLE_DEVICES` lists exactly the node's planned local GPUs, so inside the process they are
- * renumbered from 0; `--base-gpu-id 0 --gpu-id-step 1` therefore address the planned GPUs (SGLang computes a
- * rank's GPU as `base_gpu_id + local_rank * gpu_id_step` in the visible list). */
-export function buildServerArgs(
+/** One node process of a replica as uis plans it: the flags it gets, each with the config field behind it. */
+export interface PlannedProcess {
+  node: NodePlacement;
+  flags: PlannedFlag[];
+}
+
+/** The flags of every node process of one replica (the head first), before any check against an SGLang
+ * release: `buildServerArgs` checks them; the conformance tests read them. */
+export function plannedServerFlags(
   model: InferenceModelSpec,
   group: EngineGroupSpec,
   replica: ReplicaPlacement,
   opts: ServerArgsOptions,
-): ServerArgsResult {
+): PlannedProcess[] {
   const groupPath = `engine_groups[${replica.group}]`;
   if (replica.worker_type === 'placeholder') {
     throw new UisError({
@@ -125,43 +146,8 @@ export function buildServerArgs(
       message: 'CUDA_VISIBLE_DEVICES is set from the placement plan; remove it from env_vars',
     });
   }
-  const overrides = overrideArgs(group.server_args, `${groupPath}.server_args`);
-
-  const common: string[] = [
-    '--model-path',
-    model.model_path,
-    '--served-model-name',
-    servedModelName(model),
-    '--tp-size',
-    String(groupTp(group)),
-    '--pp-size',
-    String(group.pp),
-    '--dp-size',
-    String(group.dp),
-    '--ep-size',
-    String(group.ep),
-    '--base-gpu-id',
-    '0',
-    '--gpu-id-step',
-    '1',
-    '--nnodes',
-    String(replica.nnodes),
-  ];
-  if (replica.nnodes > 1 && opts.distInitAddr !== undefined)
-    common.push('--dist-init-addr', opts.distInitAddr);
-  if (group.enable_dp_attention) common.push('--enable-dp-attention');
-  if (opts.offload) common.push('--enable-memory-saver');
-  // A static model that sleeps has no trainer to resend its weights: keep a CPU copy to restore on wake.
-  if (opts.offload && model.weight_source === 'static') common.push('--enable-weights-cpu-backup');
-  if (replica.worker_type === 'prefill' || replica.worker_type === 'decode') {
-    common.push('--disaggregation-mode', replica.worker_type);
-    if (replica.worker_type === 'prefill' && opts.bootstrapPort !== undefined) {
-      common.push('--disaggregation-bootstrap-port', String(opts.bootstrapPort));
-    }
-  }
-  common.push('--skip-server-warmup');
-
-  const command = opts.command ?? DEFAULT_SGLANG_COMMAND;
+  const overrides = overrideFlags(group.server_args, `${groupPath}.server_args`);
+  const common = commonFlags(model, group, replica, opts, groupPath);
   const nodes = [...replica.nodes].sort((a, b) => a.node_rank - b.node_rank);
   const selected = opts.nodeRank === undefined ? nodes : nodes.filter((n) => n.node_rank === opts.nodeRank);
   if (selected.length === 0) {
@@ -171,8 +157,32 @@ export function buildServerArgs(
       message: `replica ${replica.engine_id} has no node rank ${opts.nodeRank}`,
     });
   }
-  const processes = selected.map((node) => nodeProcess(node, command, common, overrides, model, opts));
-  const head = nodes[0]!;
+  return selected.map((node) => ({ node, flags: [...common, ...nodeFlags(node, opts), ...overrides] }));
+}
+
+/** argv and env of every node process of one replica, and the head's URL. Every flag is checked against the
+ * model's SGLang release (`sglang_version`, default the newest supported) first: a flag the release lacks or
+ * cannot take is refused here, naming the flag and the release, instead of by SGLang's argparse (exit 2) on the
+ * engine's host.
+ *
+ * GPUs: `CUDA_VISIBLE_DEVICES` lists exactly the node's planned local GPUs, so inside the process they are
+ * renumbered from 0; `--base-gpu-id 0 --gpu-id-step 1` therefore address the planned GPUs (SGLang computes a
+ * rank's GPU as `base_gpu_id + local_rank * gpu_id_step` in the visible list). */
+export function buildServerArgs(
+  model: InferenceModelSpec,
+  group: EngineGroupSpec,
+  replica: ReplicaPlacement,
+  opts: ServerArgsOptions,
+): ServerArgsResult {
+  const planned = plannedServerFlags(model, group, replica, opts);
+  const version = model.sglang_version ?? DEFAULT_SGLANG_VERSION;
+  const command = opts.command ?? DEFAULT_SGLANG_COMMAND;
+  const extra = opts.extraArgs ?? [];
+  const processes = planned.map(({ node, flags }) => {
+    checkFlags([...flags, ...argvFlags(extra, 'launcher arguments')], version, 'sglang_version');
+    return nodeProcess(node, [...command, ...argvOf(flags), ...extra], model, opts);
+  });
+  const head = [...replica.nodes].sort((a, b) => a.node_rank - b.node_rank)[0]!;
   const headHost = isWildcard(opts.host) ? (head.node_ip ?? opts.advertiseHost ?? '127.0.0.1') : opts.host;
   const headUrl = `http://${urlHost(headHost)}:${opts.port}`;
   return replica.worker_type === 'prefill' && opts.bootstrapPort !== undefined
@@ -180,27 +190,70 @@ export function buildServerArgs(
     : { processes, headUrl };
 }
 
+/** The flags every node process of the replica gets, each with the config field it comes from. */
+function commonFlags(
+  model: InferenceModelSpec,
+  group: EngineGroupSpec,
+  replica: ReplicaPlacement,
+  opts: ServerArgsOptions,
+  groupPath: string,
+): PlannedFlag[] {
+  const placement = `${replica.engine_id} placement`;
+  const flags: PlannedFlag[] = [
+    { flag: '--model-path', value: model.model_path, from: 'model_path' },
+    { flag: '--served-model-name', value: servedModelName(model), from: 'served_model_name' },
+    { flag: '--tp-size', value: String(groupTp(group)), from: `${groupPath}.tp` },
+    { flag: '--pp-size', value: String(group.pp), from: `${groupPath}.pp` },
+    { flag: '--dp-size', value: String(group.dp), from: `${groupPath}.dp` },
+    { flag: '--ep-size', value: String(group.ep), from: `${groupPath}.ep` },
+    { flag: '--base-gpu-id', value: '0', from: placement },
+    { flag: '--gpu-id-step', value: '1', from: placement },
+    { flag: '--nnodes', value: String(replica.nnodes), from: placement },
+  ];
+  if (replica.nnodes > 1 && opts.distInitAddr !== undefined) {
+    flags.push({ flag: '--dist-init-addr', value: opts.distInitAddr, from: placement });
+  }
+  if (group.enable_dp_attention) {
+    flags.push({ flag: '--enable-dp-attention', from: `${groupPath}.enable_dp_attention` });
+  }
+  if (opts.offload) flags.push({ flag: '--enable-memory-saver', from: 'deployment.offload' });
+  // A static model that sleeps has no trainer to resend its weights: keep a CPU copy to restore on wake.
+  if (opts.offload && model.weight_source === 'static') {
+    flags.push({ flag: '--enable-weights-cpu-backup', from: 'deployment.offload of a static model' });
+  }
+  if (replica.worker_type === 'prefill' || replica.worker_type === 'decode') {
+    flags.push({
+      flag: '--disaggregation-mode',
+      value: replica.worker_type,
+      from: `${groupPath}.worker_type`,
+    });
+    if (replica.worker_type === 'prefill' && opts.bootstrapPort !== undefined) {
+      flags.push({
+        flag: '--disaggregation-bootstrap-port',
+        value: String(opts.bootstrapPort),
+        from: placement,
+      });
+    }
+  }
+  flags.push({ flag: '--skip-server-warmup', from: 'uis' });
+  return flags;
+}
+
+function nodeFlags(node: NodePlacement, opts: ServerArgsOptions): PlannedFlag[] {
+  const port = opts.nodePorts?.[node.node_rank] ?? opts.port;
+  return [
+    { flag: '--node-rank', value: String(node.node_rank), from: 'placement' },
+    { flag: '--host', value: opts.host, from: 'launcher host' },
+    { flag: '--port', value: String(port), from: 'launcher port' },
+  ];
+}
+
 function nodeProcess(
   node: NodePlacement,
-  command: readonly string[],
-  common: readonly string[],
-  overrides: readonly string[],
+  argv: string[],
   model: InferenceModelSpec,
   opts: ServerArgsOptions,
 ): NodeProcessSpec {
-  const port = opts.nodePorts?.[node.node_rank] ?? opts.port;
-  const argv = [
-    ...command,
-    ...common,
-    '--node-rank',
-    String(node.node_rank),
-    '--host',
-    opts.host,
-    '--port',
-    String(port),
-    ...overrides,
-    ...(opts.extraArgs ?? []),
-  ];
   const env: Record<string, string> = {
     ...opts.env,
     ...model.env_vars,

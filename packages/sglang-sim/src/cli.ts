@@ -1,4 +1,4 @@
-import { parseSimArgs } from './options.ts';
+import { ArgparseError, parseSimArgs } from './options.ts';
 import { startSimServer } from './server.ts';
 
 /** `sglang-sim [SGLang launch flags] [--sim-* flags]`: one node of a simulated engine; exits 0 on SIGTERM/SIGINT. */
@@ -7,7 +7,10 @@ async function main(): Promise<void> {
   try {
     parsed = parseSimArgs(process.argv.slice(2));
   } catch (e) {
-    process.stderr.write(`sglang-sim: ${(e as Error).message}\n`);
+    // SGLang's own refusal reads as SGLang prints it; the simulator's other complaints say who is speaking.
+    process.stderr.write(
+      e instanceof ArgparseError ? `${e.message}\n` : `sglang-sim: ${(e as Error).message}\n`,
+    );
     process.exit(2);
   }
   for (const w of parsed.warnings) process.stderr.write(`[sglang-sim] WARNING: ${w}\n`);

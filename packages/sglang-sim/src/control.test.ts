@@ -5,6 +5,7 @@ import {
   ModelListSchema,
   ServerInfoSchema,
   StatusMessageSchema,
+  V1LoadsSchema,
 } from '@uis/sglang-engine';
 import { waitFor } from '@uis/sglang-engine/testing';
 import { describe, expect, it } from 'vitest';
@@ -49,7 +50,8 @@ describe('info endpoints', () => {
         gpu_ids: [2, 4],
       });
     }
-    expect((await get(s.url, '/get_weight_version')).json).toEqual({ weight_version: 'default' });
+    // 0.5.23 (the default release) dropped /get_weight_version: the version is in model info.
+    expect((await get(s.url, '/get_weight_version')).status).toBe(404);
     expect(ModelListSchema.parse((await get(s.url, '/v1/models')).json).data[0]).toMatchObject({
       id: 'm',
       root: 'm',
@@ -73,8 +75,8 @@ describe('info endpoints', () => {
     expect((await get(s.url, '/health')).status).toBe(200);
   });
 
-  it('reports load per DP rank', async () => {
-    const s = await start({ ...SLOW, dpSize: 2 });
+  it('reports load per DP rank (/get_load up to 0.5.17, /v1/loads from 0.5.8)', async () => {
+    const s = await start({ ...SLOW, dpSize: 2, simSglangVersion: '0.5.17' });
     const pending = [post(s.url, '/generate', { ...long('l0'), routed_dp_rank: 1 })];
     await waitFor(
       async () => GetLoadResponseSchema.parse((await get(s.url, '/get_load')).json)[1]?.num_reqs === 1,
@@ -83,6 +85,11 @@ describe('info endpoints', () => {
     expect(load.map((l) => l.dp_rank)).toEqual([0, 1]);
     expect(load[0]?.num_reqs).toBe(0);
     expect(load[1]?.num_tokens).toBeGreaterThan(0);
+    const v1 = V1LoadsSchema.parse((await get(s.url, '/v1/loads')).json);
+    expect(v1.loads.map((l) => [l.dp_rank, l.num_running_reqs + l.num_waiting_reqs])).toEqual([
+      [0, 0],
+      [1, 1],
+    ]);
     await post(s.url, '/abort_request', { abort_all: true });
     await Promise.all(pending);
   });

@@ -54,20 +54,41 @@ const status = async (url: string) => {
 };
 
 describe('sglang-sim CLI', () => {
-  it('serves with SGLang flags, warns about unknown ones, reports CUDA_VISIBLE_DEVICES, exits 0 on SIGTERM', async () => {
+  it('serves with SGLang flags, warns about ones it does not model, reports CUDA_VISIBLE_DEVICES, exits 0 on SIGTERM', async () => {
     const [port] = (await freePorts(1)) as [number];
-    const p = launch(['--model-path', 'org/m', '--port', String(port), '--tp', '2', '--unknown-flag', 'x'], {
-      CUDA_VISIBLE_DEVICES: '4,5',
-    });
+    const argv = ['--model-path', 'org/m', '--port', String(port), '--tp', '2', '--attention-backend', 'fa3'];
+    const p = launch(argv, { CUDA_VISIBLE_DEVICES: '4,5' });
     const url = `http://127.0.0.1:${port}`;
     await waitFor(async () => (await status(url)) === 200, 30_000);
     // The log pipe may lag behind the HTTP answer.
     await waitFor(() => p.log().includes('The server is fired up and ready to roll!'), 30_000);
-    expect(p.log()).toContain('ignoring unknown flag --unknown-flag');
+    expect(p.log()).toContain('ignoring --attention-backend (an SGLang flag the simulator does not model)');
     const info = ServerInfoSchema.parse((await get(url, '/get_server_info')).json);
     expect(info).toMatchObject({ model_path: 'org/m', tp_size: 2, cuda_visible_devices: '4,5' });
     p.child.kill('SIGTERM');
     expect(await p.exited).toBe(0);
+  }, 60_000);
+
+  it('refuses a flag the simulated SGLang release lacks as its argparse does: exit 2, the flag named', async () => {
+    const p = launch(['--model-path', 'org/m', '--port', '0', '--no-such-flag', 'x']);
+    expect(await p.exited).toBe(2);
+    await waitFor(
+      () => p.log().includes('launch_server.py: error: unrecognized arguments: --no-such-flag x'),
+      10_000,
+    );
+    const old = launch([
+      '--model-path',
+      'org/m',
+      '--port',
+      '0',
+      '--enable-weights-cpu-backup',
+      '--sim-sglang-version',
+      '0.5.2',
+    ]);
+    expect(await old.exited).toBe(2);
+    expect(old.log()).toContain(
+      'launch_server.py: error: unrecognized arguments: --enable-weights-cpu-backup',
+    );
   }, 60_000);
 
   it('runs a two-node engine: the head is healthy only while the other rank is connected', async () => {

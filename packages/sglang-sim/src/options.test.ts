@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseSimArgs } from './options.ts';
+import { ArgparseError, parseSimArgs } from './options.ts';
 
 describe('parseSimArgs', () => {
   it('reads SGLang launch flags in both spellings', () => {
@@ -90,16 +90,34 @@ describe('parseSimArgs', () => {
     });
   });
 
-  it('warns about unknown flags and skips their values', () => {
+  it('warns about SGLang flags it does not model and skips their values', () => {
     const { options, warnings } = parseSimArgs(
       ['--attention-backend', 'fa3', '--enable-torch-compile', '--tp', '2'],
       {},
     );
     expect(options.tpSize).toBe(2);
     expect(warnings).toEqual([
-      'ignoring unknown flag --attention-backend',
-      'ignoring unknown flag --enable-torch-compile',
+      'ignoring --attention-backend (an SGLang flag the simulator does not model)',
+      'ignoring --enable-torch-compile (an SGLang flag the simulator does not model)',
     ]);
+  });
+
+  it('refuses a flag the simulated release does not have, as its argparse does', () => {
+    expect(() => parseSimArgs(['--tp-size', '2', '--no-such-flag', 'x'], {})).toThrow(
+      new ArgparseError('launch_server.py: error: unrecognized arguments: --no-such-flag x'),
+    );
+    // 0.5.2 has no --enable-weights-cpu-backup (0.5.6.post2 has it).
+    const old = ['--enable-weights-cpu-backup', '--sim-sglang-version', '0.5.2'];
+    expect(() => parseSimArgs(old, {})).toThrow(/unrecognized arguments: --enable-weights-cpu-backup$/);
+    expect(
+      parseSimArgs(['--enable-weights-cpu-backup', '--sim-sglang-version=0.5.6.post2'], {}).options,
+    ).toMatchObject({ enableWeightsCpuBackup: true, simSglangVersion: '0.5.6.post2' });
+    expect(() => parseSimArgs(['--disaggregation-mode', 'both'], {})).toThrow(
+      /argument --disaggregation-mode: invalid choice: 'both' \(choose from 'null', 'prefill', 'decode'\)/,
+    );
+    expect(() => parseSimArgs(['--sim-sglang-version', '0.1.0'], {})).toThrow(
+      /not a supported SGLang release/,
+    );
   });
 
   it.each([

@@ -1,3 +1,11 @@
+import {
+  DEFAULT_SGLANG_VERSION,
+  flagOf,
+  parseLikeArgparse,
+  SGLANG_VERSIONS,
+  type Surface,
+  surfaceOf,
+} from '@uis/sglang-engine';
 import { z } from 'zod';
 
 /** The launch flags the simulator understands: SGLang's own (same names, camelCased) plus `sim*` knobs. */
@@ -49,6 +57,14 @@ export const SimOptionsSchema = z.object({
   cudaVisibleDevices: z.string().optional(),
   /** Print SGLang-like log lines to stderr. */
   log: z.boolean().default(false),
+  /** The SGLang release the simulator stands in for: the `version` it reports, the routes it serves and the
+   * launch flags it accepts are that release's (packages/sglang-engine/surfaces). */
+  simSglangVersion: z
+    .string()
+    .default(DEFAULT_SGLANG_VERSION)
+    .refine((v) => surfaceOf(v) !== undefined, {
+      message: `not a supported SGLang release; use one of ${SGLANG_VERSIONS.join(', ')}`,
+    }),
 });
 export type SimOptions = z.infer<typeof SimOptionsSchema>;
 export type SimOptionsInput = z.input<typeof SimOptionsSchema>;
@@ -82,9 +98,49 @@ export interface ParsedArgs {
   warnings: string[];
 }
 
-/** Parses SGLang-style argv (`--tp-size 2`, `--tp=2`, `--enable-memory-saver`); unknown flags are ignored with a
- * warning, as the simulator must accept whatever a launcher passes to the real server. Throws on a bad value. */
+/** A command line SGLang's own parser refuses: `launch_server.py: error: ...`, exit code 2 (argparse's). */
+export class ArgparseError extends Error {
+  readonly exitCode = 2;
+}
+
+/** The simulator's own options, which no SGLang release has: its `--sim-*` knobs, `--log`, and the GPUs it
+ * would otherwise read from CUDA_VISIBLE_DEVICES. */
+const SIM_ONLY = (key: string) => key.startsWith('sim') || key === 'log' || key === 'cudaVisibleDevices';
+
+/** The words of `argv` SGLang's parser sees: the simulator's own options (those the release has no flag for,
+ * with their values) taken out. */
+function sglangWords(argv: readonly string[], surface: Surface): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const word = argv[i] as string;
+    const name = word.startsWith('--') ? (word.slice(2).split('=')[0] as string) : '';
+    const key = ALIASES[name] ?? camel(name);
+    if (name === '' || !SIM_ONLY(key) || flagOf(surface, `--${name}`) !== undefined) {
+      out.push(word);
+      continue;
+    }
+    const next = argv[i + 1];
+    if (!word.includes('=') && !BOOLEAN_FLAGS.has(key) && next !== undefined && !next.startsWith('--')) i++;
+  }
+  return out;
+}
+
+/** Refuses, as SGLang's argparse does, a flag (or value) the simulated release would refuse. */
+function checkLikeSGLang(argv: readonly string[]): void {
+  const at = argv.findIndex((w) => w === '--sim-sglang-version' || w.startsWith('--sim-sglang-version='));
+  const word = argv[at] ?? '';
+  const version = at === -1 ? DEFAULT_SGLANG_VERSION : word.includes('=') ? word.split('=')[1] : argv[at + 1];
+  const surface = surfaceOf(version ?? '');
+  if (surface === undefined) return; // the schema refuses the version itself, naming the supported ones
+  const { error } = parseLikeArgparse(surface, sglangWords(argv, surface), false);
+  if (error !== null) throw new ArgparseError(`launch_server.py: error: ${error}`);
+}
+
+/** Parses SGLang-style argv (`--tp-size 2`, `--tp=2`, `--enable-memory-saver`). A flag the simulated release
+ * (`--sim-sglang-version`) does not have is refused as its argparse refuses it (`ArgparseError`, exit 2); a flag
+ * it has that the simulator does not model is accepted with a warning. Throws on a bad value. */
 export function parseSimArgs(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): ParsedArgs {
+  checkLikeSGLang(argv);
   const raw: Record<string, unknown> = {};
   const warnings: string[] = [];
   for (let i = 0; i < argv.length; i++) {
@@ -100,7 +156,7 @@ export function parseSimArgs(argv: readonly string[], env: NodeJS.ProcessEnv = p
     const next = argv[i + 1];
     const nextIsValue = next !== undefined && !next.startsWith('--');
     if (!KNOWN.has(key)) {
-      warnings.push(`ignoring unknown flag --${name}`);
+      warnings.push(`ignoring --${name} (an SGLang flag the simulator does not model)`);
       if (inline === undefined && nextIsValue) i++;
       continue;
     }

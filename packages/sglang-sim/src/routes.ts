@@ -1,3 +1,4 @@
+import { surfaceOf } from '@uis/sglang-engine';
 import { completionsHandler } from './completions-route.ts';
 import { controlHandlers } from './control-routes.ts';
 import type { SimEngine } from './engine.ts';
@@ -6,9 +7,6 @@ import { chatHandler, generateHandler } from './generation-routes.ts';
 import { sendEmpty, sendJson } from './http-util.ts';
 import type { SimOptions } from './options.ts';
 import { type Handler, type RouteContext, routeContext } from './route-context.ts';
-
-/** The version string the simulator reports (SGLang's `version` field). */
-export const SIM_VERSION = '0.5.0-sim';
 
 export type { Handler } from './route-context.ts';
 
@@ -92,7 +90,7 @@ function infoHandlers(ctx: RouteContext) {
           ...engine.stats(),
         },
       ],
-      version: SIM_VERSION,
+      version: options.simSglangVersion,
     });
   };
 
@@ -112,6 +110,52 @@ function infoHandlers(ctx: RouteContext) {
     });
 
   return { modelInfo, serverInfo, models };
+}
+
+/** The SGLang routes the simulator serves, with SGLang's methods (the conformance test holds them to every
+ * release's surface); a simulated release serves those of them it has. */
+export const SIM_ROUTES = [
+  ['POST,PUT', '/generate'],
+  ['POST', '/v1/chat/completions'],
+  ['POST', '/v1/completions'],
+  ['GET', '/v1/models'],
+  ['GET', '/health'],
+  ['GET', '/health_generate'],
+  ['GET', '/get_model_info'],
+  ['GET', '/model_info'],
+  ['GET', '/get_server_info'],
+  ['GET', '/server_info'],
+  ['GET', '/get_weight_version'],
+  ['GET', '/get_load'],
+  ['GET', '/v1/loads'],
+  ['GET,POST', '/flush_cache'],
+  ['POST', '/abort_request'],
+  ['POST', '/pause_generation'],
+  ['POST', '/continue_generation'],
+  ['GET,POST', '/release_memory_occupation'],
+  ['GET,POST', '/resume_memory_occupation'],
+  ['POST', '/update_weights_from_disk'],
+  ['POST', '/init_weights_update_group'],
+  ['POST', '/destroy_weights_update_group'],
+  ['POST', '/update_weights_from_distributed'],
+  ['POST', '/update_weights_from_tensor'],
+  ['POST', '/update_weight_version'],
+] as const;
+
+/** GET /v1/loads: SGLang's per-DP-rank load snapshots (its /get_load counts `num_reqs` = running + waiting). */
+function v1Loads(engine: SimEngine, version: string) {
+  return {
+    timestamp: new Date().toISOString(),
+    version,
+    accelerator: null,
+    num_accelerators: 1,
+    loads: engine.load().map((l) => ({
+      dp_rank: l.dp_rank,
+      num_running_reqs: l.num_reqs - l.num_waiting_reqs,
+      num_waiting_reqs: l.num_waiting_reqs,
+      num_total_tokens: l.num_tokens,
+    })),
+  };
 }
 
 export function headHandler(engine: SimEngine, options: SimOptions): Handler {
@@ -136,36 +180,42 @@ export function headHandler(engine: SimEngine, options: SimOptions): Handler {
     weightVersion,
   } = controlHandlers(ctx);
 
-  const routes = new Map<string, Handler>();
-  const on = (methods: string, path: string, h: Handler) => {
-    for (const m of methods.split(',')) routes.set(`${m} ${path}`, h);
+  const handlers: Record<(typeof SIM_ROUTES)[number][1], Handler> = {
+    '/generate': generate,
+    '/v1/chat/completions': chat,
+    '/v1/completions': completions,
+    '/v1/models': models,
+    '/health': health(false),
+    '/health_generate': health(true),
+    '/get_model_info': modelInfo,
+    '/model_info': modelInfo,
+    '/get_server_info': serverInfo,
+    '/server_info': serverInfo,
+    '/get_weight_version': (_q, res) => sendJson(res, 200, { weight_version: engine.weightVersion }),
+    '/get_load': (_q, res) => sendJson(res, 200, engine.load()),
+    '/v1/loads': (_q, res) => sendJson(res, 200, v1Loads(engine, options.simSglangVersion)),
+    '/flush_cache': flush,
+    '/abort_request': abort,
+    '/pause_generation': pause,
+    '/continue_generation': resume,
+    '/release_memory_occupation': memory(true),
+    '/resume_memory_occupation': memory(false),
+    '/update_weights_from_disk': fromDisk,
+    '/init_weights_update_group': initGroup,
+    '/destroy_weights_update_group': destroyGroup,
+    '/update_weights_from_distributed': fromDistributed,
+    '/update_weights_from_tensor': fromTensor,
+    '/update_weight_version': weightVersion,
   };
-  on('POST,PUT', '/generate', generate);
-  on('POST', '/v1/chat/completions', chat);
-  on('POST', '/v1/completions', completions);
-  on('GET', '/v1/models', models);
-  on('GET', '/health', health(false));
-  on('GET', '/health_generate', health(true));
-  on('GET', '/get_model_info', modelInfo);
-  on('GET', '/model_info', modelInfo);
-  on('GET', '/get_server_info', serverInfo);
-  on('GET', '/server_info', serverInfo);
-  on('GET', '/get_weight_version', (_q, res) => sendJson(res, 200, { weight_version: engine.weightVersion }));
-  on('GET', '/get_load', (_q, res) => sendJson(res, 200, engine.load()));
+  const routes = new Map<string, Handler>();
+  // Only what the simulated release serves: an older one has no /model_info, a newer one no /get_load.
+  const surface = surfaceOf(options.simSglangVersion);
+  for (const [methods, path] of SIM_ROUTES) {
+    if (surface !== undefined && !surface.routes.some((r) => r.path === path)) continue;
+    for (const m of methods.split(',')) routes.set(`${m} ${path}`, handlers[path]);
+  }
   // Simulator-only: cumulative counters, so tests can prove which engine a router sent work to (or that none came).
-  on('GET', '/sim/stats', (_q, res) => sendJson(res, 200, engine.stats()));
-  on('GET,POST', '/flush_cache', flush);
-  on('POST', '/abort_request', abort);
-  on('POST', '/pause_generation', pause);
-  on('POST', '/continue_generation', resume);
-  on('GET,POST', '/release_memory_occupation', memory(true));
-  on('GET,POST', '/resume_memory_occupation', memory(false));
-  on('POST', '/update_weights_from_disk', fromDisk);
-  on('POST', '/init_weights_update_group', initGroup);
-  on('POST', '/destroy_weights_update_group', destroyGroup);
-  on('POST', '/update_weights_from_distributed', fromDistributed);
-  on('POST', '/update_weights_from_tensor', fromTensor);
-  on('POST', '/update_weight_version', weightVersion);
+  routes.set('GET /sim/stats', (_q, res) => sendJson(res, 200, engine.stats()));
 
   return (req, res) => {
     const path = (req.url ?? '/').split('?')[0] as string;

@@ -6,8 +6,6 @@ import { type SimOptions, type SimOptionsInput, SimOptionsSchema } from './optio
 import { type HeadRendezvous, joinHead, listenHead, parseAddr, type WorkerRendezvous } from './rendezvous.ts';
 import { type Handler, headHandler, workerHandler } from './routes.ts';
 
-export { SIM_VERSION } from './routes.ts';
-
 const READY_LINE = 'The server is fired up and ready to roll!';
 
 export interface SimServer {

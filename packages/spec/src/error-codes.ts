@@ -64,6 +64,11 @@ export const ERROR_CODES = {
   router_missing: 400,
   /** The config asks a static model to register for DCS (see `static_model` for a refused runtime request). */
   static_model_dcs: 400,
+  /** A launch flag the model's SGLang version does not have, or cannot take as given (arity, type, choices): the
+   * message names the flag and the version; refused before any engine starts. */
+  sglang_flag_unsupported: 400,
+  /** An `sglang_version` uis has no surface for (packages/sglang-engine/surfaces). */
+  unsupported_sglang_version: 400,
   /** A launch spec with nothing to run (an empty argv); a process that could not start is `launch_failed`. */
   invalid_launch_spec: 400,
   // Ray bridge (the Python driver's own codes for a request it refuses).
@@ -98,6 +103,8 @@ export const ERROR_CODES = {
   // ---- the service's state refuses the request (409) --------------------------------------------------------
   /** The model's weight_source is static: it refuses a weight update or a DCS registration asked at runtime. */
   static_model: 409,
+  /** The engine's SGLang version cannot do the operation (e.g. release memory by tag before tags existed). */
+  sglang_feature_unsupported: 409,
   /** The batch already holds a sample with this id (a conflict with what is stored; see `duplicate_sample`). */
   sample_exists: 409,
   illegal_transition: 409,

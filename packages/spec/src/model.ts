@@ -205,6 +205,12 @@ export const InferenceModelSpecSchema = z
      * manager send it as their bearer token. Clients never see it, and their own credentials never reach an
      * engine. */
     engine_api_key: z.string().min(1).optional(),
+    /** The SGLang release this model's engines run (e.g. `0.5.17`): its launch flags are checked against that
+     * release's surface before any engine starts. Default: the newest release uis supports. */
+    sglang_version: z
+      .string()
+      .regex(/^\d+\.\d+\.\d+([.-]?[A-Za-z0-9]+)*$/, 'an SGLang release such as 0.5.17 or 0.5.10.post1')
+      .optional(),
   })
   .strict();
 export type InferenceModelSpec = z.infer<typeof InferenceModelSpecSchema>;

@@ -98,6 +98,16 @@ def test_routes_have_their_methods_bodies_and_answer_keys(surface: dict[str, Any
     assert route(surface, "/vertex_generate")["methods"] == ["POST"]
 
 
+def test_answer_keys_come_from_returned_dicts_only(surface: dict[str, Any]) -> None:
+    info = route(surface, "/model_info")
+    assert info["answer_keys"] == ["is_generation", "model_path", "weight_version"]  # not the 400 error body
+    assert "answer_open" not in info
+    server = route(surface, "/server_info")
+    assert server["answer_keys"] == ["version"] and server["answer_open"] is True  # **spread: more keys
+    assert route(surface, "/get_load")["answer_keys"] == ["dp_rank", "num_reqs"]  # a list of dicts
+    assert "answer_keys" not in route(surface, "/generate")  # built elsewhere: the surface does not say
+
+
 def test_included_routers_keep_their_prefix_and_query_params_are_not_bodies(surface: dict[str, Any]) -> None:
     loads = route(surface, "/v1/loads")
     assert loads["methods"] == ["GET"]

@@ -1,4 +1,4 @@
-import type { Launcher, LaunchRequest } from '@uis/manager';
+import { type Launcher, type LaunchRequest, simReleaseArgs } from '@uis/manager';
 import type { LaunchedReplica, LaunchSpec } from '@uis/sglang-engine';
 import { localServerArgs, SGLangEngine } from '@uis/sglang-engine';
 import { parseSimArgs, type SimOptionsInput, type SimServer, startSimServer } from '@uis/sglang-sim';
@@ -22,6 +22,7 @@ export class InProcessSimLauncher implements Launcher {
       host: '127.0.0.1',
       offload: req.offload,
       command: [],
+      extraArgs: simReleaseArgs(req),
     });
     const spec: LaunchSpec = { ...args, engineId: req.replica.engine_id };
     return new SGLangEngine({

@@ -1,0 +1,102 @@
+import { UisError } from '@uis/spec';
+import {
+  compareSGLangVersions,
+  flagOf,
+  SGLANG_VERSIONS,
+  type SurfaceFlag,
+  surfaceOf,
+} from './sglang-surface.ts';
+
+/** One flag uis puts on an engine's command line, and the config field that put it there. */
+export interface PlannedFlag {
+  flag: string;
+  /** The value after the flag; absent for a switch. */
+  value?: string;
+  /** Config path of the field the flag comes from (what the user changes when the version refuses it). */
+  from: string;
+}
+
+/** Why `flag` cannot take `value` as argparse would parse it, or null. */
+export function valueProblem(spec: SurfaceFlag, flag: string, value: string | undefined): string | null {
+  const [min, max] = spec.arity;
+  if (value === undefined) return min > 0 ? `${flag} takes a value` : null;
+  if (max === 0) return `${flag} is a switch and takes no value`;
+  if (spec.type === 'int' && !/^[-+]?\d+$/.test(value.trim()))
+    return `${flag} takes an integer, not "${value}"`;
+  if (spec.type === 'float' && (value.trim() === '' || !Number.isFinite(Number(value)))) {
+    return `${flag} takes a number, not "${value}"`;
+  }
+  if (spec.choices !== undefined && !spec.choices.map(String).includes(value)) {
+    return `${flag} takes one of ${spec.choices.map(String).join(', ')}, not "${value}"`;
+  }
+  return null;
+}
+
+/** Supported versions that have `flag`, oldest first: what the error suggests instead. */
+export function versionsWithFlag(flag: string): string[] {
+  return SGLANG_VERSIONS.filter((v) => {
+    const s = surfaceOf(v);
+    return s !== undefined && flagOf(s, flag) !== undefined;
+  });
+}
+
+/** Refuses, before any engine starts, a flag the SGLang `version` does not have or cannot take as given, naming
+ * the flag, the version and the config field. */
+export function checkFlags(flags: readonly PlannedFlag[], version: string, versionPath: string): void {
+  const surface = surfaceOf(version);
+  if (surface === undefined) {
+    throw new UisError({
+      code: 'unsupported_sglang_version',
+      path: versionPath,
+      message: `uis has no surface for SGLang ${version}; supported: ${SGLANG_VERSIONS.join(', ')}`,
+    });
+  }
+  for (const f of flags) {
+    const spec = flagOf(surface, f.flag);
+    if (spec === undefined) {
+      const having = versionsWithFlag(f.flag);
+      throw new UisError({
+        code: 'sglang_flag_unsupported',
+        path: f.from,
+        message:
+          having.length === 0
+            ? `SGLang ${version} has no ${f.flag} (from ${f.from}), nor has any supported release; change ${f.from}`
+            : `SGLang ${version} has no ${f.flag} (from ${f.from}); releases that have it: ${summarize(having)}. Set sglang_version to one of them, or change ${f.from}`,
+      });
+    }
+    const problem = valueProblem(spec, f.flag, f.value);
+    if (problem !== null) {
+      throw new UisError({
+        code: 'sglang_flag_unsupported',
+        path: f.from,
+        message: `SGLang ${version} refuses ${f.flag}${f.value === undefined ? '' : ` ${f.value}`} (from ${f.from}): ${problem}`,
+      });
+    }
+  }
+}
+
+function summarize(versions: readonly string[]): string {
+  const sorted = [...versions].sort(compareSGLangVersions);
+  return sorted.length > 3 ? `${sorted[0]} and later (${sorted.join(', ')})` : sorted.join(', ');
+}
+
+/** Extra argv a launcher appends (`--flag value`, `--flag=value`, `--switch`), as planned flags. The simulator's
+ * own `--sim-*` knobs are not SGLang's and are left out. */
+export function argvFlags(argv: readonly string[], from: string): PlannedFlag[] {
+  const out: PlannedFlag[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i] as string;
+    if (!token.startsWith('--')) continue;
+    const eq = token.indexOf('=');
+    const flag = eq === -1 ? token : token.slice(0, eq);
+    let value: string | undefined = eq === -1 ? undefined : token.slice(eq + 1);
+    const next = argv[i + 1];
+    if (value === undefined && next !== undefined && !next.startsWith('--')) {
+      value = next;
+      i++;
+    }
+    if (flag.startsWith('--sim-')) continue;
+    out.push(value === undefined ? { flag, from } : { flag, value, from });
+  }
+  return out;
+}
