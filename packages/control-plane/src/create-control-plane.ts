@@ -18,6 +18,7 @@ import {
   wireDeferredScoring,
 } from '@uis/manager';
 import { PlacementPlanner } from '@uis/planner';
+import { sglangPlanIssues } from '@uis/sglang-engine';
 import {
   capabilities,
   configuredRoles,
@@ -59,7 +60,10 @@ export interface ControlPlaneOptions {
 
 /** The placement plan of a config, or 400 `invalid_layout` naming every violation. */
 export function planOf(config: UisConfig): PlacementPlan {
-  const result = new PlacementPlanner().plan(config);
+  const planned = new PlacementPlanner().plan(config);
+  // A launch flag a model's SGLang release lacks is a layout violation too: refused before any engine starts.
+  const issues = planned.ok ? sglangPlanIssues(config, planned.plan) : [];
+  const result = issues.length > 0 ? { ok: false as const, errors: issues } : planned;
   if (!result.ok)
     throw new UisError({
       code: 'invalid_layout',

@@ -47,8 +47,14 @@ import {
 
 export type { CallOptions, ClientTimeouts, SGLangClientOptions } from './engine-transport.ts';
 
-/** /get_load: per-rank entries, or one token total on engines before 0.5.6. */
-const LoadAnswerSchema = z.union([GetLoadResponseSchema, LoadTotalSchema]);
+/** /get_load: per-rank entries, or one token total on engines before 0.5.6, read as one rank that is busy
+ * (num_reqs 1) while any token is in use. */
+const LoadAnswerSchema = z.preprocess((v) => {
+  const total = LoadTotalSchema.safeParse(v);
+  if (!total.success) return v;
+  const { load } = total.data;
+  return [{ dp_rank: null, num_reqs: load > 0 ? 1 : 0, num_waiting_reqs: 0, num_tokens: Math.round(load) }];
+}, GetLoadResponseSchema);
 
 export interface FlushOptions extends CallOptions {
   /** Keep retrying while the engine answers 400 (requests still running) until this many ms. Default 120 s,
@@ -170,14 +176,12 @@ export class SGLangClient {
 
   /** One entry per DP rank; `num_reqs` counts running and waiting requests. GET /get_load, or GET /v1/loads on
    * engines that dropped it (0.5.23), read as SGLang's own /get_load shim reads it (num_reqs = running +
-   * waiting, num_tokens = num_total_tokens). An engine before 0.5.6 answers one token total: one entry, busy
-   * (num_reqs 1) while any token is in use. */
+   * waiting, num_tokens = num_total_tokens). An engine before 0.5.6 answers one token total (see
+   * LoadAnswerSchema). */
   async load(opts?: CallOptions): Promise<LoadEntry[]> {
     if (this.http.resolved.get('load') !== '/v1/loads') {
       try {
-        const raw = await this.http.json('GET', '/get_load', LoadAnswerSchema, undefined, opts);
-        if (Array.isArray(raw)) return raw;
-        return [{ dp_rank: null, num_reqs: raw.load > 0 ? 1 : 0, num_waiting_reqs: 0, num_tokens: raw.load }];
+        return await this.http.json('GET', '/get_load', LoadAnswerSchema, undefined, opts);
       } catch (e) {
         if (!isEngineError(e, 'engine_http_error') || e.engineStatus !== 404) throw e;
         this.http.resolved.set('load', '/v1/loads');

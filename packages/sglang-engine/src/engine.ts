@@ -150,6 +150,25 @@ export class SGLangEngine {
     return this.release.read(this.client);
   }
 
+  /** Refuses a drain policy the engine's release cannot pause with (a manager asks every replica first). */
+  checkDrain(policy: DrainPolicy): void {
+    if (policy === 'wait') return;
+    this.release.require((f) => f.pauseModes.includes(policy), `pause generation in mode ${policy}`);
+  }
+
+  /** Refuses a weight update the engine's release cannot do (a manager asks every replica before any call). */
+  checkWeightUpdate(source: WeightUpdate['source'], action: 'init' | 'update' | 'destroy' = 'update'): void {
+    if (source === 'distributed' && action === 'destroy') {
+      this.release.require((f) => f.destroyWeightsUpdateGroup, 'destroy a weight update group');
+    } else if (source === 'distributed') {
+      const what = action === 'init' ? 'join a weight update group' : 'update weights from distributed';
+      this.release.require((f) => f.updateFromDistributed, what);
+    } else {
+      const can = source === 'disk' ? 'updateFromDisk' : 'updateWeightVersion';
+      this.release.require((f) => f[can], `update weights from ${source}`);
+    }
+  }
+
   /** How a drain paused generation (`continue_generation` is due on wake), or null. */
   get pausedMode(): PauseMode | null {
     return this.paused;
@@ -221,23 +240,26 @@ export class SGLangEngine {
 
   /** Releases GPU memory: flush_cache (retried while requests run), then release_memory_occupation(tags). */
   async sleep(tags?: MemoryTag[]): Promise<void> {
-    this.requireTags(tags, 'release');
+    const known = this.knownTags(tags, 'release');
+    if (known !== undefined && known.length === 0) return;
     await this.client.flushCache({ deadlineMs: this.flushDeadlineMs });
-    await this.releaseMemory(tags);
+    await this.releaseMemory(known);
   }
 
   /** release_memory_occupation(tags) alone, for a caller whose drain already flushed the cache. */
   async releaseMemory(tags?: MemoryTag[]): Promise<void> {
-    this.requireTags(tags, 'release');
-    await this.client.releaseMemoryOccupation(tags, this.control);
-    this.logger?.info({ engineId: this.engineId, tags: tags ?? 'all' }, 'memory released');
+    const known = this.knownTags(tags, 'release');
+    if (known !== undefined && known.length === 0) return;
+    await this.client.releaseMemoryOccupation(known, this.control);
+    this.logger?.info({ engineId: this.engineId, tags: known ?? 'all' }, 'memory released');
   }
 
   /** resume_memory_occupation(tags); once everything is resident, resumes generation a drain paused. Resume by
    * tag (weights, sync, then kv_cache) to avoid holding old weights, cache and new weights at once. */
   async wake(tags?: MemoryTag[]): Promise<void> {
-    this.requireTags(tags, 'resume');
-    await this.client.resumeMemoryOccupation(tags, this.control);
+    const known = this.knownTags(tags, 'resume');
+    if (known === undefined || known.length > 0)
+      await this.client.resumeMemoryOccupation(known, this.control);
     const complete = tags === undefined || tags.includes('kv_cache');
     if (complete && this.paused !== null) {
       await this.client.continueGeneration(this.control);
@@ -262,10 +284,7 @@ export class SGLangEngine {
    * - `in_place`: pause_generation(in_place): requests freeze with their KV cache (for a weight update without
    *   offload); the cache is not flushed. */
   async drain(opts: DrainOptions): Promise<DrainReport> {
-    const { policy } = opts;
-    if (policy !== 'wait') {
-      this.release.require((f) => f.pauseModes.includes(policy), `pause generation in mode ${policy}`);
-    }
+    this.checkDrain(opts.policy);
     const t0 = this.clock.now();
     const work = async () => (opts.inFlight?.() ?? 0) + (await this.engineWork());
     const inFlightAtStart = await work();
@@ -315,15 +334,7 @@ export class SGLangEngine {
    * `distributed`: update_weights_from_distributed over an initialised NCCL group (weights already broadcast
    * by the trainer); `version`: only relabels (weights pushed by another path, e.g. tensors). */
   async updateWeights(req: WeightUpdate): Promise<{ weightVersion: string }> {
-    this.release.require(
-      (f) =>
-        req.source === 'disk'
-          ? f.updateFromDisk
-          : req.source === 'distributed'
-            ? f.updateFromDistributed
-            : f.updateWeightVersion,
-      `update weights from ${req.source}`,
-    );
+    this.checkWeightUpdate(req.source);
     let result: SuccessMessage;
     let path: string;
     if (req.source === 'disk') {
@@ -372,7 +383,7 @@ export class SGLangEngine {
 
   /** init_weights_update_group: joins the trainer's NCCL group; `success: false` throws `weight_update_failed`. */
   async initWeightsUpdateGroup(req: InitWeightsUpdateGroupRequest): Promise<void> {
-    this.release.require((f) => f.updateFromDistributed, 'join a weight update group');
+    this.checkWeightUpdate('distributed', 'init');
     const r = await this.client.initWeightsUpdateGroup(req, this.control);
     this.requireSuccess(
       '/init_weights_update_group',
@@ -384,7 +395,7 @@ export class SGLangEngine {
 
   /** destroy_weights_update_group; `success: false` throws `weight_update_failed`. */
   async destroyWeightsUpdateGroup(req: DestroyWeightsUpdateGroupRequest): Promise<void> {
-    this.release.require((f) => f.destroyWeightsUpdateGroup, 'destroy a weight update group');
+    this.checkWeightUpdate('distributed', 'destroy');
     const r = await this.client.destroyWeightsUpdateGroup(req, this.control);
     this.requireSuccess(
       '/destroy_weights_update_group',
@@ -406,13 +417,14 @@ export class SGLangEngine {
     if (this.ownsClient) await this.client.close();
   }
 
-  /** Release or resume by tag needs a release whose memory endpoints take `tags`, and knows each tag. */
-  private requireTags(tags: readonly MemoryTag[] | undefined, verb: string): void {
-    if (tags === undefined) return;
-    this.release.require(
-      (f) => tags.every((t) => f.memoryTags.includes(t)),
-      `${verb} memory by tag (${tags.join(', ')})`,
-    );
+  /** The tags of a release or resume the engine's release knows. A release whose memory endpoints take no `tags`
+   * refuses a call by tag; a tag the release does not know (0.5.2 has no `cuda_graph`) names memory it does not
+   * manage apart, and is left out. Unknown release: the tags as given. */
+  private knownTags(tags: MemoryTag[] | undefined, verb: string): MemoryTag[] | undefined {
+    const f = this.release.features;
+    if (tags === undefined || f === undefined) return tags;
+    this.release.require((x) => x.memoryTags.length > 0, `${verb} memory by tag (${tags.join(', ')})`);
+    return tags.filter((t) => f.memoryTags.includes(t));
   }
 
   private handleExit(e: ProcessExit): void {

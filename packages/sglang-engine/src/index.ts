@@ -13,5 +13,6 @@ export * from './server-args.ts';
 export * from './sglang-argparse.ts';
 export * from './sglang-features.ts';
 export * from './sglang-flags.ts';
+export * from './sglang-plan.ts';
 export * from './sglang-surface.ts';
 export * from './watchdog.ts';

@@ -177,7 +177,6 @@ export type ChatMessage = z.infer<typeof ChatMessageSchema>;
 const OpenAISamplingFields = {
   model: z.string(),
   max_tokens: z.number().int().nonnegative().nullish(),
-  max_completion_tokens: z.number().int().nonnegative().nullish(),
   temperature: z.number().nonnegative().nullish(),
   top_p: z.number().nullish(),
   n: z.number().int().positive().nullish(),
@@ -186,7 +185,6 @@ const OpenAISamplingFields = {
   stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
   seed: z.number().int().nullish(),
   logprobs: z.union([z.boolean(), z.number().int()]).nullish(),
-  top_logprobs: z.number().int().nullish(),
   frequency_penalty: z.number().nullish(),
   presence_penalty: z.number().nullish(),
   user: z.string().nullish(),
@@ -212,6 +210,9 @@ const OpenAISamplingFields = {
 export const ChatCompletionRequestSchema = z.looseObject({
   ...OpenAISamplingFields,
   messages: z.array(ChatMessageSchema).min(1),
+  // Chat only: no SGLang release's CompletionRequest has these two (its `logprobs` is a count).
+  max_completion_tokens: z.number().int().nonnegative().nullish(),
+  top_logprobs: z.number().int().nullish(),
   chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
   separate_reasoning: z.boolean().nullish(),
   continue_final_message: z.boolean().nullish(),

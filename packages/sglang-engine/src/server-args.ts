@@ -219,7 +219,11 @@ function commonFlags(
   if (opts.offload) flags.push({ flag: '--enable-memory-saver', from: 'deployment.offload' });
   // A static model that sleeps has no trainer to resend its weights: keep a CPU copy to restore on wake.
   if (opts.offload && model.weight_source === 'static') {
-    flags.push({ flag: '--enable-weights-cpu-backup', from: 'deployment.offload of a static model' });
+    flags.push({
+      flag: '--enable-weights-cpu-backup',
+      from: 'deployment.offload',
+      why: 'a static model keeps a CPU copy of its weights to wake with',
+    });
   }
   if (replica.worker_type === 'prefill' || replica.worker_type === 'decode') {
     flags.push({

@@ -7,11 +7,26 @@
  */
 import { isUisError } from '@uis/spec';
 import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { SGLangClient } from './client.ts';
 import { SGLangEngine } from './engine.ts';
-import type { PauseMode } from './protocol.ts';
+import {
+  AbortRequestSchema,
+  ChatCompletionRequestSchema,
+  CompletionRequestSchema,
+  DestroyWeightsUpdateGroupRequestSchema,
+  GenerateReqInputSchema,
+  InitWeightsUpdateGroupRequestSchema,
+  MemoryOccupationRequestSchema,
+  PauseGenerationRequestSchema,
+  type PauseMode,
+  UpdateWeightsFromDiskRequestSchema,
+  UpdateWeightsFromDistributedRequestSchema,
+  UpdateWeightsFromTensorRequestSchema,
+  UpdateWeightVersionRequestSchema,
+} from './protocol.ts';
 import { sglangFeatures } from './sglang-features.ts';
-import { hasRoute, SGLANG_VERSIONS, surfaceOf } from './sglang-surface.ts';
+import { classFields, hasRoute, SGLANG_VERSIONS, surfaceOf } from './sglang-surface.ts';
 import { type SurfaceServer, startSurfaceServer } from './surface-server.fixture.ts';
 
 /** The client's fallbacks: first name -> the name it tries after a 404. */
@@ -63,7 +78,7 @@ for (const version of SGLANG_VERSIONS) {
       expect(server.missingFields).toEqual([]);
       expect(server.unknownFields).toEqual([]);
       expectOnlyFallbacks(server);
-    });
+    }, 60_000);
 
     it('control and weight calls as the engine makes them: bodies the release reads, or refused by its features', async () => {
       server = await startSurfaceServer(surface);
@@ -111,7 +126,7 @@ for (const version of SGLANG_VERSIONS) {
         : [];
       expect([...new Set(server.unknownFields)]).toEqual(ignored);
       expectOnlyFallbacks(server);
-    });
+    }, 60_000);
   });
 }
 
@@ -142,4 +157,94 @@ describe('the fallbacks the client documents are needed and exist', () => {
       for (const v of without) expect(hasRoute(surfaceOf(v)!, 'GET', next), `${next} on ${v}`).toBe(true);
     }
   });
+});
+
+/** Our request schemas against SGLang's request classes: a field our schema names that a release's class lacks
+ * is passed on by the client and ignored by that release. Each such gap is listed here with the releases it
+ * holds for, so a new one (our misreading, or SGLang dropping a field) fails. */
+const REQUEST_SCHEMAS: Array<[string, z.ZodType, string]> = [
+  ['GenerateReqInputSchema', GenerateReqInputSchema, 'GenerateReqInput'],
+  ['ChatCompletionRequestSchema', ChatCompletionRequestSchema, 'ChatCompletionRequest'],
+  ['CompletionRequestSchema', CompletionRequestSchema, 'CompletionRequest'],
+  ['UpdateWeightsFromDiskRequestSchema', UpdateWeightsFromDiskRequestSchema, 'UpdateWeightFromDiskReqInput'],
+  [
+    'InitWeightsUpdateGroupRequestSchema',
+    InitWeightsUpdateGroupRequestSchema,
+    'InitWeightsUpdateGroupReqInput',
+  ],
+  [
+    'UpdateWeightsFromDistributedRequestSchema',
+    UpdateWeightsFromDistributedRequestSchema,
+    'UpdateWeightsFromDistributedReqInput',
+  ],
+  [
+    'UpdateWeightsFromTensorRequestSchema',
+    UpdateWeightsFromTensorRequestSchema,
+    'UpdateWeightsFromTensorReqInput',
+  ],
+  ['UpdateWeightVersionRequestSchema', UpdateWeightVersionRequestSchema, 'UpdateWeightVersionReqInput'],
+  ['AbortRequestSchema', AbortRequestSchema, 'AbortReq'],
+  ['MemoryOccupationRequestSchema', MemoryOccupationRequestSchema, 'ReleaseMemoryOccupationReqInput'],
+  ['PauseGenerationRequestSchema', PauseGenerationRequestSchema, 'PauseGenerationReqInput'],
+  [
+    'DestroyWeightsUpdateGroupRequestSchema',
+    DestroyWeightsUpdateGroupRequestSchema,
+    'DestroyWeightsUpdateGroupReqInput',
+  ],
+];
+
+const KNOWN_FIELD_GAPS: Record<string, string[]> = {
+  // Renamed: data_parallel_rank -> routed_dp_rank in 0.5.10; 0.5.23 takes both again.
+  'GenerateReqInputSchema.routed_dp_rank': ['0.5.2', '0.5.6.post2'],
+  'GenerateReqInputSchema.data_parallel_rank': ['0.5.15.post1', '0.5.17'],
+  'ChatCompletionRequestSchema.priority': ['0.5.2'],
+  'CompletionRequestSchema.priority': ['0.5.2'],
+  'UpdateWeightsFromDistributedRequestSchema.load_format': ['0.5.2'],
+  // 0.5.2's pause takes no body; destroy_weights_update_group came in 0.5.6 (see the features table).
+  'PauseGenerationRequestSchema.*': ['0.5.2'],
+  'DestroyWeightsUpdateGroupRequestSchema.*': ['0.5.2'],
+};
+
+/** The object shape under a schema's refinements. */
+function keysOf(schema: z.ZodType): string[] {
+  let s: unknown = schema;
+  while (s instanceof z.ZodPipe) s = s.in;
+  return s instanceof z.ZodObject ? Object.keys(s.shape) : [];
+}
+
+describe('our request schemas name only fields SGLang reads', () => {
+  it('every field, in every supported release, but the gaps listed', () => {
+    const gaps: Record<string, string[]> = {};
+    for (const [name, schema, cls] of REQUEST_SCHEMAS) {
+      const keys = keysOf(schema);
+      expect(keys.length, name).toBeGreaterThan(0);
+      for (const v of SGLANG_VERSIONS) {
+        const fields = classFields(surfaceOf(v)!, cls);
+        const missing = fields === undefined ? ['*'] : keys.filter((k) => !fields.includes(k));
+        for (const k of missing) (gaps[`${name}.${k}`] ??= []).push(v);
+      }
+    }
+    expect(gaps).toEqual(KNOWN_FIELD_GAPS);
+  });
+});
+
+describe('an engine refuses what its SGLang release cannot do, before calling it', () => {
+  it('0.5.2: no retract or in_place pause, no destroy group; a cuda_graph tag it does not know is left out', async () => {
+    server = await startSurfaceServer(surfaceOf('0.5.2')!);
+    const e = new SGLangEngine({ engineId: 'judge/0', baseUrl: server.url, pollMs: 1 });
+    expect(e.sglangVersion).toBeUndefined();
+    expect(await e.detectSGLangVersion()).toBe('0.5.2');
+    const refusal = await e.drain({ policy: 'in_place', deadlineMs: 1000 }).catch((err: unknown) => err);
+    expect(isUisError(refusal) && refusal.code).toBe('sglang_feature_unsupported');
+    expect((refusal as Error).message).toBe(
+      'judge/0 runs SGLang 0.5.2, which cannot pause generation in mode in_place; supported releases that can: 0.5.6.post2, 0.5.10.post1, 0.5.12, 0.5.15.post1, 0.5.17, 0.5.23',
+    );
+    const before = server.calls.length;
+    await e.sleep(['kv_cache', 'cuda_graph']);
+    const release = server.calls.slice(before).find((c) => c.path === '/release_memory_occupation');
+    expect(release?.body).toEqual({ tags: ['kv_cache'] });
+    await e.wake(['cuda_graph']);
+    expect(server.calls.some((c, i) => i > before && c.path === '/resume_memory_occupation')).toBe(false);
+    await e.shutdown();
+  }, 60_000);
 });

@@ -1,4 +1,4 @@
-import { UisError } from '@uis/spec';
+import { type ErrorCode, UisError } from '@uis/spec';
 import {
   compareSGLangVersions,
   flagOf,
@@ -14,6 +14,8 @@ export interface PlannedFlag {
   value?: string;
   /** Config path of the field the flag comes from (what the user changes when the version refuses it). */
   from: string;
+  /** Why that field adds the flag, when the path alone does not say. */
+  why?: string;
 }
 
 /** Why `flag` cannot take `value` as argparse would parse it, or null. */
@@ -40,39 +42,56 @@ export function versionsWithFlag(flag: string): string[] {
   });
 }
 
-/** Refuses, before any engine starts, a flag the SGLang `version` does not have or cannot take as given, naming
- * the flag, the version and the config field. */
-export function checkFlags(flags: readonly PlannedFlag[], version: string, versionPath: string): void {
+/** What is wrong with each flag for the SGLang `version` (a flag it does not have, or cannot take as given), each
+ * naming the flag, the release and the config field; empty when every flag parses there. */
+export function flagIssues(
+  flags: readonly PlannedFlag[],
+  version: string,
+  versionPath: string,
+): Array<{ code: ErrorCode; path: string; message: string }> {
   const surface = surfaceOf(version);
   if (surface === undefined) {
-    throw new UisError({
-      code: 'unsupported_sglang_version',
-      path: versionPath,
-      message: `uis has no surface for SGLang ${version}; supported: ${SGLANG_VERSIONS.join(', ')}`,
-    });
+    return [
+      {
+        code: 'unsupported_sglang_version',
+        path: versionPath,
+        message: `uis has no surface for SGLang ${version}; supported: ${SGLANG_VERSIONS.join(', ')}`,
+      },
+    ];
   }
+  const issues: Array<{ code: ErrorCode; path: string; message: string }> = [];
   for (const f of flags) {
     const spec = flagOf(surface, f.flag);
+    const source = f.why === undefined ? f.from : `${f.from}: ${f.why}`;
     if (spec === undefined) {
       const having = versionsWithFlag(f.flag);
-      throw new UisError({
+      issues.push({
         code: 'sglang_flag_unsupported',
         path: f.from,
         message:
           having.length === 0
-            ? `SGLang ${version} has no ${f.flag} (from ${f.from}), nor has any supported release; change ${f.from}`
-            : `SGLang ${version} has no ${f.flag} (from ${f.from}); releases that have it: ${summarize(having)}. Set sglang_version to one of them, or change ${f.from}`,
+            ? `SGLang ${version} has no ${f.flag} (from ${source}), nor has any supported release; change ${f.from}`
+            : `SGLang ${version} has no ${f.flag} (from ${source}); releases that have it: ${summarize(having)}. Set sglang_version to one of them, or change ${f.from}`,
       });
+      continue;
     }
     const problem = valueProblem(spec, f.flag, f.value);
     if (problem !== null) {
-      throw new UisError({
+      issues.push({
         code: 'sglang_flag_unsupported',
         path: f.from,
-        message: `SGLang ${version} refuses ${f.flag}${f.value === undefined ? '' : ` ${f.value}`} (from ${f.from}): ${problem}`,
+        message: `SGLang ${version} refuses ${f.flag}${f.value === undefined ? '' : ` ${f.value}`} (from ${source}): ${problem}`,
       });
     }
   }
+  return issues;
+}
+
+/** Refuses, before any engine starts, a flag the SGLang `version` does not have or cannot take as given (the
+ * first of `flagIssues`). */
+export function checkFlags(flags: readonly PlannedFlag[], version: string, versionPath: string): void {
+  const first = flagIssues(flags, version, versionPath)[0];
+  if (first !== undefined) throw new UisError(first);
 }
 
 function summarize(versions: readonly string[]): string {

@@ -13,6 +13,7 @@ export interface RecordedCall {
   path: string;
   status: number;
   bodyKeys: string[];
+  body: Record<string, unknown>;
 }
 
 export interface SurfaceServer {
@@ -198,7 +199,7 @@ export async function startSurfaceServer(surface: Surface): Promise<SurfaceServe
       const routes = surface.routes.filter((r) => r.path === path);
       const route = routes.find((r) => r.methods.includes(method));
       const status = routes.length === 0 ? 404 : route === undefined ? 405 : 200;
-      state.calls.push({ method, path, status, bodyKeys: Object.keys(body) });
+      state.calls.push({ method, path, status, bodyKeys: Object.keys(body), body });
       if (route === undefined) {
         return respond(res, status, { detail: status === 404 ? 'Not Found' : 'Method Not Allowed' }, false);
       }

@@ -30,6 +30,8 @@ export const ReplicaViewSchema = z.object({
   state: ReplicaStateSchema,
   direct_eligible: z.boolean(),
   weight_version: z.string().nullable(),
+  /** The SGLang release the engine reports (null until it was healthy once). */
+  sglang_version: z.string().nullable(),
   inflight: z.number().int().nonnegative(),
   /** The gateway's circuit breaker of this replica; null when the model is routed by an SGLang router. */
   circuit: CircuitStateSchema.nullable(),

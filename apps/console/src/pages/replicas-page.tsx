@@ -55,6 +55,7 @@ export function filterReplicas(replicas: ReplicaView[], text: string, state: str
           r.base_url ?? '',
           r.state,
           r.weight_version ?? '',
+          r.sglang_version ?? '',
           r.circuit ?? '',
         ].some((v) => v.toLowerCase().includes(needle))),
   );
@@ -190,6 +191,9 @@ function ReplicaRow({ r, target }: { r: ReplicaView; target: string | null }) {
         title={stale ? `behind the model's target ${target}: not eligible until synced` : undefined}
       >
         {r.weight_version ?? '—'}
+      </td>
+      <td className="mono" data-testid="replica-sglang" title="the SGLang release the engine reports">
+        {r.sglang_version ?? '—'}
       </td>
       <td className="num mono">{r.inflight}</td>
       <td className="num mono" data-testid="replica-restarts">
@@ -333,6 +337,7 @@ export function ReplicasPage({ state, initialFilter = '' }: { state: ConsoleStat
                         {header('state', 'state')}
                         <th>direct</th>
                         {header('weight_version', 'weights')}
+                        <th title="the SGLang release each engine reports (its server info version)">SGLang</th>
                         {header('inflight', 'in-flight', true)}
                         <th className="num" title={RESTARTS_TITLE} data-testid="replica-restarts-head">
                           restarts

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -42,6 +42,30 @@ describe('uis plan', { timeout: 60_000 }, () => {
     const json = uis('plan', example('bad-split-overlap.yaml'), '--json');
     expect(json.code).toBe(1);
     expect(JSON.parse(json.out)).toMatchObject({ ok: false, errors: [{ code: 'split_overlap' }] });
+  });
+
+  it("refuses a launch flag the model's SGLang release lacks, naming the flag and the release", () => {
+    const defer = readFileSync(example('defer.yaml'), 'utf8').replace(
+      '        model_path: /models/judge\n',
+      '        model_path: /models/judge\n        sglang_version: "0.5.2"\n',
+    );
+    expect(defer).toContain('sglang_version: "0.5.2"');
+    const r = uis('plan', '--config', file('old-sglang.yaml', defer), '--json');
+    expect(r.code).toBe(1);
+    expect(JSON.parse(r.out).errors).toEqual([
+      {
+        code: 'sglang_flag_unsupported',
+        path: 'roles.genrm.models[0].sglang_version',
+        message:
+          'SGLang 0.5.2 has no --enable-weights-cpu-backup (from deployment.offload: a static model keeps a CPU copy of its weights to wake with); releases that have it: 0.5.6.post2 and later (0.5.6.post2, 0.5.10.post1, 0.5.12, 0.5.15.post1, 0.5.17, 0.5.23). Set sglang_version to one of them, or change deployment.offload',
+      },
+    ]);
+    const newer = uis(
+      'plan',
+      '--config',
+      file('newer-sglang.yaml', defer.replace('"0.5.2"', '"0.5.6.post2"')),
+    );
+    expect(newer.code).toBe(0);
   });
 
   it('prints exactly the JSON shape of the issue', () => {

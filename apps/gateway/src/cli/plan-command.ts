@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fromRelaxArgs, planPlacement, planTotalGpus } from '@uis/planner';
+import { sglangPlanIssues } from '@uis/sglang-engine';
 import {
   configuredRoles,
   type DeploymentMode,
@@ -152,7 +153,10 @@ export function runPlan(flags: readonly string[], options: PlanCommandOptions, i
   } catch (e) {
     return inputError(errorIssues(e, '(input)'));
   }
-  const result = planPlacement(config);
+  const planned = planPlacement(config);
+  // A launch flag a model's SGLang release lacks is reported with the layout's own violations.
+  const issues = planned.ok ? sglangPlanIssues(config, planned.plan) : [];
+  const result = issues.length > 0 ? { ok: false as const, errors: issues } : planned;
   const json: PlanJson = result.ok
     ? {
         ok: true,

@@ -73,6 +73,7 @@ export function consoleState(src: ConsoleStateSources): ConsoleState {
           state: r.state,
           direct_eligible: pub?.direct_eligible ?? false,
           weight_version: r.weight_version,
+          sglang_version: r.sglang_version,
           inflight: gateway?.inFlight.get(r.engine_id) ?? 0,
           // A model an SGLang router serves has no circuit of ours.
           circuit:

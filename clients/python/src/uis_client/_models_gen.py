@@ -86,6 +86,7 @@ class ManagedReplica(_Model):
     state: Literal["starting", "ready", "draining", "sleeping", "onloading", "dead"]
     base_url: str | None
     weight_version: str | None
+    sglang_version: str | None
     generation: int
     memory_released: bool
     external: bool

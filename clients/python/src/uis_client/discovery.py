@@ -25,6 +25,8 @@ class DiscoveryEngine(BaseModel):
     group: int | None = Field(default=None, ge=0)
     worker_type: Literal["regular", "prefill", "decode"] | None = None
     generation: int | None = Field(default=None, ge=0)
+    # The SGLang release the engine reports (its server info version), once it was healthy.
+    sglang_version: str | None = None
     # The gateway's circuit breaker of this replica (absent for a model an SGLang router serves).
     circuit: CircuitState | None = None
 

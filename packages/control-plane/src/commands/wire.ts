@@ -119,6 +119,8 @@ export const ManagerSnapshotSchema = z
                 state: ReplicaStateSchema,
                 base_url: z.string().nullable(),
                 weight_version: z.string().nullable(),
+                /** The SGLang release the engine reports (server info), once it was healthy. */
+                sglang_version: z.string().nullable(),
                 generation: z.number().int(),
                 memory_released: z.boolean(),
                 external: z.boolean(),

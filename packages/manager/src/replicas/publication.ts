@@ -33,6 +33,8 @@ export class PublicationProjector {
           generation: s.generation,
         };
         if (s.replica.worker_type !== 'placeholder') e.worker_type = s.replica.worker_type;
+        const sglang = s.engine?.sglangVersion;
+        if (sglang !== undefined) e.sglang_version = sglang;
         return e;
       });
       models[name] = {
@@ -60,6 +62,7 @@ export class PublicationProjector {
           state: s.state,
           base_url: s.baseUrl,
           weight_version: s.weightVersion,
+          sglang_version: s.engine?.sglangVersion ?? null,
           generation: s.generation,
           memory_released: s.memory.released,
           external: s.external,

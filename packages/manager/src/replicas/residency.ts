@@ -41,15 +41,17 @@ export class Residency {
    * the coordinator needs. */
   async drain(models: string[], opts: { deadlineMs?: number; policy?: DrainPolicy }): Promise<OffloadReport> {
     const { replicas } = this;
-    for (const name of models) replicas.model(name).desire = 'sleeping';
     const slots = models.flatMap((m) => replicas.slotsOf(m));
+    const policy = opts.policy ?? this.opts.drainPolicy;
+    // Refused before any replica drains: an engine whose SGLang release cannot pause this way would fail mid-way.
+    for (const s of slots) s.engine?.checkDrain(policy);
+    for (const name of models) replicas.model(name).desire = 'sleeping';
     const draining = slots.filter((s) => s.state === 'ready' || s.state === 'onloading');
     for (const s of draining) replicas.setState(s, 'draining');
     // Draining is visible (direct_eligible false, router entry removed) before any work is waited for.
     await this.routers.sync();
     this.publication.publish();
     const deadlineMs = opts.deadlineMs ?? this.opts.drainDeadlineMs;
-    const policy = opts.policy ?? this.opts.drainPolicy;
     const recovering = slots.flatMap((s) => (s.health.recovery ? [s.health.recovery] : []));
     // Adopted while a memory call was in flight: asleep, its memory in doubt. Released again for the proof.
     const doubtful = slots.filter(

@@ -97,6 +97,8 @@ export interface ManagerSnapshot {
         state: ReplicaState;
         base_url: string | null;
         weight_version: string | null;
+        /** The SGLang release the engine reports (server info), once it was healthy. */
+        sglang_version: string | null;
         generation: number;
         memory_released: boolean;
         external: boolean;

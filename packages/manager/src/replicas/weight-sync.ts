@@ -80,6 +80,9 @@ export class WeightSync {
 
   /** Updates every resident replica; moves the target (and the replayable update) unless every replica failed. */
   async update(m: ModelRuntime, req: ParsedWeightUpdate): Promise<WeightUpdateResult> {
+    // Refused before any replica is touched: a replica whose SGLang release cannot do it would fail mid-update.
+    const action = req.source === 'distributed' ? req.action : 'update';
+    for (const s of this.replicas.slotsOf(m.spec.name)) s.engine?.checkWeightUpdate(req.source, action);
     const resident = this.replicas
       .slotsOf(m.spec.name)
       .filter(
