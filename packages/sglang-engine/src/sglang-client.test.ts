@@ -221,7 +221,7 @@ describe('our request schemas name only fields SGLang reads', () => {
       for (const v of SGLANG_VERSIONS) {
         const fields = classFields(surfaceOf(v)!, cls);
         const missing = fields === undefined ? ['*'] : keys.filter((k) => !fields.includes(k));
-        for (const k of missing) (gaps[`${name}.${k}`] ??= []).push(v);
+        for (const k of missing) gaps[`${name}.${k}`] = [...(gaps[`${name}.${k}`] ?? []), v];
       }
     }
     expect(gaps).toEqual(KNOWN_FIELD_GAPS);

@@ -337,7 +337,9 @@ export function ReplicasPage({ state, initialFilter = '' }: { state: ConsoleStat
                         {header('state', 'state')}
                         <th>direct</th>
                         {header('weight_version', 'weights')}
-                        <th title="the SGLang release each engine reports (its server info version)">SGLang</th>
+                        <th title="the SGLang release each engine reports (its server info version)">
+                          SGLang
+                        </th>
                         {header('inflight', 'in-flight', true)}
                         <th className="num" title={RESTARTS_TITLE} data-testid="replica-restarts-head">
                           restarts
