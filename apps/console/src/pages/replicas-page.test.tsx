@@ -40,13 +40,21 @@ describe('Replicas page', () => {
     expect(screen.getAllByText('No replica matches the filter.')).toHaveLength(1);
   });
 
+  it('shows the SGLang release each engine reports', () => {
+    render(<ReplicasPage state={demoState({ phase: 0 })} />, { wrapper: Providers });
+    const section = screen.getAllByTestId('model-section').find((s) => s.dataset.model === 'policy')!;
+    const cells = within(section).getAllByTestId('replica-sglang');
+    expect(cells.length).toBeGreaterThan(0);
+    expect(cells.map((c) => c.textContent)).toEqual(cells.map(() => '0.5.17'));
+  });
+
   it('sorts by in-flight load, then the other way round', () => {
     render(<ReplicasPage state={demoState({ phase: 0 })} />, { wrapper: Providers });
     const section = screen.getAllByTestId('model-section').find((s) => s.dataset.model === 'policy')!;
     const inflight = () =>
       within(section)
         .getAllByTestId('replica-row')
-        .map((r) => Number(r.querySelectorAll('td')[5]?.textContent));
+        .map((r) => Number(r.querySelectorAll('td')[6]?.textContent));
     fireEvent.click(within(section).getByTestId('sort-inflight'));
     const asc = inflight();
     expect(asc).toEqual([...asc].sort((a, b) => a - b));
