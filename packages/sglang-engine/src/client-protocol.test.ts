@@ -135,7 +135,7 @@ describe('SGLangClient wire edge cases', () => {
     await client.flushCache({ deadlineMs: 10_000, retryIntervalMs: 10 });
     expect(hits).toHaveLength(4);
     busy = 1000;
-    const e = await failure(client.flushCache({ deadlineMs: 100, retryIntervalMs: 20 }));
+    const e = await failure(client.flushCache({ deadlineMs: 1_000, retryIntervalMs: 50 }));
     expect(e.code).toBe('engine_timeout');
     expect(e.message).toContain('400');
   });
