@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from uis_client import NotFoundError, UisClient, UnavailableError
+from uis_client import BadRequestError, UisClient, UnavailableError
 
 
 def test_round_robin_over_the_live_replicas_in_discovery_order(client: UisClient) -> None:
@@ -30,9 +30,9 @@ def test_generate_chat_and_stream_go_to_the_engines(client: UisClient) -> None:
 
 def test_local_errors_match_the_gateway(client: UisClient) -> None:
     with client.direct("rollout", watch=False) as direct:
-        with pytest.raises(NotFoundError) as info:
+        with pytest.raises(BadRequestError) as info:
             direct.generate({"model": "nope", "text": "x"})
-        assert (info.value.code, info.value.path) == ("unknown_model", "body.model")
+        assert (info.value.code, info.value.path) == ("model_not_served", "body.model")
         with pytest.raises(UnavailableError) as version:
             direct.generate({"text": "x"}, headers={"X-Min-Weight-Version": "zzz-not-served"})
         assert version.value.code == "no_replica_at_version"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from uis_client import AuthenticationError, NotFoundError, UisClient, UnavailableError
+from uis_client import AuthenticationError, BadRequestError, UisClient, UnavailableError
 
 from .conftest import Service
 
@@ -29,10 +29,11 @@ def test_gateway_chat_and_generate(client: UisClient) -> None:
     assert isinstance(out["text"], str)
 
 
-def test_unknown_model_is_not_found_naming_the_path(client: UisClient) -> None:
-    with pytest.raises(NotFoundError) as info:
+def test_unknown_model_is_a_bad_request_naming_the_path(client: UisClient) -> None:
+    # 400, as the RFC's routing order and Relax's resolvers answer an explicit model the role does not serve.
+    with pytest.raises(BadRequestError) as info:
         client.chat_completions("rollout", {"model": "nope", "messages": HI})
-    assert (info.value.code, info.value.status, info.value.path) == ("unknown_model", 404, "body.model")
+    assert (info.value.code, info.value.status, info.value.path) == ("model_not_served", 400, "body.model")
     assert "policy" in info.value.details["models"]
 
 

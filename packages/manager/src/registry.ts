@@ -36,6 +36,27 @@ function routingBlock(spec: RoutingSpec | undefined): DiscoveryRouting | undefin
   };
 }
 
+/** The routing block for these models: the configured route keys, then each model under its own name where no
+ * route key has it, the route keys the resolver accepts; and the default model the resolver uses. Published as `route_keys` (Relax's first and third
+ * readers) and `route_key_to_model` (its second): each reader then selects a GenRM instance by its name. */
+function withRouteKeyMap(
+  routing: DiscoveryRouting | undefined,
+  models: Record<string, DiscoveryModel>,
+): DiscoveryRouting | undefined {
+  if (!routing) return undefined;
+  const map: Record<string, string> = { ...routing.route_keys };
+  const names = Object.keys(models);
+  for (const name of names) if (!Object.hasOwn(map, name)) map[name] = name;
+  // The only model is the default when none is configured (the resolver's rule); Relax's readers need it named.
+  const only = names.length === 1 ? names[0]! : null;
+  return {
+    ...routing,
+    default_model: routing.default_model ?? only,
+    route_keys: map,
+    route_key_to_model: { ...map },
+  };
+}
+
 function deepFreeze<T>(value: T): T {
   if (value && typeof value === 'object' && !Object.isFrozen(value)) {
     Object.freeze(value);
@@ -61,6 +82,8 @@ function canonical(value: unknown): string {
 export class Registry {
   readonly role: Role;
   readonly epoch: string;
+  /** The configured routing block; each publication adds the models' own names to its route keys. */
+  private readonly routing: DiscoveryRouting | undefined;
   private current: DiscoverySnapshot;
   private contentKey: string;
   private readonly listeners = new Set<RegistryListener>();
@@ -69,14 +92,16 @@ export class Registry {
     this.role = opts.role;
     this.epoch = opts.epoch ?? randomUUID();
     const routing = routingBlock(opts.routing);
+    this.routing = routing;
     const initial: DiscoverySnapshot = {
       schema_version: DISCOVERY_SCHEMA_VERSION,
       role: opts.role,
       topology_revision: 0,
       registry_epoch: this.epoch,
+      manager_epoch: this.epoch,
       phase: opts.phase ?? null,
       models: {},
-      ...(routing ? { routing } : {}),
+      ...(routing ? { routing: withRouteKeyMap(routing, {}) } : {}),
     };
     this.current = deepFreeze(DiscoverySnapshotSchema.parse(initial));
     this.contentKey = Registry.keyOf(this.current);
@@ -103,6 +128,8 @@ export class Registry {
       models: draft.models ?? this.current.models,
       topology_revision: this.current.topology_revision,
     };
+    const routing = withRouteKeyMap(this.routing, next.models);
+    if (routing) next.routing = routing;
     const key = Registry.keyOf(next);
     if (key === this.contentKey) return { snapshot: this.current, changed: false };
     next.topology_revision = this.current.topology_revision + 1;

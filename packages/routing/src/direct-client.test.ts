@@ -236,7 +236,7 @@ describe('DirectClient against sglang-sim processes', { timeout: 30_000 }, () =>
     await c.start();
     const e = await c.generate({ ...body, model: 'nope' }).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(UisError);
-    expect(e).toMatchObject({ code: 'unknown_model', status: 404 });
+    expect(e).toMatchObject({ code: 'model_not_served', status: 400 });
     expect(c.lastAttempts).toEqual([]);
   });
 

@@ -63,7 +63,7 @@ describe('resolveModel', () => {
 
   it('an unknown model is a 400 naming what was asked and what exists', () => {
     const e = err(resolveModel(snapshot(), { model: 'gpt-5' }));
-    expect(e).toMatchObject({ code: 'unknown_model', status: 404, path: 'body.model' });
+    expect(e).toMatchObject({ code: 'model_not_served', status: 400, path: 'body.model' });
     expect(e.message).toContain('gpt-5');
     expect(e.message).toContain('math-teacher, code-teacher');
     expect(e.message).toContain('teacher, coder');

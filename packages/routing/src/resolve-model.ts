@@ -13,7 +13,8 @@ import { policyFor, type RoutingRules } from './routing-rules.ts';
 export interface ResolveRequest {
   /** A model id, an alias or a served model name. */
   model?: string | null | undefined;
-  /** The route key: mapped to a model by `routing.route_keys` (e.g. OPD's data_source); body `route_key`. */
+  /** The route key: mapped to a model by `routing.route_keys` (e.g. OPD's data_source), or a model's own name;
+   * body `route_key`. */
   routeKey?: string | null | undefined;
 }
 
@@ -95,8 +96,8 @@ function inconsistent(
   });
 }
 
-/** Resolves a request to one model: explicit model (id, alias, served name) -> route_key -> default model -> 400.
- * An unknown model or route_key is a 400 that names what exists; nothing falls back silently. A model that is not
+/** Resolves a request to one model: explicit model (id, alias, served name) -> route_key (a configured one, else a
+ * model's own name) -> default model -> 400. An unknown model or route_key is a 400 that names what exists; nothing falls back silently. A model that is not
  * ready is a 503 with retry guidance. `routing` defaults to the snapshot's own `routing` block.
  * When nothing is asked, no default is configured and the role serves exactly one model, that model is used:
  * there is nothing to choose. */
@@ -128,7 +129,7 @@ export function resolveModel(
       if (byServed.length !== 1) {
         const k = known(snapshot, rules);
         return new UisError({
-          code: 'unknown_model',
+          code: 'model_not_served',
           path: 'body.model',
           message: `unknown model "${asked}"; models: ${list(k.models)}; aliases: ${list(k.aliases)}`,
           details: { requested: asked, ...k },
@@ -139,10 +140,13 @@ export function resolveModel(
     }
   } else if (request.routeKey !== undefined && request.routeKey !== null && request.routeKey !== '') {
     const key = request.routeKey;
+    // A configured route key first; else a key naming a model selects it (Relax selects a GenRM instance so).
     const target =
       rules?.route_keys !== undefined && Object.hasOwn(rules.route_keys, key)
         ? rules.route_keys[key]
-        : undefined;
+        : Object.hasOwn(models, key)
+          ? key
+          : undefined;
     if (target === undefined) {
       const k = known(snapshot, rules);
       return new UisError({

@@ -1,5 +1,11 @@
 import { z } from 'zod';
-import { EngineWorkerTypeSchema, ReplicaPolicySchema, RoleSchema } from './model.ts';
+import {
+  EngineWorkerTypeSchema,
+  ReplicaPolicySchema,
+  RoleSchema,
+  RouteModeSchema,
+  WeightSourceSchema,
+} from './model.ts';
 import { ReplicaStateSchema } from './states.ts';
 
 /** An engine URL: http(s) with a host, no credentials, query or fragment (it is published to every client). */
@@ -128,6 +134,12 @@ export const DiscoveryModelSchema = z.object({
   served_model_name: z.string().optional(),
   /** Additive: an operator drained the model; phase changes leave it asleep until an operator activates it. */
   held: z.boolean().optional(),
+  /** Additive (Relax's schema-2 readers check it before routing): the model takes requests now, i.e. it is ready
+   * and has its router or an eligible replica. */
+  admission: z.boolean().optional(),
+  /** Additive (the RFC's internal model): how requests reach the model, and where its weights come from. */
+  route_mode: RouteModeSchema.optional(),
+  weight_source: WeightSourceSchema.optional(),
   /** Additive (Relax's legacy readers): router address, engine groups with their worker rows, worker count. */
   router_ip: LegacyModelFieldsSchema.shape.router_ip.optional(),
   router_port: LegacyModelFieldsSchema.shape.router_port.optional(),
@@ -139,6 +151,9 @@ export type DiscoveryModel = z.infer<typeof DiscoveryModelSchema>;
 export const DiscoveryRoutingSchema = z.object({
   default_model: z.string().nullable(),
   route_keys: z.record(z.string(), z.string()),
+  /** Additive (Relax's schema-2 readers): `route_keys` plus every model under its own name, the route keys the
+   * resolver accepts (a route key naming a model selects it, as Relax does for GenRM instances). */
+  route_key_to_model: z.record(z.string(), z.string()).optional(),
   aliases: z.record(z.string(), z.string()),
   policy: ReplicaPolicySchema,
   model_policies: z.record(z.string(), ReplicaPolicySchema),
@@ -154,6 +169,8 @@ export const DiscoverySnapshotSchema = z.object({
   role: RoleSchema,
   topology_revision: z.number().int().nonnegative(),
   registry_epoch: z.string().min(1).optional(),
+  /** Additive: `registry_epoch` under the name Relax's schema-2 readers require. */
+  manager_epoch: z.string().min(1).optional(),
   phase: z.string().nullable(),
   models: z.record(z.string(), DiscoveryModelSchema),
   routing: DiscoveryRoutingSchema.optional(),

@@ -32,6 +32,10 @@ export const ERROR_CODES = {
   ambiguous_model: 400,
   group_required: 400,
   unknown_route_key: 400,
+  /** A serving request on a role's routes names a model the role does not serve (the RFC's routing order and
+   * Relax's resolvers answer 400; `unknown_model` stays the 404 of a name in an admin path or field, and of the
+   * root OpenAI routes, as OpenAI answers). */
+  model_not_served: 400,
   unknown_group: 400,
   unknown_pool: 400,
   usage: 400,
@@ -75,6 +79,10 @@ export const ERROR_CODES = {
   bad_params: 400,
   unknown_method: 400,
   invalid_bundles: 400,
+  // ---- a well-formed body whose content cannot be processed (422) --------------------------------------------
+  /** A GenRM request's `messages` or `sampling_params` is not a conversation Relax's GenRM takes: Relax's FastAPI
+   * model refuses it with 422, and so does the gateway. */
+  invalid_genrm_messages: 422,
   // ---- who may call (401) ------------------------------------------------------------------------------
   unauthorized: 401,
   // ---- who may call: refused before any token is looked at -------------------------------------------------

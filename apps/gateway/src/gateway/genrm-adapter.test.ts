@@ -57,15 +57,37 @@ describe('GenRM messages adapter', () => {
     expect(genrmChatBody(plain, model(), 'j')).not.toHaveProperty('chat_template_kwargs');
   });
 
-  it('refuses requests without messages with the path of the problem', () => {
-    for (const body of [
-      {},
-      { messages: [] },
-      { messages: [{ role: 'user' }] },
-      { messages, sampling_params: 3 },
-    ]) {
-      const r = parseGenrmRequest(body);
-      expect(isUisError(r) && r.status === 400 && r.path?.startsWith('body.')).toBe(true);
+  // Relax's rules, from its GenRM service (a pydantic body model: 422) and its gateway (mixing: 400, checked after).
+  it.each([
+    { name: 'messages missing', body: {}, status: 422, path: 'body.messages' },
+    { name: 'messages null', body: { messages: null }, status: 422, path: 'body.messages' },
+    { name: 'messages not a list', body: { messages: 'hi' }, status: 422, path: 'body.messages' },
+    { name: 'a message not an object', body: { messages: ['hi'] }, status: 422, path: 'body.messages[0]' },
+    { name: 'an empty conversation', body: { messages: [] }, status: 422, path: 'body.messages' },
+    { name: 'a message without content', body: { messages: [{ role: 'user' }] }, status: 422 },
+    { name: 'sampling_params not an object', body: { messages, sampling_params: 3 }, status: 422 },
+    { name: 'messages with text', body: { messages, text: 'x' }, status: 400, path: 'body.text' },
+    {
+      name: 'messages with input_ids',
+      body: { messages, input_ids: [1] },
+      status: 400,
+      path: 'body.input_ids',
+    },
+    { name: 'messages with stream', body: { messages, stream: true }, status: 400, path: 'body.stream' },
+    { name: 'a bad conversation before mixing', body: { messages: 'x', text: 'x' }, status: 422 },
+    { name: 'a body that is no object', body: [messages], status: 400 },
+  ])('refuses $name with $status and the path of the problem', ({ body, status, path }) => {
+    const r = parseGenrmRequest(body);
+    if (!isUisError(r)) throw new Error(`accepted ${JSON.stringify(body)}`);
+    expect(r.status).toBe(status);
+    expect(r.code).toBe(status === 422 ? 'invalid_genrm_messages' : 'invalid_body');
+    if (path !== undefined) expect(r.path).toBe(path);
+    else expect(r.path?.startsWith('body')).toBe(true);
+  });
+
+  it('takes a conversation that does not stream, in any spelling Python reads as false', () => {
+    for (const stream of [false, 0, '', null, [], {}]) {
+      expect(isUisError(parseGenrmRequest({ messages, stream }))).toBe(false);
     }
   });
 

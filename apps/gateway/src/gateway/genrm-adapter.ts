@@ -29,10 +29,34 @@ export const GENRM_SAMPLING_DEFAULTS = Object.freeze({
   max_new_tokens: 1024,
 });
 
+/** Python's truthiness, as Relax tests `stream`: `0`, `""`, `[]`, `{}`, `null` and `false` do not stream. */
+function pythonTruthy(value: unknown): boolean {
+  if (Array.isArray(value)) return value.length > 0;
+  if (typeof value === 'object' && value !== null) return Object.keys(value).length > 0;
+  return Boolean(value);
+}
+
+/** Relax's GenRM input rules: a bad conversation (`messages`, `sampling_params`) is a 422, as Relax's FastAPI model
+ * answers; a body that is no object, or mixes `messages` with raw generation (`text`, `input_ids`) or with
+ * streaming, is a 400, as Relax's gateway answers (checked after the conversation, in Relax's order). */
 export function parseGenrmRequest(json: unknown): GenrmMessagesRequest | UisError {
   const r = GenrmMessagesRequestSchema.safeParse(json);
-  if (r.success) return r.data;
-  return zodError(r.error, 'body', 'invalid_body');
+  if (!r.success) {
+    const conversation = r.error.issues.some(
+      (i) => i.path[0] === 'messages' || i.path[0] === 'sampling_params',
+    );
+    return zodError(r.error, 'body', conversation ? 'invalid_genrm_messages' : 'invalid_body');
+  }
+  const raw = ['text', 'input_ids'].find((key) => Object.hasOwn(r.data, key));
+  const mixed = raw ?? (pythonTruthy(r.data.stream) ? 'stream' : undefined);
+  if (mixed !== undefined) {
+    return new UisError({
+      code: 'invalid_body',
+      path: `body.${mixed}`,
+      message: `GenRM "messages" cannot be mixed with ${mixed === 'stream' ? 'streaming' : `raw generation ("${mixed}")`}: send a conversation alone, or call /generate without "messages"`,
+    });
+  }
+  return r.data;
 }
 
 /**

@@ -126,7 +126,7 @@ export async function genrmCall<M extends Resolved, K>(
 ): Promise<void> {
   const out = new GenrmOutcome(host, res, requestId);
   const parsed = parseGenrmRequest(body.json);
-  if (parsed instanceof UisError) return out.finish(400, parsed, '(none)');
+  if (parsed instanceof UisError) return out.finish(parsed.status, parsed, '(none)');
   const keys = host.keys(body, req);
   const model = host.resolveModel(keys, body, res);
   if (model instanceof UisError) return out.finish(model.status, model, refusedModel(model) ?? '(none)');

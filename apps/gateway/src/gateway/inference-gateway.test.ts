@@ -127,7 +127,9 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     const h = await get('/rollout/health');
     expect(h.status).toBe(200);
     expect(h.json).toMatchObject({
-      status: 'ok',
+      status: 'healthy',
+      service: 'rollout',
+      instances: { policy: { status: 'healthy' } },
       role: 'rollout',
       can_serve: true,
       models: { policy: { state: 'ready', can_serve: true, replicas: 2, eligible_replicas: 2 } },
@@ -327,15 +329,26 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     expect(raw.status).toBe(200);
     expect(raw.json.text).toEqual(expect.any(String));
 
+    // Relax's statuses: a bad conversation is 422, messages mixed with raw generation or streaming 400.
     const bad = await post('/genrm/generate', { messages: [] });
-    expect(bad.status).toBe(400);
-    expect(errorCode(bad.json)).toBe('invalid_body');
+    expect(bad.status).toBe(422);
+    expect(errorCode(bad.json)).toBe('invalid_genrm_messages');
+    const nulled = await post('/genrm/generate', { messages: null });
+    expect(nulled.status).toBe(422);
+    for (const mixed of [{ text: 'x' }, { input_ids: [1, 2] }, { stream: true }]) {
+      const r = await post('/genrm/generate', {
+        messages: [{ role: 'user', content: 'hi' }],
+        ...mixed,
+      });
+      expect(r.status).toBe(400);
+      expect(errorCode(r.json)).toBe('invalid_body');
+    }
   });
 
   it('refuses bad requests with 400 / 404 / 413 JSON errors that name the problem', async () => {
     const unknown = await post('/rollout/generate', { model: 'nope', text: 'x' });
-    expect(unknown.status).toBe(404);
-    expect(errorCode(unknown.json)).toBe('unknown_model');
+    expect(unknown.status).toBe(400);
+    expect(errorCode(unknown.json)).toBe('model_not_served');
     const key = await post('/rollout/generate', { route_key: 'nope', text: 'x' });
     expect(key.status).toBe(400);
     expect(errorCode(key.json)).toBe('unknown_route_key');

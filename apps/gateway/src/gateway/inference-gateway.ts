@@ -209,6 +209,7 @@ export class InferenceGateway {
       manager: this.manager,
       aliases: this.spec.routing.aliases,
       placements: this.placements,
+      models: this.spec.models,
       servingTokens: this.servingTokens,
       maxWaitSeconds: this.maxWaitSeconds,
       circuitOf: (engineId) => this.breakers.state(engineId),
@@ -224,8 +225,8 @@ export class InferenceGateway {
     const options = { pools: this.pools, maxBodyBytes: this.maxBodyBytes, ...this.bodyRules, ...this.owner };
     const openai = { ...options, errorBody: openAIErrorBody };
     const generate = createServingHandler(options, (body, req, requestId, res) =>
-      // GenRM: a body with `messages` is Relax's GenRM call, answered `{"response": ...}` by the adapter.
-      capabilitiesOf(this.role)?.messageAdapter === 'genrm_messages' && body.json.messages !== undefined
+      // GenRM: a body with `messages` (even null: Relax's 422) is Relax's GenRM call, answered `{"response": ...}`.
+      capabilitiesOf(this.role)?.messageAdapter === 'genrm_messages' && Object.hasOwn(body.json, 'messages')
         ? {
             respond: () =>
               genrmCall(this.genrmHost, body, req, res, requestId).catch((e: unknown) =>

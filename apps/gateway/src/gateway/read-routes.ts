@@ -4,6 +4,7 @@ import {
   type CircuitState,
   type DiscoverySnapshot,
   type GroupPlacement,
+  type InferenceModelSpec,
   ROLE_CAPABILITIES,
   type Role,
   retryGuidance,
@@ -52,6 +53,8 @@ export interface ReadRouteDeps {
   /** The role's aliases (alias -> model), listed by `/v1/models`. */
   aliases: Readonly<Record<string, string>>;
   placements: readonly GroupPlacement[];
+  /** The role's models (GenRM's `/metrics` names each one's model path). */
+  models: readonly Pick<InferenceModelSpec, 'name' | 'model_path'>[];
   servingTokens: readonly string[];
   maxWaitSeconds: number;
   /** A replica's circuit at this gateway, shown on the schema-2 engine entries of discovery. */
@@ -102,7 +105,7 @@ export function mountReadRoutes(app: Hono, deps: ReadRouteDeps): void {
       // Woken by the registry's publication (subscribe), not by polling; a client that leaves ends the wait.
       snapshot = await registry.waitForRevision(wait_revision + 1, seconds * 1000, c.req.raw.signal);
     }
-    const pids = pidsOf(deps.manager);
+    const pids = pidsOf(deps.manager, deps.placements);
     const genrm = ROLE_CAPABILITIES[deps.role as Role].messageAdapter === 'genrm_messages';
     const legacy = legacyEngines(snapshot, deps.placements, pids, { modelName: model_name, genrm });
     if (schema === '1') return c.json(legacy);
@@ -116,11 +119,13 @@ export function mountReadRoutes(app: Hono, deps: ReadRouteDeps): void {
     if (!q.success) return errorJson(c, queryError(q.error));
     const snapshot = deps.manager.registry.snapshot();
     const models: Record<string, unknown> = {};
+    const instances: Record<string, { status: 'healthy' | 'unhealthy' }> = {};
     let anyServing = false;
     for (const [name, m] of Object.entries(snapshot.models)) {
       const eligible = candidatesOf(m).length;
       const canServe = m.router_url !== null ? m.state === 'ready' : m.state === 'ready' && eligible > 0;
       anyServing ||= canServe;
+      instances[name] = { status: canServe ? 'healthy' : 'unhealthy' };
       const guidance = retryGuidance(m.state, m.held === true);
       models[name] = {
         state: m.state,
@@ -131,16 +136,16 @@ export function mountReadRoutes(app: Hono, deps: ReadRouteDeps): void {
         ...(canServe ? {} : { reason: guidance.reason, retry_after_s: guidance.retryAfterSeconds }),
       };
     }
-    const relaxStatus = { status: anyServing ? 'healthy' : 'unhealthy', service: deps.role };
-    if ((q.data.schema ?? q.data.schema_version) === '1') {
-      // Relax's GenRM service answered this shape; healthy means it can score now.
-      return c.json(relaxStatus);
-    }
+    // Relax's status words, as its health readers take them: healthy when every model can serve now, so a role
+    // asleep in another phase reads unhealthy (the gateway itself answers: `gateway_status`).
+    const names = Object.keys(instances);
+    const healthy = names.length > 0 && names.every((n) => instances[n]!.status === 'healthy');
+    const relaxStatus = { status: healthy ? 'healthy' : 'unhealthy', service: deps.role };
+    if ((q.data.schema ?? q.data.schema_version) === '1') return c.json(relaxStatus);
     return c.json({
-      // Relax's GenRM readers parse the default answer too: its status words, our fields beside them.
-      ...(ROLE_CAPABILITIES[deps.role as Role].messageAdapter === 'genrm_messages'
-        ? relaxStatus
-        : { status: 'ok' }),
+      ...relaxStatus,
+      gateway_status: 'healthy',
+      instances,
       role: deps.role,
       phase: snapshot.phase,
       topology_revision: snapshot.topology_revision,
@@ -150,6 +155,25 @@ export function mountReadRoutes(app: Hono, deps: ReadRouteDeps): void {
     });
   });
   app.get(paths.models, (c) => c.json(modelList(deps.manager.registry.snapshot(), deps.aliases)));
+  if (ROLE_CAPABILITIES[deps.role as Role].messageAdapter === 'genrm_messages') {
+    app.get(`/${deps.role}/metrics`, (c) => c.json(genrmMetrics(deps)));
+  }
+}
+
+/** Relax GenRM's `/metrics`: per instance (model) its model path, GPUs and engines as planned; with one instance
+ * its fields also at the top level, where Relax's single-instance service puts them. */
+function genrmMetrics(deps: ReadRouteDeps): Record<string, unknown> {
+  const instances: Record<string, { model_path: string; num_gpus: number; num_engines: number }> = {};
+  for (const m of deps.models) {
+    const groups = deps.placements.filter((p) => p.model === m.name && p.worker_type !== 'placeholder');
+    instances[m.name] = {
+      model_path: m.model_path,
+      num_gpus: groups.reduce((n, p) => n + p.num_gpus, 0),
+      num_engines: groups.reduce((n, p) => n + p.replicas.length, 0),
+    };
+  }
+  const only = Object.values(instances);
+  return { service: deps.role, ...(only.length === 1 ? only[0] : {}), instances };
 }
 
 /** Each replica's circuit at this gateway on its schema-2 entry (never on Relax's legacy rows), read at answer
@@ -175,11 +199,21 @@ function schema2Only(snapshot: DiscoverySnapshot, modelName: string | undefined)
   return { ...snapshot, models: entry === undefined ? {} : { [modelName]: entry } };
 }
 
-/** Each replica's process ids (one per node), read once per answer: the default answer lists them too. */
-function pidsOf(manager: InferenceManager): (engineId: string) => readonly number[] {
+/** Each replica's process ids (one per node), read once per answer: the default answer lists them too. A launched
+ * replica without processes of its own runs inside this one (the in-process simulator of `uis demo`): its rows carry
+ * this process's pid, as Relax's rows carry the pid serving them. An attached (external) engine has none to give. */
+function pidsOf(
+  manager: InferenceManager,
+  placements: readonly GroupPlacement[],
+): (engineId: string) => readonly number[] {
+  const nodes = new Map<string, number>();
+  for (const p of placements) for (const r of p.replicas) nodes.set(r.engine_id, r.nodes.length);
   const pids = new Map<string, readonly number[]>();
   for (const m of Object.values(manager.snapshot().models)) {
-    for (const r of m.replicas) pids.set(r.engine_id, r.pids);
+    for (const r of m.replicas) {
+      const inProcess = r.pids.length === 0 && !r.external && r.state !== 'dead';
+      pids.set(r.engine_id, inProcess ? Array(nodes.get(r.engine_id) ?? 1).fill(process.pid) : r.pids);
+    }
   }
   return (engineId) => pids.get(engineId) ?? [];
 }

@@ -139,8 +139,8 @@ describe('Relax compatibility over HTTP', { timeout: 60_000 }, () => {
       body: JSON.stringify({ model: 'no-such-model', text: 'x' }),
     });
     const body = (await r.json()) as { error: { code: string; message: string }; detail: string };
-    expect(r.status).toBe(404);
-    expect(body.error.code).toBe('unknown_model');
+    expect(r.status).toBe(400);
+    expect(body.error.code).toBe('model_not_served');
     expect(body.detail).toBe(body.error.message);
   });
 });

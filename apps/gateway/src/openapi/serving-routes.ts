@@ -45,7 +45,14 @@ const RoutingFields = z.object({
 });
 
 const HealthAnswerSchema = z.object({
-  status: z.literal('ok'),
+  status: z
+    .enum(['healthy', 'unhealthy'])
+    .describe(
+      "Relax's status words: healthy when every model can serve now (a role asleep in another phase is not)",
+    ),
+  service: z.string().describe('The role (Relax names it the service)'),
+  gateway_status: z.literal('healthy').describe('The gateway itself answers'),
+  instances: z.record(z.string(), z.object({ status: z.enum(['healthy', 'unhealthy']) })),
   role: z.string(),
   phase: z.string().nullable(),
   topology_revision: z.number().int(),
@@ -83,6 +90,7 @@ const SERVE_ERRORS: readonly ErrorCode[] = [
   'model_required',
   'unauthorized',
   'unknown_model',
+  'model_not_served',
   'unknown_route_key',
   'unknown_role',
   'body_too_large',

@@ -3,6 +3,17 @@ import type { Registry } from '../registry.ts';
 import type { ReplicaTable } from './replica-table.ts';
 import type { ManagerSnapshot } from './types.ts';
 
+/** A replica a client may call directly: the routing package's candidate rule (ready, eligible, with an address,
+ * a regular worker), which the model's `admission` needs one of when no router serves it. */
+function directTarget(e: DiscoveryEngine): boolean {
+  return (
+    e.state === 'ready' &&
+    e.direct_eligible &&
+    e.base_url !== null &&
+    (e.worker_type === undefined || e.worker_type === 'regular')
+  );
+}
+
 /** The manager's own state in its snapshot (the engine pool's and the operation queue's). */
 export type ManagerStatus = Pick<ManagerSnapshot, 'started' | 'shutdown' | 'created_pgs'>;
 
@@ -37,13 +48,18 @@ export class PublicationProjector {
         if (sglang !== undefined) e.sglang_version = sglang;
         return e;
       });
+      const state = deriveModelState(slots.map((s) => s.state));
+      const routerUrl = this.routerUrls[name] ?? null;
       models[name] = {
-        state: deriveModelState(slots.map((s) => s.state)),
-        router_url: this.routerUrls[name] ?? null,
+        state,
+        router_url: routerUrl,
         engines,
         weight_version: m.target,
         served_model_name: servedModelName(m.spec),
         ...(m.held ? { held: true } : {}),
+        admission: state === 'ready' && (routerUrl !== null || engines.some(directTarget)),
+        route_mode: m.spec.route_mode,
+        weight_source: m.spec.weight_source,
       };
     }
     this.registry.publish({ models });

@@ -1,5 +1,6 @@
 """Model resolution of ``packages/routing/src/resolve-model.ts``: explicit model (id, alias, served name) ->
-route_key -> default model -> the only model -> 400 ``model_required``."""
+route_key (a configured one, else a model's own name) -> default model -> the only model -> 400
+``model_required``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..discovery import DiscoveryModel, DiscoverySnapshot, ReplicaPolicy, ReplicaState, check_snapshot
-from ..errors import BadRequestError, NotFoundError, UisError, UnavailableError
+from ..errors import BadRequestError, UisError, UnavailableError
 from .states import retry_guidance
 
 Via = Literal["model", "alias", "served_name", "route_key", "default", "only_model"]
@@ -73,16 +74,19 @@ def _pick_name(
         served = [m for m, e in models.items() if e.served_model_name == model]
         if len(served) != 1:
             k = _known(snapshot)
-            return NotFoundError(
-                "unknown_model",
+            return BadRequestError(
+                "model_not_served",
                 f'unknown model "{model}"; models: {_names(k["models"])}; aliases: {_names(k["aliases"])}',
-                status=404,
+                status=400,
                 path="body.model",
                 details={"requested": model, **k},
             )
         return served[0], "served_name"
     if route_key:
+        # A configured route key first; else a key naming a model selects it (Relax selects a GenRM instance so).
         keyed = rules.route_keys.get(route_key) if rules is not None else None
+        if keyed is None and route_key in models:
+            keyed = route_key
         if keyed is None:
             k = _known(snapshot)
             return BadRequestError(
