@@ -44,7 +44,10 @@ describe('Registry', () => {
     expect(s.topology_revision).toBe(3);
     expect(s.schema_version).toBe(2);
     expect(s.registry_epoch).toBe(r.epoch);
-    expect(s.routing?.default_model).toBeNull();
+    expect(s.manager_epoch).toBe(r.epoch);
+    // No default configured: the only model is the default the resolver uses, named for Relax's readers.
+    expect(s.routing?.default_model).toBe('m');
+    expect(s.routing?.route_key_to_model).toEqual({ m: 'm' });
     expect(Object.isFrozen(s.models)).toBe(true);
   });
 
