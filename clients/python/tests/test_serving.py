@@ -18,6 +18,9 @@ def test_discovery_health_and_models_are_typed(client: UisClient) -> None:
     assert all(e.base_url for e in snap.models["policy"].engines)
     health = client.health("genrm")
     assert health.role == "genrm" and health.topology_revision >= 1
+    # The demo starts in rollout's phase: GenRM sleeps, and says so in Relax's words.
+    assert (health.status, health.service, health.gateway_status) == ("unhealthy", "genrm", "healthy")
+    assert client.health("rollout").status == "healthy"
     ids = {m.id for m in client.models("rollout").data}
     assert {"policy", "policy-code", "actor"} <= ids
 

@@ -29,7 +29,7 @@ describe('access log', { timeout: 60_000 }, () => {
       headers: { 'content-type': 'application/json', 'x-request-id': 'req-access-2' },
       body: JSON.stringify({ model: 'nope', text: 'x' }),
     });
-    expect(refused.status).toBe(404);
+    expect(refused.status).toBe(400);
     const access = lines.filter((l) => l.access === true);
     expect(access).toHaveLength(2);
     expect(access[0]).toMatchObject({
@@ -47,7 +47,7 @@ describe('access log', { timeout: 60_000 }, () => {
     expect(access[0]?.latency_ms).toEqual(expect.any(Number));
     expect(access[1]).toMatchObject({
       request_id: 'req-access-2',
-      status: 404,
+      status: 400,
       replica: null,
       prompt_tokens: null,
     });

@@ -192,8 +192,8 @@ describe("Relax's discovery readers and resolvers against uis", { timeout: 60_00
         expect(pick.urls).toContain(served.url);
       }
     }
-    expect((await gatewayPick({ role: 'genrm', route_key: 'judge-b' })).model).toBe('judge-b');
-    expect((await gatewayPick({ role: 'genrm' })).model).toBe('judge-a');
+    expect(await gatewayPick({ role: 'genrm', route_key: 'judge-b' })).toMatchObject({ model: 'judge-b' });
+    expect(await gatewayPick({ role: 'genrm' })).toMatchObject({ model: 'judge-a' });
   });
 
   it('an explicit unknown model is a 400 for the gateway and for all three generations', async () => {

@@ -72,6 +72,16 @@ const HealthAnswerSchema = z.object({
   ),
 });
 
+const GenrmInstanceMetricsSchema = z.object({
+  model_path: z.string(),
+  num_gpus: z.number().int(),
+  num_engines: z.number().int(),
+});
+const GenrmMetricsAnswerSchema = GenrmInstanceMetricsSchema.partial().extend({
+  service: z.string(),
+  instances: z.record(z.string(), GenrmInstanceMetricsSchema),
+});
+
 const ModelEntrySchema = z.looseObject({
   id: z.string(),
   object: z.literal('model'),
@@ -138,6 +148,15 @@ export const SERVING_ROUTES: readonly ServingRouteDoc[] = [
     query: HealthQuerySchema,
     answer: HealthAnswerSchema,
     errors: ['invalid_query', 'unauthorized', 'unknown_role'],
+    auth: 'serving',
+  },
+  {
+    method: 'get',
+    path: '/genrm/metrics',
+    summary: "Relax GenRM's metrics: per instance (model) its model path, GPUs and engines as planned",
+    tag: 'discovery',
+    answer: GenrmMetricsAnswerSchema,
+    errors: ['unauthorized'],
     auth: 'serving',
   },
   {

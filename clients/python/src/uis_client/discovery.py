@@ -39,12 +39,18 @@ class DiscoveryModel(BaseModel):
     weight_version: str | None = None
     served_model_name: str | None = None
     held: bool | None = None
+    # Relax's readers: the model takes requests now; how they reach it; where its weights come from.
+    admission: bool | None = None
+    route_mode: Literal["direct", "sglang_router"] | None = None
+    weight_source: Literal["static", "disk", "dcs", "tensor"] | None = None
 
 
 class DiscoveryRouting(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True, strict=True)
     default_model: str | None
     route_keys: dict[str, str]
+    # Relax's name for the route keys (configured keys, then every model under its own name).
+    route_key_to_model: dict[str, str] | None = None
     aliases: dict[str, str]
     policy: ReplicaPolicy
     model_policies: dict[str, ReplicaPolicy]
@@ -56,6 +62,8 @@ class DiscoverySnapshot(BaseModel):
     role: Literal["rollout", "genrm", "teacher"]
     topology_revision: int = Field(ge=0)
     registry_epoch: str | None = Field(default=None, min_length=1)
+    # ``registry_epoch`` under the name Relax's readers require.
+    manager_epoch: str | None = Field(default=None, min_length=1)
     phase: str | None
     models: dict[str, DiscoveryModel]
     routing: DiscoveryRouting | None = None

@@ -37,7 +37,11 @@ class ModelList(_Model):
 
 
 class Health(_Model):
+    # Relax's words: "healthy" when every model can serve now, else "unhealthy" (a role asleep in another phase).
     status: str
+    service: str
+    gateway_status: str
+    instances: dict[str, dict[str, Any]] = Field(default_factory=dict)
     role: str
     phase: str | None = None
     topology_revision: int
