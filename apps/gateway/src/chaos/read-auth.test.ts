@@ -1,5 +1,7 @@
 import { request } from 'node:http';
+import { Writable } from 'node:stream';
 import { ManualClock } from '@uis/sglang-engine/testing';
+import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { AuthFailureLimiter } from '../server/request-guard.ts';
 import { gatewayOnSims, singleRolloutConfig } from '../testing/fixtures.ts';
@@ -8,6 +10,17 @@ import { gatewayOnSims, singleRolloutConfig } from '../testing/fixtures.ts';
 const ADMIN = 'admin-secret-token';
 const SERVING = 'serving-secret-token';
 const clock = new ManualClock();
+/** The server's log lines (JSON), to see the lockouts it reports. */
+const logged: Array<{ msg: string; client?: string; path?: string }> = [];
+const logger = pino(
+  { level: 'warn' },
+  new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString().split('\n')) if (line !== '') logged.push(JSON.parse(line));
+      done();
+    },
+  }),
+);
 const gw = gatewayOnSims({
   config: singleRolloutConfig(),
   server: {
@@ -16,6 +29,7 @@ const gw = gatewayOnSims({
     healthProbeMs: 0,
     allowedHosts: ['uis.example.org'],
     authFailures: new AuthFailureLimiter(clock),
+    logger,
   },
 });
 
@@ -102,7 +116,7 @@ describe('chaos: reads follow the serving token', { timeout: 60_000 }, () => {
     }
   });
 
-  it('failed authentications are rate-limited per client: 429 + Retry-After, lifted when the window ends', async () => {
+  it('failed authentications are rate-limited per client: 429 + Retry-After, lifted when the window ends; a valid token always passes', async () => {
     const host = { host: new URL(gw.url).host };
     const statuses: number[] = [];
     for (let i = 0; i < 30; i++) {
@@ -113,12 +127,27 @@ describe('chaos: reads follow the serving token', { timeout: 60_000 }, () => {
     expect(firstRefusal).toBeGreaterThan(0);
     expect(statuses.slice(0, firstRefusal).every((s) => s === 401)).toBe(true);
     expect(statuses.slice(firstRefusal).every((s) => s === 429)).toBe(true);
-    const limited = await get('/rollout/engines', { ...host, authorization: `Bearer ${SERVING}` });
+    const limited = await get('/rollout/engines', { ...host, authorization: 'Bearer another-guess-xxxx' });
     expect(limited.status).toBe(429);
     expect(Number(limited.retryAfter)).toBeGreaterThan(0);
     expect(JSON.parse(limited.body)).toMatchObject({ error: { code: 'auth_rate_limited' } });
-    await clock.advance(10_000);
+    // The same address with the right token is served at once, and so are the console API and the admin API.
     expect((await get('/rollout/engines', { ...host, authorization: `Bearer ${SERVING}` })).status).toBe(200);
+    expect(
+      (await get(`/trpc/state?input=${input}`, { ...host, authorization: `Bearer ${ADMIN}` })).status,
+    ).toBe(200);
+    expect((await get('/admin/roles', { ...host, authorization: `Bearer ${ADMIN}` })).status).toBe(200);
+    // No token at all is no valid token: refused too while the lockout lasts.
+    expect((await get('/rollout/engines', host)).status).toBe(429);
+    expect(logged.filter((l) => l.msg.startsWith('client locked out'))).toHaveLength(1);
+    expect(logged.find((l) => l.msg.startsWith('client locked out'))).toMatchObject({
+      client: '127.0.0.1',
+      path: '/rollout/engines',
+    });
+    await clock.advance(10_000);
+    expect((await get('/rollout/engines', { ...host, authorization: 'Bearer x-wrong-again' })).status).toBe(
+      401,
+    );
   });
 
   it("the console's sign-in (checkToken) tells the serving token from the admin token; wrong guesses are counted", async () => {
@@ -143,13 +172,49 @@ describe('chaos: reads follow the serving token', { timeout: 60_000 }, () => {
     expect(wrong.status).toBe(401);
     expect(wrong.body).not.toContain(SERVING);
     expect(wrong.body).not.toContain(ADMIN);
-    // A guesser at the sign-in is limited like any other: the window fills, then even the right token is 429.
+    // A guesser at the sign-in is limited like any other: the window fills, then wrong tokens get 429 while the
+    // right ones (checked first, in the body) still sign in.
     const statuses: number[] = [];
     for (let i = 0; i < 15; i++) statuses.push((await check(`guess-${i}-xxxxxxxx`)).status);
     expect(statuses.slice(0, 9).every((s) => s === 401)).toBe(true);
     expect(statuses.at(-1)).toBe(429);
-    expect((await check(SERVING)).status).toBe(429);
-    await clock.advance(10_000);
     expect((await check(SERVING)).status).toBe(200);
+    expect((await check(ADMIN)).status).toBe(200);
+    const locked = await check('guess-again-xxxx');
+    expect(locked.status).toBe(429);
+    expect(JSON.parse(locked.body)).toMatchObject({
+      error: { data: { error: { code: 'auth_rate_limited' } } },
+    });
+    await clock.advance(10_000);
+    expect((await check('guess-after-xxxx')).status).toBe(401);
+  });
+
+  it("an attacker at 100 bad guesses/s on the operator's address never refuses the operator's correct calls", async () => {
+    await clock.advance(10_000);
+    const host = { host: new URL(gw.url).host };
+    const attacker: number[] = [];
+    const operator: number[] = [];
+    // 30 s of the injected clock: a wrong guess every 10 ms, an operator call (serving read, admin read, console
+    // read in turn) every 100 ms, all from 127.0.0.1.
+    for (let tick = 0; tick < 3000; tick++) {
+      await clock.advance(10);
+      attacker.push(
+        (await get('/rollout/engines', { ...host, authorization: `Bearer g${tick}-xxxxxxxx` })).status,
+      );
+      if (tick % 10 !== 0) continue;
+      const calls = [
+        ['/rollout/engines', SERVING],
+        ['/admin/roles', ADMIN],
+        [`/trpc/state?input=${input}`, SERVING],
+      ] as const;
+      const [path, token] = calls[(tick / 10) % calls.length] as (typeof calls)[number];
+      operator.push((await get(path, { ...host, authorization: `Bearer ${token}` })).status);
+    }
+    expect(operator).toHaveLength(300);
+    expect(operator.every((s) => s === 200)).toBe(true);
+    // 10 guesses per 10 s window reach the token check (401); the other 990 are refused (429).
+    expect(attacker.filter((s) => s === 401).length).toBeLessThanOrEqual(40);
+    expect(attacker.filter((s) => s === 429).length).toBeGreaterThanOrEqual(2960);
+    expect(attacker.every((s) => s === 401 || s === 429)).toBe(true);
   });
 });

@@ -13,8 +13,11 @@ const WINDOW_MS = 10_000;
 /** Clients remembered at most; past it, expired entries go first, then the oldest. */
 const MAX_CLIENTS = 10_000;
 
-/** Failed authentications per client address in fixed windows: past `max` in one window, the client is refused
- * (429 + Retry-After) until the window ends. Guessing a token then costs a window per `max` guesses. */
+/** Failed authentications per client address in fixed windows: past `max` in one window, the client's requests
+ * that carry no valid token are refused (429 + Retry-After) until the window ends. A valid token is checked before
+ * this and never refused, so a guesser sharing the operator's address (a local process, a proxy) cannot lock the
+ * operator out. The key is the address alone: keyed also on the presented token's prefix, a guesser would escape
+ * the count by changing the prefix of each guess. */
 export class AuthFailureLimiter {
   private readonly clients = new Map<string, { since: number; failures: number }>();
   constructor(
@@ -35,13 +38,17 @@ export class AuthFailureLimiter {
     return Math.ceil(left / 1000);
   }
 
-  failed(client: string): void {
+  /** Counts a failure; true when it is the one that locks the client out (for the log: once per lockout). */
+  failed(client: string): boolean {
     const now = this.clock.now();
     const c = this.clients.get(client);
     if (c === undefined || now - c.since >= this.windowMs) {
       if (this.clients.size >= MAX_CLIENTS) this.evict(now);
       this.clients.set(client, { since: now, failures: 1 });
-    } else c.failures++;
+      return this.max <= 1;
+    }
+    c.failures++;
+    return c.failures === this.max;
   }
 
   private evict(now: number): void {
@@ -88,8 +95,29 @@ export class HostAllowList {
 export interface RequestGuardOptions {
   hosts: HostAllowList;
   limiter: AuthFailureLimiter;
+  /** Every token this server accepts (admin, and serving when set): a request carrying one is never throttled. */
+  tokens: readonly string[];
+  /** Where a lockout is logged (once per lockout). */
+  logger?: { warn(fields: object, message: string): void };
   /** When non-empty, the console API (`/trpc`) needs one of these bearer tokens too (serving or admin). */
   readTokens: readonly string[];
+}
+
+/** The guard of a server with these tokens and allowed hosts: with a serving token the console API needs it (or
+ * the admin token); a valid token is never throttled. */
+export function guardOptions(
+  server: { adminToken: string; servingToken?: string | undefined; allowedHosts?: readonly string[] },
+  limiter: AuthFailureLimiter,
+  logger: RequestGuardOptions['logger'],
+): RequestGuardOptions {
+  const readTokens = server.servingToken === undefined ? [] : [server.servingToken, server.adminToken];
+  return {
+    hosts: new HostAllowList(server.allowedHosts ?? []),
+    limiter,
+    readTokens,
+    tokens: server.servingToken === undefined ? [server.adminToken] : readTokens,
+    ...(logger === undefined ? {} : { logger }),
+  };
 }
 
 function refusal(
@@ -115,16 +143,20 @@ function connectionToken(url: string): string | undefined {
 }
 
 /**
- * HTTP-level checks before any route: the Host must name this server (403 `host_not_allowed`); a client that
- * failed authentication too often is refused for the rest of the window (429 + Retry-After); with a serving token,
- * the console API needs it (or the admin token) like discovery does. Every 401 any route answers counts as a
- * failed authentication of the client's address.
+ * HTTP-level checks before any route: the Host must name this server (403 `host_not_allowed`); a request carrying a
+ * valid token passes at once; without one, a client that failed authentication too often is refused for the rest of
+ * the window (429 + Retry-After; the console's sign-in, whose token is in its body, asks the limiter itself after
+ * checking it); with a serving token, the console API needs it (or the admin token) like discovery does. Every 401
+ * any route answers counts as a failed authentication of the client's address.
  */
 export function guardRequests(next: Listener, opts: RequestGuardOptions): Listener {
-  const { hosts, limiter, readTokens } = opts;
-  const counted = (req: IncomingMessage, res: ServerResponse) => {
+  const { hosts, limiter, readTokens, tokens } = opts;
+  const counted = (req: IncomingMessage, res: ServerResponse, url: string) => {
+    const header = req.headers.authorization;
+    const presented = header === undefined ? connectionToken(url) : bearerToken(header);
+    if (presented !== undefined && authorized(`Bearer ${presented}`, tokens)) return true;
     const client = req.socket.remoteAddress ?? '?';
-    const wait = limiter.retryAfter(client);
+    const wait = url.startsWith('/trpc/checkToken') ? 0 : limiter.retryAfter(client);
     if (wait > 0) {
       res.setHeader('retry-after', String(wait));
       res.shouldKeepAlive = false;
@@ -132,7 +164,7 @@ export function guardRequests(next: Listener, opts: RequestGuardOptions): Listen
         res,
         refusal(
           'auth_rate_limited',
-          `too many failed authentications; retry after ${wait} s`,
+          `too many failed authentications from ${client}; retry after ${wait} s (a valid token is not refused)`,
           'headers.authorization',
         ),
         undefined,
@@ -140,7 +172,11 @@ export function guardRequests(next: Listener, opts: RequestGuardOptions): Listen
       return false;
     }
     res.once('finish', () => {
-      if (res.statusCode === 401) limiter.failed(client);
+      if (res.statusCode === 401 && limiter.failed(client))
+        opts.logger?.warn(
+          { client, retry_after_s: limiter.retryAfter(client), path: url.split('?')[0] },
+          'client locked out after too many failed authentications (requests with a valid token still pass)',
+        );
     });
     return true;
   };
@@ -160,7 +196,7 @@ export function guardRequests(next: Listener, opts: RequestGuardOptions): Listen
     // Requests that may authenticate are counted; open serving without tokens skips the bookkeeping.
     const url = req.url ?? '/';
     const auth = req.headers.authorization !== undefined || readTokens.length > 0 || url.startsWith('/admin');
-    if (auth && !counted(req, res)) return;
+    if (auth && !counted(req, res, url)) return;
     // checkToken is the console's sign-in: it carries the token in its input, and a wrong one is a counted 401.
     if (readTokens.length > 0 && url.startsWith('/trpc') && !url.startsWith('/trpc/checkToken')) {
       const header = req.headers.authorization;

@@ -46,7 +46,12 @@ import { bodyGuard } from './body-guard.ts';
 import { consoleHandler } from './console-static.ts';
 import { HealthProbe } from './health-probe.ts';
 import { humanDestination } from './log-format.ts';
-import { AuthFailureLimiter, guardRequests, HostAllowList } from './request-guard.ts';
+import {
+  AuthFailureLimiter,
+  guardOptions,
+  guardRequests,
+  type RequestGuardOptions,
+} from './request-guard.ts';
 import { allowedMethods, methodNotAllowed, type RouteEntry } from './unmatched.ts';
 
 const DEFAULT_BODY_TIMEOUT_MS = 60_000;
@@ -129,9 +134,8 @@ export class UisServer {
   readonly bodyBudget: BodyBudget;
   /** Failed authentications per client address (429 + Retry-After past the limit). */
   readonly authFailures: AuthFailureLimiter;
-  private readonly hosts: HostAllowList;
-  /** Tokens the console API needs when a serving token is set (serving, admin); empty: open. */
-  private readonly readTokens: readonly string[];
+  /** The Host allow-list, the limiter and the tokens every request is checked against first. */
+  private readonly guard: RequestGuardOptions;
 
   constructor(opts: UisServerOptions) {
     const plane = opts.plane;
@@ -141,8 +145,7 @@ export class UisServer {
     this.bodyTimeoutMs = opts.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
     this.bodyBudget = new BodyBudget(opts.bodyBudgetBytes);
     this.authFailures = opts.authFailures ?? new AuthFailureLimiter();
-    this.hosts = new HostAllowList(opts.allowedHosts ?? []);
-    this.readTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
+    this.guard = guardOptions(opts, this.authFailures, this.logger);
     const maxJsonDepth = opts.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH;
     // First, so it runs before every framework route: the serving fast path applies the same rules itself.
     this.app.use(
@@ -360,6 +363,7 @@ export class UisServer {
       plane,
       refuse: (header, permission) =>
         commandRefusal(header, permission, { admin: opts.adminToken, serving: opts.servingToken }),
+      lockedOut: (client) => this.authFailures.retryAfter(client),
       state,
       feed: this.feed,
       observability: {
@@ -380,7 +384,10 @@ export class UisServer {
     const trpc = trpcServer({
       router,
       endpoint: '/trpc',
-      createContext: (_o, c) => ({ authorization: c.req.header('authorization') ?? null }),
+      createContext: (_o, c) => ({
+        authorization: c.req.header('authorization') ?? null,
+        client: (c.env as { incoming?: IncomingMessage } | undefined)?.incoming?.socket.remoteAddress ?? null,
+      }),
     });
     this.app.use('/trpc/*', jsonBodyLimit(opts.maxBodyBytes), async (c, next) => {
       const res = await trpc(c, next);
@@ -395,7 +402,7 @@ export class UisServer {
   requestListener(): (req: IncomingMessage, res: ServerResponse) => void {
     return guardRequests(
       createCombinedListener({ serving: this.routes, fallback: getRequestListener(this.app.fetch) }),
-      { hosts: this.hosts, limiter: this.authFailures, readTokens: this.readTokens },
+      this.guard,
     );
   }
 

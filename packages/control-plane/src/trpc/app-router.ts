@@ -18,6 +18,8 @@ import { trpcCodeOf } from './error-codes.ts';
 /** Per request: the raw `Authorization` header (`Bearer <token>`), or null. */
 export interface TrpcContext {
   authorization: string | null;
+  /** The caller's address (the gateway's auth-failure limiter counts per address). */
+  client?: string | null;
 }
 
 export interface AppRouterDeps {
@@ -26,6 +28,9 @@ export interface AppRouterDeps {
    * `forbidden` 403, from `permissionRefusal`), or null when it may: the gateway's token check, the same one its
    * admin REST door uses. */
   refuse: (authorization: string | null, permission: Permission) => UisError | null;
+  /** Seconds a client locked out by failed authentications must wait (0: not locked). The console's sign-in asks
+   * after checking its token, so a valid token is never refused (absent: no limiter). */
+  lockedOut?: (client: string) => number;
   state: () => ConsoleState;
   feed: ChangeFeed;
   /** Least time between two pushed states. Default 250 ms. */
@@ -183,20 +188,30 @@ export function buildAppRouter(deps: AppRouterDeps) {
     gpuTime: t.procedure.subscription(async function* (opts) {
       if (deps.observability) yield* deps.observability.gpuTime(opts.signal);
     }),
-    checkToken: t.procedure
-      .input(z.object({ token: z.string() }))
-      .mutation(({ input }) => ({ ok: true as const, permission: tokenPermission(deps, input.token) })),
+    checkToken: t.procedure.input(z.object({ token: z.string() })).mutation(({ input, ctx }) => ({
+      ok: true as const,
+      permission: tokenPermission(deps, input.token, ctx.client ?? null),
+    })),
   });
 }
 
 /** What the console's sign-in token grants: `admin` (every command), `serving` (reads only: the serving token, when
  * one is configured), else 401 (counted by the gateway's auth-failure limiter). Without a serving token reads are
  * open, so any token "passes" a read: only a configured serving token can grant `serving`. Nothing else is told. */
-function tokenPermission(deps: AppRouterDeps, token: string): 'admin' | 'serving' {
+function tokenPermission(deps: AppRouterDeps, token: string, client: string | null): 'admin' | 'serving' {
   const header = `Bearer ${token}`;
   if (deps.refuse(header, 'admin') === null) return 'admin';
   const readsNeedToken = deps.refuse(null, 'serving') !== null;
   if (readsNeedToken && deps.refuse(header, 'serving') === null) return 'serving';
+  const wait = client === null ? 0 : (deps.lockedOut?.(client) ?? 0);
+  if (wait > 0) {
+    const message = `too many failed authentications from ${client}; retry after ${wait} s (a valid token is not refused)`;
+    throw new TRPCError({
+      code: 'TOO_MANY_REQUESTS',
+      message,
+      cause: new UisError({ code: 'auth_rate_limited', path: 'input.token', message }),
+    });
+  }
   throw new TRPCError({ code: 'UNAUTHORIZED', message: 'token refused' });
 }
 
