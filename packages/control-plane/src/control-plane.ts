@@ -1,6 +1,7 @@
 import type {
   BatchRunner,
   BatchStore,
+  DatabaseHolder,
   Db,
   EventLog,
   InferenceManager,
@@ -8,6 +9,7 @@ import type {
   LifecycleCoordinator,
   ModelRouters,
   OperationLedger,
+  StorageHealth,
 } from '@uis/manager';
 import type { MemoryTag } from '@uis/sglang-engine';
 import {
@@ -57,6 +59,10 @@ export interface ControlPlaneParts {
   /** The operator's standing drains and holds, re-applied after a restart. */
   intents: OperatorIntents;
   logger: Logger;
+  /** The database file's writes: storage errors as the table's codes, logged once per burst. */
+  storage: StorageHealth;
+  /** This process's hold on the database file (null for an in-memory one); given up last on stop. */
+  holder: DatabaseHolder | null;
   /** Unsubscribes and timers `stop()` ends first. */
   cleanups: Array<() => void>;
 }
@@ -89,6 +95,10 @@ export class ControlPlane {
   readonly intents: OperatorIntents;
   /** The service's logger (commands, phase moves and engine starts log through it). */
   readonly logger: Logger;
+  /** The database file's writes (storage errors as `storage_full` / `storage_unwritable`). */
+  readonly storage: StorageHealth;
+  /** This process's hold on the database file (one writer per database). */
+  readonly holder: DatabaseHolder | null;
   private readonly parts: ControlPlaneParts;
   private stopping: Promise<void> | null = null;
 
@@ -110,6 +120,8 @@ export class ControlPlane {
     this.ledger = parts.ledger;
     this.intents = parts.intents;
     this.logger = parts.logger;
+    this.storage = parts.storage;
+    this.holder = parts.holder;
   }
 
   /** The role's placements from the plan. */
@@ -201,7 +213,7 @@ export class ControlPlane {
 export async function stopParts(
   parts: Pick<
     ControlPlaneParts,
-    'managers' | 'routers' | 'routerUrls' | 'ray' | 'db' | 'logger' | 'cleanups'
+    'managers' | 'routers' | 'routerUrls' | 'ray' | 'db' | 'logger' | 'cleanups' | 'holder'
   > & { undeferred?: UndeferredBatches; coordinator?: LifecycleCoordinator },
 ): Promise<void> {
   for (const off of parts.cleanups.splice(0)) off();
@@ -218,5 +230,7 @@ export async function stopParts(
   await parts.ray?.stop().catch((e: unknown) => {
     parts.logger.error({ err: String(e) }, 'stopping Ray failed');
   });
+  // Last: until everything that writes has stopped, no other process may take the database.
+  parts.holder?.release();
   parts.db.close();
 }

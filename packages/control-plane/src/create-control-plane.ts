@@ -1,5 +1,7 @@
 import {
   BatchStore,
+  DatabaseHolder,
+  type Db,
   EventLog,
   ExternalLauncher,
   InferenceManager,
@@ -13,8 +15,10 @@ import {
   openStore,
   type PlacementGroups,
   SimLauncher,
+  StorageHealth,
   startModelRouters,
   stopEnginesOfRemovedRoles,
+  storageFailure,
   wireDeferredScoring,
 } from '@uis/manager';
 import { PlacementPlanner } from '@uis/planner';
@@ -56,6 +60,9 @@ export interface ControlPlaneOptions {
   /** Adoption mode (default `gateway.adopt_engines`): engines outlive a control plane that dies, and this start
    * adopts the ones recorded in the database instead of launching a second set. */
   adoptEngines?: boolean;
+  /** Another process took the database over (this one was hung past the holder's bound): stop writing at once.
+   * Default: logged only. */
+  onDatabaseLost?: (holder: string) => void;
 }
 
 /** The placement plan of a config, or 400 `invalid_layout` naming every violation. */
@@ -104,7 +111,21 @@ export async function createControlPlane(opts: ControlPlaneOptions): Promise<Con
   const dbPath = opts.dbPath ?? config.gateway?.db_path ?? ':memory:';
   const adopt = opts.adoptEngines ?? config.gateway?.adopt_engines ?? false;
   if (adopt) checkAdoption(opts.launcher, dbPath);
-  const db = openStore(dbPath);
+  const db = openDatabase(dbPath);
+  // One writer per database: a second process stops here, before it adopts, launches or writes anything.
+  const holder =
+    dbPath === ':memory:'
+      ? null
+      : new DatabaseHolder(db, dbPath, {
+          logger,
+          ...(opts.onDatabaseLost === undefined ? {} : { onLost: opts.onDatabaseLost }),
+        });
+  try {
+    holder?.claim();
+  } catch (e) {
+    db.close();
+    throw e;
+  }
   const events = new EventLog(db);
   const store = new BatchStore(db);
   const base = {
@@ -114,6 +135,7 @@ export async function createControlPlane(opts: ControlPlaneOptions): Promise<Con
     ray: null as StartedRay | null,
     db,
     logger,
+    holder,
     cleanups: [] as Array<() => void>,
   };
   try {
@@ -168,6 +190,22 @@ export async function createControlPlane(opts: ControlPlaneOptions): Promise<Con
   }
 }
 
+/** Opens the database file; one that cannot be opened or written is 400 `invalid_db_path` naming the file and
+ * SQLite's reason (a read-only file system, a directory without write permission). */
+function openDatabase(dbPath: string): Db {
+  try {
+    return openStore(dbPath);
+  } catch (e) {
+    if (storageFailure(e) === null) throw e;
+    throw new UisError({
+      code: 'invalid_db_path',
+      path: 'gateway.db_path',
+      message: `cannot open the database ${dbPath} for writing: ${e instanceof Error ? e.message : String(e)}`,
+      cause: e,
+    });
+  }
+}
+
 /** Adoption needs engines that can outlive this process and a database file that outlives it too. */
 function checkAdoption(launcher: ControlPlaneOptions['launcher'], dbPath: string): void {
   const kind = typeof launcher === 'object' ? launcher.kind : (launcher ?? 'sim');
@@ -202,6 +240,7 @@ type Built = Pick<
   | 'routers'
   | 'routerUrls'
   | 'logger'
+  | 'holder'
   | 'cleanups'
 >;
 
@@ -239,6 +278,7 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
     stream: new ControlPlaneStream(),
     ledger: new OperationLedger(built.db),
     intents,
+    storage: new StorageHealth(opts.dbPath ?? built.config.gateway?.db_path ?? ':memory:', logger),
   };
   try {
     const unverified = await stopEnginesOfRemovedRoles(built.db, [...managers.keys()], systemClock, logger);

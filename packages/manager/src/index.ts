@@ -2,6 +2,7 @@
 export { freePort, freePorts } from '@uis/sglang-engine';
 export * from './batch-runner.ts';
 export * from './batch-store.ts';
+export * from './db-holder.ts';
 export * from './deferred-scoring.ts';
 export * from './event-log.ts';
 export * from './in-flight.ts';
@@ -18,5 +19,6 @@ export type { EngineRecord, RecordedMemory } from './replicas/engine-records.ts'
 export * from './router/index.ts';
 export * from './runtime.ts';
 export * from './score-parsers.ts';
+export * from './storage-health.ts';
 export * from './store.ts';
 export * from './weight-update.ts';

@@ -87,6 +87,17 @@ const MIGRATIONS: readonly string[] = [
    ALTER TABLE leases ADD COLUMN target TEXT;`,
   // When a batch's last run began (sealed -> running): the console shows how long it queued and how long it ran.
   `ALTER TABLE batches ADD COLUMN started_at INTEGER;`,
+  // The one process that writes this database (see DatabaseHolder): a second one is refused while it lives.
+  `CREATE TABLE db_holder (
+     id INTEGER PRIMARY KEY CHECK (id = 1),
+     pid INTEGER NOT NULL,
+     host TEXT NOT NULL,
+     port INTEGER,
+     proc_start TEXT,
+     since INTEGER NOT NULL,
+     heartbeat_at INTEGER NOT NULL,
+     token TEXT NOT NULL
+   );`,
 ];
 
 /** The manager's embedded database: audit events, operation ids, leases, deferred batches, operator intents,

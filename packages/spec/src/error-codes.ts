@@ -146,6 +146,8 @@ export const ERROR_CODES = {
   pg_not_owned: 409,
   pg_too_small: 409,
   phase_not_resident: 409,
+  /** Another live `uis` holds the database file (one writer per database): the message names its pid, host, port. */
+  database_in_use: 409,
   transition_in_progress: 409,
   // ---- the caller went away (499, the de-facto "client closed request") --------------------------------------
   client_gone: 499,
@@ -212,6 +214,13 @@ export const ERROR_CODES = {
   ray_not_started: 503,
   router_not_started: 503,
   ray_bridge_closed: 503,
+  /** The database file (its path in the message) cannot be written: a read-only file system, lost permissions, an
+   * I/O error. Writes resume by themselves once it can be written again. */
+  storage_unwritable: 503,
+  // ---- the disk is full (507) --------------------------------------------------------------------------------
+  /** The disk holding the database is full: nothing new is accepted until space returns; accepted work is kept
+   * and writes resume by themselves. */
+  storage_full: 507,
   // ---- a deadline passed (504) -------------------------------------------------------------------------------
   engine_timeout: 504,
   barrier_timeout: 504,

@@ -132,6 +132,12 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     logger,
     ...(opts.dbPath === undefined ? {} : { dbPath: opts.dbPath }),
     ...(opts.adoptEngines === undefined ? {} : { adoptEngines: opts.adoptEngines }),
+    // Another uis took the database over while this one hung: it owns the leases and engines now, so this process
+    // exits at once without stopping anything (its own watchdog-bound engines die with it).
+    onDatabaseLost: (holder) => {
+      process.stderr.write(`uis: ${holder} took the database over; exiting without touching its engines\n`);
+      process.exit(1);
+    },
     ...(opts.managerOptions === undefined && opts.startDeadlineMs === undefined
       ? {}
       : {
@@ -198,7 +204,9 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
   });
   let url: string;
   try {
-    ({ url } = await server.listen(opts.port, opts.host));
+    let port: number;
+    ({ url, port } = await server.listen(opts.port, opts.host));
+    plane.holder?.listening(port);
   } catch (e) {
     // The port was taken since the check: nothing may stay running behind the error.
     await server.close().catch(() => undefined);

@@ -1,4 +1,4 @@
-import { readFileSync, statSync } from 'node:fs';
+import { accessSync, constants, readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { LauncherKind } from '@uis/spec';
 import { isUisError, loadConfig, type PathIssue, type UisConfig, UisError } from '@uis/spec';
@@ -63,7 +63,21 @@ export function readConfig(file: string): UisConfig {
   );
 }
 
-/** The SQLite file must be creatable before any engine starts: `flag` is where it came from. */
+/** Why `path` cannot be written (`read-only file system`, `permission denied`, ...), or null when it can. */
+function unwritable(path: string): string | null {
+  try {
+    accessSync(path, constants.R_OK | constants.W_OK);
+    return null;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'EROFS') return 'read-only file system';
+    if (code === 'EACCES' || code === 'EPERM') return 'permission denied';
+    return code ?? String(e);
+  }
+}
+
+/** The SQLite file must be creatable and writable before any engine starts (with its `-wal` and `-shm` files beside
+ * it): `flag` is where it came from. */
 export function checkDbPath(dbPath: string, flag: string): void {
   if (dbPath === ':memory:') return;
   const path = resolve(process.cwd(), dbPath);
@@ -74,6 +88,13 @@ export function checkDbPath(dbPath: string, flag: string): void {
   if (stat(path)?.isDirectory()) fail(`${path} is a directory; give the path of a database file`);
   if (!stat(dirname(path))?.isDirectory())
     fail(`directory ${dirname(path)} does not exist; create it or choose another path`);
+  const file = stat(path) === undefined ? null : unwritable(path);
+  if (file !== null) fail(`${path} cannot be written: ${file}; choose a writable path`);
+  const dir = unwritable(dirname(path));
+  if (dir !== null)
+    fail(
+      `directory ${dirname(path)} cannot be written: ${dir} (the database keeps its -wal and -shm files beside it); choose a writable path`,
+    );
 }
 
 /** Runs a server command; an invalid layout exits 1 with one violation per line, as `uis plan` does. */

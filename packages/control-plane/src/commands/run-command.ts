@@ -71,14 +71,22 @@ export async function runCommand(
     };
     const request = { command: cmd.name, params: params.data, input: call.input };
     const result = operationId === null ? await once() : await plane.ledger.run(operationId, request, once);
+    // An audited command wrote its record: the disk takes writes again.
+    if (cmd.audit) plane.storage.wrote();
     return { ok: true, operation_id: operationId, result: result ?? null };
-  } catch (e) {
-    if (cmd.audit) {
+  } catch (thrown) {
+    // A write the disk refused: `storage_full` / `storage_unwritable` naming the file (its audit record would be
+    // refused the same way, so none is attempted).
+    const e = plane.storage.translate(thrown);
+    if (cmd.audit && !plane.storage.failing) {
       const code = e instanceof UisError ? e.code : 'internal_error';
-      audit(plane, cmd, call, subject, operationId, {
-        code,
-        message: e instanceof Error ? e.message : String(e),
-      });
+      const error = { code, message: e instanceof Error ? e.message : String(e) };
+      try {
+        audit(plane, cmd, call, subject, operationId, error);
+      } catch (refused) {
+        // The refusal stands when only its record was refused by the disk (logged once per burst).
+        if (plane.storage.translate(refused) === refused) throw refused;
+      }
     }
     throw e;
   }
