@@ -24,7 +24,7 @@ writeFileSync(
 );
 
 describe('chaos: a token guesser cannot lock the operator out', { timeout: 120_000 }, () => {
-  it('100 bad guesses/s from the same address for 3 s: every operator call succeeds, the guesser gets 429', async () => {
+  it('bad guesses back to back (100/s and more) from the same address for 3 s: every operator call succeeds, the guesser gets 429', async () => {
     const uis = spawnUis(['serve', '--config', config, '--port', '0']);
     tags.push(uis.tag);
     const url = await listening(uis);
@@ -37,11 +37,9 @@ describe('chaos: a token guesser cannot lock the operator out', { timeout: 120_0
     const operator: number[] = [];
     const until = Date.now() + 3000;
     const guess = async () => {
-      for (let i = 0; Date.now() < until; i++) {
-        const tick = Date.now();
+      // Back to back: as fast as the server answers (hundreds a second here).
+      for (let i = 0; Date.now() < until; i++)
         attacker.push(await get('/rollout/engines', `guess-${i}-xxxxxxxxxx`));
-        await new Promise((r) => setTimeout(r, Math.max(0, 10 - (Date.now() - tick))));
-      }
     };
     const work = async () => {
       const calls: Array<[string, string]> = [
@@ -52,12 +50,12 @@ describe('chaos: a token guesser cannot lock the operator out', { timeout: 120_0
       for (let i = 0; Date.now() < until || i < 10; i++) {
         const [path, token] = calls[i % calls.length] as [string, string];
         operator.push(await get(path, token));
-        await new Promise((r) => setTimeout(r, 50));
       }
     };
     await Promise.all([guess(), work()]);
     expect(operator.length).toBeGreaterThanOrEqual(10);
     expect(operator.every((s) => s === 200)).toBe(true);
+    expect(attacker.length).toBeGreaterThanOrEqual(100);
     expect(attacker.filter((s) => s === 429).length).toBeGreaterThan(0);
     expect(attacker.every((s) => s === 401 || s === 429)).toBe(true);
     uis.child.kill('SIGTERM');

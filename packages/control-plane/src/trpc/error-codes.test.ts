@@ -9,7 +9,7 @@ const trpcStatus = (error: unknown) =>
   getHTTPStatusCodeFromError(new TRPCError({ code: trpcCodeOf(error), message: 'x', cause: error }));
 
 describe('tRPC error codes follow the error table', () => {
-  it("answers every code of the table with the table's status (431 aside: tRPC has no code for it)", () => {
+  it("answers every code of the table with the table's status (431 and 507 aside: tRPC has no code for them)", () => {
     const differing = (Object.keys(ERROR_CODES) as ErrorCode[])
       .map((code) => ({
         code,
@@ -17,7 +17,10 @@ describe('tRPC error codes follow the error table', () => {
         trpc: trpcStatus(new UisError({ code, message: 'x' })),
       }))
       .filter((c) => c.table !== c.trpc);
-    expect(differing).toEqual([{ code: 'headers_too_large', table: 431, trpc: 400 }]);
+    expect(differing).toEqual([
+      { code: 'headers_too_large', table: 431, trpc: 400 },
+      { code: 'storage_full', table: 507, trpc: 500 },
+    ]);
     // Spot checks of what the issue reported: the tRPC door answered 400 for these.
     expect(trpcCodeOf(new UisError({ code: 'unknown_role', message: 'x' }))).toBe('NOT_FOUND');
     expect(trpcCodeOf(new UisError({ code: 'operation_id_conflict', message: 'x' }))).toBe('CONFLICT');

@@ -7,7 +7,8 @@ type TrpcCode = TRPCError['code'];
  * The tRPC code of each HTTP status of the error table (`ERROR_CODES` of @uis/spec), so a tRPC error answers the
  * status the REST door answers for the same code: `unknown_role` 404 NOT_FOUND, `operation_id_conflict` 409
  * CONFLICT, `no_eligible_replica` 503 SERVICE_UNAVAILABLE. tRPC has no code for 431 (headers too large): the HTTP
- * server refuses such a request before tRPC reads it, so no procedure throws it.
+ * server refuses such a request before tRPC reads it, so no procedure throws it. Nor for 507 (`storage_full`): tRPC
+ * answers it 500, its `data.error.code` still `storage_full`; REST answers 507.
  */
 export const TRPC_CODE_OF_STATUS: Readonly<Record<number, TrpcCode>> = {
   400: 'BAD_REQUEST',
