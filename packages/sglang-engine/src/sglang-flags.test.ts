@@ -261,6 +261,15 @@ describe('server_args overrides checked against the release', () => {
     }
   });
 
+  it("leaves the simulator's own sim_* knobs to the simulator, and still checks the flags beside them", () => {
+    for (const version of SGLANG_VERSIONS) {
+      expect(overrideCase({ sim_onload_ms: 6000, mem_fraction_static: 0.8 }, version)).not.toThrow();
+    }
+    expect(overrideCase({ sim_onload_ms: 6000, enable_weights_cpu_backup: true }, '0.5.2')).toThrow(
+      /has no --enable-weights-cpu-backup/,
+    );
+  });
+
   it('refuses a release uis has no surface for', () => {
     expect(() => build({ ...BRANCH_CASES[0]! }, '0.1.0')).toThrow(
       /uis has no surface for SGLang 0\.1\.0; supported: 0\.5\.2/,
