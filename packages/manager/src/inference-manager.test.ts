@@ -372,15 +372,11 @@ describe('InferenceManager against sglang-sim processes', () => {
         .finally(release);
     };
     const accepted = Array.from({ length: 8 }, (_, i) => send(i));
-    // The drain starts once the engines run all eight (their /get_load), not after a guessed time.
+    // The drain starts once the engines hold all eight (their load, read as the drain reads it: /get_load, or
+    // /v1/loads on releases without it; num_reqs counts the waiting ones too), not after a guessed time.
     const running = async () => {
-      const loads = await Promise.all(
-        targets.map(async (t) => {
-          const res = await fetch(`${t.baseUrl}/get_load`);
-          return (await res.json()) as { num_reqs: number; num_waiting_reqs: number }[];
-        }),
-      );
-      return loads.flat().reduce((n, l) => n + l.num_reqs + l.num_waiting_reqs, 0) === 8;
+      const loads = await Promise.all(clients.map((c) => c.load()));
+      return loads.flat().reduce((n, l) => n + l.num_reqs, 0) === 8;
     };
     await waitFor(running, 30_000, 'the engines running the 8 accepted requests');
     // A request sent as the draining is published is refused (a poll could miss a drain that ends quickly).
