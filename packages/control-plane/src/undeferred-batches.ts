@@ -10,6 +10,8 @@ const RERUN_MAX_MS = 30_000;
  * backoff until it commits or fails, instead of waiting for a restart. */
 export class UndeferredBatches {
   private readonly reruns = new Set<NodeJS.Timeout>();
+  /** Batches with a run in progress here (one writer per database: nobody else runs them). */
+  private readonly active = new Set<string>();
   /** Aborted first by `stop()`: runs end as interrupted, not as failures of stopped engines. */
   private readonly stopSignal = new AbortController();
 
@@ -20,11 +22,17 @@ export class UndeferredBatches {
   ) {}
 
   run(batchId: string, rerun = 0): void {
-    if (this.stopSignal.signal.aborted) return;
-    this.runner.run(batchId, this.stopSignal.signal).catch((e: unknown) => {
+    if (this.stopSignal.signal.aborted || this.active.has(batchId)) return;
+    this.active.add(batchId);
+    const ran = this.runner.run(batchId, this.stopSignal.signal);
+    void ran.finally(() => this.active.delete(batchId)).catch(() => {});
+    ran.catch((e: unknown) => {
       // Cut short by stop(): the runner logged it and put the batch back for the next start.
       if (this.stopSignal.signal.aborted) return;
-      if (this.store.get(batchId).state !== 'sealed') {
+      // Still running after its run ended: the store refused to put it back (a full disk); it goes back before the
+      // rerun, so accepted work is not stranded until a restart.
+      const state = this.store.get(batchId).state;
+      if (state !== 'sealed' && state !== 'running') {
         this.logger.error({ batch: batchId, err: String(e) }, 'batch run failed');
         return;
       }
@@ -35,10 +43,25 @@ export class UndeferredBatches {
       );
       const timer = setTimeout(() => {
         this.reruns.delete(timer);
+        this.requeueStranded(batchId);
         this.run(batchId, rerun + 1);
       }, delayMs);
       this.reruns.add(timer);
     });
+  }
+
+  /** Puts a batch left running by a run that has ended back to sealed; if the store still refuses, the rerun fails
+   * on the running batch and is scheduled again. */
+  private requeueStranded(batchId: string): void {
+    try {
+      if (this.store.get(batchId).state === 'running')
+        this.store.requeue(batchId, 'run ended while the store refused writes');
+    } catch (e) {
+      this.logger.warn(
+        { batch: batchId, err: String(e) },
+        'batch still cannot be put back; rerun will retry',
+      );
+    }
   }
 
   /** Cancels pending reruns and interrupts the runs in progress with `reason`. */
