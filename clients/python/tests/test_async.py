@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from uis_client import AsyncUisClient, NotFoundError
+from uis_client import AsyncUisClient, BadRequestError
 
 from .conftest import Service
 
@@ -20,8 +20,10 @@ def test_async_reads_serving_and_errors(service: Service) -> None:
             assert "actor" in {m.id for m in models.data}
             chat = await c.chat_completions("rollout", {"messages": [{"role": "user", "content": "hi"}]})
             assert chat["choices"][0]["message"]["content"]
-            with pytest.raises(NotFoundError):
+            # An explicit unknown model is the caller's mistake: 400, as Relax's readers answer it.
+            with pytest.raises(BadRequestError) as unknown:
                 await c.generate("rollout", {"model": "nope", "text": "x"})
+            assert unknown.value.code == "model_not_served" and unknown.value.path == "body.model"
             watch = c.watch("rollout", poll_timeout_s=5)
             first = await watch.__anext__()
             await c.drain_model("rollout", "policy-code", policy="abort", deadline_ms=0)
