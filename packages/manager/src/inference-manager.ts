@@ -1,6 +1,5 @@
 import type { MemoryTag, SGLangEngine } from '@uis/sglang-engine';
-import type { DrainPolicy } from '@uis/spec';
-import { EngineUrlSchema, type InferenceRoleSpec, parseOrThrow, UisError } from '@uis/spec';
+import { type DrainPolicy, EngineUrlSchema, type InferenceRoleSpec, parseOrThrow, UisError } from '@uis/spec';
 import type { OffloadReport, PhaseParticipant } from './coordinator/types.ts';
 import { EventLog } from './event-log.ts';
 import type { InFlightTracker } from './in-flight.ts';

@@ -9,8 +9,14 @@ import {
   localServerArgs,
   SGLangEngine,
 } from '@uis/sglang-engine';
-import type { EngineGroupSpec, GroupPlacement, InferenceModelSpec, ReplicaPlacement, Role } from '@uis/spec';
-import { UisError } from '@uis/spec';
+import {
+  type EngineGroupSpec,
+  type GroupPlacement,
+  type InferenceModelSpec,
+  type ReplicaPlacement,
+  type Role,
+  UisError,
+} from '@uis/spec';
 import type { EngineRecord } from './replicas/engine-records.ts';
 
 /** Everything a launcher needs to build one replica's engine. */

@@ -1,5 +1,5 @@
-import type { ActivationGroupPlan } from '@uis/spec';
 import {
+  type ActivationGroupPlan,
   type Clock,
   type Logger,
   scoresDeferred,

@@ -1,8 +1,7 @@
 /** Routing decisions per second per policy at 8, 128 and 1,024 replicas, µs per decision, and the memory the
  * cache-aware tree holds per replica. Baseline in the same run: a naive round robin that filters the engine list
  * on every request (what the cached candidate lists avoid). Run: `pnpm bench` (add --expose-gc for memory). */
-import type { DiscoveryModel, DiscoverySnapshot, ReplicaPolicy } from '@uis/spec';
-import { UisError } from '@uis/spec';
+import { type DiscoveryModel, type DiscoverySnapshot, type ReplicaPolicy, UisError } from '@uis/spec';
 import { ReplicaSelector, type ResolvedModel, resolveModel } from '../src/index.ts';
 
 const SIZES = [8, 128, 1024];

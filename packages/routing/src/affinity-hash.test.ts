@@ -1,7 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import type { DiscoverySnapshot, ReplicaPolicy } from '@uis/spec';
-import { UisError } from '@uis/spec';
+import { type DiscoverySnapshot, type ReplicaPolicy, UisError } from '@uis/spec';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { affinityMessage, asciiBytes, pythonJsonString } from './affinity-hash.ts';

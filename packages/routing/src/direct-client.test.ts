@@ -4,8 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { ManualClock, waitFor } from '@uis/sglang-engine/testing';
 import { type SimServer, startSimServer } from '@uis/sglang-sim';
-import type { DiscoveryEngine, DiscoverySnapshot } from '@uis/spec';
-import { UisError } from '@uis/spec';
+import { type DiscoveryEngine, type DiscoverySnapshot, UisError } from '@uis/spec';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DirectClient } from './direct-client.ts';
 

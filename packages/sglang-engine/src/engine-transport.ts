@@ -1,6 +1,5 @@
 import { sseData } from '@uis/spec';
-import type { Dispatcher } from 'undici';
-import { Pool } from 'undici';
+import { type Dispatcher, Pool } from 'undici';
 import type { z } from 'zod';
 import { badResponse, EngineError, isEngineError, transportError } from './engine-error.ts';
 import { OpenAIErrorSchema, SGLangErrorSchema, SSE_DONE } from './protocol.ts';

@@ -3,8 +3,8 @@
  * package). */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
-import type { Clock } from '@uis/spec';
 import {
+  type Clock,
   EngineGroupSpecSchema,
   InferenceModelSpecSchema,
   type NodePlacement,

@@ -19,16 +19,7 @@ export const ExchangeStateSchema = z.enum([
 ]);
 export type ExchangeState = z.infer<typeof ExchangeStateSchema>;
 
-const LIVE = [
-  'reading',
-  'queued',
-  'sent',
-  'buffering',
-  'streaming',
-  'relaying',
-  'waiting_retry',
-  'client_gone',
-] as const;
+const LIVE = ExchangeStateSchema.exclude(['done']).options;
 
 /** Every way an exchange moves, and from which state. The proxy changes an exchange's state only through these. */
 export const EXCHANGE_MOVES = {

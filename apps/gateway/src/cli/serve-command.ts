@@ -1,7 +1,13 @@
 import { accessSync, constants, readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import type { LauncherKind } from '@uis/spec';
-import { isUisError, loadConfig, type PathIssue, type UisConfig, UisError } from '@uis/spec';
+import {
+  isUisError,
+  type LauncherKind,
+  loadConfig,
+  type PathIssue,
+  type UisConfig,
+  UisError,
+} from '@uis/spec';
 import { type Command, InvalidArgumentError } from 'commander';
 import { EXIT_INVALID_LAYOUT, renderIssues } from './cli-errors.ts';
 import { readInputFile } from './input-file.ts';

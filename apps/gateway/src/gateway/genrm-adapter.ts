@@ -1,5 +1,4 @@
-import type { InferenceModelSpec } from '@uis/spec';
-import { UisError, zodError } from '@uis/spec';
+import { type InferenceModelSpec, UisError, zodError } from '@uis/spec';
 import { z } from 'zod';
 
 /** Relax's GenRM request: a judge conversation plus optional sampling overrides. `model` / `route_key` pick a

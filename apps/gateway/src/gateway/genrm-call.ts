@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import type { InferenceRoleSpec } from '@uis/spec';
-import { UisError } from '@uis/spec';
+import { type InferenceRoleSpec, UisError } from '@uis/spec';
 import {
   engineFailure,
   errorCode,

@@ -1,6 +1,5 @@
 import { type Launcher, type LaunchRequest, simReleaseArgs } from '@uis/manager';
-import type { LaunchedReplica, LaunchSpec } from '@uis/sglang-engine';
-import { localServerArgs, SGLangEngine } from '@uis/sglang-engine';
+import { type LaunchedReplica, type LaunchSpec, localServerArgs, SGLangEngine } from '@uis/sglang-engine';
 import { parseSimArgs, type SimOptionsInput, type SimServer, startSimServer } from '@uis/sglang-sim';
 
 /**

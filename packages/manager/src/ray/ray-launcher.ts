@@ -7,8 +7,7 @@ import {
   type ProcessExit,
   SGLangEngine,
 } from '@uis/sglang-engine';
-import type { GpuRef, NodePlacement, ReplicaPlacement } from '@uis/spec';
-import { UisError } from '@uis/spec';
+import { type GpuRef, type NodePlacement, type ReplicaPlacement, UisError } from '@uis/spec';
 import { apiKeyArgs, apiKeyOf, type Launcher, type LaunchRequest } from '../launchers.ts';
 import type { ActorExitEvent } from './bridge-protocol.ts';
 import type { RayBridge } from './ray-bridge.ts';

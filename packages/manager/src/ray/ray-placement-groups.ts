@@ -1,6 +1,5 @@
 import { type BundleProbeEntry, validateBundleProbe } from '@uis/planner';
-import type { PlacementPlan, PoolPlan } from '@uis/spec';
-import { UisError } from '@uis/spec';
+import { type PlacementPlan, type PoolPlan, UisError } from '@uis/spec';
 import type { PlacementGroups } from '../placement-groups.ts';
 import type { RayBridge } from './ray-bridge.ts';
 

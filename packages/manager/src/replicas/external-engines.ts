@@ -1,5 +1,10 @@
-import type { EngineGroupSpec, GroupPlacement, InferenceRoleSpec, ReplicaPlacement } from '@uis/spec';
-import { engineId as makeEngineId } from '@uis/spec';
+import {
+  type EngineGroupSpec,
+  type GroupPlacement,
+  type InferenceRoleSpec,
+  engineId as makeEngineId,
+  type ReplicaPlacement,
+} from '@uis/spec';
 import { ExternalLauncher } from '../launchers.ts';
 import type { Incarnations } from './incarnations.ts';
 import type { PublicationProjector } from './publication.ts';

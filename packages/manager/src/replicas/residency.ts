@@ -1,5 +1,4 @@
-import type { DrainPolicy } from '@uis/spec';
-import { type Clock, type Logger, settlesWithin } from '@uis/spec';
+import { type Clock, type DrainPolicy, type Logger, settlesWithin } from '@uis/spec';
 import type { OffloadReport } from '../coordinator/types.ts';
 import type { InFlightTracker } from '../in-flight.ts';
 import { errorMessage } from '../runtime.ts';

@@ -1,8 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { flagName, freePorts, LogRing, SGLangRouterClient } from '@uis/sglang-engine';
-import type { InferenceModelSpec, RouterSpec } from '@uis/spec';
-import { UisError } from '@uis/spec';
+import { type InferenceModelSpec, type RouterSpec, UisError } from '@uis/spec';
 import { ConfirmingRouterRegistrar } from './confirming-registrar.ts';
 
 export interface RouterProcessOptions {
