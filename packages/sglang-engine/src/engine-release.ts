@@ -23,12 +23,16 @@ export class EngineRelease {
    * does not answer it stays unknown: reading the version must not fail a start. */
   async read(client: SGLangClient): Promise<string | undefined> {
     try {
-      const info = await client.serverInfo({ timeoutMs: 10_000 });
-      this.known = featuresForVersion(info.version);
+      this.learn((await client.serverInfo({ timeoutMs: 10_000 })).version);
     } catch (e) {
       if (!isEngineError(e)) throw e;
     }
     return this.version;
+  }
+
+  /** Records the version a server info answer reported (an adopted engine's is read by the adoption probe). */
+  learn(version: string): void {
+    this.known = featuresForVersion(version);
   }
 
   /** Refuses, before any call, an operation the engine's release cannot do, naming the release and the releases

@@ -50,8 +50,8 @@ const pidsOf = (m: InferenceManager) =>
   Object.fromEntries(m.snapshot().models.policy?.replicas.map((r) => [r.engine_id, r.pids]) ?? []);
 
 /** Starts a manager and abandons it as a crashed control plane would. */
-async function crashed(db: ReturnType<typeof openStore>) {
-  const first = manager(db, true);
+async function crashed(db: ReturnType<typeof openStore>, model: Record<string, unknown> = POLICY) {
+  const first = manager(db, true, model);
   managers.pop();
   abandoned.push(first);
   await first.start();
@@ -74,6 +74,28 @@ describe('adoption of recorded engines at start', { timeout: 120_000 }, () => {
     await second.shutdown();
     // (They are this test process's children: gone once it has reaped them.)
     await waitFor(() => !Object.values(before).flat().some(alive), 5_000, 'adopted engines stopped');
+  });
+
+  it('an adopted engine reports its SGLang release as a launched one does, and what the release cannot do is refused', async () => {
+    const db = openStore();
+    const model = { ...POLICY, sglang_version: '0.5.2' };
+    const before = await crashed(db, model);
+    const second = manager(db, true, model);
+    await second.start();
+    expect(pidsOf(second)).toEqual(before);
+    const replicas = second.snapshot().models.policy?.replicas ?? [];
+    expect(replicas.map((r) => r.sglang_version)).toEqual(['0.5.2', '0.5.2']);
+    const engines = second.registry.snapshot().models.policy?.engines ?? [];
+    expect(engines.map((e) => e.sglang_version)).toEqual(['0.5.2', '0.5.2']);
+    const adopted = new EventLog(db).list({ kind: 'replica.adopted', limit: 10 });
+    expect(adopted.map((e) => e.data.sglang_version)).toEqual(['0.5.2', '0.5.2']);
+    // 0.5.2's pause takes no mode (it aborts): a retract drain is refused before any replica is touched.
+    const refusal = await second.drain({ policy: 'retract', deadlineMs: 0 }).catch((e: unknown) => e);
+    expect(refusal).toMatchObject({ code: 'sglang_feature_unsupported' });
+    expect((refusal as Error).message).toContain(
+      'runs SGLang 0.5.2, which cannot pause generation in mode retract',
+    );
+    expect(second.snapshot().models.policy?.replicas.map((r) => r.state)).toEqual(['ready', 'ready']);
   });
 
   it('without adoption, or for a changed model, stops the recorded engines and launches new ones', async () => {

@@ -82,6 +82,8 @@ export class Adoption {
       const port = Number(new URL(rec.base_url).port);
       if (server.port !== undefined && server.port !== port)
         return `${rec.base_url} reports port ${server.port}`;
+      // As a launched engine's start does: discovery and the console show it, and what it cannot do is refused.
+      engine.release.learn(server.version);
       s.weightVersion = await engine.client.weightVersion(call);
       identified = true;
       return engine;
@@ -109,7 +111,13 @@ export class Adoption {
     if (!settled) this.memory.doubt(s.engineId, `${rec.memory} when the previous control plane stopped`);
     this.records?.launched(s, rec.memory, rec.paused);
     logger.info(
-      { role: this.role, engineId: s.engineId, url: rec.base_url, memory: rec.memory },
+      {
+        role: this.role,
+        engineId: s.engineId,
+        url: rec.base_url,
+        memory: rec.memory,
+        sglangVersion: engine.sglangVersion,
+      },
       'engine adopted',
     );
     audit('replica.adopted', s.engineId, {
@@ -117,6 +125,7 @@ export class Adoption {
       pids: engine.pids(),
       memory: rec.memory,
       weight_version: s.weightVersion,
+      sglang_version: engine.sglangVersion ?? null,
     });
   }
 
