@@ -5,6 +5,7 @@ import {
   type PlanViolation,
   type UisConfig,
 } from '@uis/spec';
+import { planMemory } from './defer-order.ts';
 import { placeGroups } from './group-placement.ts';
 import { Inventory } from './inventory.ts';
 import { type Fail, isColocated, type PlanCtx, type PlannedGroup, type PoolState } from './plan-parts.ts';
@@ -48,6 +49,10 @@ export function planPlacement(config: UisConfig): PlanResult {
   checkRayBudget(ctx, pools);
 
   if (errors.length > 0) return { ok: false, errors };
+  const poolPlans = Object.fromEntries([...pools].map(([k, v]) => [k, v.plan]));
+  // Memory last: it reads the placed bundles, and a layout already wrong needs no byte counts.
+  const memory = planMemory(config, { pools: poolPlans, placements, activation_groups }, fail);
+  if (errors.length > 0) return { ok: false, errors };
   const modes = roles.map(({ spec }) => spec.deployment.mode);
   const mode: DeploymentMode = modes.includes('colocated_defer')
     ? 'colocated_defer'
@@ -58,9 +63,10 @@ export function planPlacement(config: UisConfig): PlanResult {
     ok: true,
     plan: {
       mode,
-      pools: Object.fromEntries([...pools].map(([k, v]) => [k, v.plan])),
-      placements,
-      activation_groups,
+      pools: poolPlans,
+      placements: memory.placements,
+      activation_groups: memory.activation_groups,
+      memory: memory.memory,
     },
   };
 }

@@ -4,6 +4,7 @@ import { EngineAddressSchema } from './discovery.ts';
 import type { ErrorCode } from './error-codes.ts';
 import { formatPath, issueCode, type PathIssue, UisError } from './errors.ts';
 import { GatewayConfigSchema } from './gateway-config.ts';
+import { DeferOrderSchema, GpuTypeSchema } from './memory.ts';
 import {
   DEFAULT_WORKLOAD,
   type InferenceRoleSpec,
@@ -30,6 +31,8 @@ export const ClusterNodeSchema = z
     name: z.string().min(1),
     gpus: positiveInt.max(MAX_GPUS_PER_NODE),
     ip: z.string().min(1).optional(),
+    /** The node's GPU type (memory, copy speeds): a name in `cluster.gpu_types`, or the built-in `h200`. */
+    gpu_type: z.string().min(1).optional(),
   })
   .strict();
 export type ClusterNode = z.infer<typeof ClusterNodeSchema>;
@@ -50,6 +53,8 @@ export const ClusterSchema = z
   .object({
     nodes: z.array(ClusterNodeSchema).min(1),
     bindings: z.array(BundleBindingSchema).default([]),
+    /** GPU types by name (the built-in `h200` may be redefined here). */
+    gpu_types: z.record(z.string(), GpuTypeSchema).optional(),
   })
   .strict()
   .superRefine((cluster, ctx) => {
@@ -79,6 +84,9 @@ export const TrainingSchema = z
     fully_async: z.boolean().default(false),
     /** Relax's hybrid mode: fully-async with colocate runs inference on its own pools. */
     hybrid: z.boolean().default(false),
+    /** Share of each actor GPU's memory the trainer holds in its phase; inference may keep what fits beside it.
+     * Default: everything the phase-less colocated slices leave (every phased model releases all it holds). */
+    memory_share: z.number().min(0).max(1).optional(),
   })
   .strict();
 export type Training = z.infer<typeof TrainingSchema>;
@@ -128,6 +136,12 @@ export type ActivationGroup = z.infer<typeof ActivationGroupSchema>;
 export const ScheduleSchema = z
   .object({
     activation_groups: z.array(ActivationGroupSchema).default([]),
+    /** The deferred phases' order: as written, or chosen (and merged where residents fit together) by the planner
+     * to minimise the predicted switch time per step. */
+    defer: z
+      .object({ order: DeferOrderSchema.default('configured') })
+      .strict()
+      .optional(),
   })
   .strict();
 export type Schedule = z.infer<typeof ScheduleSchema>;

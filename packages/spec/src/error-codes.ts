@@ -288,6 +288,10 @@ export const ERROR_CODES = {
   scheduled_role_not_colocated: 400,
   shared_coresident_rejected: 400,
   split_overlap: 400,
+  /** The residents of a phase need more memory on a GPU than it has (the message gives the bytes per tag). */
+  memory_exceeded: 400,
+  /** A node names a GPU type that `cluster.gpu_types` does not define. */
+  unknown_gpu_type: 400,
   tp_pp_mismatch: 400,
   unknown_node: 400,
   unknown_resident: 400,

@@ -10,6 +10,7 @@ export * from './exchange-states.ts';
 export * from './gateway-config.ts';
 export * from './lease-states.ts';
 export * from './logger.ts';
+export * from './memory.ts';
 export * from './model.ts';
 export * from './observability.ts';
 export * from './plan.ts';

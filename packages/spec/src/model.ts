@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { ErrorCode } from './error-codes.ts';
+import { ModelMemorySchema } from './memory.ts';
 
 /** The RFC's internal model: Role -> Model -> Engine group -> Replica. Field names follow the RFC (snake_case)
  * because the same objects travel as JSON to Python controllers. Schemas are strict: an unknown field is an error
@@ -211,6 +212,9 @@ export const InferenceModelSpecSchema = z
       .string()
       .regex(/^\d+\.\d+\.\d+([.-]?[A-Za-z0-9]+)*$/, 'an SGLang release such as 0.5.17 or 0.5.10.post1')
       .optional(),
+    /** Weight bytes, KV-cache share and CUDA-graph reserve: what the planner needs to release only what must go
+     * at a phase switch. Without it the model releases every tag at every switch. */
+    memory: ModelMemorySchema.optional(),
   })
   .strict();
 export type InferenceModelSpec = z.infer<typeof InferenceModelSpecSchema>;

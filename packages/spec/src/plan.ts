@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ErrorCodeSchema } from './error-codes.ts';
+import { GroupMemoryPlanSchema } from './memory.ts';
 import { DeploymentModeSchema, PgOwnerSchema, RoleSchema, WorkerTypeSchema } from './model.ts';
 
 /** The placement plan: what the planner returns and what launchers, the manager, the gateway and the console
@@ -107,6 +108,8 @@ export const PlacementPlanSchema = z.object({
   pools: z.record(z.string(), PoolPlanSchema),
   placements: z.array(GroupPlacementSchema),
   activation_groups: z.array(ActivationGroupPlanSchema),
+  /** Per activation group: residency per phase and the predicted switches, configured and optimized order. */
+  memory: z.array(GroupMemoryPlanSchema).optional(),
 });
 export type PlacementPlan = z.infer<typeof PlacementPlanSchema>;
 
