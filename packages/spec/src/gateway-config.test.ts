@@ -138,3 +138,24 @@ describe('gateway.retry', () => {
     ]);
   });
 });
+
+describe('gateway.pass_headers', () => {
+  it('names credential headers that reach the engines', () => {
+    expect(parseConfig({ ...base, gateway: { pass_headers: ['X-Api-Key'] } }).gateway?.pass_headers).toEqual([
+      'X-Api-Key',
+    ]);
+    expect(parseConfig({ ...base, gateway: {} }).gateway?.pass_headers).toEqual([]);
+  });
+
+  it('refuses Authorization (our own tokens), hop-by-hop headers and non-names, with their path', () => {
+    const found = issues({ pass_headers: ['Authorization', 'Proxy-Authorization', 'connection', 'x key'] });
+    expect(found.map((i) => i.path)).toEqual([
+      'gateway.pass_headers[0]',
+      'gateway.pass_headers[1]',
+      'gateway.pass_headers[2]',
+      'gateway.pass_headers[3]',
+    ]);
+    expect(found[0]?.message).toMatch(/our own tokens/);
+    expect(found[3]?.message).toMatch(/HTTP header name/);
+  });
+});

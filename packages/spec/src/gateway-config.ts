@@ -156,6 +156,27 @@ export const GatewayConfigSchema = z
     /** Host header values accepted besides the listen address and loopback names (e.g. `uis.example.org` or
      * `uis.example.org:8080`); any other Host is refused 403, which stops DNS-rebinding pages. `*` accepts any. */
     allowed_hosts: z.array(z.string().min(1)).default([]),
+    /** Credential-like request headers (Cookie, X-Api-Key, Api-Key) are dropped before a request reaches an
+     * engine; a header named here passes through (e.g. `X-Api-Key` for engines behind their own key check).
+     * `Authorization` carries our own tokens and never passes (engines get `engine_api_key`), nor do hop-by-hop
+     * headers. */
+    pass_headers: z
+      .array(
+        z
+          .string()
+          .regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'must be an HTTP header name')
+          .refine(
+            (h) =>
+              !/^(authorization|proxy-.*|connection|keep-alive|te|trailer|transfer-encoding|upgrade)$/i.test(
+                h,
+              ),
+            {
+              message:
+                'carries our own tokens or is hop-by-hop and never reaches an engine (engines get engine_api_key)',
+            },
+          ),
+      )
+      .default([]),
     /** Each role's admission limit: requests forwarded at once, how many more may wait for a slot and for how
      * long; beyond, 503 `admission_rejected` + Retry-After. */
     admission: z

@@ -30,6 +30,8 @@ const gw = gatewayOnSims({
     bodyBudgetBytes: BUDGET,
     bodyTimeoutMs: DEADLINE_MS,
     healthProbeMs: 0,
+    // The one credential header configured to reach the engines (an engine behind its own key check).
+    passHeaders: ['Api-Key'],
   },
 });
 
@@ -64,12 +66,15 @@ async function register(role: string, model: string, modelPath: string): Promise
 }
 
 describe('chaos: no client credential reaches an engine', { timeout: 60_000 }, () => {
-  it('Authorization (serving or admin token) and Cookie are stripped; the model engine key is added', async () => {
+  it('Authorization (serving or admin token), Cookie, Proxy-Authorization and X-Api-Key are stripped; the configured Api-Key passes; the model engine key is added', async () => {
     const withKey = await register('teacher', 'math-teacher', '/models/teacher');
     const withoutKey = await register('rollout', 'policy', '/models/policy');
     const creds = (token: string) => ({
       authorization: `Bearer ${token}`,
       cookie: `session=${token}; uis=${token}`,
+      'proxy-authorization': `Basic ${token}`,
+      'x-api-key': token,
+      'api-key': 'key-the-engine-checks',
     });
     for (const token of [SERVING, ADMIN]) {
       for (const [role, model] of [
@@ -99,6 +104,8 @@ describe('chaos: no client credential reaches an engine', { timeout: 60_000 }, (
     expect(seenByRollout.length).toBeGreaterThan(0);
     for (const s of [...seenByTeacher, ...seenByRollout]) {
       expect(s.headers.cookie).toBeUndefined();
+      expect(s.headers['x-api-key']).toBeUndefined();
+      expect(s.headers['proxy-authorization']).toBeUndefined();
       for (const value of Object.values(s.headers).flat()) {
         expect(value).not.toContain(SERVING);
         expect(value).not.toContain(ADMIN);
@@ -106,6 +113,12 @@ describe('chaos: no client credential reaches an engine', { timeout: 60_000 }, (
     }
     for (const s of seenByTeacher) expect(s.headers.authorization).toBe(`Bearer ${ENGINE_KEY}`);
     for (const s of seenByRollout) expect(s.headers.authorization).toBeUndefined();
+    // Forwarded requests carry the passed header (the manager's own calls, health or flush, never had one).
+    const forwarded = [...seenByTeacher, ...seenByRollout].filter((s) =>
+      ['/generate', '/v1/chat/completions'].includes(s.path),
+    );
+    expect(forwarded.length).toBeGreaterThanOrEqual(2);
+    for (const s of forwarded) expect(s.headers['api-key']).toBe('key-the-engine-checks');
   });
 });
 

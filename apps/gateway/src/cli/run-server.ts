@@ -240,6 +240,7 @@ export function serverLimitsOf(config: UisConfig) {
     bodyTimeoutMs: g.body_timeout_ms,
     bodyBudgetBytes: g.body_budget_bytes,
     maxJsonDepth: g.max_json_depth,
+    passHeaders: g.pass_headers,
     admission: {
       limit: g.admission.limit,
       queue: g.admission.queue,

@@ -83,6 +83,8 @@ export interface InferenceGatewayOptions {
   accessLog?: boolean;
   /** OpenTelemetry tracing (`gateway.tracing`); absent: no span is made. */
   tracing?: UisTracing | undefined;
+  /** Credential headers that reach the engines anyway (`gateway.pass_headers`). */
+  passHeaders?: readonly string[];
 }
 
 /** The proxy's in-flight counter, mirrored into the manager's tracker so drain waits for what the gateway forwards.
@@ -135,7 +137,10 @@ export class InferenceGateway {
   private readonly origins = new Map<string, string>();
   private readonly ownsPools: boolean;
   /** What the proxy counts and reports a request of this role through (the root OpenAI routes borrow it). */
-  private readonly owner: Pick<ServingProxyOptions, 'inFlight' | 'hooks' | 'admission' | 'retry'>;
+  private readonly owner: Pick<
+    ServingProxyOptions,
+    'inFlight' | 'hooks' | 'admission' | 'retry' | 'passHeaders'
+  >;
   /** This role's admission limit (absent: unlimited). */
   readonly admission: AdmissionGate | undefined;
   private readonly genrmHost: GenrmHost<ResolvedModel, RequestKeys>;
@@ -153,6 +158,9 @@ export class InferenceGateway {
       inFlight: this.inFlight,
       ...(this.admission === undefined ? {} : { admission: this.admission }),
       ...(opts.retry === undefined ? {} : { retry: opts.retry }),
+      ...(opts.passHeaders?.length
+        ? { passHeaders: new Set(opts.passHeaders.map((h) => h.toLowerCase())) }
+        : {}),
       hooks: {
         onClientAbort: (rid, target, requestId) => this.abortAtEngine(rid, target, requestId),
         onComplete: (e) => this.requests.completed(e),

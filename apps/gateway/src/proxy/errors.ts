@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { UisError } from '@uis/spec';
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
@@ -53,4 +54,18 @@ export function asUisError(e: unknown): UisError {
 /** A Hono answer with the error's JSON and its status (the error table's). */
 export function errorJson(c: Context, err: UisError): Response {
   return c.json(err.toJSON(), err.status as ContentfulStatusCode);
+}
+
+/** What the server answered on a connection by itself, outside any route (node's parser refusals: a request cut at
+ * the body deadline is answered 408 on its socket), so the route reading that request's body reports the status the
+ * client got instead of the bare `aborted` its cut body raises. */
+const socketAnswers = new WeakMap<Socket, UisError>();
+
+export function answeredOnSocket(socket: Socket, err: UisError): void {
+  socketAnswers.set(socket, err);
+}
+
+/** The error the server answered on `socket` by itself, if it did. */
+export function socketAnswer(socket: Socket): UisError | undefined {
+  return socketAnswers.get(socket);
 }

@@ -136,6 +136,7 @@ export class Exchange implements UpstreamHandler, Admittable {
       this.#requestId,
       route.engineApiKey,
       route.traceparent,
+      this.#opts.passHeaders,
     );
     const gate = this.#opts.admission;
     if (gate === undefined) this.#attempt(route.pick(undefined));

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { UisError } from '@uis/spec';
 import { collectBody, parseServingBody } from './body.ts';
 import { BODY_BUDGET_RETRY_AFTER_S } from './body-budget.ts';
-import { asUisError } from './errors.ts';
+import { asUisError, socketAnswer } from './errors.ts';
 import { Exchange } from './exchange.ts';
 import type { FastHandler } from './fast-routes.ts';
 import { nextId, REQUEST_ID } from './request-id.ts';
@@ -44,7 +44,8 @@ export function createServingHandler(options: ServingProxyOptions, resolve: Reso
             res.shouldKeepAlive = false;
           if (err instanceof UisError && err.code === 'body_budget_exhausted')
             res.setHeader('retry-after', String(BODY_BUDGET_RETRY_AFTER_S));
-          exchange.refuse(asUisError(err));
+          // Cut at the body deadline: the server answered 408 on the socket, and that is what the client got.
+          exchange.refuse(socketAnswer(req.socket) ?? asUisError(err));
           return;
         }
         try {

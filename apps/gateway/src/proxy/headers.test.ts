@@ -32,3 +32,36 @@ describe('upstreamRequestHeaders and trace context', () => {
     expect(out).not.toContain('Traceparent');
   });
 });
+
+describe('upstreamRequestHeaders and credentials', () => {
+  const raw = [
+    'Authorization',
+    'Bearer serving-token',
+    'Cookie',
+    'a=1',
+    'Proxy-Authorization',
+    'Basic x',
+    'X-Api-Key',
+    'k1',
+    'api-key',
+    'k2',
+    'x-user',
+    'u',
+  ];
+  const names = (out: string[]) => out.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
+
+  it.each([
+    [undefined, ['x-user']],
+    [new Set(['x-api-key']), ['x-api-key', 'x-user']],
+    [new Set(['api-key', 'cookie']), ['cookie', 'api-key', 'x-user']],
+  ])('drops every credential header but the passed ones (%s)', (passed, kept) => {
+    const out = upstreamRequestHeaders(raw, 'req-1', undefined, undefined, passed);
+    expect(names(out)).toEqual([...kept, 'content-type', 'x-request-id']);
+  });
+
+  it("replaces the client's Authorization with the model's engine key", () => {
+    const out = upstreamRequestHeaders(raw, 'req-1', 'engine-key', undefined, new Set(['x-api-key']));
+    expect(out.slice(-2)).toEqual(['authorization', 'Bearer engine-key']);
+    expect(out).not.toContain('Bearer serving-token');
+  });
+});

@@ -19,10 +19,18 @@ const HOP_BY_HOP = new Set([
  * answers a non-JSON label with 422 in its own error shape). */
 const SET_BY_PROXY = new Set(['host', 'content-length', 'content-type', 'x-request-id']);
 
-/** The client's credentials: the serving or admin token (`Authorization`, the only header our tokens travel in)
- * and browser cookies. They are the gateway's to check and never reach an engine, which may be anyone's process
- * registered by URL; an engine that wants a key gets the model's own (`engine_api_key`). */
-const CREDENTIALS = new Set(['authorization', 'cookie']);
+/** The one list of credential-like request headers: the serving and admin tokens (`Authorization`, the only
+ * header our tokens travel in), browser cookies, proxy credentials and the API-key headers clients of other
+ * gateways send. They are the gateway's to check and never reach an engine, which may be anyone's process
+ * registered by URL; an engine that wants a key gets the model's own (`engine_api_key`). `gateway.pass_headers`
+ * lets a named one through (never `Authorization`, nor a hop-by-hop one). */
+export const CREDENTIAL_HEADERS: ReadonlySet<string> = new Set([
+  'authorization',
+  'cookie',
+  'proxy-authorization',
+  'x-api-key',
+  'api-key',
+]);
 
 function isHopByHop(lower: string): boolean {
   return HOP_BY_HOP.has(lower) || lower.startsWith('proxy-');
@@ -46,7 +54,7 @@ function connectionTokens(value: string | string[] | undefined): Set<string> | u
 
 /**
  * Builds the upstream request headers as a flat `[name, value, ...]` list, straight from node's `rawHeaders` (no
- * intermediate object), without the client's credentials. Adds `content-type: application/json`, `x-request-id`
+ * intermediate object), without the client's credentials (CREDENTIAL_HEADERS, less the ones configured to pass). Adds `content-type: application/json`, `x-request-id`
  * and, when the model's engines need a key, `authorization: Bearer <engineApiKey>`; the engine client sets `host`
  * and the body's `content-length`.
  */
@@ -56,6 +64,8 @@ export function upstreamRequestHeaders(
   engineApiKey?: string,
   /** The gateway's own W3C trace context for the engine (tracing on); replaces the client's. */
   traceparent?: string,
+  /** Credential headers configured to reach the engines (`gateway.pass_headers`, lower case). */
+  passed?: ReadonlySet<string>,
 ): string[] {
   let listed: Set<string> | undefined;
   for (let i = 0; i < rawHeaders.length; i += 2) {
@@ -68,8 +78,8 @@ export function upstreamRequestHeaders(
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!;
     const lower = name.toLowerCase();
-    if (isHopByHop(lower) || SET_BY_PROXY.has(lower) || CREDENTIALS.has(lower) || listed?.has(lower))
-      continue;
+    if (CREDENTIAL_HEADERS.has(lower) && passed?.has(lower) !== true) continue;
+    if (isHopByHop(lower) || SET_BY_PROXY.has(lower) || listed?.has(lower)) continue;
     if (traceparent !== undefined && lower === 'traceparent') continue;
     out.push(name, rawHeaders[i + 1]!);
   }

@@ -71,6 +71,8 @@ export interface ServingProxyOptions {
   newId?: () => string;
   /** Error body of this route (default: the product's); OpenAI routes answer OpenAI's shape. */
   errorBody?: ErrorBodyOf;
+  /** Credential headers that reach the engines anyway (`gateway.pass_headers`, lower case). */
+  passHeaders?: ReadonlySet<string>;
 }
 
 export type ForwardOutcome = 'ok' | 'client_abort' | 'error';

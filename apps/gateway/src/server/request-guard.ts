@@ -99,7 +99,8 @@ export interface RequestGuardOptions {
   tokens: readonly string[];
   /** Where a lockout is logged (once per lockout). */
   logger?: { warn(fields: object, message: string): void };
-  /** When non-empty, the console API (`/trpc`) needs one of these bearer tokens too (serving or admin). */
+  /** When non-empty, the console API (`/trpc`) and `/metrics` need one of these bearer tokens too (serving or
+   * admin). */
   readTokens: readonly string[];
 }
 
@@ -142,11 +143,19 @@ function connectionToken(url: string): string | undefined {
   }
 }
 
+/** The readers a serving token guards besides discovery and serving: the console API (its sign-in aside) and the
+ * Prometheus scrape (`/metrics` names every model, replica and engine URL). Undefined: not one of them. */
+function readerOf(url: string): string | undefined {
+  if (url.startsWith('/trpc') && !url.startsWith('/trpc/checkToken')) return 'the console API';
+  if (url === '/metrics' || url.startsWith('/metrics?')) return 'the Prometheus scrape (/metrics)';
+  return undefined;
+}
+
 /**
  * HTTP-level checks before any route: the Host must name this server (403 `host_not_allowed`); a request carrying a
  * valid token passes at once; without one, a client that failed authentication too often is refused for the rest of
  * the window (429 + Retry-After; the console's sign-in, whose token is in its body, asks the limiter itself after
- * checking it); with a serving token, the console API needs it (or the admin token) like discovery does. Every 401
+ * checking it); with a serving token, the console API and `/metrics` need it (or the admin token) like discovery does. Every 401
  * any route answers counts as a failed authentication of the client's address.
  */
 export function guardRequests(next: Listener, opts: RequestGuardOptions): Listener {
@@ -198,7 +207,8 @@ export function guardRequests(next: Listener, opts: RequestGuardOptions): Listen
     const auth = req.headers.authorization !== undefined || readTokens.length > 0 || url.startsWith('/admin');
     if (auth && !counted(req, res, url)) return;
     // checkToken is the console's sign-in: it carries the token in its input, and a wrong one is a counted 401.
-    if (readTokens.length > 0 && url.startsWith('/trpc') && !url.startsWith('/trpc/checkToken')) {
+    const reader = readerOf(url);
+    if (readTokens.length > 0 && reader !== undefined) {
       const header = req.headers.authorization;
       const token = header === undefined ? connectionToken(url) : bearerToken(header);
       if (token === undefined || !authorized(`Bearer ${token}`, readTokens)) {
@@ -206,7 +216,7 @@ export function guardRequests(next: Listener, opts: RequestGuardOptions): Listen
           res,
           refusal(
             'unauthorized',
-            'the console API needs "Authorization: Bearer <token>" (serving or admin token)',
+            `${reader} needs "Authorization: Bearer <token>" (serving or admin token)`,
             'headers.authorization',
           ),
           undefined,

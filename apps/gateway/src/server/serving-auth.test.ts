@@ -40,4 +40,27 @@ describe('serving token (RFC open question 3: authenticated discovery)', () => {
     expect(admin.status).toBe(403);
     expect(((await admin.json()) as { error: { code: string } }).error.code).toBe('forbidden');
   });
+
+  it('/metrics (a Prometheus scrape) needs the serving or admin token once a serving token is set', async () => {
+    const open = await fetch(`${gw.url}/metrics`);
+    expect(open.status).toBe(401);
+    expect(await open.json()).toMatchObject({
+      error: { code: 'unauthorized', path: 'headers.authorization' },
+    });
+    expect((await fetch(`${gw.url}/metrics`, { headers: bearer('wrong-token') })).status).toBe(401);
+    for (const token of ['the-serving-token', 'the-admin-token']) {
+      const r = await fetch(`${gw.url}/metrics`, { headers: bearer(token) });
+      expect(r.status).toBe(200);
+      expect(await r.text()).toContain('uis_');
+    }
+  });
+});
+
+const open = gatewayOnSims({ config: singleRolloutConfig(), server: { adminToken: 'the-admin-token' } });
+
+describe('without a serving token', () => {
+  it('/metrics stays open, like discovery and serving', async () => {
+    const r = await fetch(`${open.url}/metrics`);
+    expect(r.status).toBe(200);
+  });
 });

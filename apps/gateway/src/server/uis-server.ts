@@ -25,6 +25,7 @@ import { mountDocs } from '../openapi/docs-routes.ts';
 import { CONSOLE_DIST } from '../package-paths.ts';
 import {
   type AdmissionOptions,
+  answeredOnSocket,
   BodyBudget,
   createCombinedListener,
   DEFAULT_MAX_BODY_BYTES,
@@ -92,6 +93,8 @@ export interface UisServerOptions {
   healthProbeMs?: number;
   /** One `access` log line per serving request (`gateway.access_log`). */
   accessLog?: boolean;
+  /** Credential headers that reach the engines anyway (`gateway.pass_headers`). */
+  passHeaders?: readonly string[];
   /** Per-request metrics and the console's time series (default on). Off only to measure what they cost (the
    * gateway bench's `gateway bare` column); `/metrics` still answers, without serving series. */
   servingObservability?: boolean;
@@ -285,6 +288,7 @@ export class UisServer {
         ...(opts.breaker === undefined ? {} : { breaker: opts.breaker }),
         retry,
         accessLog: opts.accessLog ?? false,
+        ...(opts.passHeaders === undefined ? {} : { passHeaders: opts.passHeaders }),
         tracing: opts.tracing,
         ...(opts.maxBodyBytes === undefined ? {} : { maxBodyBytes: opts.maxBodyBytes }),
       });
@@ -487,6 +491,7 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
       message: `the request is not valid HTTP/1.1 (${err.code ?? err.message}); fix the client's request framing`,
     },
   );
+  answeredOnSocket(socket, refusal);
   const body = JSON.stringify(refusal.toJSON());
   socket.end(
     `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\ncontent-type: application/json\r\n` +
