@@ -63,6 +63,9 @@ export interface ControlPlaneOptions {
   /** Another process took the database over (this one was hung past the holder's bound): stop writing at once.
    * Default: logged only. */
   onDatabaseLost?: (holder: string) => void;
+  /** Aborted to cancel the start (SIGTERM while starting): engines still loading stop at once, what started is
+   * stopped, and the start rejects with the signal's reason. */
+  signal?: AbortSignal;
 }
 
 /** The placement plan of a config, or 400 `invalid_layout` naming every violation. */
@@ -144,6 +147,7 @@ export async function createControlPlane(opts: ControlPlaneOptions): Promise<Con
     // the same defaults here.
     if (kind === 'ray')
       base.ray = await startRay(config.gateway?.ray ?? RayGatewayConfigSchema.parse({}), plan, logger);
+    opts.signal?.throwIfAborted();
     const launcher: Launcher =
       typeof opts.launcher === 'object'
         ? opts.launcher
@@ -276,7 +280,7 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
     undeferred: new UndeferredBatches(wired.runner, store, logger),
     barriers: new BarrierBoard(),
     stream: new ControlPlaneStream(),
-    ledger: new OperationLedger(built.db),
+    ledger: new OperationLedger(built.db, systemClock, () => afterRestart(coordinator)),
     intents,
     storage: new StorageHealth(opts.dbPath ?? built.config.gateway?.db_path ?? ':memory:', logger),
   };
@@ -287,7 +291,11 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
         { engines: unverified },
         'recorded engines of removed roles still run and cannot be verified',
       );
-    const results = await Promise.allSettled([...managers.values()].map((m) => m.start()));
+    const signal = opts.signal;
+    const results = await Promise.allSettled(
+      [...managers.values()].map((m) => m.start(signal === undefined ? {} : { signal })),
+    );
+    signal?.throwIfAborted();
     const failed = results.find((r) => r.status === 'rejected');
     if (failed) throw (failed as PromiseRejectedResult).reason;
     for (const { role, spec } of configuredRoles(built.config)) {
@@ -297,6 +305,7 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
       for (const url of spec.external_engine_urls ?? []) await m.registerExternal(model, url);
     }
     for (const g of groups) {
+      signal?.throwIfAborted();
       // A transition the previous process left unfinished resumes when every engine's memory is known.
       if ((await coordinator.recoverAfterRestart({ group: g.name })) === 'resumed') continue;
       const lease = coordinator.lease(g.name);
@@ -326,6 +335,15 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
     if (!plane.deferred(role))
       for (const b of store.list({ state: 'sealed', role })) parts.undeferred.run(b.id);
   return plane;
+}
+
+/** What a caller retrying an operation cut by a restart should do, from the leases now: resolve a lease only when
+ * one is blocked; otherwise the service came back by itself and the state shows what the operation did. */
+export function afterRestart(coordinator: Pick<LifecycleCoordinator, 'leases'>): string {
+  const blocked = coordinator.leases().filter((l) => l.status === 'blocked');
+  if (blocked.length > 0)
+    return `the activation lease of ${blocked.map((l) => `group ${l.group} is blocked (${l.reason ?? 'no reason recorded'})`).join('; ')}: resolve it (resolve_lease), then retry with a new id`;
+  return 'no activation lease is blocked (the service recovered by itself): read the replicas and phases now (list_replicas, list_phases) and retry with a new id if the operation is still wanted';
 }
 
 /** Connects the parts' own notifications to the typed stream. */

@@ -80,14 +80,15 @@ export class InferenceManager implements PhaseParticipant {
   // ---- lifecycle ----------------------------------------------------------------------------------------------
 
   /** Creates owned PGs, launches every replica of the plan in parallel, waits healthy, reads weight versions,
-   * registers with routers and publishes. On any failure rolls back exactly what it created. */
-  start(opts: { sleep?: boolean } = {}): Promise<OffloadReport | null> {
+   * registers with routers and publishes. On any failure rolls back exactly what it created; so does `signal`
+   * aborting (a stop during the start: the engines launched so far are stopped at once). */
+  start(opts: { sleep?: boolean; signal?: AbortSignal } = {}): Promise<OffloadReport | null> {
     const pool = this.#pool;
     const queue = this.#queue;
     const residency = this.#residency;
     const replicas = this.#replicas;
     return queue.run(opts.sleep ? 'start:sleep' : 'start', async () => {
-      await pool.start(opts.sleep === true);
+      await pool.start(opts.sleep === true, opts.signal);
       // A role that shares GPUs with the resident phase starts, then releases its memory at once, before the
       // next role starts: only one phase is ever resident (see LifecycleCoordinator.startPhases).
       return opts.sleep

@@ -26,6 +26,10 @@ export class OperationLedger {
   constructor(
     private readonly db: Db,
     private readonly clock: Clock = systemClock,
+    /** What an operation cut by a restart should be followed by, from the service's state now (a blocked lease
+     * to resolve, or nothing left to do): told to the caller who retries its id. */
+    private readonly afterRestart: () => string = () =>
+      'read the current state and retry with a new id if it is still wanted',
   ) {}
 
   async run<T>(id: string, request: unknown, fn: () => Promise<T>): Promise<T> {
@@ -50,7 +54,7 @@ export class OperationLedger {
       // 'running' without a live promise: the process died mid-operation; it is reported, not re-run blindly.
       throw new UisError({
         code: 'operation_interrupted',
-        message: `operation ${id} was interrupted by a manager restart; resolve the lease and retry with a new id`,
+        message: `operation ${id} was cut by a restart of the service before it finished and is not re-run; ${this.afterRestart()}`,
       });
     }
     this.db

@@ -1,4 +1,4 @@
-import { chmodSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { chaosScratch, spawnUis, taggedPids, within } from '../testing/uis-process.ts';
@@ -66,5 +66,38 @@ describe('chaos: a failed start', { timeout: 600_000 }, () => {
       expect(o.left).toBe(0);
     }
     expect(outcomes).toHaveLength(RUNS);
+  });
+});
+
+// Every engine hangs without listening: the start would wait for its deadline (600 s) without the cancel.
+const hanging = join(tmp, 'hanging');
+mkdirSync(hanging);
+writeFileSync(join(hanging, 'python'), ['#!/bin/sh', 'exec sleep 600'].join('\n'));
+chmodSync(join(hanging, 'python'), 0o755);
+
+describe('chaos: SIGTERM during the start', { timeout: 120_000 }, () => {
+  it('cancels the start: the engines launched so far are stopped and uis exits 0 promptly', async () => {
+    const uis = spawnUis(['serve', '--config', config, '--port', '0'], {
+      PATH: `${hanging}:${process.env.PATH ?? ''}`,
+    });
+    tags.push(uis.tag);
+    // Four engines launched (and uis itself): the start is waiting for them to answer.
+    await within(
+      30_000,
+      () => taggedPids(uis.tag, [uis.child.pid ?? 0]).length >= 4,
+      'four engines launched',
+    );
+    const t0 = Date.now();
+    uis.child.kill('SIGTERM');
+    const timer = setTimeout(() => uis.child.kill('SIGKILL'), 30_000);
+    const code = await uis.exited;
+    clearTimeout(timer);
+    const ms = Date.now() - t0;
+    await within(2000, () => taggedPids(uis.tag).length === 0, 'no engine left').catch(() => undefined);
+    console.log(`chaos: SIGTERM during the start, exit ${code} after ${ms} ms`);
+    expect(code, uis.errors()).toBe(0);
+    expect(uis.output()).toContain('SIGTERM: stopping');
+    expect(uis.errors()).not.toContain('start_failed');
+    expect(taggedPids(uis.tag)).toEqual([]);
   });
 });

@@ -126,7 +126,10 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
   let stopping: Promise<void> | null = null;
   let server: UisServer | null = null;
   let extra: { stop(): Promise<void> } | null = null;
+  // A signal during the start cancels it: engines still loading are stopped instead of awaited.
+  const cancelStart = new AbortController();
   const starting = createControlPlane({
+    signal: cancelStart.signal,
     config: opts.config,
     launcher: opts.launcher,
     logger,
@@ -160,8 +163,15 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
         await extra?.stop().catch(() => undefined);
         // Relayed requests get a few seconds to finish; hour-long streams are cut (clients retry elsewhere).
         await server?.close({ graceMs: 5000 }).catch(() => undefined);
-        // A signal during the start waits for it: nothing it brings up may outlive the stop (a failed start has
-        // stopped what it started).
+        // A signal during the start cancels it and waits for its rollback: nothing it brought up may outlive the
+        // stop (a cancelled start has stopped what it started).
+        if (plane === null)
+          cancelStart.abort(
+            new UisError({
+              code: 'service_stopping',
+              message: `${signal} during the start: start cancelled`,
+            }),
+          );
         const started = plane ?? (await starting.catch(() => null));
         await started?.stop();
         await opts.cleanup?.();
@@ -186,6 +196,8 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
   try {
     plane = await starting;
   } catch (e) {
+    // Cancelled by a signal: the stop under way reports and exits.
+    if (stopping) return;
     // The failed start was rolled back; whatever still runs behind it is killed at the deadline.
     await stopWithin(deadlineMs, async () => opts.cleanup?.(), out);
     throw e;

@@ -56,8 +56,9 @@ export class EnginePool {
   }
 
   /** Creates owned PGs, launches every replica of the plan in parallel, waits healthy, reads weight versions,
-   * registers with routers and publishes. On any failure rolls back exactly what it created. */
-  async start(sleep: boolean): Promise<void> {
+   * registers with routers and publishes. On any failure, or `signal` aborting, rolls back exactly what it
+   * created. */
+  async start(sleep: boolean, signal?: AbortSignal): Promise<void> {
     if (this.#started) return;
     const { replicas, publication } = this;
     const createdSlots: Slot[] = [];
@@ -81,7 +82,9 @@ export class EnginePool {
       // Engines a previous control plane left running are adopted (or stopped) before anything is launched.
       const adopted = await this.adoption.run(createdSlots);
       const fresh = createdSlots.filter((s) => !adopted.has(s));
-      await this.launchAll(fresh);
+      signal?.throwIfAborted();
+      await this.launchAll(fresh, signal);
+      signal?.throwIfAborted();
       for (const m of replicas.models.values()) this.weights.adoptTarget(m);
       for (const s of fresh) replicas.setState(s, 'ready');
       // Starting to sleep: never registered or published as eligible, the drain that follows publishes.
@@ -106,9 +109,11 @@ export class EnginePool {
 
   /** Starts every slot's engine at once. The first failure cancels the other starts (their engines stop instead
    * of polling for health until the start deadline) and is thrown once every start has ended, so the rollback
-   * that follows never races an engine still being launched. */
-  private async launchAll(slots: Slot[]): Promise<void> {
+   * that follows never races an engine still being launched. `stop` aborting cancels them all the same. */
+  private async launchAll(slots: Slot[], stop?: AbortSignal): Promise<void> {
     const cancel = new AbortController();
+    const stopped = () => cancel.abort(stop?.reason);
+    stop?.addEventListener('abort', stopped, { once: true });
     const progress = this.startProgress(slots, cancel.signal);
     const results = await Promise.allSettled(
       slots.map((s) =>
@@ -122,6 +127,7 @@ export class EnginePool {
       ),
     );
     progress.done();
+    stop?.removeEventListener('abort', stopped);
     const failed = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
     const first = failed.find((r) => !isUisError(r.reason) || r.reason.code !== 'engine_start_cancelled');
     const reported = first ?? failed[0];
