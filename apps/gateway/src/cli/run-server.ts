@@ -111,25 +111,10 @@ async function checkListen(port: number, host: string, paths: { port: string; ho
   });
 }
 
-/**
- * Starts a ControlPlane and its UisServer, prints where everything is, and stops cleanly on SIGINT/SIGTERM (engines
- * stopped, their process groups gone) before exiting. A second signal exits at once.
- */
-export async function runServer(opts: RunServerOptions): Promise<void> {
-  const out = opts.out ?? ((t: string) => process.stdout.write(t));
-  const listenPaths = opts.listenPaths ?? { port: '--port', host: '--host' };
-  await checkListen(opts.port, opts.host, listenPaths);
-  const logger = createLogger(opts.logLevel);
-  // Planned first: an invalid layout is refused before anything starts, and the banner names what will run.
-  const plan = planOf(opts.config);
-  let plane: ControlPlane | null = null;
-  let stopping: Promise<void> | null = null;
-  let server: UisServer | null = null;
-  let extra: { stop(): Promise<void> } | null = null;
-  // A signal during the start cancels it: engines still loading are stopped instead of awaited.
-  const cancelStart = new AbortController();
-  const starting = createControlPlane({
-    signal: cancelStart.signal,
+/** The control plane `runServer` starts: the CLI's launcher, database and adoption, a start `signal` cancels. */
+function planeOptions(opts: RunServerOptions, logger: pino.Logger, signal: AbortSignal): ControlPlaneOptions {
+  return {
+    signal,
     config: opts.config,
     launcher: opts.launcher,
     logger,
@@ -149,7 +134,27 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
             ...(opts.startDeadlineMs === undefined ? {} : { startDeadlineMs: opts.startDeadlineMs }),
           },
         }),
-  });
+  };
+}
+
+/**
+ * Starts a ControlPlane and its UisServer, prints where everything is, and stops cleanly on SIGINT/SIGTERM (engines
+ * stopped, their process groups gone) before exiting. A second signal exits at once.
+ */
+export async function runServer(opts: RunServerOptions): Promise<void> {
+  const out = opts.out ?? ((t: string) => process.stdout.write(t));
+  const listenPaths = opts.listenPaths ?? { port: '--port', host: '--host' };
+  await checkListen(opts.port, opts.host, listenPaths);
+  const logger = createLogger(opts.logLevel);
+  // Planned first: an invalid layout is refused before anything starts, and the banner names what will run.
+  const plan = planOf(opts.config);
+  let plane: ControlPlane | null = null;
+  let stopping: Promise<void> | null = null;
+  let server: UisServer | null = null;
+  let extra: { stop(): Promise<void> } | null = null;
+  // A signal during the start cancels it: engines still loading are stopped instead of awaited.
+  const cancelStart = new AbortController();
+  const starting = createControlPlane(planeOptions(opts, logger, cancelStart.signal));
   const deadlineMs = shutdownDeadline(opts);
   const stop = (signal: string) => {
     if (stopping) {
