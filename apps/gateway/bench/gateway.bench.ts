@@ -13,6 +13,7 @@ import { cpus, getPriority, loadavg, setPriority } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { profileLines, profileOf, summarizeProfile } from './cpu-profile.ts';
 import type { LatencySummary, LoadResult } from './load-stats.ts';
 import { findNginx, startNginx } from './nginx.ts';
 import {
@@ -62,6 +63,8 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '3' },
     /** Directory for a V8 CPU profile of the gateway process (node --cpu-prof), written when it stops. */
     'cpu-prof': { type: 'string' },
+    /** Sampling interval of that profile, microseconds (finer than node's 1000 us default: stalls of ~1 ms show). */
+    'cpu-prof-interval': { type: 'string', default: '250' },
     /** Extra node flags for the gateway process, comma separated (e.g. --max-semi-space-size=32). */
     'gateway-node-args': { type: 'string', default: '' },
     /** `uis` (default): the product's whole stack (ControlPlane + UisServer: InferenceGateway routing with
@@ -131,6 +134,8 @@ interface Proxy {
   cpuMs(): Promise<number>;
   /** The gateway's own view of the last measured window (phases, event-loop delay, pools); `reset` starts one. */
   stats?(reset: boolean): Promise<Record<string, unknown>>;
+  /** The first measured window's start on the process's monotonic clock (us): its CPU profile starts there. */
+  windowFromUs?: number;
 }
 
 /** An OTLP/HTTP endpoint in the bench process that takes span batches and drops them (the traced column's
@@ -193,14 +198,21 @@ async function startGateway(
           ...(args['gateway-node-args'] ?? '').split(',').filter((a) => a !== ''),
           ...(args['cpu-prof'] === undefined
             ? []
-            : ['--cpu-prof', '--cpu-prof-dir', resolve(args['cpu-prof'])]),
+            : [
+                '--cpu-prof',
+                '--cpu-prof-dir',
+                resolve(args['cpu-prof']),
+                '--cpu-prof-interval',
+                String(args['cpu-prof-interval']),
+              ]),
         ],
       ),
     ),
   );
   const { port } = await firstJsonLine<{ port: number }>(proc);
   const url = `http://127.0.0.1:${port}`;
-  return {
+  const stats = statsOf(url);
+  const proxy: Proxy = {
     url,
     proc,
     // Read from /proc like the other proxies, not fetched from the gateway: the fetch sent at a window's start
@@ -209,16 +221,35 @@ async function startGateway(
     cpuMs: async () => treeCpuMs(proc.pid),
     // Window diagnostics: the core server adds request phases and pool churn from its own completion hook; the
     // whole stack reports CPU, context switches, event-loop delay and GC.
-    stats: async (reset: boolean) =>
-      (await (await fetch(`${url}/_bench/stats${reset ? '?reset' : ''}`)).json()) as Record<string, unknown>,
+    stats: async (reset: boolean) => {
+      const s = await stats(reset);
+      if (reset && proxy.windowFromUs === undefined && typeof s.monoUs === 'number')
+        proxy.windowFromUs = s.monoUs;
+      return s;
+    },
   };
+  return proxy;
 }
+
+/** `/_bench/stats` of a bench process (the gateways and the node relay): `reset` starts a window. */
+const statsOf =
+  (url: string) =>
+  async (reset: boolean): Promise<Record<string, unknown>> =>
+    (await (await fetch(`${url}/_bench/stats${reset ? '?reset' : ''}`)).json()) as Record<string, unknown>;
+
+/** Event-loop delay of one measured window, as its process reported it. */
+type LoopDelay = { p99: number; max: number };
+const loopOf = (s: Record<string, unknown>): LoopDelay | undefined => {
+  const l = s.loopDelayMs as LoopDelay | undefined;
+  return l === undefined ? undefined : { p99: l.p99, max: l.max };
+};
 
 /** The calibration column: the least a Node streaming relay does (bench/node-relay.ts). */
 async function startNodeRelay(engines: string[]): Promise<Proxy> {
   const proc = start('node-relay', ...niced(tsx('node-relay.ts', ['--engines', engines.join(',')])));
   const { port } = await firstJsonLine<{ port: number }>(proc);
-  return { url: `http://127.0.0.1:${port}`, proc, cpuMs: async () => treeCpuMs(proc.pid) };
+  const url = `http://127.0.0.1:${port}`;
+  return { url, proc, cpuMs: async () => treeCpuMs(proc.pid), stats: statsOf(url) };
 }
 
 async function startNginxProxy(bin: string, engines: string[]): Promise<Proxy> {
@@ -277,7 +308,7 @@ async function streamLoad(
   urls: string[],
   body: string,
   proxy: Proxy | undefined,
-): Promise<{ load: LoadResult; cpuMs?: number }> {
+): Promise<{ load: LoadResult; cpuMs?: number; loop?: LoopDelay }> {
   const proc = start(
     'loadgen',
     ...tsx('stream-load.ts', [
@@ -296,6 +327,7 @@ async function streamLoad(
   let load: LoadResult | undefined;
   let cpu0: Promise<number> | undefined;
   let cpuEnd: Promise<number> | undefined;
+  let loop: Promise<LoopDelay | undefined> | undefined;
   const exit = await jsonLines(proc, (v) => {
     const line = v as { phase?: string } & LoadResult;
     if (line.phase === 'start') {
@@ -306,10 +338,16 @@ async function streamLoad(
         .catch((e: unknown) => diagnostics.push(`gateway stats reset failed: ${String(e)}`));
     } else if (line.phase === 'end') {
       cpuEnd = proxy?.cpuMs();
-      void proxy
-        ?.stats?.(false)
-        .then((s) => diagnostics.push(diagnosticLine(s)))
-        .catch((e: unknown) => diagnostics.push(`gateway stats unavailable: ${String(e)}`));
+      loop = proxy?.stats?.(false).then(
+        (s) => {
+          diagnostics.push(diagnosticLine(s, proxy?.proc.name ?? '-'));
+          return loopOf(s);
+        },
+        (e: unknown) => {
+          diagnostics.push(`stats of ${proxy?.proc.name} unavailable: ${String(e)}`);
+          return undefined;
+        },
+      );
     } else {
       load = line;
       const loop = line.loopDelayMs;
@@ -321,22 +359,27 @@ async function streamLoad(
   });
   if (load === undefined)
     throw new Error(`load generator failed (${exit}): ${proc.stderr.join('').slice(-2000)}`);
-  if (proxy === undefined || cpu0 === undefined || cpuEnd === undefined) return { load };
-  return { load, cpuMs: (await cpuEnd) - (await cpu0) };
+  const delay = await loop;
+  const withLoop = delay === undefined ? {} : { loop: delay };
+  if (proxy === undefined || cpu0 === undefined || cpuEnd === undefined) return { load, ...withLoop };
+  return { load, cpuMs: (await cpuEnd) - (await cpu0), ...withLoop };
 }
 
 async function wrkLoad(
   urls: string[],
   body: string,
   proxy: Proxy | undefined,
-): Promise<{ load: WrkResult; cpuMs?: number }> {
+): Promise<{ load: WrkResult; cpuMs?: number; loop?: LoopDelay }> {
   const script = wrkScript(body);
   const conns = Number(args['ceiling-concurrency']);
   const per = Math.max(1, Math.floor(conns / urls.length));
   await Promise.all(urls.map((u) => runWrk(u, per, Math.max(1, warmupS), script)));
+  await proxy?.stats?.(true);
   const cpu0 = await proxy?.cpuMs();
   const runs = await Promise.all(urls.map((u) => runWrk(u, per, durationS, script)));
   const cpu1 = await proxy?.cpuMs();
+  const stats = await proxy?.stats?.(false);
+  const loop = stats === undefined ? undefined : loopOf(stats);
   // Several wrk processes (direct to several engines): sum the rates, weight p50 by requests, keep the worst p99.
   const requests = runs.reduce((a, r) => a + r.requests, 0);
   const load: WrkResult = {
@@ -348,11 +391,14 @@ async function wrkLoad(
     p50Ms: runs.reduce((a, r) => a + r.p50Ms * r.requests, 0) / Math.max(1, requests),
     p99Ms: Math.max(...runs.map((r) => r.p99Ms)),
   };
-  return cpu0 === undefined || cpu1 === undefined ? { load } : { load, cpuMs: cpu1 - cpu0 };
+  const withLoop = loop === undefined ? {} : { loop };
+  return cpu0 === undefined || cpu1 === undefined
+    ? { load, ...withLoop }
+    : { load, cpuMs: cpu1 - cpu0, ...withLoop };
 }
 
 /** One line of gateway phase percentiles: where the time between request-in and first-byte-out went. */
-function diagnosticLine(s: Record<string, unknown>): string {
+function diagnosticLine(s: Record<string, unknown>, name: string): string {
   const phases = (s.phasesMs ?? {}) as Record<string, LatencySummary>;
   const loop = s.loopDelayMs as { p50: number; p99: number; max: number };
   const gc = s.gc as { count: number; totalMs: number; maxMs: number };
@@ -372,7 +418,8 @@ function diagnosticLine(s: Record<string, unknown>): string {
       ? ''
       : `, upstream ${churn.connects} opened / ${churn.disconnects} closed so far (${pools.join('+')} open; last close: ${churn.lastDisconnect ?? '-'})`;
   const phaseText = parts.length === 0 ? '' : `; phases p50/p99 ms: ${parts.join(', ')}`;
-  return `gateway (${args.gateway}): CPU user ${f(cpu.user / 1000, 0)} ms + system ${f(cpu.system / 1000, 0)} ms in the window, ${usage.minorFaults} page faults, ${usage.voluntarySwitches} voluntary / ${usage.involuntarySwitches} involuntary context switches; ${String(s.accepted)} client connections accepted${upstream}${phaseText}; event-loop delay p50/p99/max ${f(loop.p50, 1)}/${f(loop.p99, 1)}/${f(loop.max, 1)} ms; gc ${gc.count} pauses, ${f(gc.totalMs, 0)} ms total, max ${f(gc.maxMs, 1)} ms`;
+  const who = name.startsWith('gateway') ? `${name} (${args.gateway})` : name;
+  return `${who}: CPU user ${f(cpu.user / 1000, 0)} ms + system ${f(cpu.system / 1000, 0)} ms in the window, ${usage.minorFaults} page faults, ${usage.voluntarySwitches} voluntary / ${usage.involuntarySwitches} involuntary context switches; ${String(s.accepted)} client connections accepted${upstream}${phaseText}; event-loop delay p50/p99/max ${f(loop.p50, 1)}/${f(loop.p99, 1)}/${f(loop.max, 1)} ms; gc ${gc.count} pauses, ${f(gc.totalMs, 0)} ms total, max ${f(gc.maxMs, 1)} ms`;
 }
 
 /** Runs every column `rounds` times, in a rotated order each round, so load drift on a shared machine does not
@@ -399,7 +446,36 @@ function mergeSummary(list: LatencySummary[]): LatencySummary {
   return { p50: avg('p50'), p90: avg('p90'), p99: avg('p99'), count };
 }
 
-type StreamRun = { load: LoadResult; cpuMs?: number; totalP99ByRound?: number[]; cpuByRound?: string };
+type StreamRun = {
+  load: LoadResult;
+  cpuMs?: number;
+  loop?: LoopDelay;
+  totalP99ByRound?: number[];
+  cpuByRound?: string;
+  rounds?: StreamRun[];
+};
+
+function median(xs: number[]): number | undefined {
+  if (xs.length === 0) return undefined;
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m] : (s[m - 1]! + s[m]!) / 2;
+}
+
+/** `median (round 1, round 2, ...)`: every round printed beside the median, so the run's noise is visible. */
+function medianCell(xs: Array<number | undefined>, digits: number): string {
+  const known = xs.filter((x): x is number => x !== undefined && !Number.isNaN(x));
+  if (known.length === 0) return '-';
+  return `${f(median(known), digits)} (${xs.map((x) => f(x, digits)).join(', ')})`;
+}
+
+/** Event-loop delay p99 / max of each round (processes that report it: the gateways and the node relay). */
+function loopCell(rounds: Array<{ loop?: LoopDelay }>): string {
+  const known = rounds.flatMap((r) => (r.loop === undefined ? [] : [r.loop]));
+  if (known.length === 0) return '-';
+  const each = rounds.map((r) => (r.loop === undefined ? '-' : `${f(r.loop.p99, 1)}/${f(r.loop.max, 1)}`));
+  return `${f(median(known.map((l) => l.p99)), 1)} / ${f(median(known.map((l) => l.max)), 1)} (${each.join(', ')})`;
+}
 
 /** Each round's proxy CPU per request, the spread that tells whether two columns differ beyond the run's noise. */
 const cpuByRound = (runs: Array<{ cpuMs?: number; requests: number }>, digits: number): string =>
@@ -426,6 +502,7 @@ function mergeStream(runs: StreamRun[]): StreamRun {
       runs.map((r) => ({ ...(r.cpuMs === undefined ? {} : { cpuMs: r.cpuMs }), requests: r.load.requests })),
       3,
     ),
+    rounds: runs,
   };
 }
 
@@ -521,6 +598,19 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
       })),
     ];
     const results = await inRounds<StreamRun>(columns, mergeStream);
+    for (const { name, proxy } of [{ name: 'gateway', proxy: gateway }, ...variants])
+      profiled.push({
+        fromUs: proxy.windowFromUs,
+        table: 'streaming',
+        name,
+        pid: proxy.proc.pid,
+        unit: 'SSE event',
+        cpuUs: median(
+          (results[name]?.rounds ?? []).flatMap((x) =>
+            x.cpuMs === undefined ? [] : [(x.cpuMs * 1000) / Math.max(1, x.load.events)],
+          ),
+        ),
+      });
     const d = results.direct!.load;
     const rps = (l: LoadResult) => l.requests / l.durationS;
     const cpuCount = cpus().length;
@@ -554,16 +644,27 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
             name === 'direct'
               ? '-'
               : `${f(l.ttfbMs.p50 - d.ttfbMs.p50, 2)} / ${f(l.ttfbMs.p99 - d.ttfbMs.p99, 2)}`,
-          'added total p99 by round ms':
+          'added total p99 ms: median (by round)':
             name === 'direct'
               ? '-'
-              : (r.totalP99ByRound ?? [])
-                  .map((p, i) => f(p - (directByRound[i] ?? Number.NaN), 1))
-                  .join(', '),
+              : medianCell(
+                  (r.totalP99ByRound ?? []).map((p, i) => p - (directByRound[i] ?? Number.NaN)),
+                  1,
+                ),
           'inter-chunk p50 / p99 ms': `${f(l.gapMs.p50, 2)} / ${f(l.gapMs.p99, 2)}`,
           'proxy CPU ms/request': r.cpuMs === undefined ? '-' : f(r.cpuMs / l.requests, 3),
           'proxy CPU ms/request by round': name === 'direct' ? '-' : (r.cpuByRound ?? '-'),
           'proxy CPU us/event': cpuPerEventMs === undefined ? '-' : f(cpuPerEventMs * 1000, 1),
+          'proxy CPU us/event: median (by round)':
+            name === 'direct'
+              ? '-'
+              : medianCell(
+                  (r.rounds ?? []).map((x) =>
+                    x.cpuMs === undefined ? undefined : (x.cpuMs * 1000) / Math.max(1, x.load.events),
+                  ),
+                  1,
+                ),
+          'event-loop delay p99 / max ms: median (by round)': loopCell(r.rounds ?? []),
           // Every stream of an engine gets its token in the same decode step: the proxy relays bursts of
           // (concurrency) events that it, the engines and the load generator work off on the same cores. The
           // last event of a burst is then late by about the proxy's share of that work.
@@ -598,6 +699,39 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
 
 const VARIANT_NAMES = ['gateway bare', 'gateway traced', 'gateway unprotected'];
 
+/** Gateway processes whose CPU profile (`--cpu-prof`) is summarized once they stop. */
+const profiled: Array<{
+  table: string;
+  name: string;
+  pid: number;
+  unit: string;
+  cpuUs: number | undefined;
+  fromUs: number | undefined;
+}> = [];
+
+/** The per-part CPU breakdown and stall sources of every profiled gateway process (see cpu-profile.ts). */
+function printProfiles(): void {
+  const dir = args['cpu-prof'];
+  if (dir === undefined || profiled.length === 0) return;
+  console.log(
+    `\n### Where the gateway's time goes (--cpu-prof, sampled every ${args['cpu-prof-interval']} us; the profiler itself adds CPU)\n`,
+  );
+  for (const p of profiled) {
+    const file = profileOf(resolve(dir), p.pid);
+    if (file === undefined) {
+      console.log(`- ${p.table} / ${p.name}: no profile written by pid ${p.pid}`);
+      continue;
+    }
+    const lines = profileLines(
+      `#### ${p.table} / ${p.name}`,
+      summarizeProfile(file, p.fromUs),
+      p.cpuUs,
+      p.unit,
+    );
+    console.log(`${lines.join('\n')}\n`);
+  }
+}
+
 const ROUTER_NOTE =
   'sglang-router: the real router (python -m sglang_router.launch_router), round_robin, --log-level warn, the same engines as --worker-urls';
 
@@ -614,11 +748,11 @@ function missingReason(name: string, nginx: Found<'bin'>, router: Found<'python'
 async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<void> {
   const wrk = findWrk();
   const engines = await startEngines(Number(args['ceiling-engines']), 0, 0);
-  const { gateway, variants, proxyNginx, proxyRouter, stopAll } = await startProxies(
+  const { gateway, variants, proxyNginx, proxyRouter, nodeRelay, stopAll } = await startProxies(
     engines,
     nginx,
     router,
-    false,
+    !args['no-node-relay'],
   );
   const body = JSON.stringify({ text: 'The capital of France is', sampling_params: { max_new_tokens: 8 } });
   try {
@@ -633,12 +767,20 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
       p99: number;
       cpuMs?: number;
       cpuByRound?: string;
+      loop?: LoopDelay;
+      rounds?: CeilingRun[];
     };
     const run = async (urls: string[], proxy: Proxy | undefined): Promise<CeilingRun> => {
       if ('bin' in wrk) {
         const r = await wrkLoad(urls, body, proxy);
         const l = r.load;
-        return { ...l, p50: l.p50Ms, p99: l.p99Ms, ...(r.cpuMs === undefined ? {} : { cpuMs: r.cpuMs }) };
+        return {
+          ...l,
+          p50: l.p50Ms,
+          p99: l.p99Ms,
+          ...(r.cpuMs === undefined ? {} : { cpuMs: r.cpuMs }),
+          ...(r.loop === undefined ? {} : { loop: r.loop }),
+        };
       }
       const save = args['stream-concurrency'];
       args['stream-concurrency'] = args['ceiling-concurrency'];
@@ -654,6 +796,7 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
         p50: l.totalMs.p50,
         p99: l.totalMs.p99,
         ...(r.cpuMs === undefined ? {} : { cpuMs: r.cpuMs }),
+        ...(r.loop === undefined ? {} : { loop: r.loop }),
       };
     };
     const merge = (runs: CeilingRun[]): CeilingRun => {
@@ -674,6 +817,7 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
         p99: weighted('p99'),
         ...(cpu === undefined ? {} : { cpuMs: cpu }),
         cpuByRound: cpuByRound(runs, 4),
+        rounds: runs,
       };
     };
     const results = await inRounds(
@@ -692,6 +836,9 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
         ...(proxyRouter
           ? [{ name: 'sglang-router', run: () => run([`${proxyRouter.url}/generate`], proxyRouter) }]
           : []),
+        ...(nodeRelay
+          ? [{ name: 'node relay', run: () => run([`${nodeRelay.url}/generate`], nodeRelay) }]
+          : []),
         { name: 'gateway', run: () => run([`${gateway.url}/${ROLE}/generate`], gateway) },
         ...variants.map(({ name, proxy }) => ({
           name,
@@ -701,23 +848,49 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
       merge,
     );
     const d = results.direct!;
-    const cols: Column[] = ['direct', 'nginx', 'sglang-router', 'gateway', ...VARIANT_NAMES].map((name) => {
+    const rounds = (r: CeilingRun) => r.rounds ?? [r];
+    const medianRps = (r: CeilingRun | undefined) =>
+      r === undefined ? undefined : median(rounds(r).map((x) => x.rps));
+    const cpuUs = (x: CeilingRun) => (x.cpuMs === undefined ? undefined : (x.cpuMs * 1000) / x.requests);
+    const names = ['direct', 'nginx', 'sglang-router', 'node relay', 'gateway', ...VARIANT_NAMES];
+    for (const { name, proxy } of [{ name: 'gateway', proxy: gateway }, ...variants])
+      profiled.push({
+        fromUs: proxy.windowFromUs,
+        table: 'ceiling',
+        name,
+        pid: proxy.proc.pid,
+        unit: 'request',
+        cpuUs: median(rounds(results[name]!).flatMap((x) => cpuUs(x) ?? [])),
+      });
+    const cols: Column[] = names.map((name) => {
       const r = results[name];
       if (r === undefined) return { name, skipped: missingReason(name, nginx, router) };
+      const directP99 = rounds(d).map((x) => x.p99);
       return {
         name,
         cells: {
-          'requests/s': f(r.rps, 0),
+          'requests/s: median (by round)': medianCell(
+            rounds(r).map((x) => x.rps),
+            0,
+          ),
+          'added p99 ms: median (by round)':
+            name === 'direct'
+              ? '-'
+              : medianCell(
+                  rounds(r).map((x, i) => x.p99 - (directP99[i] ?? Number.NaN)),
+                  2,
+                ),
+          'proxy CPU us/request: median (by round)':
+            name === 'direct' ? '-' : medianCell(rounds(r).map(cpuUs), 1),
+          'event-loop delay p99 / max ms: median (by round)': loopCell(rounds(r)),
+          'requests/s (all rounds)': f(r.rps, 0),
           errors: r.timeouts === 0 ? String(r.errors) : `${r.errors} (${r.timeouts} wrk 2 s timeouts)`,
           'p50 / p99 ms': `${f(r.p50, 2)} / ${f(r.p99, 2)}`,
           'added p50 / p99 ms': name === 'direct' ? '-' : `${f(r.p50 - d.p50, 2)} / ${f(r.p99 - d.p99, 2)}`,
           'proxy CPU ms/request': r.cpuMs === undefined ? '-' : f(r.cpuMs / r.requests, 4),
-          'proxy CPU ms/request by round': name === 'direct' ? '-' : (r.cpuByRound ?? '-'),
-          'vs direct (req/s)': ratio(r.rps, d.rps),
-          'vs nginx (req/s)': results.nginx ? ratio(r.rps, results.nginx.rps) : '-',
-          'vs sglang-router (req/s)': results['sglang-router']
-            ? ratio(r.rps, results['sglang-router'].rps)
-            : '-',
+          'vs direct (median req/s)': ratio(medianRps(r), medianRps(d)),
+          'vs nginx (median req/s)': ratio(medianRps(r), medianRps(results.nginx)),
+          'vs sglang-router (median req/s)': ratio(medianRps(r), medianRps(results['sglang-router'])),
         },
       };
     });
@@ -728,7 +901,8 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
       [
         'load generator: ' + ('bin' in wrk ? 'wrk -t1 (Lua POST script)' : `node (${wrk.missing})`),
         `${args.rounds} rounds per column in rotated order`,
-        'targets: gateway >= 0.5x nginx requests/s; gateway >= 1.0x sglang-router requests/s with no worse p99',
+        "targets (issue 28): gateway >= 1.3x sglang-router and >= 0.7x nginx requests/s, added p99 <= the router's, CPU per request <= 2x nginx; event-loop delay within 2x the node relay's",
+        'node relay: calibration, not a product (bench/node-relay.ts): the answer collected to its length and sent in one write',
         ROUTER_NOTE,
       ],
     );
@@ -749,6 +923,7 @@ async function main(): Promise<void> {
   const router = args['no-router'] ? { missing: '--no-router' } : findRouter();
   if (args.only !== 'ceiling') await realistic(nginx, router);
   if (args.only !== 'realistic') await ceiling(nginx, router);
+  printProfiles();
   if (diagnostics.length > 0) console.log(`\n${diagnostics.map((d) => `- ${d}`).join('\n')}`);
 }
 

@@ -3,13 +3,16 @@
  * this machine beside nginx. node:http in front, one kept-alive raw socket per request to the engines (round
  * robin), the engine's chunked answer relayed byte for byte (one read, one write per SSE event: `onread` into one
  * buffer, `socket.write` to the client). No routing, admission, metrics, ids, timeouts or error handling beyond
- * staying up: not a product, a floor.
+ * staying up: not a product, a floor. A sized answer (the ceiling's `/generate`) is collected to its length and
+ * sent in one write. `GET /_bench/stats` reports its event-loop delay and GC over the window (window-stats.ts), the
+ * floor the gateway's event-loop delay is held against.
  *   tsx node-relay.ts --port 0 --engines http://127.0.0.1:30001,http://127.0.0.1:30002
  * Prints `{"port": N}` once listening.
  */
 import { createServer, type ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { parseArgs } from 'node:util';
+import { WindowStats } from './window-stats.ts';
 
 const { values } = parseArgs({
   options: { port: { type: 'string', default: '0' }, engines: { type: 'string' } },
@@ -105,37 +108,71 @@ function link(engine: number): Link {
 function relay(l: Link, res: ServerResponse): void {
   let pending: Buffer | undefined;
   let raw: Socket | undefined;
+  /** A sized answer's bytes still to come (-1: chunked). */
+  let left = -1;
   const end = new ChunkEnd();
+  const done = () => {
+    l.onData = () => {};
+    idle[l.engine]!.push(l);
+  };
   l.onData = (b) => {
-    if (raw === undefined) {
+    if (raw === undefined && left < 0) {
       const buf = pending === undefined ? b : Buffer.concat([pending, b]);
       const at = buf.indexOf(HEAD_END);
       if (at === -1) {
         pending = buf;
         return;
       }
+      pending = undefined;
+      const head = buf.toString('latin1', 0, at);
       const status = Number(buf.toString('latin1', 9, 12));
-      const type = /\r\ncontent-type:\s*([^\r]*)/i.exec(buf.toString('latin1', 0, at))?.[1] ?? 'text/plain';
+      const type = /\r\ncontent-type:\s*([^\r]*)/i.exec(head)?.[1] ?? 'text/plain';
+      const length = /\r\ncontent-length:\s*(\d+)/i.exec(head)?.[1];
+      const body = buf.subarray(at + 4);
+      if (length !== undefined) {
+        left = Number(length);
+        res.writeHead(status, { 'content-type': type, 'content-length': length });
+        pending = body;
+        left -= body.length;
+        if (left <= 0) {
+          done();
+          res.end(body);
+        }
+        return;
+      }
       res.writeHead(status, { 'content-type': type, 'transfer-encoding': 'chunked' });
       res.chunkedEncoding = false;
-      const body = buf.subarray(at + 4);
       end.scan(body);
       res.write(body);
       raw = res.socket ?? undefined;
+    } else if (left >= 0) {
+      pending = pending === undefined ? b : Buffer.concat([pending, b]);
+      left -= b.length;
+      if (left <= 0) {
+        const body = pending;
+        done();
+        res.end(body);
+      }
+      return;
     } else {
       end.scan(b);
-      raw.write(b);
+      raw!.write(b);
     }
     if (end.done) {
-      l.onData = () => {};
+      done();
       res.end();
-      idle[l.engine]!.push(l);
     }
   };
 }
 
+const windowStats = new WindowStats();
 let next = 0;
 const server = createServer((req, res) => {
+  if (req.url?.startsWith('/_bench/stats')) {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(req.url.includes('reset') ? windowStats.reset() : windowStats.read()));
+    return;
+  }
   const parts: Buffer[] = [];
   req.on('data', (c: Buffer) => parts.push(c));
   req.on('end', () => {
@@ -147,7 +184,4 @@ const server = createServer((req, res) => {
     l.socket.write(Buffer.concat([Buffer.from(head, 'latin1'), body]));
   });
 });
-server.listen(Number(values.port), '127.0.0.1', () => {
-  const address = server.address();
-  console.log(JSON.stringify({ port: typeof address === 'object' && address !== null ? address.port : 0 }));
-});
+windowStats.listen(server, Number(values.port));

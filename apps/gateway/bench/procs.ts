@@ -80,7 +80,7 @@ export async function stop(proc: Proc): Promise<void> {
     } catch {
       // already gone
     }
-  }, 3000);
+  }, 15_000);
   await exited;
   clearTimeout(timer);
 }
