@@ -6,6 +6,7 @@ import {
   configuredRoles,
   type DeploymentMode,
   errorIssues,
+  type GroupMemoryPlan,
   type GroupPlacement,
   loadConfig,
   type PlacementPlan,
@@ -15,6 +16,7 @@ import {
 import type { Command } from 'commander';
 import { EXIT_BAD_INPUT, EXIT_INVALID_LAYOUT, EXIT_OK, renderIssues } from './cli-errors.ts';
 import { readInputFile } from './input-file.ts';
+import { renderCompare, renderMemory, table } from './plan-memory.ts';
 
 /** `uis plan`: validate a layout (config file or Relax flags) and print where every engine goes. Exit codes:
  * 0 valid, 1 invalid layout, 2 unusable input. */
@@ -26,6 +28,8 @@ export interface PlanCommandOptions {
   relaxArgs?: boolean;
   allowUnknownFlags?: boolean;
   json?: boolean;
+  /** Configured vs optimized defer order side by side (text), or the memory plan in the JSON. */
+  compare?: boolean;
 }
 
 export interface PlanIo {
@@ -66,6 +70,8 @@ export interface PlanJson {
     > & { replicas: number }
   >;
   errors: PlanViolation[];
+  /** With --compare: per activation group the configured and optimized order with their predicted switches. */
+  memory?: GroupMemoryPlan[];
 }
 
 export function registerPlanCommand(program: Command): void {
@@ -78,6 +84,10 @@ export function registerPlanCommand(program: Command): void {
     .option('--relax-args', 'read Relax command-line flags given after `--`')
     .option('--allow-unknown-flags', 'ignore Relax flags that do not concern placement (training flags)')
     .option('--json', 'print the plan as JSON')
+    .option(
+      '--compare',
+      'print the configured and the planner-optimized defer order side by side (with --json: the memory plan)',
+    )
     .argument(
       '[file-or-flags...]',
       'a UIS config file (YAML or JSON), or Relax flags after `--` with --relax-args',
@@ -167,9 +177,14 @@ export function runPlan(flags: readonly string[], options: PlanCommandOptions, i
         errors: [],
       }
     : { ok: false, mode: modeOf(config), pools: {}, total_gpus: 0, placements: [], errors: result.errors };
+  if (options.compare && result.ok) json.memory = result.plan.memory ?? [];
   if (options.json) io.out(`${JSON.stringify(json, null, 2)}\n`);
-  else if (result.ok) io.out(renderPlan(result.plan));
-  else io.out(renderViolations(result.errors));
+  else if (result.ok) {
+    const memory = result.plan.memory ?? [];
+    io.out(
+      `${renderPlan(result.plan)}${renderMemory(memory)}${options.compare ? renderCompare(memory) : ''}`,
+    );
+  } else io.out(renderViolations(result.errors));
   return result.ok ? EXIT_OK : EXIT_INVALID_LAYOUT;
 }
 
@@ -208,16 +223,6 @@ export function ranges(ids: readonly number[]): string {
     i = j + 1;
   }
   return out.join(',');
-}
-
-function table(header: string[], rows: string[][]): string {
-  const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => (r[c] ?? '').length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((cell, c) => cell.padEnd(widths[c] ?? 0))
-      .join('  ')
-      .trimEnd();
-  return `${[line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n')}\n`;
 }
 
 export function renderPlan(plan: PlacementPlan): string {
