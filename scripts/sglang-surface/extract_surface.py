@@ -1,5 +1,6 @@
 """Reads one SGLang wheel (or an unpacked source tree) and prints its surface as JSON: the launch flags of
-`ServerArgs`, the HTTP routes of the server, and the fields of the request/answer classes uis sends or reads.
+`ServerArgs`, the HTTP routes of the server, the fields of the request/answer classes uis sends or reads, and the
+answers SGLang builds outside its handlers (answers.py: /generate's meta_info, load entries, server info).
 
 Only the standard library and `ast`: SGLang is never imported (it needs torch and a GPU). Where a value is not a
 literal the surface says so (`*_source` holds the expression) instead of guessing.
@@ -16,6 +17,8 @@ import sys
 import zipfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+import answers
 
 SERVER_ARGS = "sglang/srt/server_args.py"
 HTTP_SERVER = "sglang/srt/entrypoints/http_server.py"
@@ -163,7 +166,7 @@ class Resolver:
 
     def call(self, node: ast.Call, module: str) -> Any:
         func = node.func
-        if isinstance(func, ast.Name) and func.id in {"list", "sorted", "tuple", "set"} and len(node.args) == 1:
+        if isinstance(func, ast.Name) and func.id in {"list", "sorted", "tuple", "set", "frozenset"} and len(node.args) == 1:
             inner = self.value(node.args[0], module)
             items = list(inner.keys()) if isinstance(inner, dict) else list(inner)
             return sorted(items) if func.id == "sorted" else items
@@ -610,6 +613,9 @@ def _is_error_response(call: ast.Call) -> bool:
             v = k.value
             if isinstance(v, ast.Constant):
                 return v.value != 200
+            if isinstance(v, ast.IfExp):
+                # `200 if success else HTTPStatus.BAD_REQUEST`: the same body either way, so the route's answer.
+                return not any(ast.unparse(b).endswith(("OK", "200")) for b in (v.body, v.orelse))
             return not ast.unparse(v).endswith(("OK", "200"))
     return False
 
@@ -672,6 +678,17 @@ def _answer_shape(fn: ast.AST) -> tuple[list[str], bool]:
     return sorted(keys), open_
 
 
+def _always_raises(fn: ast.AST) -> int | None:
+    """The status of a handler whose whole body is `raise HTTPException(status_code=N, ...)` (a route kept only to
+    say it is gone: 0.5.10 to 0.5.17's /get_weight_version answers 404 and names /model_info)."""
+    body = [s for s in getattr(fn, "body", []) if not isinstance(s, ast.Expr)]
+    if len(body) == 1 and isinstance(body[0], ast.Raise) and isinstance(body[0].exc, ast.Call):
+        for k in body[0].exc.keywords:
+            if k.arg == "status_code" and isinstance(k.value, ast.Constant) and isinstance(k.value.value, int):
+                return k.value.value
+    return None
+
+
 def _delegate(fn: ast.AST) -> str | None:
     """`return await other()` / `return other()`: the handler answers what `other` answers."""
     body = [s for s in getattr(fn, "body", []) if not isinstance(s, ast.Expr)]
@@ -711,6 +728,9 @@ def _routes_of(source: Source, module: str, routers: dict[str, str], resolver: R
                 except Unresolved:
                     continue
             route: dict[str, Any] = {"path": prefix + str(path), "methods": sorted(set(methods)), "handler": fn.name}
+            status = _always_raises(fn)
+            if status is not None:
+                route["always_status"] = status
             body = _body_class(fn)
             if body is not None:
                 route["body"] = body
@@ -866,14 +886,58 @@ def extract_version(source: Source) -> str:
     raise SystemExit(f"no literal __version__ in {VERSION} or {VERSION_SCM}, and no METADATA")
 
 
+def extract_answers(source: Source, routes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Answers uis reads that SGLang builds outside the handlers (answers.py): /generate and its meta_info, one
+    /get_load entry (when the handler returns a tokenizer-manager method's answer), one /v1/loads entry."""
+    out: dict[str, dict[str, Any]] = dict(answers.generate_answers(source))
+    tree = source.module(HTTP_SERVER)
+    get_load = next((r for r in routes if r.get("path") == "/get_load" and "answer_keys" not in r), None)
+    if get_load is not None and tree is not None:
+        handler = next(
+            (
+                f
+                for f in ast.walk(tree)
+                if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == get_load["handler"]
+            ),
+            None,
+        )
+        entry = answers.get_load_answer(source, handler, _locate_class)
+        if entry is not None:
+            out["get_load[]"] = entry
+    loads = answers.v1_loads_answer(source, _locate_class, Resolver(source))
+    if loads is not None:
+        out["v1/loads.loads[]"] = loads
+    server_args = source.module(SERVER_ARGS)
+    if server_args is not None:
+        out["server_info.ServerArgs"] = _server_args_fields(source, server_args)
+    return dict(sorted(out.items()))
+
+
+def _server_args_fields(source: Source, tree: ast.Module) -> dict[str, Any]:
+    """The fields of ServerArgs (its own, or from 0.5.23 those of its namespace classes): server info spreads
+    them (`dataclasses.asdict(server_args)`, later `server_args.resolved_dict()`). Not the argparse dests:
+    `--tensor-parallel-size` fills the field `tp_size`."""
+    fields: dict[str, Any] = {}
+    for cls, _module in _field_classes(source, tree):
+        for stmt in cls.body:
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                name = stmt.target.id
+                if not name.startswith("_") and not ast.unparse(stmt.annotation).startswith("ClassVar"):
+                    fields[name] = [[]]
+    return {"source": f"{SERVER_ARGS}:ServerArgs fields", "fields": dict(sorted(fields.items()))}
+
+
 def extract(path: Path) -> dict[str, Any]:
     source = Source(path)
+    flags = extract_flags(source)
+    routes = extract_routes(source)
     return {
         "sglang_version": extract_version(source),
         "extractor": "scripts/sglang-surface/extract_surface.py",
-        "flags": extract_flags(source),
-        "routes": extract_routes(source),
+        "flags": flags,
+        "routes": routes,
         "classes": extract_classes(source),
+        "answers": extract_answers(source, routes),
         "memory_tags": extract_memory_tags(source),
     }
 
@@ -905,6 +969,19 @@ def render(surface: dict[str, Any]) -> str:
         lines += [f"    {one(k)}: {one(v)}{',' if j < len(fields) - 1 else ''}" for j, (k, v) in enumerate(fields)]
         lines.append("   }")
         lines.append(f"  }}{',' if i < len(classes) - 1 else ''}")
+    lines.append(" },")
+    lines.append(' "answers": {')
+    entries = list(surface["answers"].items())
+    for i, (name, entry) in enumerate(entries):
+        lines.append(f"  {one(name)}: {{")
+        lines.append(f'   "source": {one(entry["source"])},')
+        if "open_sources" in entry:
+            lines.append(f'   "open_sources": {one(entry["open_sources"])},')
+        lines.append('   "fields": {')
+        fields = list(entry["fields"].items())
+        lines += [f"    {one(k)}: {one(v)}{',' if j < len(fields) - 1 else ''}" for j, (k, v) in enumerate(fields)]
+        lines.append("   }")
+        lines.append(f"  }}{',' if i < len(entries) - 1 else ''}")
     lines.append(" },")
     lines.append(f' "memory_tags": {one(surface["memory_tags"])}')
     lines.append("}")

@@ -6,7 +6,8 @@
 //   pnpm sglang:surface 0.5.10.post1        regenerate one surface
 //   pnpm sglang:surface --all               regenerate every committed surface
 //   pnpm sglang:surface --check [version]   drift check: regenerate the newest committed surface (or <version>) in a
-//                                           temp dir and exit 1 with a diff when it differs from the committed file
+//                                           temp dir and exit 1 with a diff when it differs from the committed file;
+//                                           exit 3 when the package index cannot be reached (nothing was checked)
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -25,10 +26,17 @@ function surfaceVersions() {
     .sort((a, b) => (key(a).join('.') < key(b).join('.') ? -1 : 1));
 }
 
-function fail(message) {
+function fail(message, code = 2) {
   process.stderr.write(`sglang:surface: ${message}\n`);
-  process.exit(2);
+  process.exit(code);
 }
+
+/** pip's words for a package index it cannot reach (its retry warnings), as opposed to a version it lacks. */
+const UNREACHABLE =
+  /NewConnectionError|Temporary failure in name resolution|Name or service not known|Network is unreachable|ConnectTimeout|Read timed out|ProxyError|SSLError/;
+
+/** Exit code of a check that could not run because the package index is unreachable (CI counts it skipped). */
+const EXIT_UNREACHABLE = 3;
 
 /** Downloads sglang==version into a temp dir and returns the surface JSON text. */
 function surfaceOf(version) {
@@ -40,7 +48,14 @@ function surfaceOf(version) {
       ['-m', 'pip', 'download', '--no-deps', '--only-binary=:all:', '-q', '-d', dir, `sglang==${version}`],
       { encoding: 'utf8' },
     );
-    if (pip.status !== 0) fail(`pip download sglang==${version} failed:\n${pip.stderr || pip.stdout}`);
+    if (pip.status !== 0) {
+      const said = pip.stderr || pip.stdout;
+      const network = said.split('\n').find((l) => UNREACHABLE.test(l));
+      if (network !== undefined) {
+        fail(`cannot reach the package index for sglang==${version}: ${network.trim()}`, EXIT_UNREACHABLE);
+      }
+      fail(`pip download sglang==${version} failed:\n${said}`);
+    }
     const wheel = readdirSync(dir).find((f) => f.endsWith('.whl'));
     if (wheel === undefined) fail(`pip download sglang==${version} gave no wheel`);
     const out = spawnSync(python, [join(here, 'extract_surface.py'), join(dir, wheel)], {

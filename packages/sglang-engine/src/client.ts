@@ -176,7 +176,8 @@ export class SGLangClient {
 
   /** One entry per DP rank; `num_reqs` counts running and waiting requests. GET /get_load, or GET /v1/loads on
    * engines that dropped it (0.5.23), read as SGLang's own /get_load shim reads it (num_reqs = running +
-   * waiting, num_tokens = num_total_tokens). An engine before 0.5.6 answers one token total (see
+   * waiting, num_tokens = num_total_tokens, or num_used_tokens where an entry has no total). An engine before
+   * 0.5.6 answers one token total (see
    * LoadAnswerSchema). */
   async load(opts?: CallOptions): Promise<LoadEntry[]> {
     if (this.http.resolved.get('load') !== '/v1/loads') {
@@ -192,7 +193,7 @@ export class SGLangClient {
       dp_rank: l.dp_rank,
       num_reqs: l.num_running_reqs + l.num_waiting_reqs,
       num_waiting_reqs: l.num_waiting_reqs,
-      num_tokens: l.num_total_tokens,
+      num_tokens: l.num_total_tokens ?? l.num_used_tokens,
     }));
   }
 

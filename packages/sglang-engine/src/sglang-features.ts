@@ -4,6 +4,7 @@ import {
   compareSGLangVersions,
   flagOf,
   hasRoute,
+  routeOf,
   SGLANG_RELEASES,
   SGLANG_VERSIONS,
   type Surface,
@@ -55,19 +56,17 @@ function fieldOf(surface: Surface, cls: string, field: string): boolean {
 }
 
 function loadFrom(surface: Surface): SGLangFeatures['loadFrom'] {
-  const getLoad = surface.routes.find((r) => r.path === '/get_load');
-  if (getLoad !== undefined) {
-    const perRank =
-      classFields(surface, 'GetLoadReqOutput') !== undefined ||
-      (getLoad.answer_keys ?? []).includes('num_reqs');
-    return perRank ? '/get_load' : '/get_load (token total)';
+  if (routeOf(surface, '/get_load') !== undefined) {
+    // 0.5.2's tokenizer manager answers `{"load": total}` (the `get_load[]` answer read from its source).
+    const total = 'load' in (surface.answers['get_load[]']?.fields ?? {});
+    return total ? '/get_load (token total)' : '/get_load';
   }
   return has(surface, 'GET', '/v1/loads') ? '/v1/loads' : null;
 }
 
 export function sglangFeatures(surface: Surface): SGLangFeatures {
   const releaseTakesTags = fieldOf(surface, 'ReleaseMemoryOccupationReqInput', 'tags');
-  const pause = surface.routes.find((r) => r.path === '/pause_generation');
+  const pause = routeOf(surface, '/pause_generation');
   // A pause without a body (0.5.2) pauses and aborts every request (its tokenizer_manager.pause_generation calls
   // abort_request(abort_all=True)): the `abort` mode, the only one.
   const modes =

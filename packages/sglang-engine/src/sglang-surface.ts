@@ -41,6 +41,8 @@ export const SurfaceRouteSchema = z.object({
   answer_keys: z.array(z.string()).optional(),
   /** The answer has more keys than `answer_keys` (a `**spread`, or a part built elsewhere). */
   answer_open: z.boolean().optional(),
+  /** The handler only raises this status (a route kept to say it is gone): not served. */
+  always_status: z.number().int().optional(),
 });
 export type SurfaceRoute = z.infer<typeof SurfaceRouteSchema>;
 
@@ -51,6 +53,17 @@ export const SurfaceFieldSchema = z.object({
   required: z.boolean().optional(),
 });
 
+/** An answer SGLang builds outside its handlers (scripts/sglang-surface/answers.py): each key with the lists of
+ * `if` conditions under which it is set (`[]` = always; `via f` = set by helper f; `= None` = a placeholder the
+ * caller fills later). */
+export const SurfaceAnswerSchema = z.object({
+  source: z.string(),
+  /** Expressions whose keys the source does not spell out (the answer may have more keys). */
+  open_sources: z.array(z.string()).optional(),
+  fields: z.record(z.string(), z.array(z.array(z.string()))),
+});
+export type SurfaceAnswer = z.infer<typeof SurfaceAnswerSchema>;
+
 export const SurfaceSchema = z.object({
   sglang_version: z.string(),
   extractor: z.string(),
@@ -60,6 +73,8 @@ export const SurfaceSchema = z.object({
     z.string(),
     z.object({ module: z.string(), fields: z.record(z.string(), SurfaceFieldSchema) }),
   ),
+  /** `generate`, `generate.meta_info`, `get_load[]` (one entry), `v1/loads.loads[]` (one entry). */
+  answers: z.record(z.string(), SurfaceAnswerSchema),
   memory_tags: z.array(z.string()),
 });
 export type Surface = z.infer<typeof SurfaceSchema>;
@@ -123,14 +138,17 @@ export function flagOf(surface: Surface, name: string): SurfaceFlag | undefined 
   return index.get(name);
 }
 
-/** The route serving `path`, or undefined. */
+/** The route serving `path`, or undefined (a route whose handler only raises, e.g. 0.5.10's
+ * /get_weight_version answering 404, serves nothing). */
 export function routeOf(surface: Surface, path: string): SurfaceRoute | undefined {
-  return surface.routes.find((r) => r.path === path);
+  return surface.routes.find((r) => r.path === path && r.always_status === undefined);
 }
 
-/** Whether `surface` serves `method path`. */
+/** Whether `surface` serves `method path` (not merely declares it to answer an error). */
 export function hasRoute(surface: Surface, method: string, path: string): boolean {
-  return surface.routes.some((r) => r.path === path && r.methods.includes(method));
+  return surface.routes.some(
+    (r) => r.path === path && r.methods.includes(method) && r.always_status === undefined,
+  );
 }
 
 /** Field names of a request/answer class, or undefined when the version has no such class. */

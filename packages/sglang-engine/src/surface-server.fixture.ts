@@ -34,6 +34,14 @@ function only(surface: Surface, cls: string, obj: Record<string, unknown>): Reco
   return Object.fromEntries(Object.entries(obj).filter(([k]) => fields.includes(k)));
 }
 
+/** Keeps the keys of `obj` that the release's answer `name` sets (under any condition). */
+function produced(surface: Surface, name: string, obj: Record<string, unknown>): Record<string, unknown> {
+  const fields = surface.answers[name]?.fields;
+  if (fields === undefined)
+    throw new Error(`SGLang ${surface.sglang_version}'s surface has no answer ${name}`);
+  return Object.fromEntries(Object.entries(obj).filter(([k]) => k in fields));
+}
+
 function serverArgs(surface: Surface): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const flag of Object.values(surface.flags)) {
@@ -55,17 +63,20 @@ function answer(
   const envelope = (object: string) => ({ id: 'x', object, created: 1, model: 'm' });
   switch (route.path) {
     case '/generate': {
-      const one = {
+      // Only the keys the release's tokenizer manager sets (the `generate` answers of its surface).
+      const one = produced(surface, 'generate', {
         text: 'hi',
         output_ids: [1],
-        meta_info: {
+        meta_info: produced(surface, 'generate.meta_info', {
           id: 'r',
           finish_reason: { type: 'length', length: 1 },
           prompt_tokens: 1,
           completion_tokens: 1,
           cached_tokens: 0,
-        },
-      };
+          weight_version: weightVersion,
+          e2e_latency: 0.1,
+        }),
+      });
       return Array.isArray(body.text) ? body.text.map(() => one) : one;
     }
     case '/v1/chat/completions':
@@ -95,15 +106,25 @@ function answer(
           only(surface, 'ModelCard', { id: 'm', object: 'model', created: 1, owned_by: 'sglang', root: 'm' }),
         ],
       });
-    case '/get_load':
-      // Per-rank entries from 0.5.6 (GetLoadReqOutput, later a dict projection); one token total before.
-      return classFields(surface, 'GetLoadReqOutput') !== undefined || route.answer_keys?.includes('num_reqs')
-        ? [{ dp_rank: 0, num_reqs: 2, num_waiting_reqs: 1, num_tokens: 7 }]
-        : { load: 7 };
+    case '/get_load': {
+      // 0.5.2: one token total; later one entry per DP rank (a class's fields, later the handler's dict).
+      const entry = surface.answers['get_load[]'];
+      if (entry !== undefined && 'load' in entry.fields) return { load: 7 };
+      const full = { dp_rank: 0, num_reqs: 2, num_waiting_reqs: 1, num_tokens: 7 };
+      return [entry === undefined ? full : produced(surface, 'get_load[]', full)];
+    }
     case '/v1/loads':
       return {
         version: surface.sglang_version,
-        loads: [{ dp_rank: 0, num_running_reqs: 1, num_waiting_reqs: 1, num_total_tokens: 7 }],
+        loads: [
+          produced(surface, 'v1/loads.loads[]', {
+            dp_rank: 0,
+            num_running_reqs: 1,
+            num_waiting_reqs: 1,
+            num_used_tokens: 7,
+            num_total_tokens: 7,
+          }),
+        ],
       };
     default:
       return {
@@ -198,10 +219,12 @@ export async function startSurfaceServer(surface: Surface): Promise<SurfaceServe
     void readBody(req).then((body) => {
       const routes = surface.routes.filter((r) => r.path === path);
       const route = routes.find((r) => r.methods.includes(method));
-      const status = routes.length === 0 ? 404 : route === undefined ? 405 : 200;
+      const status = routes.length === 0 ? 404 : route === undefined ? 405 : (route.always_status ?? 200);
       state.calls.push({ method, path, status, bodyKeys: Object.keys(body), body });
-      if (route === undefined) {
-        return respond(res, status, { detail: status === 404 ? 'Not Found' : 'Method Not Allowed' }, false);
+      if (route === undefined || status !== 200) {
+        // A handler that only raises (0.5.10's /get_weight_version: 404) answers FastAPI's {detail}.
+        const detail = status === 404 ? 'Not Found' : status === 405 ? 'Method Not Allowed' : 'error';
+        return respond(res, status, { detail }, false);
       }
       checkBody(surface, route, body, state);
       if (path === '/health' || path === '/health_generate' || path === '/flush_cache') {

@@ -1,4 +1,4 @@
-import { surfaceOf } from '@uis/sglang-engine';
+import { routeOf, surfaceOf } from '@uis/sglang-engine';
 import { completionsHandler } from './completions-route.ts';
 import { controlHandlers } from './control-routes.ts';
 import type { SimEngine } from './engine.ts';
@@ -143,7 +143,9 @@ export const SIM_ROUTES = [
 ] as const;
 
 /** GET /v1/loads: SGLang's per-DP-rank load snapshots (its /get_load counts `num_reqs` = running + waiting). */
+/** One entry per DP rank, with the fields the release's entry has (0.5.10 has no num_total_tokens). */
 function v1Loads(engine: SimEngine, version: string) {
+  const fields = surfaceOf(version)?.answers['v1/loads.loads[]']?.fields ?? {};
   return {
     timestamp: new Date().toISOString(),
     version,
@@ -153,9 +155,19 @@ function v1Loads(engine: SimEngine, version: string) {
       dp_rank: l.dp_rank,
       num_running_reqs: l.num_reqs - l.num_waiting_reqs,
       num_waiting_reqs: l.num_waiting_reqs,
-      num_total_tokens: l.num_tokens,
+      num_used_tokens: l.num_tokens,
+      ...('num_total_tokens' in fields ? { num_total_tokens: l.num_tokens } : {}),
     })),
   };
+}
+
+/** /get_load as the release answers it: one token total before 0.5.6 (`{load}`), else one entry per DP rank. */
+function getLoad(engine: SimEngine, version: string) {
+  const entry = surfaceOf(version)?.answers['get_load[]'];
+  if (entry !== undefined && 'load' in entry.fields) {
+    return { load: engine.load().reduce((n, l) => n + l.num_tokens, 0) };
+  }
+  return engine.load();
 }
 
 export function headHandler(engine: SimEngine, options: SimOptions): Handler {
@@ -192,7 +204,7 @@ export function headHandler(engine: SimEngine, options: SimOptions): Handler {
     '/get_server_info': serverInfo,
     '/server_info': serverInfo,
     '/get_weight_version': (_q, res) => sendJson(res, 200, { weight_version: engine.weightVersion }),
-    '/get_load': (_q, res) => sendJson(res, 200, engine.load()),
+    '/get_load': (_q, res) => sendJson(res, 200, getLoad(engine, options.simSglangVersion)),
     '/v1/loads': (_q, res) => sendJson(res, 200, v1Loads(engine, options.simSglangVersion)),
     '/flush_cache': flush,
     '/abort_request': abort,
@@ -208,10 +220,11 @@ export function headHandler(engine: SimEngine, options: SimOptions): Handler {
     '/update_weight_version': weightVersion,
   };
   const routes = new Map<string, Handler>();
-  // Only what the simulated release serves: an older one has no /model_info, a newer one no /get_load.
+  // Only what the simulated release serves: an older one has no /model_info, a newer one no /get_load, and
+  // 0.5.10 to 0.5.17 keep /get_weight_version only to answer 404 (routeOf leaves such a route out).
   const surface = surfaceOf(options.simSglangVersion);
   for (const [methods, path] of SIM_ROUTES) {
-    if (surface !== undefined && !surface.routes.some((r) => r.path === path)) continue;
+    if (surface !== undefined && routeOf(surface, path) === undefined) continue;
     for (const m of methods.split(',')) routes.set(`${m} ${path}`, handlers[path]);
   }
   // Simulator-only: cumulative counters, so tests can prove which engine a router sent work to (or that none came).

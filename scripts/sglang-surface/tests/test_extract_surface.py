@@ -3,6 +3,7 @@ use: argparse calls, dataclass-derived flags (0.5.15+), namespace field classes 
 
 from __future__ import annotations
 
+import ast
 import json
 import sys
 import zipfile
@@ -14,6 +15,7 @@ import pytest
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent))
 
+import answers  # noqa: E402
 import extract_surface  # noqa: E402
 
 FIXTURE = HERE / "fixture"
@@ -173,3 +175,45 @@ def test_a_tree_without_server_args_is_refused(tmp_path: Path) -> None:
     (tmp_path / "sglang" / "version.py").write_text('__version__ = "1"\n')
     with pytest.raises(SystemExit, match="server_args.py not found"):
         extract_surface.extract(tmp_path)
+
+
+def test_generate_answer_keys_come_with_the_conditions_that_set_them(surface: dict[str, Any]) -> None:
+    meta = surface["answers"]["generate.meta_info"]
+    assert meta["source"] == "sglang/srt/managers/tokenizer_manager.py:_handle_batch_output"
+    fields = meta["fields"]
+    assert fields["id"] == [[]] and fields["finish_reason"] == [[]]  # the literal that creates meta_info
+    assert fields["completion_tokens"] == [["not isinstance(recv_obj, BatchEmbeddingOutput)"]]  # update({...})
+    assert fields["e2e_latency"] == [["state.finished"]]  # meta_info["k"] = ...
+    # Helpers handed meta_info: a method (by its own parameter name) and a function imported from sglang.
+    assert fields["output_token_logprobs"] == [["getattr(state.obj, 'return_logprob', False)", "via convert_logprob_style"]]
+    assert fields["weight_versions"][0][-2:] == ["via add_versions", "recv_obj.weight_versions"]
+    # An update from a call the source does not spell out is named, not guessed.
+    assert meta["open_sources"] == ["recv_obj.time_stats.convert()"]
+    text = surface["answers"]["generate"]["fields"]["text"]
+    assert ["isinstance(recv_obj, BatchStrOutput)", "is_stream", "= None"] in text  # a placeholder filled later
+    assert ["isinstance(recv_obj, BatchStrOutput)", "not (is_stream)"] in text
+
+
+def test_load_entries_come_from_the_class_or_method_that_builds_them(surface: dict[str, Any]) -> None:
+    loads = surface["answers"]["v1/loads.loads[]"]
+    assert loads["source"].endswith("load_snapshot.py:LoadSnapshot.to_dict")
+    # The class's fields less the section fields, a section only on request, a key the handler adds.
+    assert loads["fields"]["num_total_tokens"] == [[]] and loads["fields"]["num_total_reqs"] == [[]]
+    assert loads["fields"]["memory"] == [["include sections", "include is not None"]]
+    source = extract_surface.Source(FIXTURE)
+    handler = ast.parse("async def get_load():\n    return await tokenizer_manager.get_load()\n").body[0]
+    total = answers.get_load_answer(source, handler, extract_surface._locate_class)
+    assert total == {"source": "sglang/srt/managers/tokenizer_manager.py:get_load", "fields": {"load": [[]]}}
+
+
+def test_server_info_spreads_the_server_args_fields_not_the_argparse_dests(surface: dict[str, Any]) -> None:
+    fields = surface["answers"]["server_info.ServerArgs"]["fields"]
+    assert {"tp_size", "model_path", "weight_version", "attn_dp_size"} <= set(fields)
+
+
+def test_a_handler_that_only_raises_is_marked_with_its_status(surface: dict[str, Any]) -> None:
+    gone = next(r for r in surface["routes"] if r.get("path") == "/weight_version")
+    assert gone["always_status"] == 404 and "answer_keys" not in gone
+    # `status_code=200 if success else 400` answers the same dict either way: its keys are the route's answer.
+    destroy = next(r for r in surface["routes"] if r.get("path") == "/destroy_weights_update_group")
+    assert destroy["answer_keys"] == ["message", "success"]
