@@ -21,4 +21,5 @@ export * from './runtime.ts';
 export * from './score-parsers.ts';
 export * from './storage-health.ts';
 export * from './store.ts';
+export * from './weight-switch.ts';
 export * from './weight-update.ts';

@@ -18,7 +18,13 @@ import type { Recovery } from './replicas/recovery.ts';
 import type { ReplicaTable } from './replicas/replica-table.ts';
 import type { Residency } from './replicas/residency.ts';
 import { ALL_TAGS, type Audit, type ManagerSnapshot } from './replicas/types.ts';
+import type { WeightSwitch } from './replicas/weight-switch.ts';
 import type { WeightSync } from './replicas/weight-sync.ts';
+import {
+  type WeightSwitchRecord,
+  type WeightSwitchRequest,
+  WeightSwitchRequestSchema,
+} from './weight-switch.ts';
 import {
   type WeightUpdateRequest,
   WeightUpdateRequestSchema,
@@ -44,6 +50,7 @@ export class InferenceManager implements PhaseParticipant {
   readonly #publication: PublicationProjector;
   readonly #memory: MemoryLedger;
   readonly #weights: WeightSync;
+  readonly #switches: WeightSwitch;
   readonly #health: Health;
   readonly #residency: Residency;
   readonly #recovery: Recovery;
@@ -52,6 +59,8 @@ export class InferenceManager implements PhaseParticipant {
   readonly #scaler: ElasticScaler;
   readonly #externals: ExternalEngines;
   #shutdown: Promise<void> | null = null;
+  /** Numbers each switch's queue key: two switches never join as one operation. */
+  #switchCalls = 0;
 
   constructor(init: InferenceManagerInit) {
     this.spec = init.role;
@@ -68,6 +77,7 @@ export class InferenceManager implements PhaseParticipant {
     this.#publication = parts.publication;
     this.#memory = parts.memory;
     this.#weights = parts.weights;
+    this.#switches = parts.switches;
     this.#health = parts.health;
     this.#residency = parts.residency;
     this.#recovery = parts.recovery;
@@ -240,6 +250,37 @@ export class InferenceManager implements PhaseParticipant {
     });
   }
 
+  /** The fleet weight switch of one model (see WeightSwitch): every resident replica from N to N+1 with a mode,
+   * no mixed versions by default, failed replicas quarantined. A second switch of the model while one runs is
+   * refused 409 `weight_switch_in_progress`, or waits for it when `queued` (the caller sent an idempotency key). */
+  async switchWeights(
+    model: string,
+    request: WeightSwitchRequest,
+    opts: { queued?: boolean } = {},
+  ): Promise<WeightSwitchRecord> {
+    const m = this.#replicas.model(model);
+    this.#weights.refuseStatic(m, 'weight switches');
+    const req = parseOrThrow(WeightSwitchRequestSchema, request, 'body', 'invalid_weight_update');
+    const switches = this.#switches;
+    return switches.exclusive(model, opts.queued === true, () =>
+      this.#queue.run(`switch:${model}:${this.#switchCalls++}`, async () => {
+        this.#pool.requireStarted();
+        return switches.switch(m, req);
+      }),
+    );
+  }
+
+  /** Whether a weight switch of the model runs now. */
+  switching(model: string): boolean {
+    return this.#switches.running(model);
+  }
+
+  /** The model's weight switches, oldest first (the console's timeline). */
+  weightSwitches(model: string): WeightSwitchRecord[] {
+    this.#replicas.model(model);
+    return this.#switches.history(model);
+  }
+
   /** DCS registration (the trainer's weight sync service); static models refuse it. */
   registerDcs(model: string): { model: string; registered: true } {
     this.#weights.registerDcs(this.#replicas.model(model));
@@ -305,9 +346,10 @@ export class InferenceManager implements PhaseParticipant {
    * relaunched; external ones re-attached. */
   async restartReplica(engineId: string): Promise<{ restarted: boolean }> {
     const s = this.#replicas.slot(engineId);
-    return this.#queue.run(`restart:${engineId}`, async () => ({
-      restarted: await this.#recovery.operatorRestart(s),
-    }));
+    return this.#queue.run(`restart:${engineId}`, async () => {
+      this.#switches.release(s);
+      return { restarted: await this.#recovery.operatorRestart(s) };
+    });
   }
 
   // ---- reads --------------------------------------------------------------------------------------------------

@@ -1,16 +1,37 @@
 import type { WeightUpdate } from '@uis/sglang-engine';
 import { z } from 'zod';
 
+const DiskUpdateSchema = z.strictObject({
+  source: z.literal('disk'),
+  model_path: z.string().min(1),
+  weight_version: z.string().min(1),
+  load_format: z.string().optional(),
+});
+const VersionUpdateSchema = z.strictObject({
+  source: z.literal('version'),
+  weight_version: z.string().min(1),
+});
+const DistributedUpdateSchema = z
+  .strictObject({
+    source: z.literal('distributed'),
+    action: z.literal('update'),
+    weight_version: z.string().min(1),
+    names: z.array(z.string().min(1)).min(1),
+    dtypes: z.array(z.string().min(1)).min(1),
+    shapes: z.array(z.array(z.number().int().nonnegative())).min(1),
+    group_name: z.string().min(1).default('weight_update_group'),
+    flush_cache: z.boolean().default(true),
+  })
+  .refine((r) => r.names.length === r.dtypes.length && r.names.length === r.shapes.length, {
+    path: ['names'],
+    message: 'names, dtypes and shapes must have the same length',
+  });
+
 /** The admin API's weight update body (parsed at the edge). `distributed` is SGLang's NCCL protocol in three
  * calls: init the group, update (names/dtypes/shapes of tensors the trainer broadcasts), destroy. */
 export const WeightUpdateRequestSchema = z.discriminatedUnion('source', [
-  z.strictObject({
-    source: z.literal('disk'),
-    model_path: z.string().min(1),
-    weight_version: z.string().min(1),
-    load_format: z.string().optional(),
-  }),
-  z.strictObject({ source: z.literal('version'), weight_version: z.string().min(1) }),
+  DiskUpdateSchema,
+  VersionUpdateSchema,
   z.discriminatedUnion('action', [
     z.strictObject({
       source: z.literal('distributed'),
@@ -23,27 +44,20 @@ export const WeightUpdateRequestSchema = z.discriminatedUnion('source', [
       group_name: z.string().min(1).default('weight_update_group'),
       backend: z.string().default('nccl'),
     }),
-    z
-      .strictObject({
-        source: z.literal('distributed'),
-        action: z.literal('update'),
-        weight_version: z.string().min(1),
-        names: z.array(z.string().min(1)).min(1),
-        dtypes: z.array(z.string().min(1)).min(1),
-        shapes: z.array(z.array(z.number().int().nonnegative())).min(1),
-        group_name: z.string().min(1).default('weight_update_group'),
-        flush_cache: z.boolean().default(true),
-      })
-      .refine((r) => r.names.length === r.dtypes.length && r.names.length === r.shapes.length, {
-        path: ['names'],
-        message: 'names, dtypes and shapes must have the same length',
-      }),
+    DistributedUpdateSchema,
     z.strictObject({
       source: z.literal('distributed'),
       action: z.literal('destroy'),
       group_name: z.string().min(1).default('weight_update_group'),
     }),
   ]),
+]);
+/** An update that sets a version on every replica: what a weight switch loads (disk, a relabel after tensors the
+ * trainer pushed, or NCCL over a group already initialised). */
+export const VersionedWeightUpdateSchema = z.discriminatedUnion('source', [
+  DiskUpdateSchema,
+  VersionUpdateSchema,
+  DistributedUpdateSchema,
 ]);
 export type WeightUpdateRequest = z.input<typeof WeightUpdateRequestSchema>;
 export type ParsedWeightUpdate = z.infer<typeof WeightUpdateRequestSchema>;

@@ -81,6 +81,12 @@ export class SimEngine {
     cachedTokens: 0,
   };
   private readonly pendingTimers = new Set<NodeJS.Timeout>();
+  /** Fault injection: this many weight updates fail next (SGLang answers 400 and keeps the old weights). */
+  failWeightUpdates = 0;
+  /** Which weight version produced each output token of finished requests, by rid: [first token index, version]
+   * segments (the ground truth a test holds the gateway's declared versions to). Bounded. */
+  private readonly tokenVersionLog = new Map<string, Array<[number, string]>>();
+  private readonly liveVersions = new WeakMap<SimSequence, Array<[number, string]>>();
   /** Arrival number of the sequence that crashes the engine (fault injection). */
   private readonly crashAt: number | undefined;
 
@@ -162,6 +168,7 @@ export class SimEngine {
     const arrival = this.accepted;
     const crashes = this.crashAt !== undefined && arrival >= this.crashAt;
     const seq = new SimSequence(spec, initialContext(this.weightsFingerprint), this.now(), (s) => {
+      this.noteVersion(s);
       onProgress(s);
       // After the token's bytes left (http uncorks on nextTick), so the client sees a stream cut mid-way.
       if (crashes) setImmediate(() => this.crash(`injected crash during request ${arrival}`));
@@ -265,6 +272,28 @@ export class SimEngine {
     }
   }
 
+  /** SGLang's model_update_lock: an update on an engine that is not paused takes the writer lock, so it waits for
+   * every request in flight to finish while new requests wait behind it; a paused engine updates at once. */
+  private async writerLock(fn: () => void | Promise<void>): Promise<void> {
+    if (this.scheduler.paused !== null) return fn();
+    this.scheduler.hold(true);
+    try {
+      while (this.scheduler.busy && this.status !== 'closed' && this.status !== 'crashed') await sleep(1);
+      await fn();
+    } finally {
+      this.scheduler.hold(false);
+    }
+  }
+
+  /** An injected failure as SGLang's model runner reports a load that failed (the old weights stay). */
+  private injectedFailure(): void {
+    if (this.failWeightUpdates <= 0) return;
+    this.failWeightUpdates--;
+    throw new SimFailure(
+      'Failed to update weights: injected fault (--sim fault).\nRolling back to original weights.',
+    );
+  }
+
   private applyWeights(
     source: string,
     version: string | null | undefined,
@@ -286,9 +315,13 @@ export class SimEngine {
     abortAll?: boolean,
   ): Promise<void> {
     this.requireWeights();
-    await sleep(this.options.simOnloadMs);
-    this.modelPath = modelPath;
-    this.applyWeights(modelPath, version, abortAll);
+    if (abortAll) this.abort(undefined, true);
+    await this.writerLock(async () => {
+      await sleep(this.options.simOnloadMs);
+      this.injectedFailure();
+      this.modelPath = modelPath;
+      this.applyWeights(modelPath, version, abortAll);
+    });
   }
 
   initGroup(name: string): void {
@@ -300,24 +333,36 @@ export class SimEngine {
     if (!this.groups.delete(name)) throw new SimFailure(`Process group ${name} does not exist.`);
   }
 
-  updateWeightsFromDistributed(
+  async updateWeightsFromDistributed(
     group: string,
     names: readonly string[],
     version: string | null | undefined,
     abortAll?: boolean,
-  ): void {
+  ): Promise<void> {
     if (!this.groups.has(group)) {
       throw new SimFailure(
         `Process group ${group} is not initialized; call init_weights_update_group first.`,
       );
     }
     this.requireWeights();
-    this.applyWeights(`dist:${names.join(',')}`, version, abortAll);
+    if (abortAll) this.abort(undefined, true);
+    await this.writerLock(() => {
+      this.injectedFailure();
+      this.applyWeights(`dist:${names.join(',')}`, version, abortAll);
+    });
   }
 
-  updateWeightsFromTensor(count: number, version: string | null | undefined, abortAll?: boolean): void {
+  async updateWeightsFromTensor(
+    count: number,
+    version: string | null | undefined,
+    abortAll?: boolean,
+  ): Promise<void> {
     this.requireWeights();
-    this.applyWeights(`tensor:${count}`, version, abortAll);
+    if (abortAll) this.abort(undefined, true);
+    await this.writerLock(() => {
+      this.injectedFailure();
+      this.applyWeights(`tensor:${count}`, version, abortAll);
+    });
   }
 
   setWeightVersion(version: string, abortAll?: boolean): void {
@@ -356,7 +401,33 @@ export class SimEngine {
     return n;
   }
 
+  /** Records the version that produced the sequence's newest token (weights change only between steps). */
+  private noteVersion(s: SimSequence): void {
+    const n = s.outputIds.length;
+    if (n === 0) return;
+    let segs = this.liveVersions.get(s);
+    if (segs === undefined) {
+      segs = [];
+      this.liveVersions.set(s, segs);
+    }
+    const last = segs[segs.length - 1];
+    if (last === undefined || last[1] !== this.weightVersion) segs.push([n - 1, this.weightVersion]);
+  }
+
+  /** The [first token index, version] segments of a finished request's output (undefined: unknown rid). */
+  tokenVersions(rid: string): Array<[number, string]> | undefined {
+    return this.tokenVersionLog.get(rid);
+  }
+
   private finished(s: SimSequence): void {
+    this.noteVersion(s);
+    if (typeof s.spec.rid === 'string') {
+      this.tokenVersionLog.set(s.spec.rid, this.liveVersions.get(s) ?? []);
+      if (this.tokenVersionLog.size > 100_000) {
+        const oldest = this.tokenVersionLog.keys().next().value;
+        if (oldest !== undefined) this.tokenVersionLog.delete(oldest);
+      }
+    }
     if (s.finishReason?.type === 'abort') this.counters.aborted++;
     else this.counters.completed++;
     this.counters.promptTokens += s.spec.inputIds.length;

@@ -1,4 +1,5 @@
 import { routeOf, surfaceOf } from '@uis/sglang-engine';
+import { z } from 'zod';
 import { completionsHandler } from './completions-route.ts';
 import { controlHandlers } from './control-routes.ts';
 import type { SimEngine } from './engine.ts';
@@ -7,6 +8,8 @@ import { chatHandler, generateHandler } from './generation-routes.ts';
 import { sendEmpty, sendJson } from './http-util.ts';
 import type { SimOptions } from './options.ts';
 import { type Handler, type RouteContext, routeContext } from './route-context.ts';
+
+const SimFaultsSchema = z.strictObject({ fail_weight_updates: z.number().int().nonnegative() });
 
 export type { Handler } from './route-context.ts';
 
@@ -229,6 +232,13 @@ export function headHandler(engine: SimEngine, options: SimOptions): Handler {
   }
   // Simulator-only: cumulative counters, so tests can prove which engine a router sent work to (or that none came).
   routes.set('GET /sim/stats', (_q, res) => sendJson(res, 200, engine.stats()));
+  // Simulator-only fault injection for engines in other processes: the next n weight updates fail.
+  routes.set('POST /sim/faults', async (req, res) => {
+    const b = await ctx.body(req, res, SimFaultsSchema);
+    if (!b) return;
+    engine.failWeightUpdates = b.fail_weight_updates;
+    sendJson(res, 200, { fail_weight_updates: engine.failWeightUpdates });
+  });
 
   return (req, res) => {
     const path = (req.url ?? '/').split('?')[0] as string;

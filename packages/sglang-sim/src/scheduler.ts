@@ -32,6 +32,8 @@ export class Scheduler {
   readonly counters: SchedulerCounters = { steps: 0, prefillTokens: 0, decodeTokens: 0 };
   private kvUsed = 0;
   private pausedMode: PauseMode | null = null;
+  private holding = false;
+  private readonly held: SimSequence[] = [];
   private frozen = false;
   private scheduled = false;
   private timer: NodeJS.Timeout | null = null;
@@ -61,7 +63,20 @@ export class Scheduler {
   }
 
   submit(seq: SimSequence): void {
+    if (this.holding) {
+      this.held.push(seq);
+      return;
+    }
     this.waiting.push(seq);
+    this.kick();
+  }
+
+  /** A weight update's writer lock: while held, new sequences wait outside the queues (SGLang's tokenizer manager
+   * holds them before they reach the scheduler); released, they join the queue in arrival order. */
+  hold(on: boolean): void {
+    this.holding = on;
+    if (on) return;
+    for (const s of this.held.splice(0)) if (s.state === 'waiting') this.waiting.push(s);
     this.kick();
   }
 
@@ -108,7 +123,7 @@ export class Scheduler {
 
   /** Removes a sequence whose client went away, without answering it. */
   drop(seq: SimSequence): void {
-    for (const queue of [this.waiting, this.running]) {
+    for (const queue of [this.waiting, this.running, this.held]) {
       const i = queue.indexOf(seq);
       if (i !== -1) queue.splice(i, 1);
     }

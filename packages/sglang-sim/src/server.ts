@@ -19,6 +19,10 @@ export interface SimServer {
   ready: Promise<void>;
   stats(): SimStats;
   state(): SimState;
+  /** Fault injection: the next `n` weight updates fail as a failed SGLang load does (400, old weights kept). */
+  failWeightUpdates(n: number): void;
+  /** Which weight version produced each output token of a finished request: [first token index, version]. */
+  tokenVersions(rid: string): Array<[number, string]> | undefined;
   close(): Promise<void>;
 }
 
@@ -130,6 +134,10 @@ export async function startSimServer(
     ready,
     stats: () => engine.stats(),
     state: () => engine.state(),
+    failWeightUpdates: (n) => {
+      engine.failWeightUpdates = n;
+    },
+    tokenVersions: (rid) => engine.tokenVersions(rid),
     close: async () => {
       if (closed) return;
       closed = true;

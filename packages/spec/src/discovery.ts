@@ -62,6 +62,8 @@ export const DiscoveryEngineSchema = z
     generation: z.number().int().nonnegative().optional(),
     /** Additive: the SGLang release the engine runs (its server info `version`), once it was healthy. */
     sglang_version: z.string().optional(),
+    /** Additive: its update failed in a weight switch; never direct-eligible until an operator restarts it. */
+    quarantined: z.boolean().optional(),
     /** Additive, set by the gateway at answer time: this replica's circuit there. Absent for a model routed by an
      * SGLang router (the router picks its workers) and in the registry's own snapshots. A circuit change does not
      * move `topology_revision`. */

@@ -149,6 +149,8 @@ export const ERROR_CODES = {
   /** Another live `uis` holds the database file (one writer per database): the message names its pid, host, port. */
   database_in_use: 409,
   transition_in_progress: 409,
+  /** A weight switch of the model runs; an idempotency key queues the next one behind it instead. */
+  weight_switch_in_progress: 409,
   // ---- the caller went away (499, the de-facto "client closed request") --------------------------------------
   client_gone: 499,
   engine_aborted: 499,

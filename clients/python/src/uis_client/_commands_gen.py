@@ -27,9 +27,14 @@ from ._models_gen import (
     OffloadReport,
     RegisterExternalResult,
     RestartReplicaResult,
+    SwitchWeightsUpdateDisk,
+    SwitchWeightsUpdateDistributedUpdate,
+    SwitchWeightsUpdateVersion,
     Transition,
     UnregisterExternalResult,
     UpdateWeightsBody,
+    WeightSwitch,
+    WeightSwitches,
     WeightUpdate,
 )
 
@@ -142,6 +147,34 @@ def update_weights_call(role: str, model: str, body: UpdateWeightsBody) -> Call[
         result_of(WeightUpdate),
         body=dict(body),
         mutation=True,
+    )
+
+
+def switch_weights_call(
+    role: str,
+    model: str,
+    mode: Literal["drain", "pause_in_place", "abort"],
+    update: SwitchWeightsUpdateDisk | SwitchWeightsUpdateVersion | SwitchWeightsUpdateDistributedUpdate,
+    *,
+    mixed_versions: Literal["forbid", "allow"] = "forbid",
+    on_failure: Literal["quarantine", "rollback"] = "quarantine",
+    deadline_ms: int | None = None,
+) -> Call[WeightSwitch]:
+    return Call(
+        "POST",
+        f"/admin/roles/{q(role)}/models/{q(model)}/weights/switch",
+        result_of(WeightSwitch),
+        body={"mode": mode, "update": update, **given(mixed_versions=mixed_versions, on_failure=on_failure, deadline_ms=deadline_ms)},
+        mutation=True,
+    )
+
+
+def weight_switches_call(role: str, model: str) -> Call[WeightSwitches]:
+    return Call(
+        "GET",
+        f"/admin/roles/{q(role)}/models/{q(model)}/weights/switches",
+        result_of(WeightSwitches),
+        admin=False,
     )
 
 
@@ -378,6 +411,26 @@ class Commands(ABC):
         """Load new weights into every replica of a model (disk, a version tag, or NCCL from the trainer)"""
         return self.run(update_weights_call(role, model, body), operation_id)
 
+    def switch_weights(
+        self,
+        role: str,
+        model: str,
+        mode: Literal["drain", "pause_in_place", "abort"],
+        update: SwitchWeightsUpdateDisk | SwitchWeightsUpdateVersion | SwitchWeightsUpdateDistributedUpdate,
+        *,
+        mixed_versions: Literal["forbid", "allow"] = "forbid",
+        on_failure: Literal["quarantine", "rollback"] = "quarantine",
+        deadline_ms: int | None = None,
+        operation_id: str | None = None,
+    ) -> WeightSwitch:
+        """Switch every replica of a model to new weights as one step (mode drain, pause_in_place or abort);
+        failed replicas are quarantined"""
+        return self.run(switch_weights_call(role, model, mode, update, mixed_versions=mixed_versions, on_failure=on_failure, deadline_ms=deadline_ms), operation_id)
+
+    def weight_switches(self, role: str, model: str) -> WeightSwitches:
+        """A model's weight switches, oldest first: mode, duration, outcome and each replica's version"""
+        return self.run(weight_switches_call(role, model))
+
     def register_external(
         self,
         role: str,
@@ -576,6 +629,26 @@ class AsyncCommands(ABC):
     ) -> WeightUpdate:
         """Load new weights into every replica of a model (disk, a version tag, or NCCL from the trainer)"""
         return await self.run(update_weights_call(role, model, body), operation_id)
+
+    async def switch_weights(
+        self,
+        role: str,
+        model: str,
+        mode: Literal["drain", "pause_in_place", "abort"],
+        update: SwitchWeightsUpdateDisk | SwitchWeightsUpdateVersion | SwitchWeightsUpdateDistributedUpdate,
+        *,
+        mixed_versions: Literal["forbid", "allow"] = "forbid",
+        on_failure: Literal["quarantine", "rollback"] = "quarantine",
+        deadline_ms: int | None = None,
+        operation_id: str | None = None,
+    ) -> WeightSwitch:
+        """Switch every replica of a model to new weights as one step (mode drain, pause_in_place or abort);
+        failed replicas are quarantined"""
+        return await self.run(switch_weights_call(role, model, mode, update, mixed_versions=mixed_versions, on_failure=on_failure, deadline_ms=deadline_ms), operation_id)
+
+    async def weight_switches(self, role: str, model: str) -> WeightSwitches:
+        """A model's weight switches, oldest first: mode, duration, outcome and each replica's version"""
+        return await self.run(weight_switches_call(role, model))
 
     async def register_external(
         self,

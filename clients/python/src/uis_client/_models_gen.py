@@ -40,6 +40,9 @@ __all__ = [
     "ReleaseProof",
     "ReplicaRank",
     "RestartReplicaResult",
+    "SwitchWeightsUpdateDisk",
+    "SwitchWeightsUpdateDistributedUpdate",
+    "SwitchWeightsUpdateVersion",
     "TeacherLogprobs",
     "Transition",
     "TransitionStep",
@@ -50,6 +53,9 @@ __all__ = [
     "UpdateWeightsBodyDistributedInit",
     "UpdateWeightsBodyDistributedUpdate",
     "UpdateWeightsBodyVersion",
+    "WeightSwitch",
+    "WeightSwitchEngine",
+    "WeightSwitches",
     "WeightUpdate",
 ]
 
@@ -86,6 +92,7 @@ class ManagedReplica(_Model):
     state: Literal["starting", "ready", "draining", "sleeping", "onloading", "dead"]
     base_url: str | None
     weight_version: str | None
+    quarantined: bool
     sglang_version: str | None
     generation: int
     memory_released: bool
@@ -199,6 +206,68 @@ class WeightUpdate(_Model):
     model: str
     weight_version: str | None
     engines: list[EngineWeightUpdate]
+
+
+class _SwitchWeightsUpdateDiskRequired(TypedDict):
+    source: Literal["disk"]
+    model_path: str
+    weight_version: str
+
+
+class SwitchWeightsUpdateDisk(_SwitchWeightsUpdateDiskRequired, total=False):
+    load_format: str
+
+
+class SwitchWeightsUpdateVersion(TypedDict):
+    source: Literal["version"]
+    weight_version: str
+
+
+class _SwitchWeightsUpdateDistributedUpdateRequired(TypedDict):
+    source: Literal["distributed"]
+    action: Literal["update"]
+    weight_version: str
+    names: Sequence[str]
+    dtypes: Sequence[str]
+    shapes: Sequence[Sequence[int]]
+
+
+class SwitchWeightsUpdateDistributedUpdate(_SwitchWeightsUpdateDistributedUpdateRequired, total=False):
+    group_name: str
+    flush_cache: bool
+
+
+class WeightSwitchEngine(_Model):
+    engine_id: str
+    ok: bool
+    weight_version: str | None
+    quarantined: bool
+    update_ms: float | None
+    error: str | None = None
+
+
+class WeightSwitch(_Model):
+    id: int
+    model: str
+    mode: Literal["drain", "pause_in_place", "abort"]
+    mixed_versions: Literal["forbid", "allow"]
+    on_failure: Literal["quarantine", "rollback"]
+    from_version: str | None
+    to_version: str
+    weight_version: str | None
+    outcome: Literal["switched", "quarantined", "rolled_back", "failed"]
+    started_at: float
+    duration_ms: float
+    slowest_update_ms: float
+    topology_revision: int
+    quarantined: list[str]
+    engines: list[WeightSwitchEngine]
+
+
+class WeightSwitches(_Model):
+    model: str
+    switching: bool
+    switches: list[WeightSwitch]
 
 
 class RegisterExternalResult(_Model):

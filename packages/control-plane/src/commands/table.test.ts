@@ -69,6 +69,7 @@ describe('the command table', () => {
       'list_batches',
       'get_batch',
       'list_events',
+      'weight_switches',
     ];
     for (const c of COMMANDS)
       expect([c.name, c.permission]).toEqual([c.name, serving.includes(c.name) ? 'serving' : 'admin']);

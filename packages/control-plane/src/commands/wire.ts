@@ -119,6 +119,8 @@ export const ManagerSnapshotSchema = z
                 state: ReplicaStateSchema,
                 base_url: z.string().nullable(),
                 weight_version: z.string().nullable(),
+                /** Its update failed in a weight switch: not routable until an operator restarts it. */
+                quarantined: z.boolean(),
                 /** The SGLang release the engine reports (server info), once it was healthy. */
                 sglang_version: z.string().nullable(),
                 generation: z.number().int(),

@@ -18,6 +18,7 @@ import { ReplicaTable } from './replica-table.ts';
 import { Residency } from './residency.ts';
 import { RouterSync } from './router-sync.ts';
 import type { Audit, ModelRuntime } from './types.ts';
+import { WeightSwitch } from './weight-switch.ts';
 import { WeightSync } from './weight-sync.ts';
 
 /** The parts of one role's manager that its façade (`InferenceManager`) calls. */
@@ -28,6 +29,7 @@ export interface ManagerParts {
   publication: PublicationProjector;
   memory: MemoryLedger;
   weights: WeightSync;
+  switches: WeightSwitch;
   health: Health;
   residency: Residency;
   recovery: Recovery;
@@ -82,9 +84,11 @@ function assembleEngines(init: InferenceManagerInit, registry: Registry, audit: 
   const models = modelsOf(init);
   const replicas = new ReplicaTable(role, audit, logger);
   for (const [name, m] of models) replicas.models.set(name, m);
+  // A drain-mode weight switch closes its model's admission; the switch is built below, once the tracker exists.
+  let switches: WeightSwitch | undefined;
   const inFlight = new InFlightTracker((id) => {
     const s = replicas.find(id);
-    return s !== undefined && replicas.eligible(s);
+    return s !== undefined && replicas.eligible(s) && switches?.admits(s.model) !== false;
   });
   const queue = new OperationQueue(role, clock, audit);
   const routers = new RouterSync(replicas, init.routers ?? {}, audit);
@@ -93,6 +97,17 @@ function assembleEngines(init: InferenceManagerInit, registry: Registry, audit: 
   const records = init.store && init.launcher.adopt ? new EngineRecords(init.store, role, clock) : null;
   const memory = new MemoryLedger(records, init.role.deployment.offload);
   const weights = new WeightSync(replicas, records, routers, publication, clock, audit);
+  switches = new WeightSwitch(
+    replicas,
+    records,
+    routers,
+    publication,
+    registry,
+    inFlight,
+    opts.drainDeadlineMs,
+    clock,
+    audit,
+  );
   const { launcher } = init;
   const incarnations = new Incarnations(role, launcher, weights, memory, records, opts, logger);
   const health = new Health(
@@ -111,7 +126,7 @@ function assembleEngines(init: InferenceManagerInit, registry: Registry, audit: 
   );
   return {
     ...{ role, clock, logger, opts, replicas, inFlight, queue, routers, publication, records, memory },
-    ...{ weights, incarnations, health },
+    ...{ weights, switches, incarnations, health },
   };
 }
 
@@ -121,7 +136,7 @@ function assembleEngines(init: InferenceManagerInit, registry: Registry, audit: 
 export function assembleParts(init: InferenceManagerInit, registry: Registry, audit: Audit): ManagerParts {
   const engines = assembleEngines(init, registry, audit);
   const { role, clock, logger, opts, replicas, inFlight, queue, routers, publication, records } = engines;
-  const { memory, weights, incarnations, health } = engines;
+  const { memory, weights, switches, incarnations, health } = engines;
   const { launcher } = init;
   const residency = new Residency(
     replicas,
@@ -206,7 +221,19 @@ export function assembleParts(init: InferenceManagerInit, registry: Registry, au
   );
   const onload = new Onload(replicas, memory, weights, recovery, routers, publication, logger);
   return {
-    ...{ inFlight, replicas, queue, publication, memory, weights, health, residency, recovery, onload },
+    ...{
+      inFlight,
+      replicas,
+      queue,
+      publication,
+      memory,
+      weights,
+      switches,
+      health,
+      residency,
+      recovery,
+      onload,
+    },
     ...{ pool, scaler, externals },
   };
 }

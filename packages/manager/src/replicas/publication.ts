@@ -43,6 +43,7 @@ export class PublicationProjector {
           group: s.replica.group,
           generation: s.generation,
         };
+        if (s.quarantined) e.quarantined = true;
         if (s.replica.worker_type !== 'placeholder') e.worker_type = s.replica.worker_type;
         const sglang = s.engine?.sglangVersion;
         if (sglang !== undefined) e.sglang_version = sglang;
@@ -78,6 +79,7 @@ export class PublicationProjector {
           state: s.state,
           base_url: s.baseUrl,
           weight_version: s.weightVersion,
+          quarantined: s.quarantined,
           sglang_version: s.engine?.sglangVersion ?? null,
           generation: s.generation,
           memory_released: s.memory.released,

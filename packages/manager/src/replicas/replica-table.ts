@@ -93,6 +93,7 @@ export class ReplicaTable {
       baseUrl: null,
       generation: 0,
       weightVersion: null,
+      quarantined: false,
       memory: { released: false, resumed: new Set(ALL_TAGS) },
       health: { failures: 0, restarting: false, restartPending: false, recovery: null },
       router: { url: null, stale: [] },
@@ -133,10 +134,14 @@ export class ReplicaTable {
     return s.weightVersion === m.target;
   }
 
-  /** May take traffic directly: ready, regular worker, at the target version. */
+  /** May take traffic directly: ready, regular worker, not quarantined, at the target version. */
   eligible(s: Slot): boolean {
     return (
-      s.state === 'ready' && s.baseUrl !== null && s.replica.worker_type === 'regular' && this.versionOk(s)
+      s.state === 'ready' &&
+      s.baseUrl !== null &&
+      s.replica.worker_type === 'regular' &&
+      !s.quarantined &&
+      this.versionOk(s)
     );
   }
 

@@ -50,6 +50,8 @@ export interface Slot {
   generation: number;
   /** WeightSync: the version the engine reported last (a sleeping engine's weights do not change). */
   weightVersion: string | null;
+  /** WeightSwitch: its update failed in a switch; never eligible until an operator restarts it. */
+  quarantined: boolean;
   /** MemoryLedger (launch, stop), Residency (offload) and Onload: whether the engine reported its memory released,
    * and the memory tags resumed while onloading. */
   memory: { released: boolean; resumed: Set<MemoryTag> };
@@ -97,6 +99,8 @@ export interface ManagerSnapshot {
         state: ReplicaState;
         base_url: string | null;
         weight_version: string | null;
+        /** Its update failed in a weight switch: not routable until an operator restarts it. */
+        quarantined: boolean;
         /** The SGLang release the engine reports (server info), once it was healthy. */
         sglang_version: string | null;
         generation: number;

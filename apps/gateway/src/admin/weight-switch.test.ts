@@ -1,0 +1,180 @@
+import type { WeightSwitchRecord } from '@uis/manager';
+import { layoutRole } from '@uis/manager/testing';
+import { type DiscoverySnapshot, parseConfig } from '@uis/spec';
+import { describe, expect, it } from 'vitest';
+import { gatewayOnSims } from '../testing/fixtures.ts';
+
+// The weight switch through the admin REST door: one operation per model, each mode, quarantine, rollback, and one
+// switch at a time (409, or queued behind the running one by an idempotency key).
+const TOKEN = 'admin-token-switch';
+const AUTH = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+const gw = gatewayOnSims({
+  config: parseConfig({
+    cluster: { nodes: [{ name: 'node-0', gpus: 4 }] },
+    roles: {
+      rollout: layoutRole('decoupled', {
+        name: 'policy',
+        weight_source: 'disk',
+        engine_groups: [{ num_gpus: 4, gpus_per_engine: 1, tp: 1 }],
+      }),
+    },
+  }),
+  sim: { simDecodeUsPerToken: 2000 },
+  server: { adminToken: TOKEN, healthProbeMs: 0 },
+});
+
+const SWITCH = '/admin/roles/rollout/models/policy/weights/switch';
+
+interface Answer {
+  result: WeightSwitchRecord;
+  error: { code: string; path: string };
+}
+
+async function post(path: string, body: unknown, headers: Record<string, string> = AUTH) {
+  const r = await fetch(`${gw.url}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
+  return { status: r.status, json: (await r.json()) as Answer };
+}
+
+function update(version: string) {
+  return { source: 'disk', model_path: `/ckpt/${version}`, weight_version: version };
+}
+
+async function discovery(): Promise<DiscoverySnapshot> {
+  return (await (await fetch(`${gw.url}/rollout/engines`)).json()) as DiscoverySnapshot;
+}
+
+function generate(tokens: number, stream = false) {
+  return fetch(`${gw.url}/rollout/generate`, {
+    method: 'POST',
+    body: JSON.stringify({
+      text: 'x',
+      stream,
+      sampling_params: { max_new_tokens: tokens, ignore_eos: true },
+    }),
+  }).then(async (r) => ({ status: r.status, text: await r.text() }));
+}
+
+describe('weight switch', { timeout: 120_000 }, () => {
+  it.each(['drain', 'pause_in_place', 'abort'] as const)(
+    '%s: every replica moves to the new version once, under requests in flight',
+    async (mode) => {
+      const version = `v-${mode}`;
+      const before = (await discovery()).topology_revision;
+      const running = Array.from({ length: 6 }, () => generate(150));
+      const res = await post(SWITCH, { mode, update: update(version) });
+      expect(res.status).toBe(200);
+      const rec = res.json.result;
+      expect(rec).toMatchObject({ mode, outcome: 'switched', weight_version: version, quarantined: [] });
+      expect(rec.engines).toHaveLength(4);
+      for (const e of rec.engines) expect(e).toMatchObject({ ok: true, weight_version: version });
+      const answers = await Promise.all(running);
+      for (const a of answers) expect(a.status).toBe(200);
+      const finish = answers.map((a) => JSON.parse(a.text).meta_info.finish_reason.type);
+      // Abort ends in-flight requests with their partial output; the other modes let them finish.
+      if (mode === 'abort') expect(finish).toContain('abort');
+      else expect(finish.every((f) => f === 'length')).toBe(true);
+      const snap = await discovery();
+      expect(snap.topology_revision).toBe(before + 1);
+      expect(snap.models.policy?.weight_version).toBe(version);
+      expect(
+        snap.models.policy?.engines.every((e) => e.weight_version === version && e.direct_eligible),
+      ).toBe(true);
+    },
+  );
+
+  it('quarantines the replica whose update fails; the rest finish on the new version', async () => {
+    const victim = 'policy/2';
+    gw.launcher.serversOf(victim)[0]?.failWeightUpdates(1);
+    const res = await post(SWITCH, { mode: 'pause_in_place', update: update('v-q') });
+    expect(res.status).toBe(200);
+    expect(res.json.result).toMatchObject({
+      outcome: 'quarantined',
+      weight_version: 'v-q',
+      quarantined: [victim],
+    });
+    const failed = res.json.result.engines.find((e) => e.engine_id === victim);
+    expect(failed?.error).toMatch(/injected fault/);
+    const snap = await discovery();
+    const engine = snap.models.policy?.engines.find((e) => e.engine_id === victim);
+    expect(engine).toMatchObject({ quarantined: true, direct_eligible: false });
+    // Never routed to: a batch of requests all land elsewhere.
+    const served = await Promise.all(
+      Array.from({ length: 12 }, () =>
+        fetch(`${gw.url}/rollout/generate`, {
+          method: 'POST',
+          body: JSON.stringify({ text: 'y', sampling_params: { max_new_tokens: 1 } }),
+        }).then((r) => r.headers.get('x-uis-engine-id')),
+      ),
+    );
+    expect(served).not.toContain(victim);
+    // An operator restart lifts the quarantine; the replica comes back at the model's version.
+    expect((await post('/admin/roles/rollout/engines/restart', { engine_id: victim })).status).toBe(200);
+  });
+
+  it('rolls every replica back when asked to, quarantining only the failed one', async () => {
+    const snap = await discovery();
+    await expect
+      .poll(async () => (await discovery()).models.policy?.engines.filter((e) => e.direct_eligible).length, {
+        timeout: 30_000,
+      })
+      .toBe(4);
+    const from = snap.models.policy?.weight_version;
+    gw.launcher.serversOf('policy/1')[0]?.failWeightUpdates(1);
+    const res = await post(SWITCH, { mode: 'abort', on_failure: 'rollback', update: update('v-rb') });
+    expect(res.status).toBe(200);
+    expect(res.json.result).toMatchObject({
+      outcome: 'rolled_back',
+      weight_version: from,
+      quarantined: ['policy/1'],
+    });
+    const after = await discovery();
+    expect(after.models.policy?.weight_version).toBe(from);
+    for (const e of after.models.policy?.engines ?? [])
+      if (e.engine_id !== 'policy/1')
+        expect(e).toMatchObject({ weight_version: from, direct_eligible: true });
+    await post('/admin/roles/rollout/engines/restart', { engine_id: 'policy/1' });
+    await expect
+      .poll(async () => (await discovery()).models.policy?.engines.filter((e) => e.direct_eligible).length, {
+        timeout: 30_000,
+      })
+      .toBe(4);
+  });
+
+  it('refuses a second switch while one runs (409), or queues it behind with an idempotency key', async () => {
+    const long = Array.from({ length: 4 }, () => generate(400));
+    const first = post(SWITCH, { mode: 'drain', update: update('v-a') });
+    await expect
+      .poll(() => gw.plane.managerOf('rollout').switching('policy'), { timeout: 10_000 })
+      .toBe(true);
+    const refused = await post(SWITCH, { mode: 'abort', update: update('v-b') });
+    expect(refused.status).toBe(409);
+    expect(refused.json.error.code).toBe('weight_switch_in_progress');
+    const queued = post(
+      SWITCH,
+      { mode: 'abort', update: update('v-c') },
+      { ...AUTH, 'idempotency-key': 'sw-c' },
+    );
+    expect((await first).json.result.weight_version).toBe('v-a');
+    expect((await queued).json.result).toMatchObject({
+      outcome: 'switched',
+      from_version: 'v-a',
+      weight_version: 'v-c',
+    });
+    await Promise.all(long);
+    const history = await fetch(`${gw.url}/admin/roles/rollout/models/policy/weights/switches`, {
+      headers: AUTH,
+    }).then((r) => r.json() as Promise<{ result: { switches: Array<{ to_version: string }> } }>);
+    expect(history.result.switches.map((h) => h.to_version)).toEqual(
+      expect.arrayContaining(['v-drain', 'v-pause_in_place', 'v-abort', 'v-q', 'v-rb', 'v-a', 'v-c']),
+    );
+  });
+
+  it('answers a bad switch body with the path of what is wrong', async () => {
+    const bad = await post(SWITCH, { mode: 'sideways', update: update('v-x') });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error.path).toMatch(/mode/);
+    const noVersion = await post(SWITCH, { mode: 'abort', update: { source: 'disk', model_path: '/m' } });
+    expect(noVersion.status).toBe(400);
+    expect(noVersion.json.error.path).toMatch(/update\.weight_version/);
+  });
+});

@@ -1,0 +1,283 @@
+import type { SGLangEngine } from '@uis/sglang-engine';
+import { type Clock, UisError } from '@uis/spec';
+import type { InFlightTracker } from '../in-flight.ts';
+import type { Registry } from '../registry.ts';
+import { errorMessage } from '../runtime.ts';
+import type { ParsedWeightSwitch, WeightSwitchOutcome, WeightSwitchRecord } from '../weight-switch.ts';
+import {
+  engineWeightUpdate,
+  type ReplayableWeightUpdate,
+  type VersionedWeightUpdate,
+} from '../weight-update.ts';
+import type { EngineRecords } from './engine-records.ts';
+import type { PublicationProjector } from './publication.ts';
+import type { ReplicaTable } from './replica-table.ts';
+import type { RouterSync } from './router-sync.ts';
+import type { Audit, ModelRuntime, Slot } from './types.ts';
+
+/** Switches kept per model for the console's timeline. */
+const HISTORY = 200;
+
+type EngineRow = WeightSwitchRecord['engines'][number];
+
+/** One replica's part in a switch. */
+interface Member {
+  s: Slot;
+  engine: SGLangEngine;
+  ok: boolean;
+  updateMs: number | null;
+  error?: string;
+}
+
+/**
+ * The fleet weight switch: one operation per model that moves every resident replica from version N to N+1 with a
+ * mode (drain, pause_in_place, abort). With `mixed_versions: forbid` every replica is stopped before the first
+ * update and continued after the last, so no replica generates at N+1 while another generates at N; each replica's
+ * version is read back; a replica whose update fails is quarantined (never eligible until an operator restarts
+ * it); `on_failure` rolls the others back or lets them finish on N+1. The slots' versions, the model's target and
+ * the published topology move once, at the end. Owns `slot.quarantined`, the running switch of each model and
+ * the models' switch history.
+ */
+export class WeightSwitch {
+  readonly #running = new Map<string, Promise<unknown>>();
+  readonly #history = new Map<string, WeightSwitchRecord[]>();
+  /** Models whose gateway admission is closed by a drain-mode switch. */
+  readonly #closed = new Set<string>();
+  #nextId = 0;
+
+  constructor(
+    private readonly replicas: ReplicaTable,
+    private readonly records: EngineRecords | null,
+    private readonly routers: RouterSync,
+    private readonly publication: PublicationProjector,
+    private readonly registry: Registry,
+    private readonly inFlight: InFlightTracker,
+    private readonly drainDeadlineMs: number,
+    private readonly clock: Clock,
+    private readonly audit: Audit,
+  ) {}
+
+  /** Whether the gateway may admit new work to a replica of `model` (false while a drain-mode switch waits). */
+  admits(model: string): boolean {
+    return !this.#closed.has(model);
+  }
+
+  /** The model's switches, oldest first (the last HISTORY). */
+  history(model: string): WeightSwitchRecord[] {
+    return [...(this.#history.get(model) ?? [])];
+  }
+
+  /** Whether a switch of `model` runs now. */
+  running(model: string): boolean {
+    return this.#running.has(model);
+  }
+
+  /** Runs `fn` (the switch, inside the manager's operation queue) unless one runs for the model: then a keyed
+   * call (`queued`: it carries an idempotency key) waits for it, any other is refused 409. */
+  async exclusive<T>(model: string, queued: boolean, fn: () => Promise<T>): Promise<T> {
+    for (;;) {
+      const running = this.#running.get(model);
+      if (running === undefined) break;
+      if (!queued)
+        throw new UisError({
+          code: 'weight_switch_in_progress',
+          path: 'model',
+          message: `a weight switch of ${model} is running; retry when it ends, or send an Idempotency-Key to queue this one behind it`,
+        });
+      await running.catch(() => undefined);
+    }
+    const p = fn();
+    this.#running.set(model, p);
+    try {
+      return await p;
+    } finally {
+      this.#running.delete(model);
+    }
+  }
+
+  async switch(m: ModelRuntime, req: ParsedWeightSwitch): Promise<WeightSwitchRecord> {
+    const name = m.spec.name;
+    const policy = req.mode === 'abort' ? 'abort' : 'in_place';
+    const slots = this.replicas.slotsOf(name);
+    // Refused before any replica is touched: a replica whose release cannot pause or update this way would fail
+    // mid-switch.
+    for (const s of slots) {
+      s.engine?.checkDrain(policy);
+      s.engine?.checkWeightUpdate(req.update.source, 'update');
+    }
+    const members: Member[] = slots
+      .filter((s) => this.replicas.eligible(s) && s.engine !== null)
+      .map((s) => ({ s, engine: s.engine as SGLangEngine, ok: false, updateMs: null }));
+    if (members.length === 0)
+      throw new UisError({
+        code: 'no_resident_replica',
+        path: 'model',
+        message: `no replica of ${name} is ready at its weight version ${m.target ?? '(none)'}; activate the model first`,
+      });
+    const from = m.target;
+    const to = req.update.weight_version;
+    const t0 = this.clock.now();
+    const startedAt = Date.now();
+    const forbid = req.mixed_versions === 'forbid';
+    // 1. Stop: no member generates once every member is paused.
+    if (req.mode === 'drain') await this.drainMembers(name, members, req.deadline_ms ?? this.drainDeadlineMs);
+    try {
+      if (forbid) await Promise.all(members.map((x) => this.pause(x, policy)));
+      this.#closed.delete(name);
+      // 2. Update in parallel; with `allow`, each member continues as soon as its own update is read back.
+      await Promise.all(
+        members.map(async (x) => {
+          if (!forbid) await this.pause(x, policy);
+          await this.update(x, req.update);
+          if (!forbid) await this.resume(x);
+        }),
+      );
+      const failed = members.filter((x) => !x.ok);
+      const succeeded = members.filter((x) => x.ok);
+      let outcome: WeightSwitchOutcome = failed.length === 0 ? 'switched' : 'quarantined';
+      let version: string | null = to;
+      if (succeeded.length === 0) {
+        outcome = 'failed';
+        version = from;
+      } else if (failed.length > 0 && req.on_failure === 'rollback') {
+        outcome = 'rolled_back';
+        version = from;
+        await Promise.all(succeeded.map((x) => this.rollBack(x, m, from)));
+      }
+      // 3. Commit once: quarantine, versions, the target, the router and one published topology.
+      for (const x of members) {
+        const reported = await x.engine.weightVersion().catch(() => null);
+        x.s.weightVersion = reported;
+        this.records?.weight(x.s);
+        // A failed member that still serves the model's version (every update failed and it kept N) stays.
+        if (!x.ok && !(outcome === 'failed' && reported === version)) x.s.quarantined = true;
+        if (x.ok && reported !== version) {
+          x.ok = false;
+          x.error ??= `reports ${reported ?? '(no answer)'} after the switch, not ${version ?? '(none)'}`;
+          x.s.quarantined = true;
+        }
+      }
+      if (outcome !== 'failed' && outcome !== 'rolled_back') {
+        m.target = to;
+        m.replay = req.update.source === 'distributed' ? null : req.update;
+      }
+      if (forbid) await Promise.all(members.map((x) => this.resume(x)));
+      await this.routers.sync();
+      this.publication.publish();
+      return this.record(m, req, { from, version, outcome, t0, startedAt, members });
+    } finally {
+      this.#closed.delete(name);
+      // A switch that threw half-way still lets every member generate again.
+      await Promise.allSettled(members.map((x) => this.resume(x)));
+    }
+  }
+
+  /** An operator restart lifts a replica's quarantine: it is eligible again once its version matches. */
+  release(s: Slot): void {
+    if (!s.quarantined) return;
+    s.quarantined = false;
+    this.audit('replica.unquarantined', s.engineId, { model: s.model });
+  }
+
+  /** Drain mode: the gateway stops admitting to the model, then in-flight work (the gateway's count and the
+   * engine's own load) finishes or the deadline passes; what is left is paused in place with the rest. */
+  private async drainMembers(model: string, members: Member[], deadlineMs: number): Promise<void> {
+    this.#closed.add(model);
+    await Promise.all(
+      members.map(async (x) => {
+        const started = this.clock.now();
+        for (;;) {
+          const load = await x.engine.client.load({ timeoutMs: 10_000 }).catch(() => []);
+          const work = this.inFlight.count(x.s.engineId) + load.reduce((n, r) => n + r.num_reqs, 0);
+          if (work === 0 || this.clock.now() - started >= deadlineMs) return;
+          await this.clock.sleep(Math.min(20, Math.max(1, deadlineMs - (this.clock.now() - started))));
+        }
+      }),
+    );
+  }
+
+  private async pause(x: Member, policy: 'abort' | 'in_place'): Promise<void> {
+    try {
+      await x.engine.drain({ policy, deadlineMs: 0, inFlight: () => this.inFlight.count(x.s.engineId) });
+    } catch (e) {
+      x.error = `pause failed: ${errorMessage(e)}`;
+    }
+  }
+
+  private async resume(x: Member): Promise<void> {
+    await x.engine.resumeGeneration().catch((e: unknown) => {
+      x.error ??= `continue_generation failed: ${errorMessage(e)}`;
+    });
+  }
+
+  private async update(x: Member, req: VersionedWeightUpdate): Promise<void> {
+    if (x.error !== undefined) return;
+    const t = this.clock.now();
+    try {
+      await x.engine.updateWeights(engineWeightUpdate(req));
+      x.ok = true;
+    } catch (e) {
+      x.error = errorMessage(e);
+    }
+    x.updateMs = this.clock.now() - t;
+  }
+
+  /** Puts a member that took N+1 back on N: the model's last replayable update, or its model path at N. */
+  private async rollBack(x: Member, m: ModelRuntime, from: string | null): Promise<void> {
+    const back: ReplayableWeightUpdate | null =
+      m.replay ??
+      (from === null ? null : { source: 'disk', model_path: m.spec.model_path, weight_version: from });
+    try {
+      if (back === null) throw new Error('the model had no version to go back to');
+      await x.engine.updateWeights(engineWeightUpdate(back));
+    } catch (e) {
+      x.ok = false;
+      x.error = `rollback failed: ${errorMessage(e)}`;
+    }
+  }
+
+  private record(
+    m: ModelRuntime,
+    req: ParsedWeightSwitch,
+    r: {
+      from: string | null;
+      version: string | null;
+      outcome: WeightSwitchOutcome;
+      t0: number;
+      startedAt: number;
+      members: Member[];
+    },
+  ): WeightSwitchRecord {
+    const engines: EngineRow[] = r.members.map((x) => ({
+      engine_id: x.s.engineId,
+      ok: x.ok,
+      weight_version: x.s.weightVersion,
+      quarantined: x.s.quarantined,
+      update_ms: x.updateMs,
+      ...(x.error === undefined ? {} : { error: x.error }),
+    }));
+    const rec: WeightSwitchRecord = {
+      id: this.#nextId++,
+      model: m.spec.name,
+      mode: req.mode,
+      mixed_versions: req.mixed_versions,
+      on_failure: req.on_failure,
+      from_version: r.from,
+      to_version: req.update.weight_version,
+      weight_version: r.version,
+      outcome: r.outcome,
+      started_at: r.startedAt,
+      duration_ms: this.clock.now() - r.t0,
+      slowest_update_ms: Math.max(0, ...r.members.map((x) => x.updateMs ?? 0)),
+      topology_revision: this.registry.revision,
+      quarantined: engines.filter((e) => e.quarantined).map((e) => e.engine_id),
+      engines,
+    };
+    const list = this.#history.get(m.spec.name) ?? [];
+    list.push(rec);
+    if (list.length > HISTORY) list.shift();
+    this.#history.set(m.spec.name, list);
+    this.audit('model.weight_switch', m.spec.name, { ...rec }, rec.duration_ms);
+    return rec;
+  }
+}
