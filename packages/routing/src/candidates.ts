@@ -1,5 +1,6 @@
 import type { DiscoveryEngine, DiscoveryModel } from '@uis/spec';
 import { affinitySuffix } from './affinity-hash.ts';
+import { meetsMinWeightVersion } from './weight-version.ts';
 
 /** A replica a request may be sent to directly. */
 export interface Candidate {
@@ -12,14 +13,20 @@ export interface Candidate {
 
 const cache = new WeakMap<DiscoveryModel, readonly Candidate[]>();
 
-/** A replica is a candidate when it is ready, direct_eligible, has a URL and is a regular worker (PD prefill and
- * decode workers are diagnostic only: only a router can pair them). */
-export function isEligible(engine: DiscoveryEngine): boolean {
+/** A replica is a candidate when it is ready, direct_eligible, has a URL, is a regular worker (PD prefill and
+ * decode workers are diagnostic only: only a router can pair them), is not quarantined (its update failed in a
+ * weight switch) and is not below its model's weight version (a client reading a snapshot a switch left behind
+ * never picks a replica the model moved past). */
+export function isEligible(engine: DiscoveryEngine, modelVersion?: string | null): boolean {
   return (
     engine.state === 'ready' &&
     engine.direct_eligible &&
     engine.base_url !== null &&
-    (engine.worker_type === undefined || engine.worker_type === 'regular')
+    (engine.worker_type === undefined || engine.worker_type === 'regular') &&
+    engine.quarantined !== true &&
+    (modelVersion === undefined ||
+      modelVersion === null ||
+      meetsMinWeightVersion(engine.weight_version, modelVersion))
   );
 }
 
@@ -28,12 +35,14 @@ export function isEligible(engine: DiscoveryEngine): boolean {
 export function candidatesOf(entry: DiscoveryModel): readonly Candidate[] {
   let list = cache.get(entry);
   if (list === undefined) {
-    list = entry.engines.filter(isEligible).map((engine) => ({
-      engineId: engine.engine_id,
-      url: engine.base_url!,
-      weightVersion: engine.weight_version ?? null,
-      affinitySuffix: affinitySuffix(engine.engine_id),
-    }));
+    list = entry.engines
+      .filter((engine) => isEligible(engine, entry.weight_version))
+      .map((engine) => ({
+        engineId: engine.engine_id,
+        url: engine.base_url!,
+        weightVersion: engine.weight_version ?? null,
+        affinitySuffix: affinitySuffix(engine.engine_id),
+      }));
     cache.set(entry, list);
   }
   return list;

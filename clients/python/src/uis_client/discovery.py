@@ -27,6 +27,8 @@ class DiscoveryEngine(BaseModel):
     generation: int | None = Field(default=None, ge=0)
     # The SGLang release the engine reports (its server info version), once it was healthy.
     sglang_version: str | None = None
+    # Its update failed in a weight switch: never routed to until an operator restarts it.
+    quarantined: bool | None = None
     # The gateway's circuit breaker of this replica (absent for a model an SGLang router serves).
     circuit: CircuitState | None = None
 

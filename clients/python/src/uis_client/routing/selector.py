@@ -46,12 +46,17 @@ class _ModelState:
     candidates: list[Candidate] = field(default_factory=list)
 
 
-def is_eligible(engine: DiscoveryEngine) -> bool:
+def is_eligible(engine: DiscoveryEngine, model_version: str | None = None) -> bool:
+    """Ready, direct_eligible, with a URL, a regular worker, not quarantined (its update failed in a weight switch)
+    and not below its model's weight version (a snapshot a switch left behind never sends work to a replica the
+    model moved past)."""
     return (
         engine.state == "ready"
         and engine.direct_eligible
         and engine.base_url is not None
         and engine.worker_type in (None, "regular")
+        and engine.quarantined is not True
+        and (model_version is None or meets_min_weight_version(engine.weight_version, model_version))
     )
 
 
@@ -59,7 +64,7 @@ def _candidates(entry: DiscoveryModel) -> list[Candidate]:
     return [
         Candidate(e.engine_id, e.base_url, e.weight_version)
         for e in entry.engines
-        if is_eligible(e) and e.base_url is not None
+        if is_eligible(e, entry.weight_version) and e.base_url is not None
     ]
 
 
