@@ -680,7 +680,7 @@ def _answer_shape(fn: ast.AST) -> tuple[list[str], bool]:
 
 def _always_raises(fn: ast.AST) -> int | None:
     """The status of a handler whose whole body is `raise HTTPException(status_code=N, ...)` (a route kept only to
-    say it is gone: 0.5.10 to 0.5.17's /get_weight_version answers 404 and names /model_info)."""
+    say it is gone: 0.5.9 to 0.5.17's /get_weight_version answers 404 and names /model_info)."""
     body = [s for s in getattr(fn, "body", []) if not isinstance(s, ast.Expr)]
     if len(body) == 1 and isinstance(body[0], ast.Raise) and isinstance(body[0].exc, ast.Call):
         for k in body[0].exc.keywords:

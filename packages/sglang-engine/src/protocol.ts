@@ -394,8 +394,8 @@ export type LoadEntry = z.infer<typeof LoadEntrySchema>;
  * (0.5.2 `tokenizer_communicator_mixin.get_load`). */
 export const LoadTotalSchema = z.looseObject({ load: z.number().nonnegative() });
 
-/** GET /v1/loads (0.5.10+; the only load endpoint from 0.5.23): per-DP-rank snapshots. 0.5.10's entries
- * (GetLoadsReqOutput) have no num_total_tokens; num_used_tokens is in every release's. */
+/** GET /v1/loads (0.5.9+; the only load endpoint from 0.5.23): per-DP-rank snapshots. 0.5.9's and 0.5.10's
+ * entries (GetLoadsReqOutput) have no num_total_tokens; num_used_tokens is in every release's. */
 export const V1LoadsSchema = z.looseObject({
   loads: z.array(
     z.looseObject({

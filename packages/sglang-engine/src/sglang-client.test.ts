@@ -195,7 +195,7 @@ const REQUEST_SCHEMAS: Array<[string, z.ZodType, string]> = [
 
 const KNOWN_FIELD_GAPS: Record<string, string[]> = {
   // Renamed: data_parallel_rank -> routed_dp_rank in 0.5.10; 0.5.23 takes both again.
-  'GenerateReqInputSchema.routed_dp_rank': ['0.5.2', '0.5.6.post2'],
+  'GenerateReqInputSchema.routed_dp_rank': ['0.5.2', '0.5.6.post2', '0.5.9'],
   'GenerateReqInputSchema.data_parallel_rank': ['0.5.15.post1', '0.5.17'],
   'ChatCompletionRequestSchema.priority': ['0.5.2'],
   'CompletionRequestSchema.priority': ['0.5.2'],
@@ -237,7 +237,7 @@ describe('an engine refuses what its SGLang release cannot do, before calling it
     const refusal = await e.drain({ policy: 'in_place', deadlineMs: 1000 }).catch((err: unknown) => err);
     expect(isUisError(refusal) && refusal.code).toBe('sglang_feature_unsupported');
     expect((refusal as Error).message).toBe(
-      'judge/0 runs SGLang 0.5.2, which cannot pause generation in mode in_place; supported releases that can: 0.5.6.post2, 0.5.10.post1, 0.5.12, 0.5.15.post1, 0.5.17, 0.5.23',
+      'judge/0 runs SGLang 0.5.2, which cannot pause generation in mode in_place; supported releases that can: 0.5.6.post2, 0.5.9, 0.5.10.post1, 0.5.12, 0.5.15.post1, 0.5.17, 0.5.23',
     );
     const before = server.calls.length;
     await e.sleep(['kv_cache', 'cuda_graph']);

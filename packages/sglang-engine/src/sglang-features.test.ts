@@ -36,8 +36,8 @@ describe('what each SGLang release can do, read from its surface', () => {
       loadFrom: '/get_load',
       weightVersionFrom: '/get_weight_version',
     });
-    // 0.5.10 to 0.5.17 keep /get_weight_version only to answer 404 naming /model_info.
-    for (const v of ['0.5.10.post1', '0.5.12', '0.5.15.post1', '0.5.17']) {
+    // 0.5.9 to 0.5.17 keep /get_weight_version only to answer 404 naming /model_info.
+    for (const v of ['0.5.9', '0.5.10.post1', '0.5.12', '0.5.15.post1', '0.5.17']) {
       expect(f(v).weightVersionFrom, v).toBe('model_info');
     }
     // 0.5.23 dropped /get_weight_version and /get_load.

@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import s0_5_2 from '../surfaces/0.5.2.json' with { type: 'json' };
 import s0_5_6post2 from '../surfaces/0.5.6.post2.json' with { type: 'json' };
+import s0_5_9 from '../surfaces/0.5.9.json' with { type: 'json' };
 import s0_5_10post1 from '../surfaces/0.5.10.post1.json' with { type: 'json' };
 import s0_5_12 from '../surfaces/0.5.12.json' with { type: 'json' };
 import s0_5_15post1 from '../surfaces/0.5.15.post1.json' with { type: 'json' };
@@ -90,6 +91,7 @@ export interface SGLangRelease {
 export const SGLANG_RELEASES: readonly SGLangRelease[] = [
   { version: '0.5.2', pinnedBy: 'oldest supported: weight versions exist (0.4.10.post2 has none)' },
   { version: '0.5.6.post2', pinnedBy: 'verl docker/Dockerfile.stable.sglang (lmsysorg/sglang:v0.5.6.post2)' },
+  { version: '0.5.9', pinnedBy: 'Relax docker/Dockerfile (BASE_IMAGE lmsysorg/sglang:v0.5.9)' },
   { version: '0.5.10.post1', pinnedBy: 'slime docker/README.md (history)' },
   { version: '0.5.12', pinnedBy: 'verl pyproject.toml extra `sglang` (sglang==0.5.12)' },
   { version: '0.5.15.post1', pinnedBy: 'slime docker/README.md (current stable)' },
@@ -105,6 +107,7 @@ export const DEFAULT_SGLANG_VERSION: string = SGLANG_VERSIONS[SGLANG_VERSIONS.le
 const RAW: Readonly<Record<string, unknown>> = {
   '0.5.2': s0_5_2,
   '0.5.6.post2': s0_5_6post2,
+  '0.5.9': s0_5_9,
   '0.5.10.post1': s0_5_10post1,
   '0.5.12': s0_5_12,
   '0.5.15.post1': s0_5_15post1,

@@ -64,7 +64,7 @@ const TABLE: Row[] = [
   { method: 'GET', path: '/model_info', status: 200, answer: { json: ModelInfoSchema } },
   { method: 'GET', path: '/get_server_info', status: 200, answer: { json: ServerInfoSchema } },
   { method: 'GET', path: '/server_info', status: 200, answer: { json: ServerInfoSchema } },
-  // 0.5.10 to 0.5.17 keep the route only to answer 404 naming /model_info (0.5.2's 200 is in the release tests).
+  // 0.5.9 to 0.5.17 keep the route only to answer 404 naming /model_info (0.5.2's 200 is in the release tests).
   {
     method: 'GET',
     path: '/get_weight_version',

@@ -146,7 +146,7 @@ export const SIM_ROUTES = [
 ] as const;
 
 /** GET /v1/loads: SGLang's per-DP-rank load snapshots (its /get_load counts `num_reqs` = running + waiting). */
-/** One entry per DP rank, with the fields the release's entry has (0.5.10 has no num_total_tokens). */
+/** One entry per DP rank, with the fields the release's entry has (0.5.9 and 0.5.10 have no num_total_tokens). */
 function v1Loads(engine: SimEngine, version: string) {
   const fields = surfaceOf(version)?.answers['v1/loads.loads[]']?.fields ?? {};
   return {
@@ -224,7 +224,7 @@ export function headHandler(engine: SimEngine, options: SimOptions): Handler {
   };
   const routes = new Map<string, Handler>();
   // Only what the simulated release serves: an older one has no /model_info, a newer one no /get_load, and
-  // 0.5.10 to 0.5.17 keep /get_weight_version only to answer 404 (routeOf leaves such a route out).
+  // 0.5.9 to 0.5.17 keep /get_weight_version only to answer 404 (routeOf leaves such a route out).
   const surface = surfaceOf(options.simSglangVersion);
   for (const [methods, path] of SIM_ROUTES) {
     if (surface !== undefined && routeOf(surface, path) === undefined) continue;

@@ -57,7 +57,7 @@ describe('uis plan', { timeout: 60_000 }, () => {
         code: 'sglang_flag_unsupported',
         path: 'roles.genrm.models[0].sglang_version',
         message:
-          'SGLang 0.5.2 has no --enable-weights-cpu-backup (from deployment.offload: a static model keeps a CPU copy of its weights to wake with); releases that have it: 0.5.6.post2 and later (0.5.6.post2, 0.5.10.post1, 0.5.12, 0.5.15.post1, 0.5.17, 0.5.23). Set sglang_version to one of them, or change deployment.offload',
+          'SGLang 0.5.2 has no --enable-weights-cpu-backup (from deployment.offload: a static model keeps a CPU copy of its weights to wake with); releases that have it: 0.5.6.post2 and later (0.5.6.post2, 0.5.9, 0.5.10.post1, 0.5.12, 0.5.15.post1, 0.5.17, 0.5.23). Set sglang_version to one of them, or change deployment.offload',
       },
     ]);
     const newer = uis(
