@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -217,3 +219,19 @@ def test_a_handler_that_only_raises_is_marked_with_its_status(surface: dict[str,
     # `status_code=200 if success else 400` answers the same dict either way: its keys are the route's answer.
     destroy = next(r for r in surface["routes"] if r.get("path") == "/destroy_weights_update_group")
     assert destroy["answer_keys"] == ["message", "success"]
+
+
+def test_the_drift_check_says_when_the_package_index_cannot_be_reached(tmp_path: Path) -> None:
+    """CI counts exit 3 as skipped (nothing was compared), anything else but 0 as failed."""
+    env = {
+        **os.environ,
+        "PIP_INDEX_URL": "http://127.0.0.1:9/simple",  # nothing listens on the discard port
+        "PIP_FIND_LINKS": str(tmp_path),
+        "PIP_RETRIES": "1",
+        "PIP_TIMEOUT": "5",
+    }
+    out = subprocess.run(
+        ["node", str(HERE.parent / "surface.mjs"), "--check"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 3, out.stderr
+    assert "cannot reach the package index for sglang==" in out.stderr
