@@ -25,6 +25,7 @@ import type { BarrierBoard } from './barrier-board.ts';
 import type { StartedRay } from './launchers/ray.ts';
 import type { OperatorIntents } from './operator-intents.ts';
 import { managerOfRole } from './role-manager.ts';
+import type { ScaleOperations } from './scale-operations.ts';
 import type { ControlPlaneStream } from './stream.ts';
 import type { UndeferredBatches } from './undeferred-batches.ts';
 
@@ -58,6 +59,8 @@ export interface ControlPlaneParts {
   ledger: OperationLedger;
   /** The operator's standing drains and holds, re-applied after a restart. */
   intents: OperatorIntents;
+  /** Scale operations (durable, resumed after a restart) and the per-model guard of fleet operations. */
+  scale: ScaleOperations;
   logger: Logger;
   /** The database file's writes: storage errors as the table's codes, logged once per burst. */
   storage: StorageHealth;
@@ -93,6 +96,8 @@ export class ControlPlane {
   readonly ledger: OperationLedger;
   /** The operator's standing drains and holds (durable; a restart re-applies them before serving). */
   readonly intents: OperatorIntents;
+  /** Scale-out / scale-in operations; `scale.guard` holds a model for one fleet operation at a time. */
+  readonly scale: ScaleOperations;
   /** The service's logger (commands, phase moves and engine starts log through it). */
   readonly logger: Logger;
   /** The database file's writes (storage errors as `storage_full` / `storage_unwritable`). */
@@ -119,6 +124,7 @@ export class ControlPlane {
     this.stream = parts.stream;
     this.ledger = parts.ledger;
     this.intents = parts.intents;
+    this.scale = parts.scale;
     this.logger = parts.logger;
     this.storage = parts.storage;
     this.holder = parts.holder;
@@ -214,9 +220,12 @@ export async function stopParts(
   parts: Pick<
     ControlPlaneParts,
     'managers' | 'routers' | 'routerUrls' | 'ray' | 'db' | 'logger' | 'cleanups' | 'holder'
-  > & { undeferred?: UndeferredBatches; coordinator?: LifecycleCoordinator },
+  > & { undeferred?: UndeferredBatches; coordinator?: LifecycleCoordinator; scale?: ScaleOperations },
 ): Promise<void> {
   for (const off of parts.cleanups.splice(0)) off();
+  // Running scale operations stop where they are (what they added is removed) and stay unfinished: the next start
+  // resumes them.
+  await parts.scale?.stop();
   parts.undeferred?.stop(new UisError({ code: 'service_stopping', message: 'the service is stopping' }));
   // A transition running now fails as its engines stop: it leaves the lease held, not blocked (a clean stop must
   // not make the next start wait for an operator), and is written down before the store closes.

@@ -10,6 +10,7 @@ import {
   LifecycleCoordinator,
   LocalLauncher,
   type ManagerOptions,
+  ModelOperationGuard,
   type ModelRouters,
   OperationLedger,
   openStore,
@@ -42,6 +43,7 @@ import { BarrierBoard } from './barrier-board.ts';
 import { ControlPlane, type ControlPlaneParts, stopParts } from './control-plane.ts';
 import { type StartedRay, startRay } from './launchers/ray.ts';
 import { OperatorIntents } from './operator-intents.ts';
+import { ScaleOperations } from './scale-operations.ts';
 import { ControlPlaneStream } from './stream.ts';
 import { UndeferredBatches } from './undeferred-batches.ts';
 
@@ -282,6 +284,7 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
     stream: new ControlPlaneStream(),
     ledger: new OperationLedger(built.db, systemClock, () => afterRestart(coordinator)),
     intents,
+    scale: new ScaleOperations(built.db, managers, new ModelOperationGuard(), events, logger, systemClock),
     storage: new StorageHealth(opts.dbPath ?? built.config.gateway?.db_path ?? ':memory:', logger),
   };
   try {
@@ -324,6 +327,8 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
       if (!groups.some((g) => g.phases.some((p) => p.residents.includes(role)))) await m.settleInDoubt();
     // The operator's word outlives a crash: what was held or drained is drained again before anything is served.
     await intents.reapply();
+    // Scale operations a crash or stop interrupted run again toward their targets; finished targets come back.
+    parts.scale.resume();
   } catch (e) {
     await stopParts(parts);
     throw e;

@@ -17,6 +17,12 @@ export {
 } from './model-replicas.ts';
 export { OperatorIntents, type Speaker } from './operator-intents.ts';
 export {
+  ScaleInInputSchema,
+  ScaleOutInputSchema,
+  scaleModel,
+} from './scale-inputs.ts';
+export { type ScaleFilter, ScaleOperations } from './scale-operations.ts';
+export {
   type ControlPlaneEvent,
   type ControlPlaneListener,
   ControlPlaneStream,

@@ -5,7 +5,14 @@ import { EventLog } from './event-log.ts';
 import type { InFlightTracker } from './in-flight.ts';
 import { Registry } from './registry.ts';
 import { assembleParts } from './replicas/assemble.ts';
-import type { ElasticScaler } from './replicas/elastic-scaler.ts';
+import type {
+  ElasticScaler,
+  ScaleControl,
+  ScaleFailure,
+  ScaleInRequest,
+  ScaleOutRequest,
+  ScaleOutResult,
+} from './replicas/elastic-scaler.ts';
 import type { EnginePool } from './replicas/engine-pool.ts';
 import type { ExternalEngines } from './replicas/external-engines.ts';
 import type { Health } from './replicas/health.ts';
@@ -31,6 +38,14 @@ import {
   type WeightUpdateResult,
 } from './weight-update.ts';
 
+export type {
+  ScaleControl,
+  ScaleFailure,
+  ScaleInRequest,
+  ScaleOutRequest,
+  ScaleOutResult,
+  ScaleStep,
+} from './replicas/elastic-scaler.ts';
 export type { InferenceManagerInit, ManagerOptions } from './replicas/init.ts';
 export type { ManagerSnapshot, RouterRegistrar } from './replicas/types.ts';
 
@@ -61,6 +76,8 @@ export class InferenceManager implements PhaseParticipant {
   #shutdown: Promise<void> | null = null;
   /** Numbers each switch's queue key: two switches never join as one operation. */
   #switchCalls = 0;
+  #scaleSeq = 0;
+  readonly #drainDeadlineMs: number;
 
   constructor(init: InferenceManagerInit) {
     this.spec = init.role;
@@ -85,6 +102,7 @@ export class InferenceManager implements PhaseParticipant {
     this.#pool = parts.pool;
     this.#scaler = parts.scaler;
     this.#externals = parts.externals;
+    this.#drainDeadlineMs = parts.drainDeadlineMs;
   }
 
   // ---- lifecycle ----------------------------------------------------------------------------------------------
@@ -290,26 +308,81 @@ export class InferenceManager implements PhaseParticipant {
 
   // ---- replicas -----------------------------------------------------------------------------------------------
 
-  /** Elastic scale: adds replicas on bundles the plan reserved (placeholder groups) after re-checking the
-   * placement rules, or removes the newest replicas after draining them. Every step is published. */
+  /** Scales `model` to `replicas` (scale-out or a LIFO scale-in that keeps the plan's own replicas). */
   async scale(model: string, replicas: number): Promise<{ model: string; replicas: number }> {
+    const now = this.scaleCount(model).replicas;
+    if (replicas > now) await this.scaleOut(model, { target: replicas });
+    else if (replicas < now) await this.scaleIn(model, { target: replicas, force: false });
+    return { model, replicas };
+  }
+
+  /** The replicas a scale of `model` counts now (regular, joined, alive) and how many of them the plan started. */
+  scaleCount(model: string): { replicas: number; initial: number } {
+    this.#replicas.model(model);
+    const members = this.#scaler.members(model);
+    return { replicas: members.length, initial: members.filter((s) => !s.elastic).length };
+  }
+
+  /** Refuses, before anything starts, a scale-out `model` cannot take: a target on a model that is not elastic, a
+   * bad count, or the planner's refusal to place the missing replicas on the bundles the plan reserved. */
+  checkScaleOut(model: string, req: ScaleOutRequest): void {
     const m = this.#replicas.model(model);
+    if (!('target' in req)) {
+      for (const [i, u] of req.urls.entries())
+        parseOrThrow(EngineUrlSchema, u, `engine_urls[${i}]`, 'invalid_url');
+      return;
+    }
+    this.checkCount(req.target);
     if (!m.spec.elastic_enabled)
       throw new UisError({
         code: 'not_elastic',
         path: `models.${model}.elastic_enabled`,
         message: `model ${model} is not elastic; set elastic_enabled and reserve bundles with a placeholder group`,
       });
-    if (!Number.isInteger(replicas) || replicas < 0)
+    const missing = req.target - this.#scaler.members(model).length;
+    if (missing > 0) this.#scaler.place(m, missing);
+  }
+
+  /** Elastic scale-out (see ElasticScaler): new replicas join, prechecked and at the model's weight version, in one
+   * topology revision, or none does. Runs in the manager's operation queue. */
+  scaleOut(model: string, req: ScaleOutRequest, ctl: ScaleControl = {}): Promise<ScaleOutResult> {
+    this.checkScaleOut(model, req);
+    const m = this.#replicas.model(model);
+    return this.#queue.run(`scale_out:${model}:${JSON.stringify(req)}:${this.#scaleSeq++}`, async () => {
+      this.#pool.requireStarted();
+      return this.#scaler.scaleOut(m, req, ctl);
+    });
+  }
+
+  /** The engines a scale-in of `model` would remove now, newest first (refused as the scale-in would be). */
+  scaleInVictims(model: string, req: ScaleInRequest): string[] {
+    if ('target' in req) this.checkCount(req.target);
+    return this.#scaler.victims(this.#replicas.model(model), req).map((s) => s.engineId);
+  }
+
+  /** Elastic scale-in: drains (up to `deadlineMs`, at once when forced) and removes the LIFO victims. */
+  scaleIn(
+    model: string,
+    req: ScaleInRequest,
+    opts: { deadlineMs?: number; ctl?: ScaleControl } = {},
+  ): Promise<{ removed: string[]; failed: ScaleFailure[] }> {
+    this.scaleInVictims(model, req);
+    const m = this.#replicas.model(model);
+    return this.#queue.run(`scale_in:${model}:${JSON.stringify(req)}:${this.#scaleSeq++}`, async () => {
+      this.#pool.requireStarted();
+      const victims = this.#scaler.victims(m, req);
+      const deadlineMs = opts.deadlineMs ?? this.#drainDeadlineMs;
+      return this.#scaler.scaleIn(victims, { deadlineMs, force: req.force }, opts.ctl);
+    });
+  }
+
+  private checkCount(n: number): void {
+    if (!Number.isInteger(n) || n < 0)
       throw new UisError({
         code: 'invalid_replicas',
         path: 'replicas',
         message: 'replicas must be an integer >= 0',
       });
-    return this.#queue.run(`scale:${model}:${replicas}`, async () => {
-      this.#pool.requireStarted();
-      return this.#scaler.scale(m, replicas);
-    });
   }
 
   /** Attaches an engine started elsewhere; it is health-checked and published but never killed. */

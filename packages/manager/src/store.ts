@@ -98,6 +98,16 @@ const MIGRATIONS: readonly string[] = [
      heartbeat_at INTEGER NOT NULL,
      token TEXT NOT NULL
    );`,
+  // Scale operations (see ScaleOperationStore): every state change is written before the engines move, so a
+  // restart resumes what was running.
+  `CREATE TABLE scale_ops (
+     request_id TEXT PRIMARY KEY,
+     role TEXT NOT NULL,
+     model TEXT NOT NULL,
+     status TEXT NOT NULL,
+     data TEXT NOT NULL,
+     created_at INTEGER NOT NULL
+   );`,
 ];
 
 /** The manager's embedded database: audit events, operation ids, leases, deferred batches, operator intents,

@@ -24,6 +24,8 @@ export const ERROR_CODES = {
   invalid_samples: 400,
   invalid_weight_update: 400,
   invalid_replicas: 400,
+  /** A scale-in would remove a replica the plan started with (Relax's initial-engine protection); `force` allows it. */
+  scale_in_protected: 400,
   invalid_schedule: 400,
   /** A submitted batch names one sample id twice (the request is wrong on its own; see `sample_exists`). */
   duplicate_sample: 400,
@@ -97,6 +99,8 @@ export const ERROR_CODES = {
   unknown_role: 404,
   unknown_model: 404,
   unknown_engine: 404,
+  /** No scale operation has this request id. */
+  unknown_scale_request: 404,
   unknown_phase: 404,
   unknown_activation_group: 404,
   no_activation_groups: 404,
@@ -151,6 +155,10 @@ export const ERROR_CODES = {
   transition_in_progress: 409,
   /** A weight switch of the model runs; an idempotency key queues the next one behind it instead. */
   weight_switch_in_progress: 409,
+  /** Another scale operation or weight switch of the model is running (one at a time); the message names it. */
+  model_operation_in_progress: 409,
+  /** The scale operation has ended or is a scale-in: only a running scale-out can be cancelled. */
+  scale_not_cancellable: 409,
   // ---- the caller went away (499, the de-facto "client closed request") --------------------------------------
   client_gone: 499,
   engine_aborted: 499,

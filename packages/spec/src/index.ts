@@ -15,5 +15,6 @@ export * from './model.ts';
 export * from './observability.ts';
 export * from './plan.ts';
 export * from './roles.ts';
+export * from './scale-states.ts';
 export * from './sse.ts';
 export * from './states.ts';

@@ -13,6 +13,7 @@ import { phaseCommands } from './phases.ts';
 import { replicaCommands } from './replicas.ts';
 import { roleCommands } from './roles.ts';
 import { type CommandCall, runCommand } from './run-command.ts';
+import { scaleCommands } from './scale.ts';
 import { COMMAND_TABLE, COMMANDS } from './table.ts';
 import { weightCommands } from './weights.ts';
 
@@ -38,6 +39,7 @@ describe('the command table', () => {
       roleCommands,
       weightCommands,
       replicaCommands,
+      scaleCommands,
       phaseCommands,
       batchCommands,
       eventCommands,
@@ -70,6 +72,8 @@ describe('the command table', () => {
       'get_batch',
       'list_events',
       'weight_switches',
+      'list_scale_ops',
+      'get_scale_op',
     ];
     for (const c of COMMANDS)
       expect([c.name, c.permission]).toEqual([c.name, serving.includes(c.name) ? 'serving' : 'admin']);

@@ -4,6 +4,7 @@ import { eventCommands } from './events.ts';
 import { phaseCommands } from './phases.ts';
 import { replicaCommands } from './replicas.ts';
 import { roleCommands } from './roles.ts';
+import { scaleCommands } from './scale.ts';
 import { weightCommands } from './weights.ts';
 
 /**
@@ -15,6 +16,7 @@ export const COMMAND_TABLE = {
   ...roleCommands,
   ...weightCommands,
   ...replicaCommands,
+  ...scaleCommands,
   ...phaseCommands,
   ...batchCommands,
   ...eventCommands,

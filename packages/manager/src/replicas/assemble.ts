@@ -36,6 +36,8 @@ export interface ManagerParts {
   onload: Onload;
   pool: EnginePool;
   scaler: ElasticScaler;
+  /** The drain deadline a scale-in uses when its request names none. */
+  drainDeadlineMs: number;
   externals: ExternalEngines;
 }
 
@@ -195,20 +197,6 @@ export function assembleParts(init: InferenceManagerInit, registry: Registry, au
     logger,
     audit,
   );
-  const scaler = new ElasticScaler(
-    placements,
-    pools,
-    replicas,
-    incarnations,
-    weights,
-    residency,
-    routers,
-    publication,
-    inFlight,
-    opts,
-    logger,
-    audit,
-  );
   const externals = new ExternalEngines(
     role,
     placements,
@@ -217,6 +205,21 @@ export function assembleParts(init: InferenceManagerInit, registry: Registry, au
     weights,
     routers,
     publication,
+    audit,
+  );
+  const scaler = new ElasticScaler(
+    placements,
+    pools,
+    replicas,
+    incarnations,
+    externals,
+    weights,
+    residency,
+    routers,
+    publication,
+    inFlight,
+    opts,
+    logger,
     audit,
   );
   const onload = new Onload(replicas, memory, weights, recovery, routers, publication, logger);
@@ -234,6 +237,6 @@ export function assembleParts(init: InferenceManagerInit, registry: Registry, au
       recovery,
       onload,
     },
-    ...{ pool, scaler, externals },
+    ...{ pool, scaler, externals, drainDeadlineMs: opts.drainDeadlineMs },
   };
 }

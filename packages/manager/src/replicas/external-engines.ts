@@ -10,7 +10,7 @@ import type { Incarnations } from './incarnations.ts';
 import type { PublicationProjector } from './publication.ts';
 import type { ReplicaTable } from './replica-table.ts';
 import type { RouterSync } from './router-sync.ts';
-import type { Audit, ModelRuntime } from './types.ts';
+import type { Audit, ModelRuntime, Slot } from './types.ts';
 import type { WeightSync } from './weight-sync.ts';
 
 /** Engines started elsewhere and attached by URL: health-checked and published like launched ones, never
@@ -31,6 +31,28 @@ export class ExternalEngines {
   async attach(m: ModelRuntime, url: string): Promise<{ engine_id: string }> {
     const { replicas, incarnations, publication } = this;
     for (const s of replicas.all()) if (s.baseUrl === url) return { engine_id: s.engineId };
+    const slot = await this.prepare(m, url);
+    const id = slot.engineId;
+    publication.publish();
+    try {
+      await incarnations.launch(slot);
+    } catch (e) {
+      replicas.remove(slot);
+      await slot.engine?.shutdown();
+      publication.publish();
+      throw e;
+    }
+    this.weights.adoptVersionOf(m, slot);
+    replicas.setState(slot, 'ready');
+    await this.routers.sync();
+    publication.publish();
+    this.audit('admin.register_external', id, { url });
+    return { engine_id: id };
+  }
+
+  /** A new replica of `m` for the engine at `url`, `starting`, its engine client attached but not yet checked. */
+  async prepare(m: ModelRuntime, url: string, kind: { elastic?: boolean } = {}): Promise<Slot> {
+    const { replicas, incarnations } = this;
     const index = replicas.nextIndex(m.spec.name);
     const groupIndex = Math.max(
       0,
@@ -50,8 +72,9 @@ export class ExternalEngines {
     };
     const placement =
       this.placements.find((p) => p.model === m.spec.name) ?? this.externalPlacement(m, groupIndex, group);
-    const slot = replicas.add(m.spec, group, placement, replica, { external: true });
+    const slot = replicas.add(m.spec, group, placement, replica, { external: true, ...kind });
     try {
+      // The ExternalLauncher only makes the client: nothing is contacted yet.
       incarnations.attach(
         slot,
         await new ExternalLauncher({ [id]: url }).create(incarnations.launchRequest(slot)),
@@ -60,21 +83,7 @@ export class ExternalEngines {
       replicas.remove(slot);
       throw e;
     }
-    publication.publish();
-    try {
-      await incarnations.launch(slot);
-    } catch (e) {
-      replicas.remove(slot);
-      await slot.engine?.shutdown();
-      publication.publish();
-      throw e;
-    }
-    this.weights.adoptVersionOf(m, slot);
-    replicas.setState(slot, 'ready');
-    await this.routers.sync();
-    publication.publish();
-    this.audit('admin.register_external', id, { url });
-    return { engine_id: id };
+    return slot;
   }
 
   /** The placement of an engine attached to a model that has none in the plan. */

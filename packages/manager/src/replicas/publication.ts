@@ -32,7 +32,7 @@ export class PublicationProjector {
     const { replicas } = this;
     const models: Record<string, DiscoveryModel> = {};
     for (const [name, m] of replicas.models) {
-      const slots = replicas.slotsOf(name);
+      const slots = replicas.slotsOf(name).filter((s) => !s.joining);
       const engines: DiscoveryEngine[] = slots.map((s) => {
         const e: DiscoveryEngine = {
           engine_id: s.engineId,

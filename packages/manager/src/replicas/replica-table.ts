@@ -87,6 +87,7 @@ export class ReplicaTable {
       replica,
       external: kind.external ?? false,
       elastic: kind.elastic ?? false,
+      joining: false,
       state: 'starting',
       epoch: 0,
       engine: null,
@@ -138,6 +139,7 @@ export class ReplicaTable {
   eligible(s: Slot): boolean {
     return (
       s.state === 'ready' &&
+      !s.joining &&
       s.baseUrl !== null &&
       s.replica.worker_type === 'regular' &&
       !s.quarantined &&

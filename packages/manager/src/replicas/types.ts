@@ -36,8 +36,11 @@ export interface Slot {
   readonly replica: ReplicaPlacement;
   /** Attached by URL: health-checked and published, never launched or killed here. */
   readonly external: boolean;
-  /** Added by `scale` on reserved bundles. */
+  /** Added by a scale-out (on reserved bundles, or attached by URL); a scale-in takes these first. */
   readonly elastic: boolean;
+  /** ElasticScaler: a scaled-out replica still being prechecked and synced: published and eligible only once it
+   * joins, all of its operation's replicas in one topology revision. */
+  joining: boolean;
   /** ReplicaTable: changed only through `setState`, the spec's transition table. */
   state: ReplicaState;
   /** ReplicaTable: bumped (`invalidate`) on death, restart, removal and shutdown so async work that started
