@@ -7,7 +7,7 @@ import { z } from 'zod';
 export const ScaleOutInputSchema = z.strictObject({
   model_name: z.string().min(1).optional(),
   num_replicas: z.number().int().nonnegative().default(0),
-  engine_urls: z.array(z.string().min(1)).default([]),
+  engine_urls: z.array(z.string().min(1)).optional(),
   timeout_secs: z.number().positive().nullable().optional(),
 });
 export type ScaleOutInput = z.input<typeof ScaleOutInputSchema>;
@@ -17,7 +17,7 @@ export type ScaleOutInput = z.input<typeof ScaleOutInputSchema>;
 export const ScaleInInputSchema = z.strictObject({
   model_name: z.string().min(1).optional(),
   num_replicas: z.number().int().nonnegative().default(0),
-  engine_urls: z.array(z.string().min(1)).default([]),
+  engine_urls: z.array(z.string().min(1)).optional(),
   force: z.boolean().default(false),
   dry_run: z.boolean().default(false),
   timeout_secs: z.number().positive().nullable().optional(),
@@ -41,11 +41,12 @@ export function scaleModel(manager: InferenceManager, name: string | undefined):
 
 /** `num_replicas` wins when > 0 (Relax's rule), else the URLs; neither is a 400. */
 export function scaleTarget(
-  input: { num_replicas: number; engine_urls: string[] },
+  input: { num_replicas: number; engine_urls?: string[] | undefined },
   kind: 'scale_out' | 'scale_in',
 ): ScaleOutRequest {
   if (input.num_replicas > 0) return { target: input.num_replicas };
-  if (input.engine_urls.length > 0) return { urls: input.engine_urls.map((u) => u.replace(/\/+$/, '')) };
+  const urls = input.engine_urls ?? [];
+  if (urls.length > 0) return { urls: urls.map((u) => u.replace(/\/+$/, '')) };
   throw new UisError({
     code: 'invalid_replicas',
     path: 'num_replicas',

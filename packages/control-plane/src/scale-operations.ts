@@ -70,6 +70,7 @@ export class ScaleOperations {
     const manager = managerOfRole(this.managers, role);
     const model = scaleModel(manager, input.model_name);
     const req = scaleTarget(input, 'scale_out');
+    this.guard.refuseIfHeld(role, model);
     manager.checkScaleOut(model, req);
     const op = this.draft('scale_out', role, model, actor, input, { force: false, dry_run: false });
     const now = manager.scaleCount(model).replicas;
@@ -88,6 +89,7 @@ export class ScaleOperations {
     const input = ScaleInInputSchema.parse(raw);
     const manager = managerOfRole(this.managers, role);
     const model = scaleModel(manager, input.model_name);
+    this.guard.refuseIfHeld(role, model);
     const victims = manager.scaleInVictims(model, scaleInRequest(input));
     const op = this.draft('scale_in', role, model, actor, input, input);
     if (victims.length === 0)
@@ -215,7 +217,7 @@ export class ScaleOperations {
     role: string,
     model: string,
     actor: string,
-    input: { num_replicas: number; engine_urls: string[]; timeout_secs?: number | null | undefined },
+    input: { num_replicas: number; engine_urls?: string[] | undefined; timeout_secs?: number | null | undefined },
     flags: { force: boolean; dry_run: boolean },
   ): ScaleOperation {
     const now = this.clock.now() / 1000;
@@ -226,7 +228,7 @@ export class ScaleOperations {
       model_name: model,
       status: 'PENDING',
       num_replicas: input.num_replicas,
-      engine_urls: input.num_replicas > 0 ? [] : input.engine_urls,
+      engine_urls: input.num_replicas > 0 ? [] : (input.engine_urls ?? []),
       engine_ids: [],
       failed_engines: [],
       force: flags.force,

@@ -17,18 +17,24 @@ export class ModelOperationGuard {
   /** Takes `role/model` for `holder`; answers the release. Throws 409 while another operation holds it. */
   acquire(role: string, model: string, holder: ModelHolder): () => void {
     const key = `${role}/${model}`;
+    this.refuseIfHeld(role, model, holder.id);
+    this.#held.set(key, holder);
+    return () => {
+      if (this.#held.get(key)?.id === holder.id) this.#held.delete(key);
+    };
+  }
+
+  /** Throws 409 while an operation other than `except` holds `role/model`. */
+  refuseIfHeld(role: string, model: string, except?: string): void {
+    const key = `${role}/${model}`;
     const current = this.#held.get(key);
-    if (current && current.id !== holder.id)
+    if (current && current.id !== except)
       throw new UisError({
         code: 'model_operation_in_progress',
         path: 'model',
         message: `${key} is busy: ${current.kind} ${current.id} is running; wait for it or cancel it`,
         details: { ...current },
       });
-    this.#held.set(key, holder);
-    return () => {
-      if (this.#held.get(key)?.id === holder.id) this.#held.delete(key);
-    };
   }
 
   /** The operation holding `role/model`, or null. */

@@ -15,18 +15,23 @@ from ._calls import Call, WAIT_MARGIN_S, given, no_result, q, query, result_of
 from ._models_gen import (
     Batch,
     BatchPage,
+    CancelScaleOpResult,
     GetReplicaResult,
+    GetScaleOpResult,
     Lease,
     ListBatchesResult,
     ListEventsResult,
     ListIntentsResult,
     ListPhasesResult,
     ListRolesResult,
+    ListScaleOpsResult,
     ModelActivation,
     ModelReplicas,
     OffloadReport,
     RegisterExternalResult,
     RestartReplicaResult,
+    ScaleInResult,
+    ScaleOutResult,
     SwitchWeightsUpdateDisk,
     SwitchWeightsUpdateDistributedUpdate,
     SwitchWeightsUpdateVersion,
@@ -223,6 +228,77 @@ def get_replica_call(role: str, engine_id: str) -> Call[GetReplicaResult]:
         f"/admin/roles/{q(role)}/engines/{q(engine_id)}",
         result_of(GetReplicaResult),
         admin=False,
+    )
+
+
+def scale_out_call(
+    role: str,
+    *,
+    model_name: str | None = None,
+    num_replicas: int = 0,
+    engine_urls: Sequence[str] | None = None,
+    timeout_secs: float | None = None,
+) -> Call[ScaleOutResult]:
+    return Call(
+        "POST",
+        f"/admin/roles/{q(role)}/scale_out",
+        result_of(ScaleOutResult),
+        body=given(model_name=model_name, num_replicas=num_replicas, engine_urls=engine_urls, timeout_secs=timeout_secs),
+        mutation=True,
+    )
+
+
+def scale_in_call(
+    role: str,
+    *,
+    model_name: str | None = None,
+    num_replicas: int = 0,
+    engine_urls: Sequence[str] | None = None,
+    force: bool = False,
+    dry_run: bool = False,
+    timeout_secs: float | None = None,
+) -> Call[ScaleInResult]:
+    return Call(
+        "POST",
+        f"/admin/roles/{q(role)}/scale_in",
+        result_of(ScaleInResult),
+        body=given(model_name=model_name, num_replicas=num_replicas, engine_urls=engine_urls, force=force, dry_run=dry_run, timeout_secs=timeout_secs),
+        mutation=True,
+    )
+
+
+def list_scale_ops_call(
+    *,
+    role: str | None = None,
+    kind: Literal["scale_out", "scale_in"] | None = None,
+    status: Literal["PENDING", "CREATING", "CONNECTING", "HEALTH_CHECKING", "WEIGHT_SYNCING", "READY", "ACTIVE", "DRAINING", "REMOVING", "COMPLETED", "FAILED", "CANCELLED", "NOOP"] | None = None,
+    model_name: str | None = None,
+) -> Call[ListScaleOpsResult]:
+    return Call(
+        "GET",
+        "/admin/scale_ops",
+        result_of(ListScaleOpsResult),
+        params=query(given(role=role, kind=kind, status=status, model_name=model_name)),
+        admin=False,
+    )
+
+
+def get_scale_op_call(request_id: str) -> Call[GetScaleOpResult]:
+    return Call(
+        "GET",
+        f"/admin/scale_ops/{q(request_id)}",
+        result_of(GetScaleOpResult),
+        admin=False,
+    )
+
+
+def cancel_scale_op_call(request_id: str) -> Call[CancelScaleOpResult]:
+    return Call(
+        "POST",
+        f"/admin/scale_ops/{q(request_id)}/cancel",
+        result_of(CancelScaleOpResult),
+        body={},
+        mutation=True,
     )
 
 
@@ -470,6 +546,55 @@ class Commands(ABC):
         """One replica by engine id: URL, state, weight version, ranks and GPUs"""
         return self.run(get_replica_call(role, engine_id))
 
+    def scale_out(
+        self,
+        role: str,
+        *,
+        model_name: str | None = None,
+        num_replicas: int = 0,
+        engine_urls: Sequence[str] | None = None,
+        timeout_secs: float | None = None,
+        operation_id: str | None = None,
+    ) -> ScaleOutResult:
+        """Scale a model out to num_replicas (absolute; NOOP when met) or attach engine_urls; new replicas
+        join prechecked at the model's weight version"""
+        return self.run(scale_out_call(role, model_name=model_name, num_replicas=num_replicas, engine_urls=engine_urls, timeout_secs=timeout_secs), operation_id)
+
+    def scale_in(
+        self,
+        role: str,
+        *,
+        model_name: str | None = None,
+        num_replicas: int = 0,
+        engine_urls: Sequence[str] | None = None,
+        force: bool = False,
+        dry_run: bool = False,
+        timeout_secs: float | None = None,
+        operation_id: str | None = None,
+    ) -> ScaleInResult:
+        """Scale a model in to num_replicas or remove engine_urls: newest first, drained (timeout_secs),
+        initial replicas only with force; dry_run previews"""
+        return self.run(scale_in_call(role, model_name=model_name, num_replicas=num_replicas, engine_urls=engine_urls, force=force, dry_run=dry_run, timeout_secs=timeout_secs), operation_id)
+
+    def list_scale_ops(
+        self,
+        *,
+        role: str | None = None,
+        kind: Literal["scale_out", "scale_in"] | None = None,
+        status: Literal["PENDING", "CREATING", "CONNECTING", "HEALTH_CHECKING", "WEIGHT_SYNCING", "READY", "ACTIVE", "DRAINING", "REMOVING", "COMPLETED", "FAILED", "CANCELLED", "NOOP"] | None = None,
+        model_name: str | None = None,
+    ) -> ListScaleOpsResult:
+        """Scale operations, newest first, by role, kind, status and model"""
+        return self.run(list_scale_ops_call(role=role, kind=kind, status=status, model_name=model_name))
+
+    def get_scale_op(self, request_id: str) -> GetScaleOpResult:
+        """One scale operation by request id: its state, engines, failures and weight version"""
+        return self.run(get_scale_op_call(request_id))
+
+    def cancel_scale_op(self, request_id: str, *, operation_id: str | None = None) -> CancelScaleOpResult:
+        """Cancel a running scale-out: every replica it added is stopped and removed"""
+        return self.run(cancel_scale_op_call(request_id), operation_id)
+
     def list_phases(self) -> ListPhasesResult:
         """The activation lease of every group"""
         return self.run(list_phases_call())
@@ -688,6 +813,60 @@ class AsyncCommands(ABC):
     async def get_replica(self, role: str, engine_id: str) -> GetReplicaResult:
         """One replica by engine id: URL, state, weight version, ranks and GPUs"""
         return await self.run(get_replica_call(role, engine_id))
+
+    async def scale_out(
+        self,
+        role: str,
+        *,
+        model_name: str | None = None,
+        num_replicas: int = 0,
+        engine_urls: Sequence[str] | None = None,
+        timeout_secs: float | None = None,
+        operation_id: str | None = None,
+    ) -> ScaleOutResult:
+        """Scale a model out to num_replicas (absolute; NOOP when met) or attach engine_urls; new replicas
+        join prechecked at the model's weight version"""
+        return await self.run(scale_out_call(role, model_name=model_name, num_replicas=num_replicas, engine_urls=engine_urls, timeout_secs=timeout_secs), operation_id)
+
+    async def scale_in(
+        self,
+        role: str,
+        *,
+        model_name: str | None = None,
+        num_replicas: int = 0,
+        engine_urls: Sequence[str] | None = None,
+        force: bool = False,
+        dry_run: bool = False,
+        timeout_secs: float | None = None,
+        operation_id: str | None = None,
+    ) -> ScaleInResult:
+        """Scale a model in to num_replicas or remove engine_urls: newest first, drained (timeout_secs),
+        initial replicas only with force; dry_run previews"""
+        return await self.run(scale_in_call(role, model_name=model_name, num_replicas=num_replicas, engine_urls=engine_urls, force=force, dry_run=dry_run, timeout_secs=timeout_secs), operation_id)
+
+    async def list_scale_ops(
+        self,
+        *,
+        role: str | None = None,
+        kind: Literal["scale_out", "scale_in"] | None = None,
+        status: Literal["PENDING", "CREATING", "CONNECTING", "HEALTH_CHECKING", "WEIGHT_SYNCING", "READY", "ACTIVE", "DRAINING", "REMOVING", "COMPLETED", "FAILED", "CANCELLED", "NOOP"] | None = None,
+        model_name: str | None = None,
+    ) -> ListScaleOpsResult:
+        """Scale operations, newest first, by role, kind, status and model"""
+        return await self.run(list_scale_ops_call(role=role, kind=kind, status=status, model_name=model_name))
+
+    async def get_scale_op(self, request_id: str) -> GetScaleOpResult:
+        """One scale operation by request id: its state, engines, failures and weight version"""
+        return await self.run(get_scale_op_call(request_id))
+
+    async def cancel_scale_op(
+        self,
+        request_id: str,
+        *,
+        operation_id: str | None = None,
+    ) -> CancelScaleOpResult:
+        """Cancel a running scale-out: every replica it added is stopped and removed"""
+        return await self.run(cancel_scale_op_call(request_id), operation_id)
 
     async def list_phases(self) -> ListPhasesResult:
         """The activation lease of every group"""

@@ -17,11 +17,15 @@ __all__ = [
     "Batch",
     "BatchPage",
     "BatchSample",
+    "CancelScaleOpResult",
+    "CancelScaleOpResultFailedEnginesItem",
     "EngineRelease",
     "EngineWeightUpdate",
     "Event",
     "GenrmVerdict",
     "GetReplicaResult",
+    "GetScaleOpResult",
+    "GetScaleOpResultFailedEnginesItem",
     "Intent",
     "Lease",
     "ListBatchesResult",
@@ -29,6 +33,9 @@ __all__ = [
     "ListIntentsResult",
     "ListPhasesResult",
     "ListRolesResult",
+    "ListScaleOpsResult",
+    "ListScaleOpsResultOperationsItem",
+    "ListScaleOpsResultOperationsItemFailedEnginesItem",
     "ManagedModel",
     "ManagedReplica",
     "ManagerSnapshot",
@@ -40,6 +47,10 @@ __all__ = [
     "ReleaseProof",
     "ReplicaRank",
     "RestartReplicaResult",
+    "ScaleInResult",
+    "ScaleInResultFailedEnginesItem",
+    "ScaleOutResult",
+    "ScaleOutResultFailedEnginesItem",
     "SwitchWeightsUpdateDisk",
     "SwitchWeightsUpdateDistributedUpdate",
     "SwitchWeightsUpdateVersion",
@@ -335,6 +346,140 @@ class GetReplicaResult(_Model):
     actual_gpus: list[ActualGpus] | None
     role: str
     model: str
+
+
+class ScaleOutResultFailedEnginesItem(_Model):
+    engine_id: str
+    error: str
+
+
+class ScaleOutResult(_Model):
+    request_id: str
+    kind: Literal["scale_out", "scale_in"]
+    role: str
+    model_name: str
+    status: Literal["PENDING", "CREATING", "CONNECTING", "HEALTH_CHECKING", "WEIGHT_SYNCING", "READY", "ACTIVE", "DRAINING", "REMOVING", "COMPLETED", "FAILED", "CANCELLED", "NOOP"]
+    num_replicas: int
+    engine_urls: list[str]
+    engine_ids: list[str]
+    failed_engines: list[ScaleOutResultFailedEnginesItem]
+    force: bool
+    dry_run: bool
+    timeout_secs: float | None
+    actor: str
+    created_at: float
+    updated_at: float
+    error_message: str | None
+    weight_version: str | None
+    message: str
+
+
+class ScaleInResultFailedEnginesItem(_Model):
+    engine_id: str
+    error: str
+
+
+class ScaleInResult(_Model):
+    request_id: str
+    kind: Literal["scale_out", "scale_in"]
+    role: str
+    model_name: str
+    status: Literal["PENDING", "CREATING", "CONNECTING", "HEALTH_CHECKING", "WEIGHT_SYNCING", "READY", "ACTIVE", "DRAINING", "REMOVING", "COMPLETED", "FAILED", "CANCELLED", "NOOP"]
+    num_replicas: int
+    engine_urls: list[str]
+    engine_ids: list[str]
+    failed_engines: list[ScaleInResultFailedEnginesItem]
+    force: bool
+    dry_run: bool
+    timeout_secs: float | None
+    actor: str
+    created_at: float
+    updated_at: float
+    error_message: str | None
+    weight_version: str | None
+    message: str
+
+
+class ListScaleOpsResultOperationsItemFailedEnginesItem(_Model):
+    engine_id: str
+    error: str
+
+
+class ListScaleOpsResultOperationsItem(_Model):
+    request_id: str
+    kind: Literal["scale_out", "scale_in"]
+    role: str
+    model_name: str
+    status: Literal["PENDING", "CREATING", "CONNECTING", "HEALTH_CHECKING", "WEIGHT_SYNCING", "READY", "ACTIVE", "DRAINING", "REMOVING", "COMPLETED", "FAILED", "CANCELLED", "NOOP"]
+    num_replicas: int
+    engine_urls: list[str]
+    engine_ids: list[str]
+    failed_engines: list[ListScaleOpsResultOperationsItemFailedEnginesItem]
+    force: bool
+    dry_run: bool
+    timeout_secs: float | None
+    actor: str
+    created_at: float
+    updated_at: float
+    error_message: str | None
+    weight_version: str | None
+    message: str
+
+
+class ListScaleOpsResult(_Model):
+    operations: list[ListScaleOpsResultOperationsItem]
+
+
+class GetScaleOpResultFailedEnginesItem(_Model):
+    engine_id: str
+    error: str
+
+
+class GetScaleOpResult(_Model):
+    request_id: str
+    kind: Literal["scale_out", "scale_in"]
+    role: str
+    model_name: str
+    status: Literal["PENDING", "CREATING", "CONNECTING", "HEALTH_CHECKING", "WEIGHT_SYNCING", "READY", "ACTIVE", "DRAINING", "REMOVING", "COMPLETED", "FAILED", "CANCELLED", "NOOP"]
+    num_replicas: int
+    engine_urls: list[str]
+    engine_ids: list[str]
+    failed_engines: list[GetScaleOpResultFailedEnginesItem]
+    force: bool
+    dry_run: bool
+    timeout_secs: float | None
+    actor: str
+    created_at: float
+    updated_at: float
+    error_message: str | None
+    weight_version: str | None
+    message: str
+
+
+class CancelScaleOpResultFailedEnginesItem(_Model):
+    engine_id: str
+    error: str
+
+
+class CancelScaleOpResult(_Model):
+    request_id: str
+    kind: Literal["scale_out", "scale_in"]
+    role: str
+    model_name: str
+    status: Literal["PENDING", "CREATING", "CONNECTING", "HEALTH_CHECKING", "WEIGHT_SYNCING", "READY", "ACTIVE", "DRAINING", "REMOVING", "COMPLETED", "FAILED", "CANCELLED", "NOOP"]
+    num_replicas: int
+    engine_urls: list[str]
+    engine_ids: list[str]
+    failed_engines: list[CancelScaleOpResultFailedEnginesItem]
+    force: bool
+    dry_run: bool
+    timeout_secs: float | None
+    actor: str
+    created_at: float
+    updated_at: float
+    error_message: str | None
+    weight_version: str | None
+    message: str
 
 
 class ReleaseProof(_Model):
