@@ -78,6 +78,22 @@ export function singleRolloutConfig(): UisConfig {
   });
 }
 
+/** An elastic rollout model: `initial` one-GPU replicas started by the plan and `reserved` GPUs held for scale-out
+ * (a placeholder group), on one node. */
+export function elasticRolloutConfig(initial = 4, reserved = 4): UisConfig {
+  return parseConfig({
+    cluster: { nodes: [{ name: 'node-0', gpus: initial + reserved }] },
+    roles: {
+      rollout: layoutRole('decoupled', {
+        name: 'policy',
+        weight_source: 'disk',
+        elastic_enabled: true,
+        engine_groups: [group(initial, 1), { worker_type: 'placeholder', ...group(reserved, 1) }],
+      }),
+    },
+  });
+}
+
 /** What a test gateway is made of: the layout, the engines' launcher, manager settings and the server's options
  * (its admin token at least). */
 export interface GatewayOptions {
