@@ -217,7 +217,11 @@ export class ScaleOperations {
     role: string,
     model: string,
     actor: string,
-    input: { num_replicas: number; engine_urls?: string[] | undefined; timeout_secs?: number | null | undefined },
+    input: {
+      num_replicas: number;
+      engine_urls?: string[] | undefined;
+      timeout_secs?: number | null | undefined;
+    },
     flags: { force: boolean; dry_run: boolean },
   ): ScaleOperation {
     const now = this.clock.now() / 1000;
