@@ -70,7 +70,7 @@ export class ScaleOperations {
     const manager = managerOfRole(this.managers, role);
     const model = scaleModel(manager, input.model_name);
     const req = scaleTarget(input, 'scale_out');
-    this.guard.refuseIfHeld(role, model);
+    this.refuseBusy(manager, model);
     manager.checkScaleOut(model, req);
     const op = this.draft('scale_out', role, model, actor, input, { force: false, dry_run: false });
     const now = manager.scaleCount(model).replicas;
@@ -89,7 +89,7 @@ export class ScaleOperations {
     const input = ScaleInInputSchema.parse(raw);
     const manager = managerOfRole(this.managers, role);
     const model = scaleModel(manager, input.model_name);
-    this.guard.refuseIfHeld(role, model);
+    this.refuseBusy(manager, model);
     const victims = manager.scaleInVictims(model, scaleInRequest(input));
     const op = this.draft('scale_in', role, model, actor, input, input);
     if (victims.length === 0)
@@ -210,6 +210,18 @@ export class ScaleOperations {
     const runs = [...this.#running.values()];
     for (const r of runs) r.ac.abort(STOPPING);
     await Promise.allSettled(runs.map((r) => r.done));
+  }
+
+  /** 409 while another fleet operation holds the model: a scale, or a weight switch (which runs in the manager's
+   * operation queue like a scale, so the two never overlap; a scale asked during a switch is refused outright). */
+  private refuseBusy(manager: InferenceManager, model: string): void {
+    this.guard.refuseIfHeld(manager.role, model);
+    if (manager.switching(model))
+      throw new UisError({
+        code: 'model_operation_in_progress',
+        path: 'model_name',
+        message: `${manager.role}/${model} is busy: a weight switch is running; scale it once the switch is done`,
+      });
   }
 
   private draft(
