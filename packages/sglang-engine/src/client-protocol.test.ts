@@ -140,6 +140,23 @@ describe('SGLangClient wire edge cases', () => {
     expect(e.message).toContain('400');
   });
 
+  it('says "still busy" when the deadline runs out in an attempt after the engine answered busy', async () => {
+    let calls = 0;
+    const { client } = await serve({
+      'POST /flush_cache': (_q, res) => {
+        // Busy once, then silent: the second attempt holds what is left of the deadline and times out.
+        if (calls++ > 0) return;
+        res.writeHead(400, { 'content-type': 'text/plain' });
+        res.end('busy');
+      },
+    });
+    const e = await failure(client.flushCache({ deadlineMs: 300, retryIntervalMs: 10 }));
+    expect(e.code).toBe('engine_timeout');
+    expect(e.message).toMatch(
+      /still busy \(400: requests running\) after 2 attempts .*the last attempt: .*no complete answer/,
+    );
+  });
+
   it('reports an error event, a cut stream, a non-JSON event and a non-SSE answer as typed errors', async () => {
     const { client } = await serve({
       'POST /generate': sse([chunk('a'), '{"error":{"message":"CUDA out of memory"}}']),

@@ -214,6 +214,14 @@ export class SGLangClient {
     const start = Date.now();
     let attempts = 0;
     let connectErrors = 0;
+    // Once the engine has said "busy", running out of time is reported as that, whichever way the time ran out:
+    // between attempts, or in a last attempt squeezed into what was left of the deadline.
+    const stillBusy = (last?: string) =>
+      new EngineError({
+        code: 'engine_timeout',
+        endpoint: `POST ${this.baseUrl}/flush_cache`,
+        message: `still busy (400: requests running) after ${attempts} attempts in ${Date.now() - start} ms${last ? `; the last attempt: ${last}` : ''}`,
+      });
     for (;;) {
       attempts++;
       // One attempt never outlives the deadline: a silent engine must not hold the caller for the pool's 1 h.
@@ -223,15 +231,11 @@ export class SGLangClient {
         if (await this.flushCacheOnce({ ...opts, timeoutMs })) return;
         connectErrors = 0;
       } catch (e) {
+        if (attempts > 1 && timeoutMs === left && isEngineError(e, 'engine_timeout'))
+          throw stillBusy((e as Error).message);
         if (!isEngineError(e, 'engine_unreachable') || ++connectErrors >= maxConnectErrors) throw e;
       }
-      if (Date.now() - start + interval > deadlineMs) {
-        throw new EngineError({
-          code: 'engine_timeout',
-          endpoint: `POST ${this.baseUrl}/flush_cache`,
-          message: `still busy (400: requests running) after ${attempts} attempts in ${Date.now() - start} ms`,
-        });
-      }
+      if (Date.now() - start + interval > deadlineMs) throw stillBusy();
       await delay(interval);
     }
   }

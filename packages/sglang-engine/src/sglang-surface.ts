@@ -94,8 +94,12 @@ export const SGLANG_RELEASES: readonly SGLangRelease[] = [
   { version: '0.5.9', pinnedBy: 'Relax docker/Dockerfile (BASE_IMAGE lmsysorg/sglang:v0.5.9)' },
   { version: '0.5.10.post1', pinnedBy: 'slime docker/README.md (history)' },
   { version: '0.5.12', pinnedBy: 'verl pyproject.toml extra `sglang` (sglang==0.5.12)' },
-  { version: '0.5.15.post1', pinnedBy: 'slime docker/README.md (current stable)' },
-  { version: '0.5.17', pinnedBy: 'Relax docker/Dockerfile (lmsysorg/sglang:v0.5.17-cu129)' },
+  {
+    version: '0.5.15.post1',
+    pinnedBy:
+      'slime docker/README.md (current stable); Relax docker/Dockerfile at ef0820a (BASE_IMAGE v0.5.15.post1-cu129)',
+  },
+  { version: '0.5.17', pinnedBy: 'Relax docker/patch/sglang/v0.5.17.patch (the release Relax patches)' },
   { version: '0.5.23', pinnedBy: 'newest on the package index' },
 ];
 
