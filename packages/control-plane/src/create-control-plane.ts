@@ -322,9 +322,6 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
         });
       else logger.warn({ group: g.name, reason: lease.reason }, 'activation lease is blocked; resolve it');
     }
-    // A role outside every activation group is onloaded by no phase: its engines adopted in doubt come back now.
-    for (const [role, m] of managers)
-      if (!groups.some((g) => g.phases.some((p) => p.residents.includes(role)))) await m.settleInDoubt();
     // The operator's word outlives a crash: what was held or drained is drained again before anything is served.
     await intents.reapply();
     // Scale operations a crash or stop interrupted run again toward their targets; finished targets come back.

@@ -157,23 +157,6 @@ export class InferenceManager implements PhaseParticipant {
     });
   }
 
-  /** For a role that shares no GPUs with a phase (no phase onloads it): onloads the engines adopted with their
-   * memory in doubt (a memory call was in flight when the previous control plane died), so they serve again.
-   * Models an operator holds stay asleep. Resolves with the engines onloaded. */
-  settleInDoubt(): Promise<string[]> {
-    const queue = this.#queue;
-    const replicas = this.#replicas;
-    const memory = this.#memory;
-    const onload = this.#onload;
-    return queue.run('settle', async () => {
-      const slots = replicas
-        .all()
-        .filter((s) => memory.isInDoubt(s.engineId) && !replicas.model(s.model).held);
-      await onload.onloadSlots(slots);
-      return slots.map((s) => s.engineId);
-    });
-  }
-
   /** Lifts the hold of an operator drain without onloading: the model comes back with its role's next
    * activation (its phase). False when it was not held. */
   releaseHold(model: string): boolean {

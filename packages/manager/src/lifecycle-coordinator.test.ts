@@ -104,8 +104,47 @@ describe('LifecycleCoordinator', () => {
     expect(lease.reason).toMatch(/memory released/);
     expect(await outcomeCode(coordinator.transition())).toBe('lease_blocked');
     expect(await outcomeCode(coordinator.waitForPhase('train', 1_000))).toBe('lease_blocked');
-    coordinator.resolve({ phase: 'rollout', actor: 'ops', note: 'checked nvidia-smi' });
-    expect(coordinator.lease().status).toBe('held');
+    // Resolving to the phase the engines cannot reach (rollout still holds its memory) is refused, naming the
+    // engine, and the lease stays blocked: never held over engines that contradict it.
+    trace.length = 0;
+    const refused = coordinator.resolve({ phase: 'genrm_score', actor: 'ops' });
+    await expect(refused).rejects.toMatchObject({ code: 'transition_failed' });
+    await expect(refused).rejects.toThrow(/rollout\/0/);
+    expect(trace).toEqual(['rollout.drain']);
+    expect(genrm.resident).toBe(false);
+    expect(coordinator.lease().status).toBe('blocked');
+    // Resolving to rollout moves the engines there: genrm drained with its proof, rollout onloaded.
+    trace.length = 0;
+    const resolved = await coordinator.resolve({
+      phase: 'rollout',
+      actor: 'ops',
+      note: 'checked nvidia-smi',
+    });
+    expect(resolved).toMatchObject({ status: 'held', phase: 'rollout', holder: ['rollout'] });
+    expect(trace).toEqual(['genrm.drain', 'rollout.activate']);
+    expect(rollout.resident).toBe(true);
+  });
+
+  it('resolving a lease opens no barrier before the engines are in the phase', async () => {
+    const { coordinator, rollout } = setup();
+    await coordinator.initialize();
+    rollout.releaseMemory = false;
+    await outcomeCode(coordinator.transition());
+    rollout.releaseMemory = true;
+    rollout.resident = false;
+    const seen: string[] = [];
+    const off = coordinator.subscribe((e) => {
+      if (e.kind === 'lease.resolved' || e.kind === 'phase.entered' || e.kind === 'lease.acquired')
+        seen.push(`${e.kind}:${coordinator.lease().status}:${coordinator.lease().phase}`);
+    });
+    const resolving = coordinator.resolve({ phase: 'rollout', actor: 'ops' });
+    // Held by nobody while the engines move: a barrier on any phase waits.
+    expect(coordinator.lease()).toMatchObject({ phase: null, holder: [] });
+    await resolving;
+    off();
+    expect(seen[0]).toBe('lease.resolved:held:null');
+    expect(coordinator.lease()).toMatchObject({ status: 'held', phase: 'rollout' });
+    expect(rollout.resident).toBe(true);
   });
 
   it('a timed-out transition blocks the lease with the reason, at its deadline and not before', async () => {

@@ -392,8 +392,12 @@ export class LifecycleCoordinator {
     }
   }
 
-  /** Operator action: unblock a lease after checking the engines by hand, stating which phase is resident. */
-  resolve(opts: { group?: string; phase: string; actor: string; note?: string }): Lease {
+  /** Operator action: unblock a lease by naming the phase that should hold the GPUs. The engines are moved there,
+   * not taken at the operator's word: the lease leaves the block held by nobody (no barrier of any phase opens on
+   * it) and a transition from an unknown start brings the group to `phase` (every other role drained with the
+   * proof of released memory, the residents onloaded). Resolves with the lease once there; if the engines cannot
+   * be brought there the lease is blocked again and the error names each engine that contradicts the phase. */
+  async resolve(opts: { group?: string; phase: string; actor: string; note?: string }): Promise<Lease> {
     const g = this.group(opts.group);
     const p = g.phase(opts.phase);
     if (g.lease.status !== 'blocked')
@@ -404,13 +408,14 @@ export class LifecycleCoordinator {
     const previous = g.lease.reason;
     g.move(
       'resolve',
-      { phase: p.name, holder: p.residents },
+      { phase: null, holder: [] },
       {
         kind: 'lease.resolved',
         actor: opts.actor,
         data: { phase: p.name, previous_reason: previous, note: opts.note ?? null },
       },
     );
+    await this.initialize({ group: g.name, phase: p.name, actor: opts.actor });
     return g.snapshot();
   }
 }

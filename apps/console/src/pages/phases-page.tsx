@@ -101,7 +101,7 @@ function ResolveControl({ group, blocked }: { group: ActivationGroupView; blocke
           const text = note.trim();
           request({
             title: `Resolve the lease of ${group.name} at ${phase}`,
-            description: `The lease is blocked: ${blocked}. Resolving attests that you have checked the engines and that the GPUs of ${group.name} are in the state of phase ${phase}: ${residents.join(', ') || 'no role'} resident, every other role's memory released. The lease becomes held at ${phase} and phase transitions are allowed again.`,
+            description: `The lease is blocked: ${blocked}. Resolving brings the GPUs of ${group.name} to phase ${phase}: every other role is drained and must report its memory released, then ${residents.join(', ') || 'no role'} onloads. The lease is held at ${phase} once the engines are there; if an engine cannot get there, the lease stays blocked and the answer names it.`,
             run: async () =>
               resolvedMessage(
                 (

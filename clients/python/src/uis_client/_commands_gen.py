@@ -617,7 +617,8 @@ class Commands(ABC):
         note: str | None = None,
         operation_id: str | None = None,
     ) -> Lease:
-        """Unblock a blocked lease: the operator attests which phase really holds the GPUs"""
+        """Unblock a blocked lease: the engines are brought to `phase` (the others drained with proof, its
+        residents onloaded), or the lease is blocked again naming the engines that contradict it"""
         return self.run(resolve_lease_call(phase, group=group, note=note), operation_id)
 
     def wait_barrier(self, phase: str, *, group: str | None = None, timeout_s: float = 600) -> Lease:
@@ -890,7 +891,8 @@ class AsyncCommands(ABC):
         note: str | None = None,
         operation_id: str | None = None,
     ) -> Lease:
-        """Unblock a blocked lease: the operator attests which phase really holds the GPUs"""
+        """Unblock a blocked lease: the engines are brought to `phase` (the others drained with proof, its
+        residents onloaded), or the lease is blocked again naming the engines that contradict it"""
         return await self.run(resolve_lease_call(phase, group=group, note=note), operation_id)
 
     async def wait_barrier(self, phase: str, *, group: str | None = None, timeout_s: float = 600) -> Lease:

@@ -36,16 +36,17 @@ export const phaseCommands = {
   resolve_lease: defineCommand({
     ...admin,
     name: 'resolve_lease',
-    summary: 'Unblock a blocked lease: the operator attests which phase really holds the GPUs',
+    summary:
+      'Unblock a blocked lease: the engines are brought to `phase` (the others drained with proof, its residents onloaded), or the lease is blocked again naming the engines that contradict it',
     method: 'POST',
     path: '/phases/resolve',
     params: None,
     input: z.strictObject({ group: GroupOf, phase: z.string().min(1), note: z.string().optional() }),
     output: LeaseSchema,
     audit: { subject: ({ input }, plane) => plane.coordinator.groupName(input.group) ?? 'default' },
-    handler: (plane, { input }, ctx) =>
+    handler: async (plane, { input }, ctx) =>
       leaseView(
-        plane.coordinator.resolve({
+        await plane.coordinator.resolve({
           phase: input.phase,
           actor: ctx.actor,
           ...(input.group === undefined ? {} : { group: input.group }),

@@ -60,7 +60,7 @@ export class GroupLease {
       // restart's recovery resumes the transition once every engine's memory is known (`LeaseRecovery`).
       const target = this.#lease.target ?? this.#lease.phase ?? (plan.phases[0] as Phase).name;
       this.interrupted = { phase: this.#lease.phase, target };
-      const reason = `manager restarted during a transition to ${target}; verify engine memory and resolve the lease`;
+      const reason = `manager restarted during a transition to ${target}; recovering once every engine's memory is known`;
       this.move('block', { reason, target }, { kind: 'lease.blocked', data: { reason } });
     }
   }

@@ -84,8 +84,14 @@ describe('lease recovery after a restart mid-transition', () => {
     expect(trace).toEqual([]);
     expect(await outcomeCode(restarted.transition())).toBe('lease_blocked');
     // The operator checks the engine and resolves; the schedule goes on from there.
-    restarted.resolve({ phase: 'rollout', actor: 'operator' });
     roles[1].doubts = [];
+    // The resolve brings the engines to rollout (GenRM drained with its proof, rollout onloaded) before the lease
+    // is held there.
+    expect(await restarted.resolve({ phase: 'rollout', actor: 'operator' })).toMatchObject({
+      status: 'held',
+      phase: 'rollout',
+    });
+    expect(trace).toEqual(['genrm.drain', 'rollout.activate']);
     await restarted.transition();
     expect(restarted.lease()).toMatchObject({ status: 'held', phase: 'train' });
   });

@@ -117,40 +117,39 @@ describe('adoption of recorded engines at start', { timeout: 120_000 }, () => {
     expect(events.at(-1)?.data).toMatchObject({ why: expect.stringContaining('/models/policy-v2') });
   });
 
-  it('an engine recorded mid-release is adopted asleep and in doubt until a drain releases it again', async () => {
-    const db = openStore();
-    await crashed(db);
-    // As if the control plane died after sending release_memory_occupation and before its answer.
-    const records = new EngineRecords(db, 'rollout', systemClock);
-    const [first] = records.list();
-    db.prepare("UPDATE engines SET memory = 'releasing' WHERE engine_id = ?").run(first?.engine_id);
-    const second = manager(db, true);
-    await second.start();
-    expect(second.memoryInDoubt()).toEqual([
-      `${first?.engine_id} (releasing when the previous control plane stopped)`,
-    ]);
-    const replica = second.snapshot().models.policy?.replicas.find((r) => r.engine_id === first?.engine_id);
-    expect(replica).toMatchObject({ state: 'sleeping', memory_released: false });
-    const report = await second.drain({ policy: 'abort', deadlineMs: 0 });
-    expect(report.memoryReleased).toBe(true);
-    expect(second.memoryInDoubt()).toEqual([]);
-    expect(records.list().map((r) => r.memory)).toEqual(['released', 'released']);
-  });
-
-  it('a role no phase onloads brings an engine adopted mid-resume back to serving (settleInDoubt)', async () => {
-    const db = openStore();
-    await crashed(db);
-    const records = new EngineRecords(db, 'rollout', systemClock);
-    const [first] = records.list();
-    db.prepare("UPDATE engines SET memory = 'resuming' WHERE engine_id = ?").run(first?.engine_id);
-    const second = manager(db, true);
-    await second.start();
-    expect(second.eligibleEngines('policy').map((e) => e.engineId)).not.toContain(first?.engine_id);
-    expect(await second.settleInDoubt()).toEqual([first?.engine_id]);
-    expect(second.memoryInDoubt()).toEqual([]);
-    expect(second.eligibleEngines('policy')).toHaveLength(2);
-    expect(records.list().map((r) => r.memory)).toEqual(['resident', 'resident']);
-  });
+  it.each(['releasing', 'resuming'])(
+    'an engine recorded mid-call (%s) is not adopted: stopped and relaunched fully resident, in no doubt',
+    async (memory) => {
+      const db = openStore();
+      const before = await crashed(db);
+      // As if the control plane died after sending release_memory_occupation (or resume) and before its answer:
+      // SGLang cannot say what the engine holds, and a second call of the same kind would kill it.
+      const records = new EngineRecords(db, 'rollout', systemClock);
+      const [first, other] = records.list();
+      db.prepare('UPDATE engines SET memory = ? WHERE engine_id = ?').run(memory, first?.engine_id);
+      const second = manager(db, true);
+      await second.start();
+      expect(second.memoryInDoubt()).toEqual([]);
+      const after = pidsOf(second);
+      await waitFor(
+        () => !(before[first?.engine_id ?? ''] ?? []).some(alive),
+        5_000,
+        'the old engine stopped',
+      );
+      expect(after[first?.engine_id ?? '']).not.toEqual(before[first?.engine_id ?? '']);
+      // The other engine's record was settled: adopted as it was.
+      expect(after[other?.engine_id ?? '']).toEqual(before[other?.engine_id ?? '']);
+      const notAdopted = new EventLog(db).list({ kind: 'replica.not_adopted', limit: 10 });
+      expect(notAdopted.map((e) => [e.subject, e.data.why])).toEqual([
+        [
+          first?.engine_id,
+          `${memory} when the previous control plane stopped: SGLang cannot report its memory, so it is relaunched to a known state`,
+        ],
+      ]);
+      expect(second.eligibleEngines('policy')).toHaveLength(2);
+      expect(records.list().map((r) => r.memory)).toEqual(['resident', 'resident']);
+    },
+  );
 
   it('stops the recorded engines of a role the config no longer has (no manager would look at them)', async () => {
     const db = openStore();

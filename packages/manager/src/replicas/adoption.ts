@@ -17,8 +17,9 @@ const PROBE_TIMEOUT_MS = 5_000;
  * a recorded engine of a planned replica that still runs, answers over HTTP and is the one recorded (its pids
  * started when recorded, same model path, same port) is adopted instead of launched; every other record is
  * stopped, but only processes verified to be the recorded engine are ever signalled. Without adoption every
- * record is stopped (their watchdogs normally did it already). Engines whose GPU memory it cannot know go to the
- * memory ledger's doubts.
+ * record is stopped (their watchdogs normally did it already), and so is a recorded engine whose memory call was in
+ * flight (its slot is launched again, fully resident). Processes that run but cannot be verified as the recorded
+ * engine go to the memory ledger's doubts.
  */
 export class Adoption {
   constructor(
@@ -59,10 +60,16 @@ export class Adoption {
     return adopted;
   }
 
-  /** The engine of the record when it is the one recorded, else why not. */
+  /** The engine of the record when it is the one recorded and its memory is known, else why not. */
   private async probe(s: Slot, rec: EngineRecord): Promise<SGLangEngine | string> {
     const adopt = this.launcher.adopt;
     if (!adopt) return `launcher ${this.launcher.kind} cannot adopt engines`;
+    // A release or resume that never answered leaves its memory unknown, and SGLang cannot be asked: no route of any
+    // supported release reports it (get_server_info's memory_usage holds the sizes loaded at start), and a second
+    // release or resume of the same memory kills the engine (torch_memory_saver exits on pausing paused memory, the
+    // scheduler's offload_tags.remove raises on resuming resident memory). Relaunched, it is fully resident: known.
+    if (!SETTLED_MEMORY.includes(rec.memory))
+      return `${rec.memory} when the previous control plane stopped: SGLang cannot report its memory, so it is relaunched to a known state`;
     if (rec.model !== s.model || rec.model_path !== s.spec.model_path)
       return `recorded for ${rec.model} (${rec.model_path}), the plan now runs ${s.model} (${s.spec.model_path})`;
     for (const p of rec.processes) {
@@ -94,13 +101,11 @@ export class Adoption {
     }
   }
 
-  /** Takes the engine over in the state its record says. A memory call that never answered leaves the engine
-   * asleep and in doubt (not eligible; a drain or an onload settles it). */
+  /** Takes the engine over in the state its record says (resident, or released and asleep). */
   private adopt(s: Slot, rec: EngineRecord, engine: SGLangEngine): void {
     const { replicas, audit, logger } = this;
     this.incarnations.attach(s, engine);
     s.generation = rec.generation;
-    const settled = SETTLED_MEMORY.includes(rec.memory);
     s.memory.released = rec.memory === 'released';
     s.memory.resumed = rec.memory === 'resident' ? new Set(ALL_TAGS) : new Set();
     replicas.setState(s, 'ready');
@@ -108,7 +113,6 @@ export class Adoption {
       replicas.setState(s, 'draining');
       replicas.setState(s, 'sleeping');
     }
-    if (!settled) this.memory.doubt(s.engineId, `${rec.memory} when the previous control plane stopped`);
     this.records?.launched(s, rec.memory, rec.paused);
     logger.info(
       {

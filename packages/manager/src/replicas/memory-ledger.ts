@@ -2,9 +2,9 @@ import { type EngineRecords, type RecordedMemory, SETTLED_MEMORY } from './engin
 import { ALL_TAGS, type Slot } from './types.ts';
 
 /** What is known of each engine's GPU memory: `slot.memory` at a launch and when its processes stop, the durable
- * record written around every memory call, and the engines whose memory is in doubt after a restart (adopted while a
- * memory call was in flight, or recorded processes that cannot be verified), which the coordinator reads before it
- * resumes a transition. A drain or onload that answers settles a doubt. */
+ * record written around every memory call (a restart adopts only engines whose record is settled), and the engines
+ * whose memory is in doubt after a restart (recorded processes that run but cannot be verified), which the
+ * coordinator reads before it resumes a transition. */
 export class MemoryLedger {
   /** engine id -> why its GPU memory is not known. */
   readonly #inDoubt = new Map<string, string>();
@@ -46,11 +46,6 @@ export class MemoryLedger {
   /** Engines of this role whose GPU memory is not known, each with the reason. */
   inDoubt(): string[] {
     return [...this.#inDoubt].map(([id, why]) => `${id} (${why})`);
-  }
-
-  /** Whether the engine was adopted (or left running) with its memory in doubt. */
-  isInDoubt(engineId: string): boolean {
-    return this.#inDoubt.has(engineId);
   }
 
   /** A drain or onload of the engine answered: its memory is known again. */

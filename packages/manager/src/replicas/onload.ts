@@ -49,23 +49,6 @@ export class Onload {
       });
   }
 
-  /** Onloads the sleeping replicas among `slots` (whatever their model's desire), e.g. engines adopted in doubt in a
-   * role no phase onloads. Throws `activate_failed` naming the replicas that failed. */
-  async onloadSlots(slots: Slot[]): Promise<void> {
-    const { replicas } = this;
-    const asleep = slots.filter((s) => s.state === 'sleeping');
-    for (const s of asleep) replicas.setState(s, 'onloading');
-    this.publication.publish();
-    const results = await Promise.allSettled(asleep.map((s) => this.onload(s, [...ALL_TAGS])));
-    const failed = results.flatMap((r, i) =>
-      r.status === 'rejected' ? [`${asleep[i]?.engineId}: ${errorMessage(r.reason)}`] : [],
-    );
-    await this.routers.sync();
-    this.publication.publish();
-    if (failed.length > 0)
-      throw new UisError({ code: 'activate_failed', message: `onload failed: ${failed.join('; ')}` });
-  }
-
   /** weights -> sync to target -> kv_cache, cuda_graph -> ready. */
   private async onload(s: Slot, want: MemoryTag[]): Promise<void> {
     const { replicas, weights } = this;

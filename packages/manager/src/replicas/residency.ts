@@ -52,13 +52,8 @@ export class Residency {
     this.publication.publish();
     const deadlineMs = opts.deadlineMs ?? this.opts.drainDeadlineMs;
     const recovering = slots.flatMap((s) => (s.health.recovery ? [s.health.recovery] : []));
-    // Adopted while a memory call was in flight: asleep, its memory in doubt. Released again for the proof.
-    const doubtful = slots.filter(
-      (s) => s.state === 'sleeping' && !s.memory.released && this.memory.offloadEnabled(s),
-    );
     await Promise.allSettled([
       ...draining.map((s) => this.offload(s, deadlineMs, policy)),
-      ...doubtful.map((s) => this.release(s)),
       // A recovery that is launching sees the model's new desire and puts its replica to sleep (or defers the
       // restart); the report waits for it within the drain deadline instead of reporting a half-started replica.
       ...(recovering.length > 0
@@ -72,19 +67,6 @@ export class Residency {
       state: s.state,
     }));
     return { memoryReleased: engines.every((e) => e.memory_released), engines };
-  }
-
-  private async release(s: Slot): Promise<void> {
-    this.memory.record(s, 'releasing');
-    try {
-      await this.replicas.engineOf(s).releaseMemory();
-      s.memory.released = true;
-      s.memory.resumed.clear();
-      this.memory.record(s, 'released');
-    } catch (e) {
-      this.logger.error({ engineId: s.engineId, err: errorMessage(e) }, 'release failed');
-      await this.health.markDead(s, `release failed: ${errorMessage(e)}`, true);
-    }
   }
 
   private async offload(s: Slot, deadlineMs: number, policy: DrainPolicy): Promise<void> {
