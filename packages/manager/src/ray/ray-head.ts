@@ -4,7 +4,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePorts } from '@uis/sglang-engine';
-import { UisError } from '@uis/spec';
+import { type Clock, systemClock, UisError } from '@uis/spec';
 
 export interface RayHeadOptions {
   /** Python with `ray` installed; the head runs as `python -m ray.scripts.scripts start --head --block`. */
@@ -14,6 +14,8 @@ export interface RayHeadOptions {
   numCpus?: number;
   /** Deadline for the head to accept a driver. Default 120 s. */
   timeoutMs?: number;
+  /** The deadline's and the polls' time source. */
+  clock?: Clock;
 }
 
 /** A single-node Ray cluster started for one run, owned by whoever started it. */
@@ -90,7 +92,8 @@ export async function startRayHead(opts: RayHeadOptions = {}): Promise<RayHead> 
     }
   };
   try {
-    const deadline = Date.now() + timeoutMs;
+    const clock = opts.clock ?? systemClock;
+    const deadline = clock.now() + timeoutMs;
     const gone = () => spawnError !== undefined || child.exitCode !== null || child.signalCode !== null;
     // A driver started before the GCS listens can hang for a minute: wait for the port first.
     while (!(await canConnect('127.0.0.1', gcs))) {
@@ -102,18 +105,18 @@ export async function startRayHead(opts: RayHeadOptions = {}): Promise<RayHead> 
           cause: spawnError,
         });
       if (gone()) throw headError(`the Ray head exited before it listened: ${logTail()}`);
-      if (Date.now() > deadline)
+      if (clock.now() > deadline)
         throw headError(`the Ray head did not listen in ${timeoutMs} ms: ${logTail()}`);
-      await sleep(300);
+      await clock.sleep(300);
     }
     const probe = `import ray,sys\nray.init(address="${address}",logging_level="ERROR",log_to_driver=False)\nsys.stdout.write(str(sum(1 for x in ray.nodes() if x["Alive"])))`;
     for (let last = ''; ; ) {
-      last = await run(python, ['-c', probe], Math.max(5_000, deadline - Date.now()));
+      last = await run(python, ['-c', probe], Math.max(5_000, deadline - clock.now()));
       if (Number(last) >= 1) break;
       if (gone()) throw headError(`the Ray head exited while starting: ${logTail()}`);
-      if (Date.now() > deadline)
+      if (clock.now() > deadline)
         throw headError(`the Ray head had no live node in ${timeoutMs} ms (${last.slice(-300)})`);
-      await sleep(1000);
+      await clock.sleep(1000);
     }
     return head;
   } catch (e) {

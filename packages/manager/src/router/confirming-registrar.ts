@@ -1,5 +1,5 @@
 import type { AddWorkerRequest, RouterWorker } from '@uis/sglang-engine';
-import { UisError } from '@uis/spec';
+import { type Clock, systemClock, UisError } from '@uis/spec';
 import type { RouterRegistrar } from '../inference-manager.ts';
 
 /** What the registrar needs of a router client (`SGLangRouterClient` has it). */
@@ -13,6 +13,8 @@ export interface ConfirmingRegistrarOptions {
   /** How long the router may take to apply a change. Default 30 s. */
   timeoutMs?: number;
   pollMs?: number;
+  /** The deadline's and the polls' time source. */
+  clock?: Clock;
 }
 
 const trim = (u: string) => u.replace(/\/+$/, '');
@@ -42,16 +44,17 @@ export class ConfirmingRouterRegistrar implements RouterRegistrar {
 
   private async until(what: string, done: (workers: RouterWorker[]) => boolean): Promise<void> {
     const timeoutMs = this.opts.timeoutMs ?? 30_000;
-    const deadline = Date.now() + timeoutMs;
+    const clock = this.opts.clock ?? systemClock;
+    const deadline = clock.now() + timeoutMs;
     for (;;) {
       if (done(await this.client.listWorkers())) return;
-      if (Date.now() > deadline)
+      if (clock.now() > deadline)
         throw new UisError({
           code: 'router_not_applied',
           path: 'router',
           message: `the router did not apply the change in ${timeoutMs} ms: ${what}`,
         });
-      await new Promise((r) => setTimeout(r, this.opts.pollMs ?? 50));
+      await clock.sleep(this.opts.pollMs ?? 50);
     }
   }
 }

@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { flagName, freePorts, LogRing, SGLangRouterClient } from '@uis/sglang-engine';
-import { type InferenceModelSpec, type RouterSpec, UisError } from '@uis/spec';
+import { type Clock, type InferenceModelSpec, type RouterSpec, systemClock, UisError } from '@uis/spec';
 import { ConfirmingRouterRegistrar } from './confirming-registrar.ts';
 
 export interface RouterProcessOptions {
@@ -15,6 +15,8 @@ export interface RouterProcessOptions {
   /** Deadline for the router to answer /liveness. Default 60 s. */
   startTimeoutMs?: number;
   onLog?: (line: string) => void;
+  /** The start deadline's and its polls' time source. */
+  clock?: Clock;
 }
 
 /** Flags the manager sets itself: a spec that sets them would fight the managed process. */
@@ -107,12 +109,10 @@ export class SGLangRouterProcess {
     const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
     const proc = new SGLangRouterProcess(child, url, opts.onLog);
     const spawnError = new Promise<Error>((resolve) => child.once('error', resolve));
-    const deadline = Date.now() + (opts.startTimeoutMs ?? 60_000);
+    const clock = opts.clock ?? systemClock;
+    const deadline = clock.now() + (opts.startTimeoutMs ?? 60_000);
     for (;;) {
-      const failed = await Promise.race([
-        spawnError,
-        new Promise<undefined>((r) => setTimeout(r, 200, undefined)),
-      ]);
+      const failed = await Promise.race([spawnError, clock.sleep(200).then(() => undefined)]);
       if (failed || proc.exited) {
         await proc.stop(0);
         throw new UisError({
@@ -122,7 +122,7 @@ export class SGLangRouterProcess {
         });
       }
       if (await live(url)) return proc;
-      if (Date.now() > deadline) {
+      if (clock.now() > deadline) {
         await proc.stop(0);
         throw new UisError({
           code: 'router_start_timeout',
