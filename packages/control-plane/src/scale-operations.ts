@@ -148,17 +148,6 @@ export class ScaleOperations {
     return this.get(requestId);
   }
 
-  /** Cancels every running scale-out that matches (Relax's batch cancel); a dry run only names them. */
-  async cancelMany(
-    filter: ScaleFilter & { dry_run?: boolean },
-  ): Promise<{ request_ids: string[]; dry_run: boolean }> {
-    const ids = this.list({ ...filter, kind: 'scale_out' })
-      .filter((o) => !scaleFinished(o.status) && this.#running.has(o.request_id))
-      .map((o) => o.request_id);
-    if (!filter.dry_run) await Promise.all(ids.map((id) => this.cancel(id).catch(() => undefined)));
-    return { request_ids: ids, dry_run: filter.dry_run ?? false };
-  }
-
   /** Resolves when operation `requestId` is no longer running. */
   async settled(requestId: string): Promise<ScaleOperation> {
     await this.#running.get(requestId)?.done;

@@ -1,6 +1,7 @@
 import { ERROR_CODES, type ErrorCode, statusOf } from '@uis/spec';
 import type { z } from 'zod';
 import { type JsonSchema, type SchemaDefs, jsonSchemaOf as toJsonSchema } from './json-schema.ts';
+import { RELAX_ELASTIC_ROUTES } from './relax-elastic-routes.ts';
 import { SERVING_ROUTES, type ServingRouteDoc } from './serving-routes.ts';
 
 /** One admin command as an HTTP route (the command table's `commandRoutes()` of @uis/control-plane). */
@@ -111,6 +112,8 @@ function servingOperation(r: ServingRouteDoc, roles: readonly string[]): Record<
   const params: unknown[] = [];
   if (r.path.includes('{role}'))
     params.push({ name: 'role', in: 'path', required: true, schema: { type: 'string', enum: [...roles] } });
+  if (r.path.includes('{id}'))
+    params.push({ name: 'id', in: 'path', required: true, schema: { type: 'string' } });
   if (r.query) params.push(...parameters(r.query, 'query'));
   const content: Record<string, unknown> = {};
   if (r.answer) content['application/json'] = { schema: jsonSchemaOf(r.answer, 'output') };
@@ -127,7 +130,7 @@ function servingOperation(r: ServingRouteDoc, roles: readonly string[]): Record<
     operationId: `${r.method}${r.path.replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ?? '').toUpperCase())}`,
     summary: r.summary,
     tags: [r.tag],
-    ...(r.auth === 'serving' ? { security: [{}, { servingToken: [] }] } : { security: [] }),
+    security: r.auth === 'serving' ? [{}, { servingToken: [] }] : r.auth === 'admin' ? SECURITY.admin : [],
     ...(params.length > 0 ? { parameters: params } : {}),
     ...(r.body
       ? {
@@ -225,7 +228,8 @@ export function buildOpenApiDocument(opts: OpenApiOptions): Record<string, unkno
   const add = (path: string, method: string, op: Record<string, unknown>) => {
     paths[path] = { ...paths[path], [method]: op };
   };
-  for (const r of SERVING_ROUTES) add(r.path, r.method, servingOperation(r, opts.roles));
+  for (const r of [...SERVING_ROUTES, ...RELAX_ELASTIC_ROUTES])
+    add(r.path, r.method, servingOperation(r, opts.roles));
   for (const r of opts.admin) add(r.path, r.method.toLowerCase(), adminOperation(r));
   return {
     openapi: '3.1.0',
@@ -244,6 +248,10 @@ export function buildOpenApiDocument(opts: OpenApiOptions): Record<string, unkno
         name: 'admin',
         description:
           'Operator commands: mutations take the admin token, reads the serving token (or the admin token; open without a configured serving token)',
+      },
+      {
+        name: 'elastic',
+        description: "Relax's elastic-rollout API under each role (the scale commands' other door)",
       },
       { name: 'service', description: 'The process itself' },
     ],

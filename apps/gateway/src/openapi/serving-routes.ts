@@ -19,7 +19,7 @@ export interface ServingRouteDoc {
   /** OpenAPI path; `{role}` is one of the configured roles. */
   path: string;
   summary: string;
-  tag: 'serving' | 'discovery' | 'openai' | 'service';
+  tag: 'serving' | 'discovery' | 'openai' | 'service' | 'elastic';
   query?: z.ZodObject;
   body?: z.ZodType;
   /** The 200 answer (JSON), and the event stream's `data:` payload when `stream: true` is asked. */
@@ -30,7 +30,7 @@ export interface ServingRouteDoc {
   errors: readonly ErrorCode[];
   /** OpenAI routes answer OpenAI's error object (with our code, path and details kept). */
   openai?: boolean;
-  auth: 'serving' | 'none';
+  auth: 'serving' | 'admin' | 'none';
 }
 
 const RoutingFields = z.object({

@@ -18,6 +18,7 @@ import { commandRefusal } from '../gateway/auth.ts';
 import { jsonBodyLimit } from '../gateway/body-limit.ts';
 import { InferenceGateway, type ServedRequest } from '../gateway/inference-gateway.ts';
 import { mountOpenAIRoot, openAIErrorJson } from '../gateway/openai-surface.ts';
+import { relaxElasticApi } from '../gateway/relax-elastic.ts';
 import type { BreakerOptions } from '../gateway/replica-breakers.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
 import { Observability } from '../metrics/observability.ts';
@@ -162,6 +163,14 @@ export class UisServer {
     this.metrics = this.createMetrics();
     this.observability = new Observability(this.metrics, plane.plan);
     const servingTokens = opts.servingToken === undefined ? [] : [opts.servingToken, opts.adminToken];
+    // Relax's elastic API under each role, before the role gateways' own routes.
+    this.app.route(
+      '/',
+      relaxElasticApi(plane, [...plane.managers.keys()], {
+        admin: opts.adminToken,
+        serving: opts.servingToken,
+      }),
+    );
     this.mountGateways(opts, servingTokens, maxJsonDepth);
     this.tracing = opts.tracing;
     this.followPlane(opts.tracing);

@@ -1,0 +1,172 @@
+import { type ControlPlane, commandNamed, runCommand } from '@uis/control-plane';
+import { type ScaleKind, type ScaleOperation, ScaleStateSchema, UisError } from '@uis/spec';
+import { type Context, Hono } from 'hono';
+import { asUisError, errorJson, parseJsonObject } from '../proxy/index.ts';
+import { commandRefusal, type ServerTokens } from './auth.ts';
+
+/** Relax's answer to an accepted, refused-as-met or cancelled request. */
+const accepted = (op: ScaleOperation) => ({
+  request_id: op.request_id,
+  status: op.status,
+  message: op.message,
+});
+
+async function body(c: Context): Promise<Record<string, unknown>> {
+  const bytes = Buffer.from(await c.req.arrayBuffer());
+  if (bytes.toString('utf8').trim() === '') return {};
+  const parsed = parseJsonObject(bytes);
+  if (parsed instanceof UisError) throw parsed;
+  return parsed;
+}
+
+function statusFilter(value: string | undefined, path: string) {
+  if (value === undefined) return undefined;
+  const s = ScaleStateSchema.safeParse(value);
+  if (!s.success)
+    throw new UisError({
+      code: 'invalid_query',
+      path,
+      message: `unknown status ${JSON.stringify(value)}; one of ${ScaleStateSchema.options.join(', ')}`,
+    });
+  return s.data;
+}
+
+/**
+ * Relax's elastic-rollout API, served additively under each role (`/<role>/scale_out`, `/<role>/scale_in`, their
+ * lists and status by request id, cancel one, cancel many) with Relax's request and answer shapes, so its scripts
+ * and autoscaler drive uis. Each call runs the admin command of the same name (same permission: the admin token,
+ * same audit record), so the two doors cannot disagree. Statuses follow Relax's table: 400 bad request or an
+ * initial replica without force, 404 unknown request, 409 another scale operation of the model.
+ */
+export function relaxElasticApi(plane: ControlPlane, roles: readonly string[], tokens: ServerTokens): Hono {
+  const app = new Hono();
+  const run = async (c: Context, name: string, params: Record<string, string>, input: unknown) => {
+    const cmd = commandNamed(name);
+    if (!cmd) throw new Error(`no command ${name}`);
+    const refused = commandRefusal(c.req.header('authorization'), cmd.permission, tokens);
+    if (refused) throw refused;
+    const answer = await runCommand(plane, cmd, {
+      params,
+      input,
+      actor: c.req.header('x-uis-actor') ?? 'relax',
+      operationId: null,
+      signal: c.req.raw.signal,
+      inputRoot: c.req.method === 'GET' ? 'query' : 'body',
+      paramsRoot: '',
+      fallbackSubject: c.req.path,
+    });
+    return answer.result;
+  };
+  const handle = (f: (c: Context) => Promise<unknown>) => async (c: Context) => {
+    try {
+      return c.json((await f(c)) as object);
+    } catch (e) {
+      return errorJson(c, asUisError(e));
+    }
+  };
+  const list = (kind: ScaleKind) => async (c: Context) => {
+    const role = c.req.path.split('/')[1] as string;
+    const status = statusFilter(c.req.query('status'), 'query.status');
+    const model_name = c.req.query('model_name');
+    const { operations } = (await run(
+      c,
+      'list_scale_ops',
+      {},
+      {
+        role,
+        kind,
+        ...(status ? { status } : {}),
+        ...(model_name ? { model_name } : {}),
+      },
+    )) as { operations: ScaleOperation[] };
+    return {
+      requests: operations,
+      total_count: operations.length,
+      model_name: model_name ?? null,
+      status_filter: status ?? null,
+    };
+  };
+  const one = (kind: ScaleKind) => async (c: Context) => {
+    const op = (await run(
+      c,
+      'get_scale_op',
+      { request_id: c.req.param('id') as string },
+      {},
+    )) as ScaleOperation;
+    if (op.kind !== kind || op.role !== c.req.path.split('/')[1])
+      throw new UisError({
+        code: 'unknown_scale_request',
+        path: 'request_id',
+        message: `no ${kind} request ${op.request_id}`,
+      });
+    return op;
+  };
+  for (const role of roles) {
+    app.post(
+      `/${role}/scale_out`,
+      handle(async (c) => accepted((await run(c, 'scale_out', { role }, await body(c))) as ScaleOperation)),
+    );
+    app.post(
+      `/${role}/scale_in`,
+      handle(async (c) => accepted((await run(c, 'scale_in', { role }, await body(c))) as ScaleOperation)),
+    );
+    app.get(`/${role}/scale_out`, handle(list('scale_out')));
+    app.get(`/${role}/scale_in`, handle(list('scale_in')));
+    app.get(`/${role}/scale_out/:id`, handle(one('scale_out')));
+    app.get(`/${role}/scale_in/:id`, handle(one('scale_in')));
+    app.post(
+      `/${role}/scale_out/:id/cancel`,
+      handle(async (c) => {
+        await one('scale_out')(c);
+        const op = (await run(
+          c,
+          'cancel_scale_op',
+          { request_id: c.req.param('id') as string },
+          {},
+        )) as ScaleOperation;
+        return { ...accepted(op), message: 'Scale-out request cancelled' };
+      }),
+    );
+    app.post(
+      `/${role}/scale_out_cancel`,
+      handle(async (c) => {
+        const b = await body(c);
+        const status = statusFilter(
+          typeof b.status_filter === 'string' ? b.status_filter : undefined,
+          'body.status_filter',
+        );
+        const model = typeof b.model_name === 'string' ? b.model_name : undefined;
+        const dry = b.dry_run === true;
+        // Every matching running scale-out; each cancel is the admin command (its permission and audit).
+        const { operations } = (await run(
+          c,
+          'list_scale_ops',
+          {},
+          { role, kind: 'scale_out', ...(status ? { status } : {}), ...(model ? { model_name: model } : {}) },
+        )) as {
+          operations: ScaleOperation[];
+        };
+        const running = operations.filter(
+          (o) => !['ACTIVE', 'FAILED', 'CANCELLED', 'NOOP'].includes(o.status),
+        );
+        const cancelled: string[] = [];
+        if (!dry)
+          for (const o of running) {
+            await run(c, 'cancel_scale_op', { request_id: o.request_id }, {}).then(
+              () => cancelled.push(o.request_id),
+              () => undefined,
+            );
+          }
+        return {
+          dry_run: dry,
+          request_ids: dry ? running.map((o) => o.request_id) : cancelled,
+          cancelled_count: dry ? 0 : cancelled.length,
+          message: dry
+            ? `would cancel ${running.length} scale-out request(s)`
+            : `cancelled ${cancelled.length} scale-out request(s)`,
+        };
+      }),
+    );
+  }
+  return app;
+}
