@@ -1,5 +1,5 @@
 import { type ControlPlane, commandNamed, runCommand } from '@uis/control-plane';
-import { type ScaleKind, type ScaleOperation, ScaleStateSchema, UisError } from '@uis/spec';
+import { type ScaleKind, type ScaleOperation, ScaleStateSchema, scaleFinished, UisError } from '@uis/spec';
 import { type Context, Hono } from 'hono';
 import { asUisError, errorJson, parseJsonObject } from '../proxy/index.ts';
 import { commandRefusal, type ServerTokens } from './auth.ts';
@@ -31,6 +31,90 @@ function statusFilter(value: string | undefined, path: string) {
   return s.data;
 }
 
+/** Runs the admin command `name` for the request `c` (its permission, audit record and schemas). */
+type Run = (c: Context, name: string, params: Record<string, string>, input: unknown) => Promise<unknown>;
+
+const roleOf = (c: Context) => c.req.path.split('/')[1] as string;
+
+/** Relax's list of one kind: `requests`, `total_count`, and the filters it was asked with. */
+const listOf = (run: Run) => (kind: ScaleKind) => async (c: Context) => {
+  const status = statusFilter(c.req.query('status'), 'query.status');
+  const model_name = c.req.query('model_name');
+  const { operations } = (await run(
+    c,
+    'list_scale_ops',
+    {},
+    {
+      role: roleOf(c),
+      kind,
+      ...(status ? { status } : {}),
+      ...(model_name ? { model_name } : {}),
+    },
+  )) as { operations: ScaleOperation[] };
+  return {
+    requests: operations,
+    total_count: operations.length,
+    model_name: model_name ?? null,
+    status_filter: status ?? null,
+  };
+};
+
+/** One request of one kind by id (another kind's id, or another role's, is unknown here). */
+const oneOf = (run: Run) => (kind: ScaleKind) => async (c: Context) => {
+  const op = (await run(
+    c,
+    'get_scale_op',
+    { request_id: c.req.param('id') as string },
+    {},
+  )) as ScaleOperation;
+  if (op.kind !== kind || op.role !== roleOf(c))
+    throw new UisError({
+      code: 'unknown_scale_request',
+      path: 'request_id',
+      message: `no ${kind} request ${op.request_id}`,
+    });
+  return op;
+};
+
+/** Relax's batch cancel: every running scale-out that matches, each through the cancel command; a dry run names
+ * them. */
+async function cancelMany(run: Run, c: Context, role: string) {
+  const b = await body(c);
+  const status = statusFilter(
+    typeof b.status_filter === 'string' ? b.status_filter : undefined,
+    'body.status_filter',
+  );
+  const model = typeof b.model_name === 'string' ? b.model_name : undefined;
+  const dry = b.dry_run === true;
+  const { operations } = (await run(
+    c,
+    'list_scale_ops',
+    {},
+    {
+      role,
+      kind: 'scale_out',
+      ...(status ? { status } : {}),
+      ...(model ? { model_name: model } : {}),
+    },
+  )) as { operations: ScaleOperation[] };
+  const running = operations.filter((o) => !scaleFinished(o.status));
+  const cancelled: string[] = [];
+  if (!dry)
+    for (const o of running)
+      await run(c, 'cancel_scale_op', { request_id: o.request_id }, {}).then(
+        () => cancelled.push(o.request_id),
+        () => undefined,
+      );
+  return {
+    dry_run: dry,
+    request_ids: dry ? running.map((o) => o.request_id) : cancelled,
+    cancelled_count: cancelled.length,
+    message: dry
+      ? `would cancel ${running.length} scale-out request(s)`
+      : `cancelled ${cancelled.length} scale-out request(s)`,
+  };
+}
+
 /**
  * Relax's elastic-rollout API, served additively under each role (`/<role>/scale_out`, `/<role>/scale_in`, their
  * lists and status by request id, cancel one, cancel many) with Relax's request and answer shapes, so its scripts
@@ -40,7 +124,7 @@ function statusFilter(value: string | undefined, path: string) {
  */
 export function relaxElasticApi(plane: ControlPlane, roles: readonly string[], tokens: ServerTokens): Hono {
   const app = new Hono();
-  const run = async (c: Context, name: string, params: Record<string, string>, input: unknown) => {
+  const run: Run = async (c, name, params, input) => {
     const cmd = commandNamed(name);
     if (!cmd) throw new Error(`no command ${name}`);
     const refused = commandRefusal(c.req.header('authorization'), cmd.permission, tokens);
@@ -64,43 +148,8 @@ export function relaxElasticApi(plane: ControlPlane, roles: readonly string[], t
       return errorJson(c, asUisError(e));
     }
   };
-  const list = (kind: ScaleKind) => async (c: Context) => {
-    const role = c.req.path.split('/')[1] as string;
-    const status = statusFilter(c.req.query('status'), 'query.status');
-    const model_name = c.req.query('model_name');
-    const { operations } = (await run(
-      c,
-      'list_scale_ops',
-      {},
-      {
-        role,
-        kind,
-        ...(status ? { status } : {}),
-        ...(model_name ? { model_name } : {}),
-      },
-    )) as { operations: ScaleOperation[] };
-    return {
-      requests: operations,
-      total_count: operations.length,
-      model_name: model_name ?? null,
-      status_filter: status ?? null,
-    };
-  };
-  const one = (kind: ScaleKind) => async (c: Context) => {
-    const op = (await run(
-      c,
-      'get_scale_op',
-      { request_id: c.req.param('id') as string },
-      {},
-    )) as ScaleOperation;
-    if (op.kind !== kind || op.role !== c.req.path.split('/')[1])
-      throw new UisError({
-        code: 'unknown_scale_request',
-        path: 'request_id',
-        message: `no ${kind} request ${op.request_id}`,
-      });
-    return op;
-  };
+  const list = listOf(run);
+  const one = oneOf(run);
   for (const role of roles) {
     app.post(
       `/${role}/scale_out`,
@@ -129,43 +178,7 @@ export function relaxElasticApi(plane: ControlPlane, roles: readonly string[], t
     );
     app.post(
       `/${role}/scale_out_cancel`,
-      handle(async (c) => {
-        const b = await body(c);
-        const status = statusFilter(
-          typeof b.status_filter === 'string' ? b.status_filter : undefined,
-          'body.status_filter',
-        );
-        const model = typeof b.model_name === 'string' ? b.model_name : undefined;
-        const dry = b.dry_run === true;
-        // Every matching running scale-out; each cancel is the admin command (its permission and audit).
-        const { operations } = (await run(
-          c,
-          'list_scale_ops',
-          {},
-          { role, kind: 'scale_out', ...(status ? { status } : {}), ...(model ? { model_name: model } : {}) },
-        )) as {
-          operations: ScaleOperation[];
-        };
-        const running = operations.filter(
-          (o) => !['ACTIVE', 'FAILED', 'CANCELLED', 'NOOP'].includes(o.status),
-        );
-        const cancelled: string[] = [];
-        if (!dry)
-          for (const o of running) {
-            await run(c, 'cancel_scale_op', { request_id: o.request_id }, {}).then(
-              () => cancelled.push(o.request_id),
-              () => undefined,
-            );
-          }
-        return {
-          dry_run: dry,
-          request_ids: dry ? running.map((o) => o.request_id) : cancelled,
-          cancelled_count: dry ? 0 : cancelled.length,
-          message: dry
-            ? `would cancel ${running.length} scale-out request(s)`
-            : `cancelled ${cancelled.length} scale-out request(s)`,
-        };
-      }),
+      handle((c) => cancelMany(run, c, role)),
     );
   }
   return app;

@@ -5,6 +5,27 @@ export interface ProbeTarget {
   baseUrl: string;
 }
 
+/** What the probe reads of a manager: each model's replicas (the manager snapshot's shape). */
+interface ReplicaSource {
+  snapshot(): {
+    models: Record<
+      string,
+      { replicas: Array<{ engine_id: string; base_url: string | null; state: string }> }
+    >;
+  };
+}
+
+/** Every live replica with a URL, of every manager. */
+export function replicaTargets(managers: Iterable<ReplicaSource>): ProbeTarget[] {
+  return [...managers].flatMap((m) =>
+    Object.values(m.snapshot().models).flatMap((x) =>
+      x.replicas.flatMap((r) =>
+        r.base_url === null || r.state === 'dead' ? [] : [{ engineId: r.engine_id, baseUrl: r.base_url }],
+      ),
+    ),
+  );
+}
+
 export interface HealthProbeOptions {
   /** The replicas to probe now (read at every round). */
   targets: () => ProbeTarget[];

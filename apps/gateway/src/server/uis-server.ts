@@ -46,7 +46,7 @@ import { consoleState } from '../trpc/console-state.ts';
 import { gpuTimeUpdates, timeSeriesUpdates } from '../trpc/observability-feeds.ts';
 import { bodyGuard } from './body-guard.ts';
 import { consoleHandler } from './console-static.ts';
-import { HealthProbe } from './health-probe.ts';
+import { HealthProbe, replicaTargets } from './health-probe.ts';
 import { humanDestination } from './log-format.ts';
 import {
   AuthFailureLimiter,
@@ -337,16 +337,7 @@ export class UisServer {
       ? null
       : new HealthProbe({
           intervalMs: probeMs,
-          targets: () =>
-            [...plane.managers.values()].flatMap((m) =>
-              Object.values(m.snapshot().models).flatMap((x) =>
-                x.replicas.flatMap((r) =>
-                  r.base_url === null || r.state === 'dead'
-                    ? []
-                    : [{ engineId: r.engine_id, baseUrl: r.base_url }],
-                ),
-              ),
-            ),
+          targets: () => replicaTargets(plane.managers.values()),
           record: (id, sample) => {
             this.journal.probed(id, sample);
             this.feed.notify();
