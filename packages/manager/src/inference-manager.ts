@@ -271,6 +271,11 @@ export class InferenceManager implements PhaseParticipant {
     );
   }
 
+  /** How many in-place weight switches paused a replica so far (see WeightSwitch.inPlaceSwitches). */
+  inPlaceSwitches(engineId: string): number {
+    return this.#switches.inPlaceSwitches(engineId);
+  }
+
   /** Whether a weight switch of the model runs now. */
   switching(model: string): boolean {
     return this.#switches.running(model);

@@ -51,7 +51,12 @@ function generate(tokens: number, stream = false) {
       stream,
       sampling_params: { max_new_tokens: tokens, ignore_eos: true },
     }),
-  }).then(async (r) => ({ status: r.status, text: await r.text() }));
+  }).then(async (r) => ({
+    status: r.status,
+    text: await r.text(),
+    version: r.headers.get('x-uis-weight-version'),
+    versions: r.headers.get('x-uis-weight-versions'),
+  }));
 }
 
 describe('weight switch', { timeout: 120_000 }, () => {
@@ -60,7 +65,10 @@ describe('weight switch', { timeout: 120_000 }, () => {
     async (mode) => {
       const version = `v-${mode}`;
       const before = (await discovery()).topology_revision;
+      const from = (await discovery()).models.policy?.weight_version;
       const running = Array.from({ length: 6 }, () => generate(150));
+      const inFlight = gw.plane.managerOf('rollout').inFlight;
+      await expect.poll(() => inFlight.total(), { timeout: 10_000 }).toBe(6);
       const res = await post(SWITCH, { mode, update: update(version) });
       expect(res.status).toBe(200);
       const rec = res.json.result;
@@ -73,6 +81,18 @@ describe('weight switch', { timeout: 120_000 }, () => {
       // Abort ends in-flight requests with their partial output; the other modes let them finish.
       if (mode === 'abort') expect(finish).toContain('abort');
       else expect(finish.every((f) => f === 'length')).toBe(true);
+      // Each answer names the version of its last token; only an in-place switch lets a request span two.
+      for (const a of answers) {
+        const produced = JSON.parse(a.text).meta_info.weight_version;
+        expect(a.version).toBe(produced);
+        if (mode === 'pause_in_place') {
+          expect(produced).toBe(version);
+          expect(a.versions).toBe(`${from},${version}`);
+        } else {
+          expect(produced).toBe(from);
+          expect(a.versions).toBeNull();
+        }
+      }
       const snap = await discovery();
       expect(snap.topology_revision).toBe(before + 1);
       expect(snap.models.policy?.weight_version).toBe(version);
@@ -81,6 +101,18 @@ describe('weight switch', { timeout: 120_000 }, () => {
       ).toBe(true);
     },
   );
+
+  it('an OpenAI answer carries the version that produced it as system_fingerprint', async () => {
+    const r = await fetch(`${gw.url}/rollout/v1/chat/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ model: 'policy', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
+    });
+    const body = (await r.json()) as { system_fingerprint: string; metadata: { weight_version: string } };
+    const version = (await discovery()).models.policy?.weight_version;
+    expect(body.system_fingerprint).toBe(version);
+    expect(body.metadata.weight_version).toBe(version);
+    expect(r.headers.get('x-uis-weight-version')).toBe(version);
+  });
 
   it('quarantines the replica whose update fails; the rest finish on the new version', async () => {
     const victim = 'policy/2';

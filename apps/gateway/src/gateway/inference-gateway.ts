@@ -357,10 +357,22 @@ export class InferenceGateway {
               return target;
             },
       traceparent: traced?.traceparent,
+      versions: path === '/generate' ? this.rawVersions : this.openAIVersions,
       edit: edit ?? openAIEdit(model.servedName),
       ...this.engineAuth(model.name),
     };
   }
+
+  /** The version a request started on when an in-place switch paused its replica while it ran. */
+  private startedOn(target: ProxyTarget): string | null {
+    if (target.inPlaceSwitches === undefined) return null;
+    return this.manager.inPlaceSwitches(target.id) > target.inPlaceSwitches
+      ? (target.weightVersion ?? null)
+      : null;
+  }
+
+  private readonly rawVersions = { openai: false, startedOn: (t: ProxyTarget) => this.startedOn(t) };
+  private readonly openAIVersions = { openai: true, startedOn: (t: ProxyTarget) => this.startedOn(t) };
 
   /** Picks a replica by the model's policy; a replica the manager no longer admits (drain began after the
    * snapshot) is skipped. The admission also counts the request for the manager's drain. */
@@ -401,7 +413,12 @@ export class InferenceGateway {
         exclude = next;
         continue;
       }
-      return { id: sel.engineId, origin: this.originOf(sel.url), weightVersion: sel.weightVersion };
+      return {
+        id: sel.engineId,
+        origin: this.originOf(sel.url),
+        weightVersion: sel.weightVersion,
+        inPlaceSwitches: this.manager.inPlaceSwitches(sel.engineId),
+      };
     }
   }
 

@@ -27,6 +27,7 @@ import {
 } from './upstream/engine-pool.ts';
 import type { BodyFraming } from './upstream/http1.ts';
 import { type TokenUsage, usageOfBody, usageOfStreamTail } from './usage.ts';
+import { answerWeightVersion, declarationHeaders, withFingerprint } from './weight-declaration.ts';
 
 /** Who served a proxied answer: `X-UIS-Engine-Id` and `X-UIS-Weight-Version` (when known), so a caller can see
  * its affinity hold and tag a rollout sample with the policy version that produced it. */
@@ -270,12 +271,27 @@ export class Exchange implements UpstreamHandler, Admittable {
         break;
       case 'buffering':
         if (!res.destroyed) {
-          const body =
+          let body =
             this.#chunks.length === 1 ? this.#chunks[0]! : Buffer.concat(this.#chunks, this.#bytesDown);
-          res.writeHead(
-            this.#status,
-            servedBy(clientResponseHeaders(this.#respHeaders ?? {}, this.#requestId, true), this.#target),
-          );
+          const versions = this.#status === 200 ? this.#route?.versions : undefined;
+          if (versions === undefined) {
+            res.writeHead(
+              this.#status,
+              servedBy(clientResponseHeaders(this.#respHeaders ?? {}, this.#requestId, true), this.#target),
+            );
+          } else {
+            const target = this.#target!;
+            const declared = {
+              weightVersion: answerWeightVersion(body) ?? target.weightVersion ?? null,
+              startedOn: versions.startedOn(target),
+            };
+            const sent = body;
+            if (versions.openai && declared.weightVersion !== null)
+              body = withFingerprint(body, declared.weightVersion);
+            const out = clientResponseHeaders(this.#respHeaders ?? {}, this.#requestId, body === sent);
+            out.push('x-uis-engine-id', target.id, ...declarationHeaders(declared));
+            res.writeHead(this.#status, out);
+          }
           this.#firstOutAt = performance.now() - this.#start;
           res.end(body);
           this.#answer = body;

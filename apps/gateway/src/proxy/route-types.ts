@@ -14,8 +14,12 @@ export interface ProxyTarget {
   id: string;
   /** `http://host:port` */
   origin: string;
-  /** The weight version the replica served when picked (the answer's `X-UIS-Weight-Version`). */
+  /** The weight version the replica served when picked (the answer's `X-UIS-Weight-Version` unless the answer
+   * names the version of its last token). */
   weightVersion?: string | null;
+  /** How many in-place weight switches the replica had when picked: one more by the answer means the request ran
+   * while its weights changed under it. */
+  inPlaceSwitches?: number;
 }
 
 /** The gateway's routing decision; `excluding` holds targets that already failed for this request. */
@@ -31,6 +35,9 @@ export interface ForwardRoute {
   engineApiKey?: string;
   /** W3C trace context sent to the engine instead of the client's (set when the request is traced). */
   traceparent?: string | undefined;
+  /** Declares the weights of a sized answer: `X-UIS-Weight-Version` from the answer's own version, both versions
+   * of a request an in-place switch spanned, and (`openai`) `system_fingerprint` in the body. */
+  versions?: { openai: boolean; startedOn: (target: ProxyTarget) => string | null };
   /** The gateway that owns the request once routed, when it is not the handler's (the root OpenAI routes find
    * the role from the model): its in-flight counter and hooks count the request. */
   owner?: Pick<ServingProxyOptions, 'inFlight' | 'hooks' | 'admission' | 'retry'>;

@@ -26,8 +26,15 @@ interface Member {
   engine: SGLangEngine;
   ok: boolean;
   updateMs: number | null;
+  /** Paused by this switch (continued exactly once). */
+  paused: boolean;
+  /** The version the engine reported after its update (read back by the update itself). */
+  reported?: string | null;
   error?: string;
 }
+
+/** Deadline of one pause / continue call. */
+const CONTROL = { timeoutMs: 60_000 };
 
 /**
  * The fleet weight switch: one operation per model that moves every resident replica from version N to N+1 with a
@@ -41,6 +48,8 @@ interface Member {
 export class WeightSwitch {
   readonly #running = new Map<string, Promise<unknown>>();
   readonly #history = new Map<string, WeightSwitchRecord[]>();
+  /** In-place pauses per engine: a request in flight across one ran while its weights changed. */
+  readonly #inPlace = new Map<string, number>();
   /** Models whose gateway admission is closed by a drain-mode switch. */
   readonly #closed = new Set<string>();
   #nextId = 0;
@@ -60,6 +69,11 @@ export class WeightSwitch {
   /** Whether the gateway may admit new work to a replica of `model` (false while a drain-mode switch waits). */
   admits(model: string): boolean {
     return !this.#closed.has(model);
+  }
+
+  /** How many times a switch paused the engine in place (its running requests then finish on new weights). */
+  inPlaceSwitches(engineId: string): number {
+    return this.#inPlace.get(engineId) ?? 0;
   }
 
   /** The model's switches, oldest first (the last HISTORY). */
@@ -107,7 +121,7 @@ export class WeightSwitch {
     }
     const members: Member[] = slots
       .filter((s) => this.replicas.eligible(s) && s.engine !== null)
-      .map((s) => ({ s, engine: s.engine as SGLangEngine, ok: false, updateMs: null }));
+      .map((s) => ({ s, engine: s.engine as SGLangEngine, ok: false, updateMs: null, paused: false }));
     if (members.length === 0)
       throw new UisError({
         code: 'no_resident_replica',
@@ -146,7 +160,8 @@ export class WeightSwitch {
       }
       // 3. Commit once: quarantine, versions, the target, the router and one published topology.
       for (const x of members) {
-        const reported = await x.engine.weightVersion().catch(() => null);
+        // A member's update read its version back; a failed one is asked (null: it does not answer).
+        const reported = x.ok ? (x.reported ?? null) : await x.engine.weightVersion().catch(() => null);
         x.s.weightVersion = reported;
         this.records?.weight(x.s);
         // A failed member that still serves the model's version (every update failed and it kept N) stays.
@@ -196,16 +211,23 @@ export class WeightSwitch {
     );
   }
 
-  private async pause(x: Member, policy: 'abort' | 'in_place'): Promise<void> {
+  /** pause_generation by the switch's mode. SGLang's abort mode aborts every request in flight (their callers get
+   * their partial output) and returns once none is left; in_place freezes them with their KV cache. */
+  private async pause(x: Member, mode: 'abort' | 'in_place'): Promise<void> {
     try {
-      await x.engine.drain({ policy, deadlineMs: 0, inFlight: () => this.inFlight.count(x.s.engineId) });
+      // Counted before the call: a request the engine freezes is one the gateway must see as spanned.
+      if (mode === 'in_place') this.#inPlace.set(x.s.engineId, this.inPlaceSwitches(x.s.engineId) + 1);
+      await x.engine.client.pauseGeneration(mode, CONTROL);
+      x.paused = true;
     } catch (e) {
-      x.error = `pause failed: ${errorMessage(e)}`;
+      x.error = `pause_generation failed: ${errorMessage(e)}`;
     }
   }
 
   private async resume(x: Member): Promise<void> {
-    await x.engine.resumeGeneration().catch((e: unknown) => {
+    if (!x.paused) return;
+    x.paused = false;
+    await x.engine.client.continueGeneration(CONTROL).catch((e: unknown) => {
       x.error ??= `continue_generation failed: ${errorMessage(e)}`;
     });
   }
@@ -214,7 +236,7 @@ export class WeightSwitch {
     if (x.error !== undefined) return;
     const t = this.clock.now();
     try {
-      await x.engine.updateWeights(engineWeightUpdate(req));
+      x.reported = (await x.engine.updateWeights(engineWeightUpdate(req))).weightVersion;
       x.ok = true;
     } catch (e) {
       x.error = errorMessage(e);
@@ -229,7 +251,7 @@ export class WeightSwitch {
       (from === null ? null : { source: 'disk', model_path: m.spec.model_path, weight_version: from });
     try {
       if (back === null) throw new Error('the model had no version to go back to');
-      await x.engine.updateWeights(engineWeightUpdate(back));
+      x.reported = (await x.engine.updateWeights(engineWeightUpdate(back))).weightVersion;
     } catch (e) {
       x.ok = false;
       x.error = `rollback failed: ${errorMessage(e)}`;
