@@ -276,6 +276,11 @@ export class InferenceManager implements PhaseParticipant {
     return this.#switches.inPlaceSwitches(engineId);
   }
 
+  /** The version a replica served before its in-place switch number `n + 1` (see WeightSwitch). */
+  servedBeforeInPlace(engineId: string, n: number): string | null {
+    return this.#switches.servedBeforeInPlace(engineId, n);
+  }
+
   /** Whether a weight switch of the model runs now. */
   switching(model: string): boolean {
     return this.#switches.running(model);

@@ -366,9 +366,7 @@ export class InferenceGateway {
   /** The version a request started on when an in-place switch paused its replica while it ran. */
   private startedOn(target: ProxyTarget): string | null {
     if (target.inPlaceSwitches === undefined) return null;
-    return this.manager.inPlaceSwitches(target.id) > target.inPlaceSwitches
-      ? (target.weightVersion ?? null)
-      : null;
+    return this.manager.servedBeforeInPlace(target.id, target.inPlaceSwitches);
   }
 
   private readonly rawVersions = { openai: false, startedOn: (t: ProxyTarget) => this.startedOn(t) };

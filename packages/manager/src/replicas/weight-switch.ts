@@ -48,8 +48,9 @@ const CONTROL = { timeoutMs: 60_000 };
 export class WeightSwitch {
   readonly #running = new Map<string, Promise<unknown>>();
   readonly #history = new Map<string, WeightSwitchRecord[]>();
-  /** In-place pauses per engine: a request in flight across one ran while its weights changed. */
-  readonly #inPlace = new Map<string, number>();
+  /** In-place pauses per engine, each with the version the engine served before it (the last few): a request in
+   * flight across one ran while its weights changed. */
+  readonly #inPlace = new Map<string, { count: number; from: Array<string | null> }>();
   /** Models whose gateway admission is closed by a drain-mode switch. */
   readonly #closed = new Set<string>();
   #nextId = 0;
@@ -73,7 +74,15 @@ export class WeightSwitch {
 
   /** How many times a switch paused the engine in place (its running requests then finish on new weights). */
   inPlaceSwitches(engineId: string): number {
-    return this.#inPlace.get(engineId) ?? 0;
+    return this.#inPlace.get(engineId)?.count ?? 0;
+  }
+
+  /** The version an engine served before its in-place switch number `n + 1` (null: unknown or long ago): what a
+   * request picked when the engine had had `n` such switches started on, when one spanned it. */
+  servedBeforeInPlace(engineId: string, n: number): string | null {
+    const e = this.#inPlace.get(engineId);
+    if (e === undefined || n >= e.count) return null;
+    return e.from[e.from.length - (e.count - n)] ?? null;
   }
 
   /** The model's switches, oldest first (the last HISTORY). */
@@ -202,10 +211,14 @@ export class WeightSwitch {
       members.map(async (x) => {
         const started = this.clock.now();
         for (;;) {
-          const load = await x.engine.client.load({ timeoutMs: 10_000 }).catch(() => []);
-          const work = this.inFlight.count(x.s.engineId) + load.reduce((n, r) => n + r.num_reqs, 0);
+          // The gateway's own count first (no call); the engine is asked only once that is 0 (direct clients).
+          let work = this.inFlight.count(x.s.engineId);
+          if (work === 0) {
+            const load = await x.engine.client.load({ timeoutMs: 10_000 }).catch(() => []);
+            work = load.reduce((n, r) => n + r.num_reqs, 0);
+          }
           if (work === 0 || this.clock.now() - started >= deadlineMs) return;
-          await this.clock.sleep(Math.min(20, Math.max(1, deadlineMs - (this.clock.now() - started))));
+          await this.clock.sleep(Math.min(5, Math.max(1, deadlineMs - (this.clock.now() - started))));
         }
       }),
     );
@@ -216,7 +229,13 @@ export class WeightSwitch {
   private async pause(x: Member, mode: 'abort' | 'in_place'): Promise<void> {
     try {
       // Counted before the call: a request the engine freezes is one the gateway must see as spanned.
-      if (mode === 'in_place') this.#inPlace.set(x.s.engineId, this.inPlaceSwitches(x.s.engineId) + 1);
+      if (mode === 'in_place') {
+        const e = this.#inPlace.get(x.s.engineId) ?? { count: 0, from: [] };
+        e.count++;
+        e.from.push(x.s.weightVersion);
+        if (e.from.length > 16) e.from.shift();
+        this.#inPlace.set(x.s.engineId, e);
+      }
       await x.engine.client.pauseGeneration(mode, CONTROL);
       x.paused = true;
     } catch (e) {
