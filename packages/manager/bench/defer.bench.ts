@@ -12,12 +12,8 @@
  *    the zero-latency run, computed (sum of modelled latencies) in the modelled one.
  */
 
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { deferPhases, type InferenceRoleSpec } from '@uis/spec';
 import {
   EventLog,
@@ -27,6 +23,7 @@ import {
   openStore,
 } from '../src/index.ts';
 import { planConfig } from '../src/testing.ts';
+import { startSimHost } from './sim-host-process.ts';
 
 const ENGINES = Number(process.env.BENCH_ENGINES ?? 64);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
@@ -160,26 +157,6 @@ async function scenario(name: string, n: number, latency: Latency | null) {
   await host.stop();
   db.close();
   return { name, n, median, best: steady[0] ?? Number.NaN, cpuMedian, criticalPath, sequential };
-}
-
-/** The simulators run in a child process (all of them in one Node process) so that their request handling does
- * not share this process's event loop with the control plane being measured. */
-async function startSimHost(specs: Array<Record<string, unknown>>) {
-  const script = fileURLToPath(new URL('./sim-host.ts', import.meta.url));
-  const child = spawn(process.execPath, ['--import', 'tsx', script, JSON.stringify(specs)], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const lines = createInterface({ input: child.stdout });
-  const [first] = (await once(lines, 'line')) as [string];
-  const urls = JSON.parse(first) as Record<string, string>;
-  return {
-    urls,
-    stop: async () => {
-      const exited = once(child, 'exit');
-      child.kill('SIGTERM');
-      await exited;
-    },
-  };
 }
 
 const jitter = (base: number, span: number) => (k: number) => base + ((k * 37) % 11) * (span / 10);

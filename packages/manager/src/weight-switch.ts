@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { VersionedWeightUpdateSchema } from './weight-update.ts';
 
 /** How a switch treats the requests a replica holds while its weights change:
- * - `drain`: stop admitting, let in-flight requests finish (up to the deadline), update, readmit;
+ * - `drain`: stop admitting, let the requests in flight through the gateway finish (up to the deadline), update,
+ *   readmit (a direct client's request, which the gateway does not see end, is paused in place like the rest);
  * - `pause_in_place`: pause_generation(in_place), update, continue: running requests keep their KV cache and
  *   finish on the new weights (their answers say both versions);
  * - `abort`: pause_generation(abort): in-flight requests end with their partial output (finish_reason abort). */

@@ -142,15 +142,22 @@ export class WeightSwitch {
     const t0 = this.clock.now();
     const startedAt = Date.now();
     const forbid = req.mixed_versions === 'forbid';
-    // 1. Stop: no member generates once every member is paused.
-    if (req.mode === 'drain') await this.drainMembers(name, members, req.deadline_ms ?? this.drainDeadlineMs);
+    const drain = req.mode === 'drain';
+    const deadlineMs = req.deadline_ms ?? this.drainDeadlineMs;
+    // Drain: the gateway admits nothing new to the model until every member is paused.
+    if (drain) this.#closed.add(name);
     try {
-      if (forbid) await Promise.all(members.map((x) => this.pause(x, policy)));
-      this.#closed.delete(name);
-      // 2. Update in parallel; with `allow`, each member continues as soon as its own update is read back.
+      // 1. Each member stops (drained first in drain mode) and updates at once: a paused member generates nothing,
+      // so updating it while another still finishes on N mixes no versions; only continuing must wait (forbid)
+      // until every member is updated. With `allow`, each continues as soon as its own update is read back.
+      const paused = members.map(async (x) => {
+        if (drain) await this.waitIdle(x, deadlineMs);
+        await this.pause(x, policy);
+      });
+      void Promise.all(paused).then(() => this.#closed.delete(name));
       await Promise.all(
-        members.map(async (x) => {
-          if (!forbid) await this.pause(x, policy);
+        members.map(async (x, i) => {
+          await paused[i];
           await this.update(x, req.update);
           if (!forbid) await this.resume(x);
         }),
@@ -203,25 +210,12 @@ export class WeightSwitch {
     this.audit('replica.unquarantined', s.engineId, { model: s.model });
   }
 
-  /** Drain mode: the gateway stops admitting to the model, then in-flight work (the gateway's count and the
-   * engine's own load) finishes or the deadline passes; what is left is paused in place with the rest. */
-  private async drainMembers(model: string, members: Member[], deadlineMs: number): Promise<void> {
-    this.#closed.add(model);
-    await Promise.all(
-      members.map(async (x) => {
-        const started = this.clock.now();
-        for (;;) {
-          // The gateway's own count first (no call); the engine is asked only once that is 0 (direct clients).
-          let work = this.inFlight.count(x.s.engineId);
-          if (work === 0) {
-            const load = await x.engine.client.load({ timeoutMs: 10_000 }).catch(() => []);
-            work = load.reduce((n, r) => n + r.num_reqs, 0);
-          }
-          if (work === 0 || this.clock.now() - started >= deadlineMs) return;
-          await this.clock.sleep(Math.min(5, Math.max(1, deadlineMs - (this.clock.now() - started))));
-        }
-      }),
-    );
+  /** Drain mode: a member's requests in flight through the gateway finish (up to the deadline); requests of direct
+   * clients, which the gateway cannot see end, are then paused in place with whatever is left. */
+  private async waitIdle(x: Member, deadlineMs: number): Promise<void> {
+    const started = this.clock.now();
+    while (this.inFlight.count(x.s.engineId) > 0 && this.clock.now() - started < deadlineMs)
+      await this.clock.sleep(Math.min(5, Math.max(1, deadlineMs - (this.clock.now() - started))));
   }
 
   /** pause_generation by the switch's mode. SGLang's abort mode aborts every request in flight (their callers get
