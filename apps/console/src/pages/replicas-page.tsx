@@ -4,6 +4,7 @@ import { useTRPCClient } from '../api/trpc.ts';
 import { readOnlyProps, useAdminAction, useReadOnly } from '../components/admin-actions.tsx';
 import { HealthSparkline } from '../components/sparkline.tsx';
 import { BoolMark, StateBadge } from '../components/state-badge.tsx';
+import { ModelSwitches } from '../components/weight-switch-timeline.tsx';
 import { activatedMessage, drainedMessage, restartedMessage } from '../lib/action-messages.ts';
 import { roleColor } from '../lib/colors.ts';
 
@@ -356,6 +357,7 @@ export function ReplicasPage({ state, initialFilter = '' }: { state: ConsoleStat
                     </tbody>
                   </table>
                 )}
+                <ModelSwitches role={snapshot.role} model={model} />
               </div>
             );
           })}
