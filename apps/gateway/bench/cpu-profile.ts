@@ -135,7 +135,8 @@ function stallName(stack: CallFrame[]): string | undefined {
 }
 
 export interface ProfileSummary {
-  /** Main-thread busy time in the profile (ms), idle excluded. */
+  /** Main-thread busy time in the profile (ms), idle excluded; each sample counts at most twice the sampling
+   * interval (a thread waiting for a core is not busy). */
   busyMs: number;
   /** Busy time per part (ms). */
   parts: Map<Part, number>;
@@ -191,12 +192,17 @@ export function summarizeProfile(file: string, fromUs = 0): ProfileSummary {
     stalls.set(run.name, s);
     run = undefined;
   };
+  // A thread the kernel took off its core is sampled once it runs again, with the whole gap as that sample's
+  // time: on a loaded machine that would charge preemption to whatever ran then. Each sample counts for at most
+  // twice the usual interval (the time on the CPU, roughly), so stall runs are work, not waiting for a core.
+  const deltas = p.timeDeltas.filter((_, i) => i % 97 === 0).sort((a, b) => a - b);
+  const cap = 2 * (deltas[deltas.length >> 1] ?? 1000);
   let at = p.startTime;
   for (let i = 0; i < p.samples.length; i++) {
     at += p.timeDeltas[i] ?? 0;
     if (at < fromUs) continue;
     // A sample's time is the delta to the next sample (V8 records the delta before each sample).
-    const us = p.timeDeltas[i + 1] ?? 0;
+    const us = Math.min(cap, p.timeDeltas[i + 1] ?? 0);
     const c = classify(p.samples[i]!);
     if (c.part === 'idle') {
       closeRun();

@@ -401,7 +401,15 @@ async function wrkLoad(
 function diagnosticLine(s: Record<string, unknown>, name: string): string {
   const phases = (s.phasesMs ?? {}) as Record<string, LatencySummary>;
   const loop = s.loopDelayMs as { p50: number; p99: number; max: number };
-  const gc = s.gc as { count: number; totalMs: number; maxMs: number };
+  const gc = s.gc as {
+    count: number;
+    totalMs: number;
+    maxMs: number;
+    byKind?: Record<string, { count: number; maxMs: number }>;
+  };
+  const kinds = Object.entries(gc.byKind ?? {})
+    .map(([k, v]) => `${k} ${v.count} (max ${f(v.maxMs, 1)} ms)`)
+    .join(', ');
   const cpu = s.windowCpuUs as { user: number; system: number };
   const usage = s.windowUsage as {
     minorFaults: number;
@@ -419,7 +427,7 @@ function diagnosticLine(s: Record<string, unknown>, name: string): string {
       : `, upstream ${churn.connects} opened / ${churn.disconnects} closed so far (${pools.join('+')} open; last close: ${churn.lastDisconnect ?? '-'})`;
   const phaseText = parts.length === 0 ? '' : `; phases p50/p99 ms: ${parts.join(', ')}`;
   const who = name.startsWith('gateway') ? `${name} (${args.gateway})` : name;
-  return `${who}: CPU user ${f(cpu.user / 1000, 0)} ms + system ${f(cpu.system / 1000, 0)} ms in the window, ${usage.minorFaults} page faults, ${usage.voluntarySwitches} voluntary / ${usage.involuntarySwitches} involuntary context switches; ${String(s.accepted)} client connections accepted${upstream}${phaseText}; event-loop delay p50/p99/max ${f(loop.p50, 1)}/${f(loop.p99, 1)}/${f(loop.max, 1)} ms; gc ${gc.count} pauses, ${f(gc.totalMs, 0)} ms total, max ${f(gc.maxMs, 1)} ms`;
+  return `${who}: CPU user ${f(cpu.user / 1000, 0)} ms + system ${f(cpu.system / 1000, 0)} ms in the window, ${usage.minorFaults} page faults, ${usage.voluntarySwitches} voluntary / ${usage.involuntarySwitches} involuntary context switches; ${String(s.accepted)} client connections accepted${upstream}${phaseText}; event-loop delay p50/p99/max ${f(loop.p50, 1)}/${f(loop.p99, 1)}/${f(loop.max, 1)} ms; gc ${gc.count} pauses, ${f(gc.totalMs, 0)} ms total, max ${f(gc.maxMs, 1)} ms${kinds === '' ? '' : ` [${kinds}]`}`;
 }
 
 /** Runs every column `rounds` times, in a rotated order each round, so load drift on a shared machine does not

@@ -54,6 +54,8 @@ interface Round {
   requests: number;
   p99: number;
   workerCpuMs: number;
+  /** Each worker's share of that CPU (how evenly the kernel spread the connections). */
+  split: number[];
   /** Shared state once the load stopped: every slot given back (exact counts). */
   settled: boolean;
 }
@@ -94,6 +96,9 @@ async function oneRun(engine: string, workers: number, script: string): Promise<
       requests: load.requests,
       p99: load.p99Ms,
       workerCpuMs: cpu(after) - cpu(before),
+      split: after.workers.map(
+        (w, k) => (w.cpuMs - before.workers[k]!.cpuMs) / Math.max(1, cpu(after) - cpu(before)),
+      ),
       settled,
     };
   } finally {
@@ -154,6 +159,11 @@ async function main(): Promise<void> {
     ],
     ['requests/s per worker-core', cell(runs[1].map(perCore)), cell(runs[2].map(perCore))],
     ['per-core ratio, 2 workers vs 1', '-', cell(ratios, 3)],
+    [
+      'CPU split between workers, by round',
+      '-',
+      runs[2].map((x) => x.split.map((v) => `${f(v * 100)} %`).join(' / ')).join(', '),
+    ],
     [
       'shared state settled after load',
       runs[1].every((x) => x.settled) ? 'yes' : 'NO',

@@ -1,6 +1,21 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
+import { constants, monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
+
+/** GC kinds as node reports them (`detail.kind`): a long minor GC and a major one have different causes. */
+const GC_KINDS: Record<number, string> = {
+  [constants.NODE_PERFORMANCE_GC_MINOR]: 'minor',
+  [constants.NODE_PERFORMANCE_GC_MAJOR]: 'major',
+  [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
+  [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weakcb',
+};
+type GcFigures = {
+  count: number;
+  totalMs: number;
+  maxMs: number;
+  byKind: Record<string, { count: number; maxMs: number }>;
+};
+const noGc = (): GcFigures => ({ count: 0, totalMs: 0, maxMs: 0, byKind: {} });
 
 /**
  * What a bench gateway process reports about itself over a measured window (from `reset()` to `read()`): CPU,
@@ -10,7 +25,7 @@ import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 export class WindowStats {
   #cpuAtReset = process.cpuUsage();
   #usageAtReset = process.resourceUsage();
-  #gc = { count: 0, totalMs: 0, maxMs: 0 };
+  #gc = noGc();
   readonly #loopDelay = monitorEventLoopDelay({ resolution: 5 });
   /** Client connections accepted since start (steady keep-alive load opens none after its ramp). */
   #accepted = 0;
@@ -21,6 +36,10 @@ export class WindowStats {
         this.#gc.count++;
         this.#gc.totalMs += e.duration;
         this.#gc.maxMs = Math.max(this.#gc.maxMs, e.duration);
+        const kind = GC_KINDS[(e as unknown as { detail?: { kind?: number } }).detail?.kind ?? -1] ?? 'other';
+        const k = (this.#gc.byKind[kind] ??= { count: 0, maxMs: 0 });
+        k.count++;
+        k.maxMs = Math.max(k.maxMs, e.duration);
       }
     }).observe({ entryTypes: ['gc'] });
     this.#loopDelay.enable();
@@ -31,7 +50,7 @@ export class WindowStats {
   reset(): { cpuUserUs: number; cpuSystemUs: number; monoUs: number } {
     const cpu = process.cpuUsage();
     this.#loopDelay.reset();
-    this.#gc = { count: 0, totalMs: 0, maxMs: 0 };
+    this.#gc = noGc();
     this.#cpuAtReset = cpu;
     this.#usageAtReset = process.resourceUsage();
     return { cpuUserUs: cpu.user, cpuSystemUs: cpu.system, monoUs: Number(process.hrtime.bigint() / 1000n) };

@@ -1,5 +1,6 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { TokenUsage } from '../proxy/usage.ts';
+import { type CounterChild, type HistogramChild, ServedCounter, ServedHistogram } from './served-metrics.ts';
 import type { ReplicaWeightRow } from './weight-versions.ts';
 
 /** Where the collected gauges read their values at scrape time (no timer updates them). */
@@ -37,11 +38,11 @@ export interface ObservedRequest {
 }
 
 interface ServedChildren {
-  latency: { observe(value: number): void };
-  ttft: { observe(value: number): void };
-  prompt: { inc(value?: number): void };
-  generation: { inc(value?: number): void };
-  byStatus: Map<string, { inc(value?: number): void }>;
+  latency: HistogramChild;
+  ttft: HistogramChild;
+  prompt: CounterChild;
+  generation: CounterChild;
+  byStatus: Map<string, CounterChild>;
 }
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800];
@@ -51,11 +52,12 @@ const PHASE_BUCKETS = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
  * share counters). Label sets are bounded: roles, configured models, replicas, error codes, phases. */
 export class GatewayMetrics {
   readonly registry = new Registry();
-  readonly requests: Counter<'role' | 'model' | 'status'>;
-  readonly latency: Histogram<'role' | 'model'>;
-  readonly timeToFirstToken: Histogram<'role' | 'model'>;
-  readonly promptTokens: Counter<'role' | 'model'>;
-  readonly generationTokens: Counter<'role' | 'model'>;
+  // Every serving request touches these: cached children (served-metrics.ts), not prom-client's.
+  readonly requests: ServedCounter;
+  readonly latency: ServedHistogram;
+  readonly timeToFirstToken: ServedHistogram;
+  readonly promptTokens: ServedCounter;
+  readonly generationTokens: ServedCounter;
   readonly upstreamRetries: Counter<'role' | 'model' | 'reason'>;
   readonly upstreamErrors: Counter<'role' | 'model' | 'kind'>;
   readonly clientAborts: Counter<'role' | 'model'>;
@@ -70,30 +72,24 @@ export class GatewayMetrics {
     const served = <L extends string = never>(name: string, help: string, ...extra: L[]) =>
       new Counter<'role' | 'model' | L>({ name, help, labelNames: ['role', 'model', ...extra], registers });
     const latency = (name: string, help: string) =>
-      new Histogram({
-        name,
-        help,
-        labelNames: ['role', 'model'] as const,
-        buckets: LATENCY_BUCKETS,
-        registers,
-      });
+      new ServedHistogram(name, help, this.registry, LATENCY_BUCKETS);
+    const perRequest = (name: string, help: string) => new ServedCounter(name, help, this.registry);
     const phase = <L extends string>(name: string, help: string, labelNames: L[]) =>
       new Histogram<L>({ name, help, labelNames, buckets: PHASE_BUCKETS, registers });
-    this.requests = served(
+    this.requests = perRequest(
       'uis_requests_total',
       'Serving requests by role, model and HTTP status (0: the client left before an answer; cut: the engine broke the stream after its status went out).',
-      'status',
     );
     this.latency = latency('uis_request_duration_seconds', 'Serving request duration, arrival to last byte.');
     this.timeToFirstToken = latency(
       'uis_time_to_first_token_seconds',
       'Streamed answers only: arrival to the first token sent to the client.',
     );
-    this.promptTokens = served(
+    this.promptTokens = perRequest(
       'uis_prompt_tokens_total',
       'Prompt tokens the engines reported for served answers.',
     );
-    this.generationTokens = served(
+    this.generationTokens = perRequest(
       'uis_generation_tokens_total',
       'Generated (completion) tokens the engines reported for served answers, streamed ones included.',
     );
@@ -209,8 +205,7 @@ export class GatewayMetrics {
     });
   }
 
-  /** The labelled children of one role+model: prom-client hashes a label set on every call, so the serving path
-   * resolves its children once per role+model (and status) instead of per request. */
+  /** The labelled children of one role+model, resolved once per role+model (and status), not per request. */
   #children(role: string, model: string): ServedChildren {
     const key = `${role}\u0000${model}`;
     let c = this.#served.get(key);

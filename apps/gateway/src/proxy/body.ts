@@ -79,7 +79,7 @@ export function collectBody(
   req.on('end', () => c.end());
   req.on('error', (err: Error) => c.error(err));
   // A client that goes away mid-body (or is cut at the body deadline) gives its bytes back.
-  if (budget !== undefined) req.on('close', () => c.error(new Error('request closed before its body ended')));
+  if (budget !== undefined) req.on('close', () => c.closed());
 }
 
 /** One request body being read; answers `done` exactly once. */
@@ -123,6 +123,12 @@ class BodyCollector {
       null,
       chunks !== undefined ? Buffer.concat(chunks, this.#size) : (this.#first ?? Buffer.alloc(0)),
     );
+  }
+
+  /** The request closed: an error only when the body had not ended (its Error, stack and all, is made only then:
+   * every request closes, and making one each time was ~5 % of the serving path's CPU). */
+  closed(): void {
+    if (!this.#settled) this.error(new Error('request closed before its body ended'));
   }
 
   error(err: Error): void {
