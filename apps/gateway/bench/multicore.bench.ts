@@ -53,6 +53,9 @@ interface Round {
   rps: number;
   requests: number;
   p99: number;
+  /** wrk's errors, of them its 2 s timeouts (a loaded machine makes some; the gateway refuses nothing here). */
+  errors: number;
+  timeouts: number;
   workerCpuMs: number;
   /** Each worker's share of that CPU (how evenly the kernel spread the connections). */
   split: number[];
@@ -90,11 +93,12 @@ async function oneRun(engine: string, workers: number, script: string): Promise<
       settled = s.admitted === 0 && s.inFlight.every((n) => n === 0);
       if (!settled) await new Promise((r) => setImmediate(r));
     }
-    if (load.errors > 0) throw new Error(`${load.errors} errors with ${workers} worker(s)`);
     return {
       rps: load.rps,
       requests: load.requests,
       p99: load.p99Ms,
+      errors: load.errors,
+      timeouts: load.timeouts,
       workerCpuMs: cpu(after) - cpu(before),
       split: after.workers.map(
         (w, k) => (w.cpuMs - before.workers[k]!.cpuMs) / Math.max(1, cpu(after) - cpu(before)),
@@ -135,6 +139,11 @@ async function main(): Promise<void> {
   const ratios = runs[2].map((x, i) => perCore(x) / perCore(runs[1][i]!));
   const rows: Array<[string, string, string]> = [
     ['requests/s', cell(runs[1].map((x) => x.rps)), cell(runs[2].map((x) => x.rps))],
+    [
+      'errors (of them wrk 2 s timeouts)',
+      runs[1].map((x) => `${x.errors} (${x.timeouts})`).join(', '),
+      runs[2].map((x) => `${x.errors} (${x.timeouts})`).join(', '),
+    ],
     [
       'p99 ms',
       cell(
