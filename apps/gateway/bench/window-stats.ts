@@ -37,7 +37,8 @@ export class WindowStats {
         this.#gc.totalMs += e.duration;
         this.#gc.maxMs = Math.max(this.#gc.maxMs, e.duration);
         const kind = GC_KINDS[(e as unknown as { detail?: { kind?: number } }).detail?.kind ?? -1] ?? 'other';
-        const k = (this.#gc.byKind[kind] ??= { count: 0, maxMs: 0 });
+        this.#gc.byKind[kind] ??= { count: 0, maxMs: 0 };
+        const k = this.#gc.byKind[kind];
         k.count++;
         k.maxMs = Math.max(k.maxMs, e.duration);
       }
