@@ -2,6 +2,7 @@ import { type CircuitState, type ConsoleState, REPLICA_STATES, type ReplicaView,
 import { useMemo, useState } from 'react';
 import { useTRPCClient } from '../api/trpc.ts';
 import { readOnlyProps, useAdminAction, useReadOnly } from '../components/admin-actions.tsx';
+import { ScalePanel } from '../components/scale-panel.tsx';
 import { HealthSparkline } from '../components/sparkline.tsx';
 import { BoolMark, StateBadge } from '../components/state-badge.tsx';
 import { ModelSwitches } from '../components/weight-switch-timeline.tsx';
@@ -219,11 +220,14 @@ function ModelHead({
   model,
   info,
   total,
+  version,
 }: {
   role: Role;
   model: string;
   info: ModelInfo;
   total: number;
+  /** The console state's time: the scale operations are read again when it moves. */
+  version: number;
 }) {
   return (
     <div className="model-head">
@@ -246,6 +250,7 @@ function ModelHead({
         {info.router_url ? ` · router ${info.router_url}` : ''}
       </span>
       <ModelActions role={role} model={model} />
+      <ScalePanel role={role} model={model} replicas={total} version={version} />
     </div>
   );
 }
@@ -326,7 +331,13 @@ export function ReplicasPage({ state, initialFilter = '' }: { state: ConsoleStat
             const total = state.replicas.filter((r) => r.role === snapshot.role && r.model === model).length;
             return (
               <div className="model-block" key={model} data-testid="model-section" data-model={model}>
-                <ModelHead role={snapshot.role} model={model} info={info} total={total} />
+                <ModelHead
+                  role={snapshot.role}
+                  model={model}
+                  info={info}
+                  total={total}
+                  version={state.generated_at}
+                />
                 {rows.length === 0 ? (
                   <p className="empty">{total === 0 ? 'No replica.' : 'No replica matches the filter.'}</p>
                 ) : (
