@@ -12,23 +12,43 @@ function describe(op: ScaleOperation): string {
   return `${op.kind.replace('_', '-')} ${target}${op.dry_run ? ' (dry run)' : ''}`;
 }
 
+/** One scale operation: its state badge, what it does, its engines and message; Cancel while a scale-out runs. */
+function ScaleOpRow({ op }: { op: ScaleOperation }) {
+  const client = useTRPCClient();
+  const request = useAdminAction();
+  const readOnly = useReadOnly();
+  return (
+    <li data-testid="scale-op" data-status={op.status}>
+      <span className={`badge scale-${op.status.toLowerCase()}`}>{op.status}</span> {describe(op)}
+      {op.engine_ids.length > 0 ? <span className="mono"> {op.engine_ids.join(' ')}</span> : null}
+      <span className="muted"> {op.error_message ?? op.message}</span>
+      {op.kind === 'scale_out' && RUNNING.has(op.status) ? (
+        <button
+          type="button"
+          data-testid="scale-cancel"
+          {...readOnlyProps(readOnly)}
+          onClick={() =>
+            request({
+              title: `Cancel scale-out ${op.request_id.slice(0, 8)}`,
+              description: 'Every replica this scale-out added is stopped and removed.',
+              run: async () =>
+                `cancelled: ${(await client.cancelScaleOp.mutate({ request_id: op.request_id })).result.status}`,
+            })
+          }
+        >
+          Cancel
+        </button>
+      ) : null}
+    </li>
+  );
+}
+
 /**
  * A model's scale: a target count with Scale out / Scale in (force may take the plan's own replicas), and its
  * latest scale operations with their state as they move (PENDING -> ... -> ACTIVE / COMPLETED, FAILED,
- * CANCELLED); a running scale-out can be cancelled. `version` is the console state's: the list is read again on
- * every change.
+ * CANCELLED); a running scale-out can be cancelled.
  */
-export function ScalePanel({
-  role,
-  model,
-  replicas,
-  version,
-}: {
-  role: Role;
-  model: string;
-  replicas: number;
-  version: number;
-}) {
+export function ScalePanel({ role, model, replicas }: { role: Role; model: string; replicas: number }) {
   const client = useTRPCClient();
   const request = useAdminAction();
   const readOnly = useReadOnly();
@@ -37,9 +57,11 @@ export function ScalePanel({
   // Read only while the operator has the panel open: a closed panel costs the gateway nothing.
   const [open, setOpen] = useState(false);
   const ops = useQuery({
-    queryKey: ['scale-ops', role, model, version],
+    queryKey: ['scale-ops', role, model],
     queryFn: () => client.listScaleOps.query({ role, model_name: model }),
     enabled: open,
+    // An operation moves through its states in seconds: read again every second while the panel is open.
+    refetchInterval: open ? 1000 : false,
   });
   const latest = (ops.data?.result.operations ?? []).slice(0, 3);
   const ask = (kind: 'scale_out' | 'scale_in') =>
@@ -97,28 +119,7 @@ export function ScalePanel({
       </label>
       <ul className="scale-ops">
         {latest.map((op) => (
-          <li key={op.request_id} data-testid="scale-op" data-status={op.status}>
-            <span className={`badge scale-${op.status.toLowerCase()}`}>{op.status}</span> {describe(op)}
-            {op.engine_ids.length > 0 ? <span className="mono"> {op.engine_ids.join(' ')}</span> : null}
-            <span className="muted"> {op.error_message ?? op.message}</span>
-            {op.kind === 'scale_out' && RUNNING.has(op.status) ? (
-              <button
-                type="button"
-                data-testid="scale-cancel"
-                {...readOnlyProps(readOnly)}
-                onClick={() =>
-                  request({
-                    title: `Cancel scale-out ${op.request_id.slice(0, 8)}`,
-                    description: 'Every replica this scale-out added is stopped and removed.',
-                    run: async () =>
-                      `cancelled: ${(await client.cancelScaleOp.mutate({ request_id: op.request_id })).result.status}`,
-                  })
-                }
-              >
-                Cancel
-              </button>
-            ) : null}
-          </li>
+          <ScaleOpRow key={op.request_id} op={op} />
         ))}
       </ul>
     </details>

@@ -220,14 +220,11 @@ function ModelHead({
   model,
   info,
   total,
-  version,
 }: {
   role: Role;
   model: string;
   info: ModelInfo;
   total: number;
-  /** The console state's time: the scale operations are read again when it moves. */
-  version: number;
 }) {
   return (
     <div className="model-head">
@@ -250,7 +247,7 @@ function ModelHead({
         {info.router_url ? ` · router ${info.router_url}` : ''}
       </span>
       <ModelActions role={role} model={model} />
-      <ScalePanel role={role} model={model} replicas={total} version={version} />
+      <ScalePanel role={role} model={model} replicas={total} />
     </div>
   );
 }
@@ -331,13 +328,7 @@ export function ReplicasPage({ state, initialFilter = '' }: { state: ConsoleStat
             const total = state.replicas.filter((r) => r.role === snapshot.role && r.model === model).length;
             return (
               <div className="model-block" key={model} data-testid="model-section" data-model={model}>
-                <ModelHead
-                  role={snapshot.role}
-                  model={model}
-                  info={info}
-                  total={total}
-                  version={state.generated_at}
-                />
+                <ModelHead role={snapshot.role} model={model} info={info} total={total} />
                 {rows.length === 0 ? (
                   <p className="empty">{total === 0 ? 'No replica.' : 'No replica matches the filter.'}</p>
                 ) : (
