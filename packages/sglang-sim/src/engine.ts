@@ -229,7 +229,12 @@ export class SimEngine {
     if (this.scheduler.busy) {
       throw new SimFailure('Cannot release memory while requests are running; pause or abort them first.');
     }
-    const list = this.tagsOf(tags).filter((t) => this.memory[t] === 'resident');
+    const list = this.tagsOf(tags);
+    // SGLang pauses each tag's memory with torch_memory_saver, which exits the process when asked to pause memory
+    // that is not active: releasing a tag twice kills the engine (the scheduler dies, the server with it).
+    const paused = list.filter((t) => this.memory[t] !== 'resident');
+    if (paused.length > 0)
+      this.die(`torch_memory_saver: Cannot pause allocation that is not active. tag=${paused[0]}`);
     for (const t of list) this.memory[t] = 'releasing';
     if (list.includes('weights') && !this.options.enableWeightsCpuBackup) this.weightsLost = true;
     if (list.length === 0) return;
@@ -254,11 +259,14 @@ export class SimEngine {
         `CUDA out of memory: memory of ${busy.join(', ')} is still being released; wait before resuming.`,
       );
     }
-    const todo = list.filter((t) => this.memory[t] === 'released');
-    if (todo.length === 0) return;
+    // SGLang's scheduler removes each tag from its offload_tags set: a tag that was not released raises KeyError in
+    // the scheduler, which takes the server down.
+    const resident = list.filter((t) => this.memory[t] === 'resident');
+    if (resident.length > 0)
+      this.die(`resume_memory_occupation: KeyError: '${resident[0]}' (offload_tags.remove)`);
     await sleep(this.options.simOnloadMs);
-    for (const t of todo) this.memory[t] = 'resident';
-    if (todo.includes('weights') && this.weightsLost) {
+    for (const t of list) this.memory[t] = 'resident';
+    if (list.includes('weights') && this.weightsLost) {
       // The engine serves again, with whatever the memory held: outputs are wrong until weights are synced.
       this.weightsLost = false;
       this.weightsValid = false;
@@ -368,6 +376,12 @@ export class SimEngine {
   setWeightVersion(version: string, abortAll?: boolean): void {
     if (abortAll) this.abort(undefined, true);
     this.weightVersion = version;
+  }
+
+  /** A fault SGLang does not survive: the scheduler dies (the server with it) and the call gets no answer. */
+  private die(reason: string): never {
+    this.crash(reason);
+    throw new SimFailure(`scheduler died: ${reason}`, 500);
   }
 
   crash(reason: string): void {

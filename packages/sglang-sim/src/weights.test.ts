@@ -5,10 +5,10 @@ import {
 } from '@uis/sglang-engine';
 import { waitFor } from '@uis/sglang-engine/testing';
 import { describe, expect, it } from 'vitest';
-import type { SimServer } from './server.ts';
+import { type SimServer, startSimServer } from './server.ts';
 import { get, post, simsPerTest } from './testing.ts';
 
-const { start } = simsPerTest();
+const { start, track } = simsPerTest();
 const probe = {
   text: 'probe',
   sampling_params: { max_new_tokens: 10, ignore_eos: true },
@@ -141,7 +141,7 @@ describe('memory release / resume', () => {
     expect((await get(s.url, '/health_generate')).status).toBe(503);
     expect((await get(s.url, '/health')).status).toBe(200);
 
-    await post(s.url, '/release_memory_occupation', {});
+    await post(s.url, '/release_memory_occupation', { tags: ['weights', 'cuda_graph'] });
     expect(s.state().memory).toEqual({ weights: 'released', kv_cache: 'released', cuda_graph: 'released' });
     const upd = await post(s.url, '/update_weights_from_disk', { model_path: 'm2' });
     expect(upd.status).toBe(400);
@@ -150,8 +150,27 @@ describe('memory release / resume', () => {
     await post(s.url, '/resume_memory_occupation', { tags: ['weights'] });
     expect(s.state().memory.weights).toBe('resident');
     expect((await post(s.url, '/generate', probe)).status).toBe(400);
-    await post(s.url, '/resume_memory_occupation', { tags: null });
+    await post(s.url, '/resume_memory_occupation', { tags: ['kv_cache', 'cuda_graph'] });
     expect((await answer(s)).text).toBe(before.text);
+  });
+
+  it.each([
+    ['release', 'released', 'Cannot pause allocation that is not active'],
+    ['resume', 'resident', "KeyError: 'weights'"],
+  ])('a second %s of memory that is already %s kills the engine, as in SGLang', async (call, _state, why) => {
+    const crashed: string[] = [];
+    const s = track(
+      await startSimServer(
+        { host: '127.0.0.1', port: 0, enableMemorySaver: true },
+        { onCrash: (reason) => crashed.push(reason) },
+      ),
+    );
+    await s.ready;
+    if (call === 'release') await post(s.url, '/release_memory_occupation', { tags: ['weights'] });
+    const again = await post(s.url, `/${call}_memory_occupation`, { tags: ['weights'] });
+    expect(again.status).toBe(500);
+    expect(crashed).toEqual([expect.stringContaining(why)]);
+    expect(s.state().status).toBe('crashed');
   });
 
   it('weights released without --enable-weights-cpu-backup come back wrong until the next weight update', async () => {
