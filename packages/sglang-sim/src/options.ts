@@ -26,6 +26,8 @@ export const SimOptionsSchema = z.object({
   nodeRank: z.coerce.number().int().nonnegative().default(0),
   distInitAddr: z.string().optional(),
   enableMemorySaver: z.boolean().default(false),
+  /** SGLang's --enable-metrics: Prometheus metrics at /metrics. */
+  enableMetrics: z.boolean().default(false),
   enableWeightsCpuBackup: z.boolean().default(false),
   disaggregationMode: z.enum(['null', 'prefill', 'decode']).default('null'),
   disaggregationBootstrapPort: z.coerce.number().int().min(0).max(65535).default(8998),

@@ -6,6 +6,7 @@ import type { SimEngine } from './engine.ts';
 import { specFromSampling } from './generate.ts';
 import { chatHandler, generateHandler } from './generation-routes.ts';
 import { sendEmpty, sendJson } from './http-util.ts';
+import { metricsText } from './metrics.ts';
 import type { SimOptions } from './options.ts';
 import { type Handler, type RouteContext, routeContext } from './route-context.ts';
 
@@ -230,6 +231,13 @@ export function headHandler(engine: SimEngine, options: SimOptions): Handler {
     if (surface !== undefined && routeOf(surface, path) === undefined) continue;
     for (const m of methods.split(',')) routes.set(`${m} ${path}`, handlers[path]);
   }
+  // SGLang serves prometheus_client's app at /metrics when launched with --enable-metrics (not a FastAPI route:
+  // no release's surface lists it).
+  if (options.enableMetrics)
+    routes.set('GET /metrics', (_q, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
+      res.end(metricsText(engine, options));
+    });
   // Simulator-only: cumulative counters, so tests can prove which engine a router sent work to (or that none came).
   routes.set('GET /sim/stats', (_q, res) => sendJson(res, 200, engine.stats()));
   // Simulator-only fault injection for engines in other processes: the next n weight updates fail.
