@@ -38,15 +38,17 @@ describe('Phases page', { timeout: 15_000 }, () => {
     expect((screen.getByTestId('resolve-note') as HTMLInputElement).value).toBe('');
   });
 
-  it('asks for confirmation and the token, saying what resolving attests; cancelling changes nothing', () => {
+  it('asks for confirmation and the token, saying what resolving does; cancelling changes nothing', () => {
     render(<PhasesPage state={gateway.api.state()} />, { wrapper: Providers });
     fireEvent.click(screen.getByTestId('resolve-lease'));
     const dialog = screen.getByTestId('confirm-dialog');
     expect(dialog.textContent).toContain('Resolve the lease of actor at rollout');
     expect(dialog.textContent).toContain(REASON);
-    expect(dialog.textContent).toContain('checked the engines');
-    expect(dialog.textContent).toContain('GPUs of actor are in the state of phase rollout');
-    expect(dialog.textContent).toContain('held at rollout and phase transitions are allowed again');
+    // Resolving moves the engines: it is not an attestation that they are already there.
+    expect(dialog.textContent).toContain('brings the GPUs of actor to phase rollout');
+    expect(dialog.textContent).toContain('must report its memory released, then rollout onloads');
+    expect(dialog.textContent).toContain('held at rollout once the engines are there');
+    expect(dialog.textContent).toContain('the lease stays blocked and the answer names it');
     const ok = screen.getByTestId('confirm-ok') as HTMLButtonElement;
     expect(ok.disabled).toBe(true);
     fireEvent.click(screen.getByTestId('confirm-cancel'));
