@@ -439,6 +439,14 @@ describe('InferenceManager against sglang-sim processes', () => {
       ['onloading', 'v2'],
       ['onloading', 'v2'],
     ]);
+    // A drain of the half-onloaded replicas releases the weights they hold and nothing else (SGLang, and the
+    // simulator, kill an engine asked to release memory that is already released): same processes, released.
+    const pids = m.snapshot().models.policy?.replicas.map((r) => r.pids);
+    expect((await m.drain()).memoryReleased).toBe(true);
+    expect(m.snapshot().models.policy?.replicas.map((r) => [r.memory_released, r.pids])).toEqual(
+      pids?.map((p) => [true, p]),
+    );
+    await m.activate(['weights']);
     await m.activate(['kv_cache', 'cuda_graph']);
     expect(engines(m.registry.snapshot(), 'policy').map((e) => [e.state, e.direct_eligible])).toEqual([
       ['ready', true],

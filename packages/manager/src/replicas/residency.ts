@@ -8,7 +8,7 @@ import type { MemoryLedger } from './memory-ledger.ts';
 import type { PublicationProjector } from './publication.ts';
 import type { ReplicaTable } from './replica-table.ts';
 import type { RouterSync } from './router-sync.ts';
-import type { Audit, ModelRuntime, Slot } from './types.ts';
+import { ALL_TAGS, type Audit, type ModelRuntime, type Slot } from './types.ts';
 
 /** Offload of GPU memory: models drained to sleep (`model.desire` sleeping), each replica's in-flight work waited
  * for and its memory released (`slot.memory`); a replica that comes up while its model sleeps goes back to sleep.
@@ -81,9 +81,13 @@ export class Residency {
         inFlight: () => this.inFlight.count(s.engineId),
       });
       if (this.memory.offloadEnabled(s)) {
+        // Only the tags it holds: an onload that stopped half-way (weights resumed, KV cache not) left the rest
+        // released, and SGLang kills an engine asked to release memory that is already released.
+        const held = ALL_TAGS.filter((t) => s.memory.resumed.has(t));
+        const tags = held.length === ALL_TAGS.length ? undefined : held;
         // drain() already flushed the cache (except in_place); a second flush would only cost a round trip.
-        if (report.flushed) await engine.releaseMemory();
-        else await engine.sleep();
+        if (report.flushed) await engine.releaseMemory(tags);
+        else await engine.sleep(tags);
         s.memory.released = true;
         s.memory.resumed.clear();
       }
