@@ -39,6 +39,7 @@ import {
   type UisConfig,
   UisError,
 } from '@uis/spec';
+import { type AutoscalePolicy, Autoscaler } from './autoscaler.ts';
 import { BarrierBoard } from './barrier-board.ts';
 import { ControlPlane, type ControlPlaneParts, stopParts } from './control-plane.ts';
 import { type StartedRay, startRay } from './launchers/ray.ts';
@@ -68,6 +69,8 @@ export interface ControlPlaneOptions {
   /** Aborted to cancel the start (SIGTERM while starting): engines still loading stop at once, what started is
    * stopped, and the start rejects with the signal's reason. */
   signal?: AbortSignal;
+  /** The built-in autoscaler (off without it): its policies, ticking every `intervalMs` (default 10 s). */
+  autoscale?: { policies: AutoscalePolicy[]; intervalMs?: number };
 }
 
 /** The placement plan of a config, or 400 `invalid_layout` naming every violation. */
@@ -331,6 +334,18 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
     throw e;
   }
   feedStream(parts, opts.batchProgressMs ?? 1000);
+  if (opts.autoscale && opts.autoscale.policies.length > 0) {
+    const autoscaler = new Autoscaler(
+      opts.autoscale.policies,
+      managers,
+      parts.scale,
+      events,
+      systemClock,
+      logger,
+    );
+    autoscaler.start(opts.autoscale.intervalMs ?? 10_000);
+    parts.cleanups.push(() => autoscaler.stop());
+  }
   const plane = new ControlPlane(parts);
   // Batches sealed before a restart, of roles without a defer schedule, run now.
   for (const role of managers.keys())

@@ -1,3 +1,11 @@
+export {
+  type AutoscalePolicy,
+  Autoscaler,
+  decideScale,
+  type EngineSample,
+  parseEngineMetrics,
+  type ScaleDecision,
+} from './autoscaler.ts';
 export { BarrierBoard, type BarrierWait } from './barrier-board.ts';
 export * from './commands/index.ts';
 export { ControlPlane } from './control-plane.ts';
