@@ -276,8 +276,8 @@ export class InferenceManager implements PhaseParticipant {
     return this.#switches.inPlaceSwitches(engineId);
   }
 
-  /** The version a replica served before its in-place switch number `n + 1` (see WeightSwitch). */
-  servedBeforeInPlace(engineId: string, n: number): string | null {
+  /** The versions a replica served before each of its in-place switches after the `n`-th (see WeightSwitch). */
+  servedBeforeInPlace(engineId: string, n: number): Array<string | null> {
     return this.#switches.servedBeforeInPlace(engineId, n);
   }
 

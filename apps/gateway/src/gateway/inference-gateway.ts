@@ -363,14 +363,15 @@ export class InferenceGateway {
     };
   }
 
-  /** The version a request started on when an in-place switch paused its replica while it ran. */
-  private startedOn(target: ProxyTarget): string | null {
-    if (target.inPlaceSwitches === undefined) return null;
+  /** The versions a request ran on before its last token's: those its replica served before each in-place switch
+   * since the request was picked. */
+  private earlierVersions(target: ProxyTarget): Array<string | null> {
+    if (target.inPlaceSwitches === undefined) return [];
     return this.manager.servedBeforeInPlace(target.id, target.inPlaceSwitches);
   }
 
-  private readonly rawVersions = { openai: false, startedOn: (t: ProxyTarget) => this.startedOn(t) };
-  private readonly openAIVersions = { openai: true, startedOn: (t: ProxyTarget) => this.startedOn(t) };
+  private readonly rawVersions = { openai: false, earlier: (t: ProxyTarget) => this.earlierVersions(t) };
+  private readonly openAIVersions = { openai: true, earlier: (t: ProxyTarget) => this.earlierVersions(t) };
 
   /** Picks a replica by the model's policy; a replica the manager no longer admits (drain began after the
    * snapshot) is skipped. The admission also counts the request for the manager's drain. */

@@ -283,7 +283,7 @@ export class Exchange implements UpstreamHandler, Admittable {
             const target = this.#target!;
             const declared = {
               weightVersion: answerWeightVersion(body) ?? target.weightVersion ?? null,
-              startedOn: versions.startedOn(target),
+              earlier: versions.earlier(target),
             };
             const sent = body;
             if (versions.openai && declared.weightVersion !== null)

@@ -36,8 +36,8 @@ export interface ForwardRoute {
   /** W3C trace context sent to the engine instead of the client's (set when the request is traced). */
   traceparent?: string | undefined;
   /** Declares the weights of a sized answer: `X-UIS-Weight-Version` from the answer's own version, both versions
-   * of a request an in-place switch spanned, and (`openai`) `system_fingerprint` in the body. */
-  versions?: { openai: boolean; startedOn: (target: ProxyTarget) => string | null };
+   * of a request in-place switches spanned, and (`openai`) `system_fingerprint` in the body. */
+  versions?: { openai: boolean; earlier: (target: ProxyTarget) => ReadonlyArray<string | null> };
   /** The gateway that owns the request once routed, when it is not the handler's (the root OpenAI routes find
    * the role from the model): its in-flight counter and hooks count the request. */
   owner?: Pick<ServingProxyOptions, 'inFlight' | 'hooks' | 'admission' | 'retry'>;

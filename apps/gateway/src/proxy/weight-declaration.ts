@@ -1,11 +1,11 @@
 import type { OutgoingHttpHeader } from 'node:http';
 
 /** What an answer says about the weights that produced it: the version of its last token and, when the request
- * was running on its replica while a `pause_in_place` switch changed its weights, the version it started on. */
+ * was running on its replica while in-place switches changed its weights, the versions it ran on before. */
 export interface WeightDeclaration {
   weightVersion: string | null;
-  /** The version the request started on when an in-place switch moved its replica under it, else null. */
-  startedOn: string | null;
+  /** The versions the replica served before each in-place switch the request was in flight across, oldest first. */
+  earlier: ReadonlyArray<string | null>;
 }
 
 const KEY = Buffer.from('"weight_version":');
@@ -26,13 +26,15 @@ export function answerWeightVersion(body: Buffer): string | null {
   return v.includes('\\') ? null : v;
 }
 
-/** The headers that declare the versions: `X-UIS-Weight-Version` (the last token's) and, for a request an
- * in-place switch spanned, `X-UIS-Weight-Versions: <started on>,<finished on>`. */
+/** The headers that declare the versions: `X-UIS-Weight-Version` (the last token's) and, for a request in-place
+ * switches spanned, `X-UIS-Weight-Versions: <started on>,...,<finished on>` (each version it was in flight on). */
 export function declarationHeaders(d: WeightDeclaration): OutgoingHttpHeader[] {
   const out: OutgoingHttpHeader[] = [];
-  if (d.weightVersion !== null) out.push('x-uis-weight-version', d.weightVersion);
-  if (d.startedOn !== null && d.weightVersion !== null && d.startedOn !== d.weightVersion)
-    out.push('x-uis-weight-versions', `${d.startedOn},${d.weightVersion}`);
+  if (d.weightVersion === null) return out;
+  out.push('x-uis-weight-version', d.weightVersion);
+  const all: string[] = [];
+  for (const v of [...d.earlier, d.weightVersion]) if (v !== null && all[all.length - 1] !== v) all.push(v);
+  if (all.length > 1) out.push('x-uis-weight-versions', all.join(','));
   return out;
 }
 

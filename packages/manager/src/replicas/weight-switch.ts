@@ -77,12 +77,12 @@ export class WeightSwitch {
     return this.#inPlace.get(engineId)?.count ?? 0;
   }
 
-  /** The version an engine served before its in-place switch number `n + 1` (null: unknown or long ago): what a
-   * request picked when the engine had had `n` such switches started on, when one spanned it. */
-  servedBeforeInPlace(engineId: string, n: number): string | null {
+  /** The versions an engine served before each of its in-place switches after the `n`-th, oldest first (the last
+   * 16 kept): what a request picked when the engine had had `n` such switches ran on before its last token. */
+  servedBeforeInPlace(engineId: string, n: number): Array<string | null> {
     const e = this.#inPlace.get(engineId);
-    if (e === undefined || n >= e.count) return null;
-    return e.from[e.from.length - (e.count - n)] ?? null;
+    if (e === undefined || n >= e.count) return [];
+    return e.from.slice(Math.max(0, e.from.length - (e.count - n)));
   }
 
   /** The model's switches, oldest first (the last HISTORY). */
