@@ -5,6 +5,7 @@ import { initialContext } from './model.ts';
 import type { SimOptions } from './options.ts';
 import { type SequenceSpec, SimSequence } from './request.ts';
 import { Scheduler } from './scheduler.ts';
+import { TokenVersions } from './token-versions.ts';
 
 export type EngineStatus = 'starting' | 'ready' | 'unhealthy' | 'hung' | 'crashed' | 'closed';
 export type MemoryState = 'resident' | 'releasing' | 'released';
@@ -83,10 +84,8 @@ export class SimEngine {
   private readonly pendingTimers = new Set<NodeJS.Timeout>();
   /** Fault injection: this many weight updates fail next (SGLang answers 400 and keeps the old weights). */
   failWeightUpdates = 0;
-  /** Which weight version produced each output token of finished requests, by rid: [first token index, version]
-   * segments (the ground truth a test holds the gateway's declared versions to). Bounded. */
-  private readonly tokenVersionLog = new Map<string, Array<[number, string]>>();
-  private readonly liveVersions = new WeakMap<SimSequence, Array<[number, string]>>();
+  /** Which weight version produced each output token (see TokenVersions). */
+  private readonly versions = new TokenVersions();
   /** Arrival number of the sequence that crashes the engine (fault injection). */
   private readonly crashAt: number | undefined;
 
@@ -168,7 +167,7 @@ export class SimEngine {
     const arrival = this.accepted;
     const crashes = this.crashAt !== undefined && arrival >= this.crashAt;
     const seq = new SimSequence(spec, initialContext(this.weightsFingerprint), this.now(), (s) => {
-      this.noteVersion(s);
+      this.versions.note(s, this.weightVersion);
       onProgress(s);
       // After the token's bytes left (http uncorks on nextTick), so the client sees a stream cut mid-way.
       if (crashes) setImmediate(() => this.crash(`injected crash during request ${arrival}`));
@@ -415,33 +414,14 @@ export class SimEngine {
     return n;
   }
 
-  /** Records the version that produced the sequence's newest token (weights change only between steps). */
-  private noteVersion(s: SimSequence): void {
-    const n = s.outputIds.length;
-    if (n === 0) return;
-    let segs = this.liveVersions.get(s);
-    if (segs === undefined) {
-      segs = [];
-      this.liveVersions.set(s, segs);
-    }
-    const last = segs[segs.length - 1];
-    if (last === undefined || last[1] !== this.weightVersion) segs.push([n - 1, this.weightVersion]);
-  }
-
   /** The [first token index, version] segments of a finished request's output (undefined: unknown rid). */
   tokenVersions(rid: string): Array<[number, string]> | undefined {
-    return this.tokenVersionLog.get(rid);
+    return this.versions.of(rid);
   }
 
   private finished(s: SimSequence): void {
-    this.noteVersion(s);
-    if (typeof s.spec.rid === 'string') {
-      this.tokenVersionLog.set(s.spec.rid, this.liveVersions.get(s) ?? []);
-      if (this.tokenVersionLog.size > 100_000) {
-        const oldest = this.tokenVersionLog.keys().next().value;
-        if (oldest !== undefined) this.tokenVersionLog.delete(oldest);
-      }
-    }
+    this.versions.note(s, this.weightVersion);
+    this.versions.finish(s);
     if (s.finishReason?.type === 'abort') this.counters.aborted++;
     else this.counters.completed++;
     this.counters.promptTokens += s.spec.inputIds.length;
