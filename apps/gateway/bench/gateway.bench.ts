@@ -309,6 +309,10 @@ async function streamLoad(
   body: string,
   proxy: Proxy | undefined,
 ): Promise<{ load: LoadResult; cpuMs?: number; loop?: LoopDelay }> {
+  // The window's event-loop delay and GC start before the load does (its ramp included, every column alike): a
+  // reset sent at the measured window's start was answered only at its end in most rounds (the process busy with
+  // 512 streams), and the window read came out empty.
+  await proxy?.stats?.(true).catch((e: unknown) => diagnostics.push(`stats reset failed: ${String(e)}`));
   const proc = start(
     'loadgen',
     ...tsx('stream-load.ts', [
@@ -332,10 +336,6 @@ async function streamLoad(
     const line = v as { phase?: string } & LoadResult;
     if (line.phase === 'start') {
       cpu0 = proxy?.cpuMs();
-      // Best effort, like the end sample: a reset still pending when the gateway stops must not crash the bench.
-      proxy
-        ?.stats?.(true)
-        .catch((e: unknown) => diagnostics.push(`gateway stats reset failed: ${String(e)}`));
     } else if (line.phase === 'end') {
       cpuEnd = proxy?.cpuMs();
       loop = proxy?.stats?.(false).then(
