@@ -1,7 +1,13 @@
 import type { EngineLauncher, LaunchSpec } from '@uis/sglang-engine';
 import { type InferenceRoleSpec, isUisError } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
-import { ExternalLauncher, type LaunchRequest, LocalLauncher } from './launchers.ts';
+import {
+  ExternalLauncher,
+  type LaunchRequest,
+  LocalLauncher,
+  SimLauncher,
+  simModelArgs,
+} from './launchers.ts';
 import { planConfig, splitConfig, twoNodeTeacherConfig } from './testing.ts';
 
 /** Records what would be spawned and refuses to spawn it. */
@@ -72,6 +78,31 @@ describe('launchers', () => {
     expect(addr[1]).toBe(addr[0]);
     const ports = procs.map((x) => x.argv[x.argv.indexOf('--port') + 1]);
     expect(new Set(ports).size).toBe(2);
+  });
+
+  it("sim: the model's memory becomes the simulator's byte model (weights, KV share, CUDA graphs)", async () => {
+    const req = request('policy/1', splitConfig());
+    const sized = {
+      ...req,
+      model: {
+        ...req.model,
+        memory: { parameters: 8.2e9, dtype: 'bf16' as const, kv_cache_share: 0.3, cuda_graph_gb: 1 },
+      },
+    };
+    expect(simModelArgs(req)).toEqual([]);
+    expect(simModelArgs(sized)).toEqual([
+      '--sim-weight-gb',
+      '16.4',
+      '--sim-kv-cache-share',
+      '0.3',
+      '--sim-cuda-graph-gb',
+      '1',
+    ]);
+    const rec = new RecordingLauncher();
+    const engine = await new SimLauncher({ engineLauncher: rec }).create(sized);
+    await expect(engine.start({ deadlineMs: 5_000 })).rejects.toThrow(/recorded, not launched/);
+    const argv = rec.specs[0]?.processes[0]?.argv ?? [];
+    expect(argv[argv.indexOf('--sim-weight-gb') + 1]).toBe('16.4');
   });
 
   it('external: attaches by URL and refuses a replica it has no URL for', async () => {

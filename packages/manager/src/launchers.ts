@@ -13,6 +13,7 @@ import {
   type EngineGroupSpec,
   type GroupPlacement,
   type InferenceModelSpec,
+  modelWeightBytes,
   type ReplicaPlacement,
   type Role,
   UisError,
@@ -135,15 +136,29 @@ export class SimLauncher extends LocalLauncher {
     super({
       ...opts,
       command: [process.execPath, SIM_BIN, ...(opts.simArgs ?? [])],
-      extraArgs: (req) => [...simReleaseArgs(req), ...(opts.extraArgs?.(req) ?? [])],
+      extraArgs: (req) => [...simModelArgs(req), ...(opts.extraArgs?.(req) ?? [])],
     });
   }
 }
 
-/** `--sim-sglang-version` of a model that names its SGLang release (else the simulator's default, the newest). */
-export function simReleaseArgs(req: LaunchRequest): string[] {
-  const version = req.model.sglang_version;
-  return version === undefined ? [] : ['--sim-sglang-version', version];
+/** What the simulator needs to stand in for the model: `--sim-sglang-version` of a model that names its SGLang
+ * release (else the simulator's default, the newest), and the model's memory (weight bytes, KV-cache share,
+ * CUDA-graph reserve) so its releases, resumes and weight loads take the time their bytes take. */
+export function simModelArgs(req: LaunchRequest): string[] {
+  const { sglang_version: version, memory } = req.model;
+  return [
+    ...(version === undefined ? [] : ['--sim-sglang-version', version]),
+    ...(memory === undefined
+      ? []
+      : [
+          '--sim-weight-gb',
+          String(modelWeightBytes(memory) / 1e9),
+          '--sim-kv-cache-share',
+          String(memory.kv_cache_share),
+          '--sim-cuda-graph-gb',
+          String(memory.cuda_graph_gb),
+        ]),
+  ];
 }
 
 /** `external`: engines started elsewhere (e.g. by a Ray controller), attached by URL and never killed. */

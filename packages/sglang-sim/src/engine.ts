@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { MEMORY_TAGS, type MemoryTag, type PauseMode } from '@uis/sglang-engine';
+import { PROCESS_GPUS, SimMemoryModel } from './gpu-memory.ts';
 import { hashString, mix, prng } from './hash.ts';
 import { initialContext } from './model.ts';
 import type { SimOptions } from './options.ts';
@@ -50,7 +51,7 @@ export class SimFailure extends Error {
 
 export type Admission = 'ok' | 'error' | 'hang';
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const realSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** The engine behind the HTTP API: weights, memory saver, scheduler, prefix cache and injected faults. */
 export class SimEngine {
@@ -88,13 +89,19 @@ export class SimEngine {
   private readonly versions = new TokenVersions();
   /** Arrival number of the sequence that crashes the engine (fault injection). */
   private readonly crashAt: number | undefined;
+  /** Bytes per tag on its GPUs and the times they take to move (null: no model size given, fixed times only). */
+  readonly bytes: SimMemoryModel | null;
 
   constructor(
     readonly options: SimOptions,
     /** Called when an injected fault kills the engine (the CLI exits; in-process servers drop their sockets). */
     private readonly onCrash: (reason: string) => void,
     readonly now: () => number = () => performance.now(),
+    /** The timer of modelled durations (release, resume, weight loads); tests pass a manual clock's. */
+    private readonly sleep: (ms: number) => Promise<void> = realSleep,
   ) {
+    this.bytes = SimMemoryModel.sized(options) ? new SimMemoryModel(options, PROCESS_GPUS, this) : null;
+    this.bytes?.holdAll();
     this.weightVersion = options.weightVersion;
     this.modelPath = options.modelPath;
     this.weightsFingerprint = hashString(`${options.modelPath}\u0000${options.weightVersion}`);
@@ -238,14 +245,19 @@ export class SimEngine {
     if (list.includes('weights') && !this.options.enableWeightsCpuBackup) this.weightsLost = true;
     if (list.length === 0) return;
     const done = () => {
-      for (const t of list) if (this.memory[t] === 'releasing') this.memory[t] = 'released';
+      for (const t of list)
+        if (this.memory[t] === 'releasing') {
+          this.memory[t] = 'released';
+          this.bytes?.free(t);
+        }
     };
+    const ms = this.options.simOffloadMs + (this.bytes?.ms(list) ?? 0);
     if (this.options.simEarlyRelease) {
       // The trap users hit: success comes back while the memory is still held.
-      this.later(this.options.simOffloadMs, done);
+      this.later(ms, done);
       return;
     }
-    await sleep(this.options.simOffloadMs);
+    await this.sleep(ms);
     done();
   }
 
@@ -263,7 +275,13 @@ export class SimEngine {
     const resident = list.filter((t) => this.memory[t] === 'resident');
     if (resident.length > 0)
       this.die(`resume_memory_occupation: KeyError: '${resident[0]}' (offload_tags.remove)`);
-    await sleep(this.options.simOnloadMs);
+    if (this.bytes) {
+      const { order, oom } = this.bytes.resumePlan(list);
+      if (oom !== null) this.die(oom);
+      // Allocated when the resume starts: a second resume on the same GPUs meanwhile sees them taken.
+      for (const t of order) this.bytes.hold(t);
+    }
+    await this.sleep(this.options.simOnloadMs + (this.bytes?.ms(list) ?? 0));
     for (const t of list) this.memory[t] = 'resident';
     if (list.includes('weights') && this.weightsLost) {
       // The engine serves again, with whatever the memory held: outputs are wrong until weights are synced.
@@ -285,7 +303,7 @@ export class SimEngine {
     if (this.scheduler.paused !== null) return fn();
     this.scheduler.hold(true);
     try {
-      while (this.scheduler.busy && this.status !== 'closed' && this.status !== 'crashed') await sleep(1);
+      while (this.scheduler.busy && this.status !== 'closed' && this.status !== 'crashed') await realSleep(1);
       await fn();
     } finally {
       this.scheduler.hold(false);
@@ -324,7 +342,7 @@ export class SimEngine {
     this.requireWeights();
     if (abortAll) this.abort(undefined, true);
     await this.writerLock(async () => {
-      await sleep(this.options.simOnloadMs);
+      await this.sleep(this.options.simOnloadMs + (this.bytes?.syncMs() ?? 0));
       this.injectedFailure();
       this.modelPath = modelPath;
       this.applyWeights(modelPath, version, abortAll);
@@ -387,12 +405,15 @@ export class SimEngine {
     if (this.status === 'crashed' || this.status === 'closed') return;
     this.status = 'crashed';
     this.scheduler.close();
+    // A dead process holds no GPU memory.
+    this.bytes?.free();
     this.onCrash(reason);
   }
 
   close(): void {
     this.status = 'closed';
     this.scheduler.close();
+    this.bytes?.free();
     for (const t of this.pendingTimers) clearTimeout(t);
     this.pendingTimers.clear();
   }

@@ -55,6 +55,17 @@ export const SimOptionsSchema = z.object({
   /** release_memory_occupation answers before the memory is free (the offload still takes simOffloadMs). */
   simEarlyRelease: z.boolean().default(false),
   simSeed: z.coerce.number().int().default(0),
+  /** The memory model (gpu-memory.ts): the whole model's weight bytes in GB (0: not sized, fixed times only), the
+   * KV cache's share of each GPU, the CUDA-graph reserve per GPU, the GPU and its copy speeds (an H200's). */
+  simWeightGb: z.coerce.number().nonnegative().default(0),
+  simKvCacheShare: z.coerce.number().min(0).max(1).default(0),
+  simCudaGraphGb: z.coerce.number().nonnegative().default(0),
+  simGpuMemoryGb: z.coerce.number().positive().default(141),
+  simPinnedGbps: z.coerce.number().positive().default(51.5),
+  simPageableGbps: z.coerce.number().positive().default(9),
+  simAllocFreeS: z.coerce.number().nonnegative().default(0.03),
+  /** Names of this process's GPUs (`node-0:0,node-0:1`): engines of one process naming the same GPU share it. */
+  simGpus: z.string().optional(),
   /** Defaults to the CUDA_VISIBLE_DEVICES of the process. */
   cudaVisibleDevices: z.string().optional(),
   /** Print SGLang-like log lines to stderr. */

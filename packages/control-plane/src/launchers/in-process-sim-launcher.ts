@@ -1,4 +1,4 @@
-import { type Launcher, type LaunchRequest, simReleaseArgs } from '@uis/manager';
+import { type Launcher, type LaunchRequest, simModelArgs } from '@uis/manager';
 import { type LaunchedReplica, type LaunchSpec, localServerArgs, SGLangEngine } from '@uis/sglang-engine';
 import { parseSimArgs, type SimOptionsInput, type SimServer, startSimServer } from '@uis/sglang-sim';
 
@@ -21,24 +21,33 @@ export class InProcessSimLauncher implements Launcher {
       host: '127.0.0.1',
       offload: req.offload,
       command: [],
-      extraArgs: simReleaseArgs(req),
+      extraArgs: simModelArgs(req),
     });
     const spec: LaunchSpec = { ...args, engineId: req.replica.engine_id };
     return new SGLangEngine({
       engineId: req.replica.engine_id,
       baseUrl: args.headUrl,
-      launcher: { launch: (s) => this.launch(s) },
+      launcher: { launch: (s) => this.launch(s, req) },
       launchSpec: spec,
       pollMs: 50,
     });
   }
 
-  private async launch(spec: LaunchSpec): Promise<LaunchedReplica> {
+  private async launch(spec: LaunchSpec, req: LaunchRequest): Promise<LaunchedReplica> {
     const servers: SimServer[] = [];
     try {
-      for (const p of spec.processes) {
+      for (const [i, p] of spec.processes.entries()) {
         const { options } = parseSimArgs(p.argv, { ...process.env, ...p.env });
-        const server = await startSimServer({ ...options, ...this.simOptions, port: options.port });
+        // Every engine of the demo lives in this process: naming the planned GPUs makes engines of different phases
+        // share each GPU's memory, so a resume that does not fit fails as it would on the GPU.
+        const node = req.replica.nodes[i];
+        const simGpus = node?.gpu_ids.map((g) => `${node.node}:${g}`).join(',');
+        const server = await startSimServer({
+          ...options,
+          ...this.simOptions,
+          ...(simGpus ? { simGpus } : {}),
+          port: options.port,
+        });
         servers.push(server);
         this.live.add(server);
       }

@@ -1,0 +1,130 @@
+import type { MemoryTag } from '@uis/sglang-engine';
+import type { SimOptions } from './options.ts';
+
+/** The simulator's memory by tag and time by bytes. An engine holds, on each of its GPUs, its weights (the model's
+ * bytes split over tp x pp), its KV cache (a share of the GPU) and its CUDA graphs; engines of one process that
+ * name the same GPUs (`--sim-gpus node-0:0,...`, as `uis demo` does) share them. Releasing or resuming a tag takes
+ * bytes / bandwidth for weights with a CPU backup (pinned copies) and one allocation + free otherwise; a weight update
+ * from disk takes bytes / the pageable bandwidth. A resume that does not fit fails as SGLang's does: its scheduler
+ * raises CUDA's out-of-memory error and the server goes down (`run_scheduler_process` signals its parent on any
+ * exception), resuming in SGLang's order (`resume_memory_occupation`: cuda_graph, weights, kv_cache). */
+
+const GB = 1e9;
+
+/** SGLang 0.5.23 `SchedulerWeightUpdater.resume_memory_occupation`'s order. */
+const SGLANG_RESUME_ORDER: readonly MemoryTag[] = ['cuda_graph', 'weights', 'kv_cache'];
+
+/** Who holds how many bytes of which tag on each GPU of a process. */
+export class SimGpuLedger {
+  readonly #held = new Map<string, Map<object, Map<MemoryTag, number>>>();
+
+  used(gpu: string): number {
+    let sum = 0;
+    for (const tags of this.#held.get(gpu)?.values() ?? []) for (const b of tags.values()) sum += b;
+    return sum;
+  }
+
+  hold(gpu: string, owner: object, tag: MemoryTag, bytes: number): void {
+    let owners = this.#held.get(gpu);
+    if (!owners) {
+      owners = new Map();
+      this.#held.set(gpu, owners);
+    }
+    let tags = owners.get(owner);
+    if (!tags) {
+      tags = new Map();
+      owners.set(owner, tags);
+    }
+    tags.set(tag, bytes);
+  }
+
+  /** Frees the owner's `tag` (every tag when none is given) on every GPU. */
+  free(owner: object, tag?: MemoryTag): void {
+    for (const owners of this.#held.values()) {
+      const tags = owners.get(owner);
+      if (!tags) continue;
+      if (tag === undefined) owners.delete(owner);
+      else tags.delete(tag);
+    }
+  }
+}
+
+/** Engines of one process share GPUs that have the same name. */
+export const PROCESS_GPUS = new SimGpuLedger();
+
+let anonymous = 0;
+
+export class SimMemoryModel {
+  readonly gpus: string[];
+  readonly capacity: number;
+  readonly bytes: Record<MemoryTag, number>;
+
+  constructor(
+    private readonly o: SimOptions,
+    private readonly ledger: SimGpuLedger,
+    private readonly owner: object,
+  ) {
+    const perProcess = Math.max(1, Math.floor((o.tpSize * o.ppSize) / o.nnodes));
+    const named = o.simGpus?.split(',').filter((g) => g.length > 0);
+    const id = ++anonymous;
+    // Unnamed GPUs are this engine's alone: engines in one test process do not share memory by accident.
+    this.gpus = named ?? Array.from({ length: perProcess }, (_, i) => `engine-${id}:${i}`);
+    this.capacity = Math.round(o.simGpuMemoryGb * GB);
+    this.bytes = {
+      weights: Math.ceil((o.simWeightGb * GB) / (o.tpSize * o.ppSize)),
+      kv_cache: Math.floor(o.simKvCacheShare * this.capacity),
+      cuda_graph: Math.round(o.simCudaGraphGb * GB),
+    };
+  }
+
+  /** Whether the bytes model is on (a model size was given). */
+  static sized(o: SimOptions): boolean {
+    return o.simWeightGb > 0;
+  }
+
+  /** Seconds to release or resume one tag on one GPU (every GPU of the engine copies in parallel). */
+  tagSeconds(tag: MemoryTag): number {
+    if (tag === 'weights' && this.o.enableWeightsCpuBackup)
+      return this.bytes.weights / (this.o.simPinnedGbps * GB);
+    return this.o.simAllocFreeS / 2;
+  }
+
+  ms(tags: readonly MemoryTag[]): number {
+    return tags.reduce((s, t) => s + this.tagSeconds(t), 0) * 1000;
+  }
+
+  /** A weight update from disk: the weights of one GPU through pageable memory. */
+  syncMs(): number {
+    return (this.bytes.weights / (this.o.simPageableGbps * GB)) * 1000;
+  }
+
+  holdAll(): void {
+    for (const t of SGLANG_RESUME_ORDER) this.hold(t);
+  }
+
+  hold(tag: MemoryTag): void {
+    for (const g of this.gpus) this.ledger.hold(g, this.owner, tag, this.bytes[tag]);
+  }
+
+  free(tag?: MemoryTag): void {
+    this.ledger.free(this.owner, tag);
+  }
+
+  /** The tags in SGLang's resume order, and the first that would not fit with what it names, or null. */
+  resumePlan(tags: readonly MemoryTag[]): { order: MemoryTag[]; oom: string | null } {
+    const order = SGLANG_RESUME_ORDER.filter((t) => tags.includes(t));
+    const extra = new Map<string, number>();
+    for (const t of order) {
+      for (const g of this.gpus) {
+        const used = this.ledger.used(g) + (extra.get(g) ?? 0);
+        if (used + this.bytes[t] > this.capacity)
+          return {
+            order,
+            oom: `CUDA error: out of memory (resume_memory_occupation of ${t}: tried to allocate ${this.bytes[t]} bytes on GPU ${g} with ${used} of ${this.capacity} bytes in use)`,
+          };
+        extra.set(g, (extra.get(g) ?? 0) + this.bytes[t]);
+      }
+    }
+    return { order, oom: null };
+  }
+}
