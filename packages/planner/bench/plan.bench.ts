@@ -1,5 +1,7 @@
 // Plan + validate a 4,096-GPU cluster (512 nodes x 8) with 64 models across three roles, next to the cost of merely
-// parsing the same config (YAML + schema). Targets: plan < 5x parse and < 20 ms (median).
+// parsing the same config (YAML + schema). Targets: plan < 5x parse and < 20 ms (median). The same layout with every
+// model sized (the memory model: residency per phase and GPU, switch predictions, the defer order search) is timed
+// beside it: < 20 ms, and its ratio to the unsized plan is printed.
 import { performance } from 'node:perf_hooks';
 import { deferPhases, loadConfig } from '@uis/spec';
 import { stringify } from 'yaml';
@@ -56,6 +58,18 @@ const doc = {
 };
 const text = stringify(doc);
 const config = loadConfig(text, 'bench.yaml');
+const sizes = { r: 8.2e9, g: 32.8e9, t: 72.7e9 } as const;
+const sizedDoc = structuredClone(doc);
+for (const role of Object.values(sizedDoc.roles))
+  for (const m of role.models)
+    Object.assign(m, { memory: { parameters: sizes[m.name[0] as keyof typeof sizes], kv_cache_share: 0.2 } });
+Object.assign(sizedDoc.training, { memory_share: 0.4 });
+const sizedConfig = loadConfig(stringify(sizedDoc), 'bench-sized.yaml');
+const sizedFirst = planPlacement(sizedConfig);
+if (!sizedFirst.ok || (sizedFirst.plan.memory?.[0]?.unsized.length ?? 1) > 0)
+  throw new Error(
+    `sized bench layout: ${JSON.stringify(sizedFirst.ok ? sizedFirst.plan.memory : sizedFirst.errors.slice(0, 3))}`,
+  );
 const first = planPlacement(config);
 if (!first.ok) throw new Error(`bench layout is invalid: ${JSON.stringify(first.errors.slice(0, 3))}`);
 const probe: BundleProbeEntry[] = (first.plan.pools.actor?.bundles ?? []).map((b) => ({
@@ -85,9 +99,16 @@ const plan = median(() => {
     throw new Error('unexpected violation');
 }, RUNS);
 
+const sized = median(() => {
+  const r = planPlacement(sizedConfig);
+  if (!r.ok || (r.plan.memory?.[0]?.configured.switches.length ?? 0) === 0)
+    throw new Error('unexpected violation');
+}, RUNS);
+
 const rows = [
   ['parse config (YAML + schema)', parse],
   ['plan + validate probe', plan],
+  ['plan with the memory model (every model sized)', sized],
 ] as const;
 console.log(
   `cluster: ${NODES} nodes x ${PER_NODE} GPUs = ${NODES * PER_NODE} GPUs, 64 models, ${engines} engines, config ${(text.length / 1024).toFixed(0)} KiB, median of ${RUNS}`,
@@ -97,4 +118,8 @@ const ratio = plan / parse;
 const verdict = ratio < 5 && plan < 20 ? 'PASS' : 'FAIL';
 console.log(
   `plan / parse = ${ratio.toFixed(2)}x (target < 5x), plan = ${plan.toFixed(2)} ms (target < 20 ms): ${verdict}`,
+);
+const memVerdict = sized < 20 ? 'PASS' : 'FAIL';
+console.log(
+  `plan with memory model = ${sized.toFixed(2)} ms (target < 20 ms), ${(sized / plan).toFixed(2)}x the plan without sizes: ${memVerdict}`,
 );
