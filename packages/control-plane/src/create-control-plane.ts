@@ -267,6 +267,7 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
     events,
     registries: [...managers.values()].map((m) => m.registry),
     logger,
+    ...(plan.memory === undefined ? {} : { memory: plan.memory }),
     ...(opts.transitionTimeoutMs === undefined ? {} : { transitionTimeoutMs: opts.transitionTimeoutMs }),
   });
   const wired = wireDeferredScoring({

@@ -53,7 +53,7 @@ export class OperatorIntents {
   participant(manager: InferenceManager): PhaseParticipant {
     return {
       role: manager.role,
-      drain: () => manager.drain(),
+      drain: (opts) => manager.drain(opts),
       activate: () => {
         if (this.#live) this.forgetRoleDrain(manager.role, 'the phase schedule activated the role');
         return manager.activate();

@@ -1,6 +1,6 @@
 import type { MemoryTag, SGLangEngine } from '@uis/sglang-engine';
 import { type DrainPolicy, EngineUrlSchema, type InferenceRoleSpec, parseOrThrow, UisError } from '@uis/spec';
-import type { OffloadReport, PhaseParticipant } from './coordinator/types.ts';
+import type { KeepTags, OffloadReport, PhaseParticipant } from './coordinator/types.ts';
 import { EventLog } from './event-log.ts';
 import type { InFlightTracker } from './in-flight.ts';
 import { Registry } from './registry.ts';
@@ -172,7 +172,7 @@ export class InferenceManager implements PhaseParticipant {
    * sleeping. Returns the proof the coordinator needs. With `models`, only those (no hold: they come back with
    * the role's next activation, like a whole-role drain). */
   drain(
-    opts: { deadlineMs?: number; policy?: DrainPolicy; models?: readonly string[] } = {},
+    opts: { deadlineMs?: number; policy?: DrainPolicy; models?: readonly string[]; keep?: KeepTags } = {},
   ): Promise<OffloadReport> {
     const { models, ...rest } = opts;
     if (models === undefined)
@@ -226,7 +226,7 @@ export class InferenceManager implements PhaseParticipant {
 
   private async offloadModels(
     models: string[],
-    opts: { deadlineMs?: number; policy?: DrainPolicy },
+    opts: { deadlineMs?: number; policy?: DrainPolicy; keep?: KeepTags },
   ): Promise<OffloadReport> {
     this.#pool.requireStarted();
     return this.#residency.drain(models, opts);

@@ -146,8 +146,21 @@ export class SimLauncher extends LocalLauncher {
  * CUDA-graph reserve) so its releases, resumes and weight loads take the time their bytes take. */
 export function simModelArgs(req: LaunchRequest): string[] {
   const { sglang_version: version, memory } = req.model;
+  const gpu = req.placement.gpu_type;
   return [
     ...(version === undefined ? [] : ['--sim-sglang-version', version]),
+    ...(gpu === undefined || memory === undefined
+      ? []
+      : [
+          '--sim-gpu-memory-gb',
+          String(gpu.memory_gb),
+          '--sim-pinned-gbps',
+          String(gpu.pinned_gbps),
+          '--sim-pageable-gbps',
+          String(gpu.pageable_gbps),
+          '--sim-alloc-free-s',
+          String(gpu.alloc_free_s),
+        ]),
     ...(memory === undefined
       ? []
       : [

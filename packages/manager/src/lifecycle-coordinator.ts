@@ -1,6 +1,7 @@
 import {
   type ActivationGroupPlan,
   type Clock,
+  type GroupMemoryPlan,
   type Logger,
   scoresDeferred,
   settlesWithin,
@@ -47,6 +48,10 @@ export interface LifecycleCoordinatorOptions {
   /** Phases that advance by themselves once their tasks finish. Default: phases resident only to deferred
    * scorers (roles that score deferred batches): the defer transition runs rollout -> scorers -> train without a caller. */
   autoAdvance?: (phase: { name: string; residents: string[] }) => boolean;
+  /** The plan's memory model per group: a transition then releases only the tags the next phase cannot keep, and
+   * a switch slower than predicted by more than `slowSwitchMargin` (a share, default 0.5, plus 0.2 s) is logged. */
+  memory?: GroupMemoryPlan[];
+  slowSwitchMargin?: number;
 }
 
 /** Owns phase order on shared GPUs: one resident phase per activation group (the lease), transitions that prove the
@@ -288,6 +293,9 @@ export class LifecycleCoordinator {
       timeoutMs: this.timeoutMs,
       autoAdvance: this.autoAdvance,
       stop: this.#stop.signal,
+      memory: this.opts.memory?.find((m) => m.group === g.name),
+      logger: this.opts.logger ?? silentLogger,
+      slowSwitchMargin: this.opts.slowSwitchMargin ?? 0.5,
     };
     const run = new PhaseTransition(deps, g, to, initial, {
       actor: who.actor ?? null,

@@ -136,7 +136,7 @@ export function planMemory(
     );
   });
   checkUnsharedPools(config, plan, fail);
-  return { memory, activation_groups, placements };
+  return { memory, activation_groups, placements: withGpuTypes(config, plan, placements) };
 }
 
 /** A pool no activation group shares holds all its models at once: every GPU must hold them. */
@@ -179,5 +179,20 @@ function checkGpuTypes(config: UisConfig, fail: Fail): void {
         `cluster.nodes[${i}].gpu_type`,
         `GPU type "${n.gpu_type}" is not defined; use ${[...new Set(known)].join(', ')} or define it under cluster.gpu_types`,
       );
+  });
+}
+
+/** Names each group's GPU type when the config names types (the simulator sizes its engines by it). */
+function withGpuTypes(
+  config: UisConfig,
+  plan: Pick<PlacementPlan, 'pools'>,
+  placements: GroupPlacement[],
+): GroupPlacement[] {
+  if (config.cluster.gpu_types === undefined && config.cluster.nodes.every((n) => n.gpu_type === undefined))
+    return placements;
+  return placements.map((p) => {
+    const bundles = plan.pools[p.pool]?.bundles ?? [];
+    const type = poolGpus(config, bundles).types[p.bundle_indices[0] ?? 0];
+    return type === undefined ? p : { ...p, gpu_type: type };
   });
 }

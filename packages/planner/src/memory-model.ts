@@ -287,11 +287,20 @@ export function predictSchedule(
         at = b;
       }
     const weights = new Set<string>();
-    for (const item of g.items) if (residentIn(item, 0, pi, phases, spans)) weights.add(item.model);
+    const tags: Record<string, ResidentTag[]> = {};
+    for (const item of g.items) {
+      if (residentIn(item, 0, pi, phases, spans)) weights.add(item.model);
+      const on = RESUME_ORDER.filter((_, ti) => residentIn(item, ti, pi, phases, spans));
+      if (on.length > 0)
+        tags[item.model] = RESUME_ORDER.filter(
+          (t) => on.includes(t) || (tags[item.model]?.includes(t) ?? false),
+        );
+    }
     return {
       name: p.name,
       residents: [...p.residents],
       resident_weights: [...weights],
+      resident_tags: tags,
       peak_bytes: Math.round(peak),
       capacity_bytes: Math.round(g.gpus.capacity[at] ?? 0),
     };

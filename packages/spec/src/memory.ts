@@ -118,6 +118,8 @@ export const PhaseMemorySchema = z.object({
   residents: z.array(z.string()),
   /** Models whose weights are on their GPUs during the phase (the residents' and those kept across it). */
   resident_weights: z.array(z.string()),
+  /** Per model, the tags on its GPUs during the phase (the coordinator keeps these when the phase comes). */
+  resident_tags: z.record(z.string(), z.array(ResidentTagSchema)),
   /** The fullest GPU's bytes in this phase, and its capacity. */
   peak_bytes: z.number().int().nonnegative(),
   capacity_bytes: z.number().int().nonnegative(),

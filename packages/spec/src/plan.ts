@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ErrorCodeSchema } from './error-codes.ts';
-import { GroupMemoryPlanSchema } from './memory.ts';
+import { GpuTypeSchema, GroupMemoryPlanSchema } from './memory.ts';
 import { DeploymentModeSchema, PgOwnerSchema, RoleSchema, WorkerTypeSchema } from './model.ts';
 
 /** The placement plan: what the planner returns and what launchers, the manager, the gateway and the console
@@ -85,6 +85,8 @@ export const GroupPlacementSchema = z.object({
   ray_num_gpus: z.number(),
   /** Engines must start with memory saver (their GPUs are shared with another phase or training). */
   offload: z.boolean(),
+  /** The GPU type of the group's GPUs, when the config names GPU types (else the built-in H200). */
+  gpu_type: GpuTypeSchema.optional(),
 });
 export type GroupPlacement = z.infer<typeof GroupPlacementSchema>;
 

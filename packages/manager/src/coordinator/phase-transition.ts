@@ -1,4 +1,4 @@
-import { type Clock, UisError } from '@uis/spec';
+import { type Clock, type GroupMemoryPlan, type Logger, type SchedulePrediction, UisError } from '@uis/spec';
 import type { EventLog } from '../event-log.ts';
 import type { Registry } from '../registry.ts';
 import { errorMessage } from '../runtime.ts';
@@ -16,7 +16,14 @@ export interface TransitionDeps {
   autoAdvance: (phase: Phase) => boolean;
   /** Aborted when the service stops. */
   stop: AbortSignal;
+  /** The group's memory plan: what each phase keeps on its GPUs and each switch's prediction. */
+  memory?: GroupMemoryPlan;
+  logger: Logger;
+  slowSwitchMargin: number;
 }
+
+/** Seconds a switch may run over its prediction before it is logged, beside the share of the margin. */
+const SLOW_SWITCH_SLACK_S = 0.2;
 
 /** One run of a group from its resident phase to `firstTarget` (and on through auto-advancing phases): each step
  * offloads the leaving roles, requires their proof of released memory, onloads the residents, runs the phase's
@@ -138,20 +145,62 @@ export class PhaseTransition {
     return out;
   }
 
+  /** The order in use of the group's memory plan; none when a model of the group is not sized (its bytes unknown,
+   * every switch releases everything as without a plan). */
+  private prediction(): SchedulePrediction | undefined {
+    const m = this.deps.memory;
+    if (m === undefined || m.unsized.length > 0) return undefined;
+    return m.order === 'optimized' ? m.optimized : m.configured;
+  }
+
+  /** Logs (and records) a switch that ran over its prediction by more than the margin, with its parts. */
+  private checkSwitchTime(prediction: SchedulePrediction | undefined, from: string | null, to: string): void {
+    const predicted = prediction?.switches.find((s) => s.from === from && s.to === to);
+    if (predicted === undefined) return;
+    const steps = this.#result.steps.filter((s) => s.phase === to);
+    const measured = (step: string) => (steps.findLast((s) => s.step === step)?.duration_ms ?? 0) / 1000;
+    const release = measured('offload');
+    const onload = measured('onload');
+    const limit = predicted.predicted_s * (1 + this.deps.slowSwitchMargin) + SLOW_SWITCH_SLACK_S;
+    if (release + onload <= limit) return;
+    const data = {
+      from,
+      to,
+      predicted_s: predicted.predicted_s,
+      measured_s: Math.round((release + onload) * 1000) / 1000,
+      parts: {
+        release: { predicted_s: predicted.release_s, measured_s: release },
+        onload: { predicted_s: predicted.resume_s + predicted.weight_sync_s, measured_s: onload },
+      },
+      bytes_moved: predicted.bytes_moved,
+    };
+    this.deps.events.append({ ...this.#ctx, kind: 'transition.slow_switch', data });
+    this.deps.logger.warn(data, 'switch slower than predicted');
+  }
+
   private async step(to: string): Promise<void> {
     const { g, deps } = this;
     const target = g.phase(to);
     const residentRoles = new Set(target.residents);
-    const leaving = this.initial
-      ? [...deps.participants.keys()].filter((r) => !residentRoles.has(r) && g.includes(r))
-      : g.lease.holder.filter((r) => !residentRoles.has(r));
+    const prediction = this.prediction();
+    // With a memory plan every role of the group outside the phase is drained: one asleep may still hold tags the
+    // last phase kept and the next one has no room for.
+    const keep = prediction?.phases.find((p) => p.name === to)?.resident_tags;
+    const leaving =
+      this.initial || keep !== undefined
+        ? [...deps.participants.keys()].filter((r) => !residentRoles.has(r) && g.includes(r))
+        : g.lease.holder.filter((r) => !residentRoles.has(r));
     const from = g.lease.phase;
     g.move('begin', { target: to });
 
-    // 1+2: leaving roles publish draining, drain, flush and release memory (in parallel across roles).
+    // 1+2: leaving roles publish draining, drain, flush and release memory (all of it, or what the next phase
+    // cannot keep), in parallel across roles.
     const reports = await this.timed(to, 'offload', () =>
       Promise.all(
-        leaving.map(async (role) => ({ role, report: await deps.participants.get(role)?.drain() })),
+        leaving.map(async (role) => ({
+          role,
+          report: await deps.participants.get(role)?.drain(keep === undefined ? undefined : { keep }),
+        })),
       ),
     );
     // 3: the proof. Without every engine reporting its memory released, the next phase must not onload.
@@ -182,6 +231,7 @@ export class PhaseTransition {
     const incoming = target.residents.flatMap((r) => deps.participants.get(r) ?? []);
     await this.timed(to, 'onload', () => Promise.all(incoming.map((p) => p.activate())));
     for (const reg of deps.registries) reg.publish({ phase: to });
+    this.checkSwitchTime(prediction, from, to);
     g.move(
       'onload',
       { phase: to, holder: target.residents },

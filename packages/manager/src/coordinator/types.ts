@@ -1,10 +1,15 @@
-import type { LeaseStatus } from '@uis/spec';
+import type { LeaseStatus, ResidentTag } from '@uis/spec';
+
+/** Per model, the memory tags that stay on its GPUs through a drain (the memory plan's residency of the next
+ * phase); a model not named releases everything. */
+export type KeepTags = Readonly<Record<string, readonly ResidentTag[]>>;
 
 /** What the coordinator needs from a role's manager. `InferenceManager` implements it. */
 export interface PhaseParticipant {
   readonly role: string;
-  /** Drain + flush + release memory; reports per engine whether memory was reported released. */
-  drain(): Promise<OffloadReport>;
+  /** Drain + flush + release memory (all of it, or all but `keep`, also on replicas already asleep); reports per
+   * engine whether the memory that had to go was reported released, and which tags are released. */
+  drain(opts?: { keep?: KeepTags }): Promise<OffloadReport>;
   /** Onload (weights first, sync, then KV cache) -> ready. */
   activate(): Promise<unknown>;
   /** Launch the role's engines; with `sleep`, release their memory right after (report returned). */
@@ -16,7 +21,13 @@ export interface PhaseParticipant {
 
 export interface OffloadReport {
   memoryReleased: boolean;
-  engines: Array<{ engine_id: string; memory_released: boolean; state: string }>;
+  engines: Array<{
+    engine_id: string;
+    memory_released: boolean;
+    state: string;
+    /** Tags not on the engine's GPUs after the drain (with a keep, the rest stayed on purpose). */
+    released_tags?: ResidentTag[];
+  }>;
 }
 
 export type { LeaseStatus };

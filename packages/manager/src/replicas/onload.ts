@@ -76,6 +76,8 @@ export class Onload {
         for (const t of rest) resumed.add(t);
       }
       if (ALL_TAGS.every((t) => resumed.has(t))) {
+        // Tags kept through the phase that left are resident too: nothing of this engine is released now.
+        s.memory.released = false;
         this.memory.record(s, 'resident');
         replicas.setState(s, 'ready');
       }

@@ -1,5 +1,6 @@
+import type { MemoryTag } from '@uis/sglang-engine';
 import { type Clock, type DrainPolicy, type Logger, settlesWithin } from '@uis/spec';
-import type { OffloadReport } from '../coordinator/types.ts';
+import type { KeepTags, OffloadReport } from '../coordinator/types.ts';
 import type { InFlightTracker } from '../in-flight.ts';
 import { errorMessage } from '../runtime.ts';
 import type { Health } from './health.ts';
@@ -32,13 +33,16 @@ export class Residency {
     this.replicas.setState(s, 'ready');
     if (m.desire === 'sleeping') {
       this.replicas.setState(s, 'draining');
-      await this.offload(s, 0, 'abort');
+      await this.offload(s, 0, 'abort', []);
     }
   }
 
   /** Publishes `models` draining, waits for their in-flight work, releases their memory; the report is the proof
    * the coordinator needs. */
-  async drain(models: string[], opts: { deadlineMs?: number; policy?: DrainPolicy }): Promise<OffloadReport> {
+  async drain(
+    models: string[],
+    opts: { deadlineMs?: number; policy?: DrainPolicy; keep?: KeepTags },
+  ): Promise<OffloadReport> {
     const { replicas } = this;
     const slots = models.flatMap((m) => replicas.slotsOf(m));
     const policy = opts.policy ?? this.opts.drainPolicy;
@@ -52,8 +56,18 @@ export class Residency {
     this.publication.publish();
     const deadlineMs = opts.deadlineMs ?? this.opts.drainDeadlineMs;
     const recovering = slots.flatMap((s) => (s.health.recovery ? [s.health.recovery] : []));
+    const keep = opts.keep ?? {};
+    // Asleep with tags the plan no longer lets stay (kept through the last phase, not through the next one).
+    const holding = slots.filter(
+      (s) =>
+        s.state === 'sleeping' &&
+        s.memory.released &&
+        this.memory.offloadEnabled(s) &&
+        toRelease(s, keep).length > 0,
+    );
     await Promise.allSettled([
-      ...draining.map((s) => this.offload(s, deadlineMs, policy)),
+      ...draining.map((s) => this.offload(s, deadlineMs, policy, keep[s.model] ?? [])),
+      ...holding.map((s) => this.release(s, toRelease(s, keep))),
       // A recovery that is launching sees the model's new desire and puts its replica to sleep (or defers the
       // restart); the report waits for it within the drain deadline instead of reporting a half-started replica.
       ...(recovering.length > 0
@@ -65,11 +79,33 @@ export class Residency {
       engine_id: s.engineId,
       memory_released: s.memory.released,
       state: s.state,
+      released_tags: ALL_TAGS.filter((t) => !s.memory.resumed.has(t)),
     }));
     return { memoryReleased: engines.every((e) => e.memory_released), engines };
   }
 
-  private async offload(s: Slot, deadlineMs: number, policy: DrainPolicy): Promise<void> {
+  /** Releases every tag, or only `tags` (the others stay on the GPUs). */
+  private async release(s: Slot, tags?: MemoryTag[]): Promise<void> {
+    this.memory.record(s, 'releasing');
+    try {
+      await this.replicas.engineOf(s).releaseMemory(tags);
+      s.memory.released = true;
+      if (tags === undefined) s.memory.resumed.clear();
+      else for (const t of tags) s.memory.resumed.delete(t);
+      this.memory.record(s, 'released');
+    } catch (e) {
+      this.logger.error({ engineId: s.engineId, err: errorMessage(e) }, 'release failed');
+      await this.health.markDead(s, `release failed: ${errorMessage(e)}`, true);
+    }
+  }
+
+  /** Drains the replica and releases its memory but the tags in `keep`. */
+  private async offload(
+    s: Slot,
+    deadlineMs: number,
+    policy: DrainPolicy,
+    keep: readonly MemoryTag[],
+  ): Promise<void> {
     const { replicas, clock } = this;
     const engine = replicas.engineOf(s);
     const t0 = clock.now();
@@ -81,15 +117,17 @@ export class Residency {
         inFlight: () => this.inFlight.count(s.engineId),
       });
       if (this.memory.offloadEnabled(s)) {
-        // Only the tags it holds: an onload that stopped half-way (weights resumed, KV cache not) left the rest
-        // released, and SGLang kills an engine asked to release memory that is already released.
-        const held = ALL_TAGS.filter((t) => s.memory.resumed.has(t));
-        const tags = held.length === ALL_TAGS.length ? undefined : held;
+        // Only tags it holds (an onload that stopped half-way left the rest released, and SGLang kills an engine
+        // asked to release memory that is already released), and of those only what the plan does not keep.
+        const tags = toRelease(s, { [s.model]: keep });
+        const named = tags.length === ALL_TAGS.length ? undefined : tags;
         // drain() already flushed the cache (except in_place); a second flush would only cost a round trip.
-        if (report.flushed) await engine.releaseMemory(tags);
-        else await engine.sleep(tags);
+        if (tags.length > 0) {
+          if (report.flushed) await engine.releaseMemory(named);
+          else await engine.sleep(named);
+        }
         s.memory.released = true;
-        s.memory.resumed.clear();
+        for (const t of tags) s.memory.resumed.delete(t);
       }
       this.memory.record(s, s.memory.released ? 'released' : 'resident');
       if (s.state === 'draining') replicas.setState(s, 'sleeping');
@@ -107,4 +145,10 @@ export class Residency {
       await this.health.markDead(s, `offload failed: ${errorMessage(e)}`, true);
     }
   }
+}
+
+/** The tags the replica still holds that the plan does not keep through the next phase. */
+function toRelease(s: Slot, keep: KeepTags): MemoryTag[] {
+  const kept = keep[s.model] ?? [];
+  return ALL_TAGS.filter((t) => s.memory.resumed.has(t) && !kept.includes(t));
 }
