@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { MEMORY_TAGS, type MemoryTag, type PauseMode } from '@uis/sglang-engine';
+import type { EngineStatus, MemoryState, SimState, SimStats } from './engine-types.ts';
 import { PROCESS_GPUS, SimMemoryModel } from './gpu-memory.ts';
 import { hashString, mix, prng } from './hash.ts';
 import { initialContext } from './model.ts';
@@ -8,36 +9,7 @@ import { type SequenceSpec, SimSequence } from './request.ts';
 import { Scheduler } from './scheduler.ts';
 import { TokenVersions } from './token-versions.ts';
 
-export type EngineStatus = 'starting' | 'ready' | 'unhealthy' | 'hung' | 'crashed' | 'closed';
-export type MemoryState = 'resident' | 'releasing' | 'released';
-
-export interface SimStats {
-  requests: number;
-  completed: number;
-  aborted: number;
-  errors: number;
-  promptTokens: number;
-  completionTokens: number;
-  cachedTokens: number;
-  running: number;
-  waiting: number;
-  steps: number;
-  kvTokensUsed: number;
-}
-
-export interface SimState {
-  status: EngineStatus;
-  paused: PauseMode | null;
-  memory: Record<MemoryTag, MemoryState>;
-  weightVersion: string;
-  modelPath: string;
-  /** Changes with every weight update; outputs are a function of it. */
-  weightsFingerprint: number;
-  /** false after weights were released without --enable-weights-cpu-backup and resumed: garbage until updated. */
-  weightsValid: boolean;
-  weightUpdateGroups: string[];
-  connectedNodes: number;
-}
+export type { EngineStatus, MemoryState, SimState, SimStats } from './engine-types.ts';
 
 /** A failure the HTTP layer turns into SGLang's answer for that endpoint. */
 export class SimFailure extends Error {
@@ -275,12 +247,8 @@ export class SimEngine {
     const resident = list.filter((t) => this.memory[t] === 'resident');
     if (resident.length > 0)
       this.die(`resume_memory_occupation: KeyError: '${resident[0]}' (offload_tags.remove)`);
-    if (this.bytes) {
-      const { order, oom } = this.bytes.resumePlan(list);
-      if (oom !== null) this.die(oom);
-      // Allocated when the resume starts: a second resume on the same GPUs meanwhile sees them taken.
-      for (const t of order) this.bytes.hold(t);
-    }
+    const oom = this.bytes?.allocate(list) ?? null;
+    if (oom !== null) this.die(oom);
     await this.sleep(this.options.simOnloadMs + (this.bytes?.ms(list) ?? 0));
     for (const t of list) this.memory[t] = 'resident';
     if (list.includes('weights') && this.weightsLost) {

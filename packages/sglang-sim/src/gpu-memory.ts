@@ -110,6 +110,14 @@ export class SimMemoryModel {
     this.ledger.free(this.owner, tag);
   }
 
+  /** Allocates `tags` when the resume starts (a second resume on the same GPUs meanwhile sees them taken); the
+   * out-of-memory error of the first that does not fit instead, allocating nothing. */
+  allocate(tags: readonly MemoryTag[]): string | null {
+    const { order, oom } = this.resumePlan(tags);
+    if (oom === null) for (const t of order) this.hold(t);
+    return oom;
+  }
+
   /** The tags in SGLang's resume order, and the first that would not fit with what it names, or null. */
   resumePlan(tags: readonly MemoryTag[]): { order: MemoryTag[]; oom: string | null } {
     const order = SGLANG_RESUME_ORDER.filter((t) => tags.includes(t));

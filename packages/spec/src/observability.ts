@@ -68,10 +68,34 @@ export const GpuStepSchema = z.object({
 });
 export type GpuStep = z.infer<typeof GpuStepSchema>;
 
+/** What the planner's memory model predicts for a group's step, and what each decision saves against releasing
+ * everything at every switch. */
+export const GpuTimePredictionSchema = z.object({
+  order: z.enum(['configured', 'optimized']),
+  /** Predicted switch seconds per step (the order in use), and with every switch releasing everything. */
+  bubble_s: z.number().nonnegative(),
+  release_all_bubble_s: z.number().nonnegative(),
+  /** The configured order's, when the optimized one is in use (what the order saved). */
+  configured_bubble_s: z.number().nonnegative(),
+  switches: z.array(
+    z.object({
+      from: z.string(),
+      to: z.string(),
+      predicted_s: z.number().nonnegative(),
+      release_all_s: z.number().nonnegative(),
+      /** Tags a release-everything switch would move that this one leaves in place, per model. */
+      kept: z.array(z.string()),
+    }),
+  ),
+});
+export type GpuTimePrediction = z.infer<typeof GpuTimePredictionSchema>;
+
 export const GpuTimeGroupSchema = z.object({
   group: z.string(),
   first_phase: z.string(),
   steps: z.array(GpuStepSchema),
+  /** Absent when the group's models are not all sized. */
+  predicted: GpuTimePredictionSchema.optional(),
 });
 export const GpuTimeReportSchema = z.object({ groups: z.array(GpuTimeGroupSchema) });
 export type GpuTimeReport = z.infer<typeof GpuTimeReportSchema>;

@@ -1,4 +1,10 @@
-import { GPU_TIME_PARTS, type GpuStep, type GpuTimePart, type GpuTimeReport } from '@uis/spec';
+import {
+  GPU_TIME_PARTS,
+  type GpuStep,
+  type GpuTimePart,
+  type GpuTimePrediction,
+  type GpuTimeReport,
+} from '@uis/spec';
 import { useState } from 'react';
 import { roleColor } from '../lib/colors.ts';
 import { useGpuTime } from './use-gpu-time.ts';
@@ -93,6 +99,57 @@ function Trend({
   );
 }
 
+const secs = (x: number) => `${x.toFixed(2)} s`;
+
+/** The memory model's prediction beside the step's measured switch time, and what each decision saved. */
+function Predicted({ predicted, step }: { predicted: GpuTimePrediction; step: GpuStep }) {
+  // Switches hold every GPU of the group: the wall-clock switch time is the switch GPU-seconds over the GPUs.
+  const gpus = Math.max(1, step.bundles.length);
+  const measured =
+    ((step.gpu_seconds.release ?? 0) + (step.gpu_seconds.onload ?? 0) + (step.gpu_seconds.weight_sync ?? 0)) /
+    gpus;
+  const order = predicted.configured_bubble_s - predicted.bubble_s;
+  return (
+    <div data-testid="gpu-predicted">
+      <h3>Switch time per step: predicted vs measured</h3>
+      <p>
+        predicted <strong data-testid="gpu-predicted-s">{secs(predicted.bubble_s)}</strong>, measured{' '}
+        <strong data-testid="gpu-measured-s">{secs(measured)}</strong>; releasing everything at every switch:{' '}
+        {secs(predicted.release_all_bubble_s)} predicted, so keeping what fits saves{' '}
+        <strong data-testid="gpu-saved-s">
+          {secs(predicted.release_all_bubble_s - predicted.configured_bubble_s)}
+        </strong>
+        {predicted.order === 'optimized' && order > 0 ? `, and the optimized order ${secs(order)} more` : ''}.
+      </p>
+      <table className="table compact" data-testid="gpu-decisions">
+        <thead>
+          <tr>
+            <th>switch</th>
+            <th>predicted</th>
+            <th>releasing everything</th>
+            <th>saved by keeping</th>
+          </tr>
+        </thead>
+        <tbody>
+          {predicted.switches.map((s) => (
+            <tr key={`${s.from}-${s.to}`} data-switch={`${s.from}->${s.to}`}>
+              <td>
+                {s.from} → {s.to}
+              </td>
+              <td>{secs(s.predicted_s)}</td>
+              <td>{secs(s.release_all_s)}</td>
+              <td>
+                {secs(Math.max(0, s.release_all_s - s.predicted_s))}
+                {s.kept.length > 0 ? ` (${s.kept.join(', ')})` : ''}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
 function GroupView({ group }: { group: GpuTimeReport['groups'][number] }) {
   const [picked, setPicked] = useState<number | null>(null);
   const steps = group.steps;
@@ -146,6 +203,7 @@ function GroupView({ group }: { group: GpuTimeReport['groups'][number] }) {
           ))}
         </tbody>
       </table>
+      {group.predicted ? <Predicted predicted={group.predicted} step={step} /> : null}
       <h3>Who held each GPU</h3>
       <Legend holders={holders} />
       <Gantt step={step} />
@@ -165,7 +223,7 @@ export function GpuTimePage() {
   );
 }
 
-function GpuTimeBody({ report, error }: { report: GpuTimeReport | null; error: string | null }) {
+export function GpuTimeBody({ report, error }: { report: GpuTimeReport | null; error: string | null }) {
   if (error) return <div className="alert alert-error">GPU-time report unreadable: {error}</div>;
   if (report === null) return <div className="placeholder">Waiting for the gateway…</div>;
   if (report.groups.length === 0)

@@ -1,4 +1,11 @@
-import { GPU_TIME_PARTS, type GpuStep, type GpuTimeReport, type PlacementPlan } from '@uis/spec';
+import {
+  GPU_TIME_PARTS,
+  type GpuStep,
+  type GpuTimePrediction,
+  type GpuTimeReport,
+  type GroupMemoryPlan,
+  type PlacementPlan,
+} from '@uis/spec';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { type BarrierInterval, gpuTimeSteps, type TimelineEvent } from './gpu-time.ts';
 
@@ -108,6 +115,7 @@ export class GpuTimeTracker {
         group: g.name,
         first_phase: g.phases[0]?.name ?? '',
         steps: this.#steps(g.name).slice(-this.#maxSteps),
+        ...predictionOf(this.#plan.memory?.find((m) => m.group === g.name)),
       })),
     };
     return this.#cache;
@@ -128,4 +136,37 @@ export class GpuTimeTracker {
       for (const part of GPU_TIME_PARTS) this.#share?.set({ group: g.group, part }, last.shares[part] ?? 0);
     }
   }
+}
+
+/** The memory plan's prediction for the GPU-time view: per switch the predicted seconds, the seconds of releasing
+ * everything, and the tags left in place that make the difference. */
+function predictionOf(m: GroupMemoryPlan | undefined): { predicted?: GpuTimePrediction } {
+  if (m === undefined || m.unsized.length > 0) return {};
+  const used = m.order === 'optimized' ? m.optimized : m.configured;
+  const switches = used.switches.map((s) => {
+    const all = m.release_all.switches.find((x) => x.from === s.from && x.to === s.to);
+    const kept = (all?.moves ?? []).flatMap((a) => {
+      const mine = s.moves.find((x) => x.model === a.model);
+      const tags = [...a.release, ...a.resume].filter(
+        (t) => !(mine?.release.includes(t) || mine?.resume.includes(t)),
+      );
+      return tags.length === 0 ? [] : [`${a.model}: ${[...new Set(tags)].join('+')}`];
+    });
+    return {
+      from: s.from,
+      to: s.to,
+      predicted_s: s.predicted_s,
+      release_all_s: all?.predicted_s ?? s.predicted_s,
+      kept,
+    };
+  });
+  return {
+    predicted: {
+      order: m.order,
+      bubble_s: used.bubble_s,
+      release_all_bubble_s: m.release_all.bubble_s,
+      configured_bubble_s: m.configured.bubble_s,
+      switches,
+    },
+  };
 }
