@@ -223,7 +223,7 @@ export class SimEngine {
           this.bytes?.free(t);
         }
     };
-    const ms = this.options.simOffloadMs + (this.bytes?.ms(list) ?? 0);
+    const ms = this.options.simOffloadMs + (this.bytes?.ms(list, this.now()) ?? 0);
     if (this.options.simEarlyRelease) {
       // The trap users hit: success comes back while the memory is still held.
       this.later(ms, done);
@@ -249,7 +249,7 @@ export class SimEngine {
       this.die(`resume_memory_occupation: KeyError: '${resident[0]}' (offload_tags.remove)`);
     const oom = this.bytes?.allocate(list) ?? null;
     if (oom !== null) this.die(oom);
-    await this.sleep(this.options.simOnloadMs + (this.bytes?.ms(list) ?? 0));
+    await this.sleep(this.options.simOnloadMs + (this.bytes?.ms(list, this.now()) ?? 0));
     for (const t of list) this.memory[t] = 'resident';
     if (list.includes('weights') && this.weightsLost) {
       // The engine serves again, with whatever the memory held: outputs are wrong until weights are synced.
@@ -310,7 +310,7 @@ export class SimEngine {
     this.requireWeights();
     if (abortAll) this.abort(undefined, true);
     await this.writerLock(async () => {
-      await this.sleep(this.options.simOnloadMs + (this.bytes?.syncMs() ?? 0));
+      await this.sleep(this.options.simOnloadMs + (this.bytes?.syncMs(this.now()) ?? 0));
       this.injectedFailure();
       this.modelPath = modelPath;
       this.applyWeights(modelPath, version, abortAll);

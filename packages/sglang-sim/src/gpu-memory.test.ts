@@ -99,6 +99,22 @@ describe('the simulator: memory by tag, time by bytes', () => {
     expect(status).toBe('crashed');
   });
 
+  it('copies of engines sharing a GPU queue on its one host link', async () => {
+    const clock = new ManualClock();
+    const { make } = engines(clock);
+    const gpu = { simGpus: 'node-2:0', enableWeightsCpuBackup: true };
+    const a = make({ ...gpu, simWeightGb: 51.5 });
+    const b = make({ ...gpu, simWeightGb: 25.75 });
+    const both = Promise.all([a.releaseMemory(['weights']), b.releaseMemory(['weights'])]);
+    await clock.untilPending(2);
+    // 1 s for a's 51.5 GB at 51.5 GB/s, then b's 0.5 s behind it
+    expect(clock.pendingDelays().map((ms) => Math.round(ms))).toEqual([1000, 1500]);
+    await clock.advance(1500);
+    await both;
+    a.close();
+    b.close();
+  });
+
   it("a dead or closed engine's memory is free for the others", async () => {
     const clock = new ManualClock();
     const { make, crashes } = engines(clock);

@@ -17,6 +17,16 @@ const SGLANG_RESUME_ORDER: readonly MemoryTag[] = ['cuda_graph', 'weights', 'kv_
 /** Who holds how many bytes of which tag on each GPU of a process. */
 export class SimGpuLedger {
   readonly #held = new Map<string, Map<object, Map<MemoryTag, number>>>();
+  /** When each GPU's host link is free again: copies of engines sharing a GPU queue on its one PCIe link. */
+  readonly #linkFree = new Map<string, number>();
+
+  /** Queues a copy of `ms` on the links of `gpus` from `now`; the milliseconds until it is done. */
+  copy(gpus: readonly string[], ms: number, now: number): number {
+    if (ms <= 0) return 0;
+    const start = Math.max(now, ...gpus.map((g) => this.#linkFree.get(g) ?? now));
+    for (const g of gpus) this.#linkFree.set(g, start + ms);
+    return start + ms - now;
+  }
 
   used(gpu: string): number {
     let sum = 0;
@@ -89,13 +99,17 @@ export class SimMemoryModel {
     return this.o.simAllocFreeS / 2;
   }
 
-  ms(tags: readonly MemoryTag[]): number {
-    return tags.reduce((s, t) => s + this.tagSeconds(t), 0) * 1000;
+  /** Milliseconds to release or resume `tags` from `now`: the weights' copy waits for the GPUs' links. */
+  ms(tags: readonly MemoryTag[], now: number): number {
+    const copy =
+      tags.includes('weights') && this.o.enableWeightsCpuBackup ? this.tagSeconds('weights') * 1000 : 0;
+    const alloc = tags.reduce((s, t) => s + this.tagSeconds(t), 0) * 1000 - copy;
+    return this.ledger.copy(this.gpus, copy, now) + alloc;
   }
 
-  /** A weight update from disk: the weights of one GPU through pageable memory. */
-  syncMs(): number {
-    return (this.bytes.weights / (this.o.simPageableGbps * GB)) * 1000;
+  /** A weight update from disk: the weights of one GPU through pageable memory, on the GPUs' links. */
+  syncMs(now: number): number {
+    return this.ledger.copy(this.gpus, (this.bytes.weights / (this.o.simPageableGbps * GB)) * 1000, now);
   }
 
   holdAll(): void {

@@ -1,4 +1,4 @@
-import { PRODUCER_ROLE, UisError } from '@uis/spec';
+import { configuredRoles, PRODUCER_ROLE, type UisConfig, UisError } from '@uis/spec';
 import type { Command } from 'commander';
 import { DEMO_CONFIG } from '../package-paths.ts';
 import {
@@ -19,8 +19,16 @@ const SIM_TIMING = {
   simOffloadMs: 250,
 };
 
-function simFlags(): string[] {
-  return Object.entries(SIM_TIMING).flatMap(([k, v]) => [
+/** Models with a memory section move their bytes at the sim's H200 speeds: the fixed onload and offload times of
+ * unsized engines would only add to them. */
+function timingOf(config: UisConfig): Partial<typeof SIM_TIMING> {
+  const sized = configuredRoles(config).every(({ spec }) => spec.models.every((m) => m.memory !== undefined));
+  const { simOnloadMs: _on, simOffloadMs: _off, ...rest } = SIM_TIMING;
+  return sized ? rest : SIM_TIMING;
+}
+
+function simFlags(timing: Partial<typeof SIM_TIMING>): string[] {
+  return Object.entries(timing).flatMap(([k, v]) => [
     `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`,
     String(v),
   ]);
@@ -74,14 +82,15 @@ export function registerDemoCommand(program: Command): void {
         import('@uis/control-plane'),
         import('./run-server.ts'),
       ]);
-      const inProcess = o.processes ? null : new InProcessSimLauncher(SIM_TIMING);
+      const timing = timingOf(config);
+      const inProcess = o.processes ? null : new InProcessSimLauncher(timing);
       const policy = config.roles.rollout?.models[0];
       await withLayoutExit(() =>
         runServer({
           config,
           title: 'uis demo',
           launcher:
-            inProcess ?? new SimLauncher({ simArgs: simFlags(), keepEngines: o.adoptEngines === true }),
+            inProcess ?? new SimLauncher({ simArgs: simFlags(timing), keepEngines: o.adoptEngines === true }),
           ...(o.adoptEngines ? { adoptEngines: true } : {}),
           port: o.port,
           host: o.host,

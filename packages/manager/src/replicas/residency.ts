@@ -79,7 +79,8 @@ export class Residency {
       engine_id: s.engineId,
       memory_released: s.memory.released,
       state: s.state,
-      released_tags: ALL_TAGS.filter((t) => !s.memory.resumed.has(t)),
+      // Named when the drain kept some tags on purpose (the memory plan's drains): the proof per tag.
+      ...(opts.keep === undefined ? {} : { released_tags: ALL_TAGS.filter((t) => !s.memory.resumed.has(t)) }),
     }));
     return { memoryReleased: engines.every((e) => e.memory_released), engines };
   }
