@@ -28,8 +28,15 @@ export type AdvancePhaseInput = z.infer<typeof AdvancePhaseInputSchema>;
 export type ResolveLeaseInput = z.infer<typeof ResolveLeaseInputSchema>;
 export type RestartReplicaInput = z.infer<typeof RestartReplicaInputSchema>;
 
-type Result<K extends 'drainModel' | 'activateModel' | 'advancePhase' | 'resolveLease' | 'restartReplica'> =
-  AppOutput<K>['result'];
+type Result<
+  K extends
+    | 'drainModel'
+    | 'activateModel'
+    | 'advancePhase'
+    | 'resolveLease'
+    | 'restartReplica'
+    | 'weightSwitches',
+> = AppOutput<K>['result'];
 
 /** What a server behind the contract provides: each action answers its command's result (the router wraps it in
  * the `{ok, operation_id, result}` envelope) or throws (any Error) to refuse with its message. */
@@ -46,6 +53,8 @@ export interface ConsoleApiImpl {
   /** Unblocks a blocked lease: the operator attests the GPUs are in `phase`'s state; the lease is held there. */
   resolveLease(input: ResolveLeaseInput): Promise<Result<'resolveLease'>>;
   restartReplica(input: RestartReplicaInput): Promise<Result<'restartReplica'>>;
+  /** A model's weight switches (absent: the model never switched). */
+  weightSwitches?(input: RoleModelInput): Promise<Result<'weightSwitches'>>;
   /** The time series window, then the seconds completed since, every second (absent: ends at once). */
   timeSeries?(signal: AbortSignal): AsyncIterable<TimeSeriesUpdate>;
   /** The GPU-time report per RL step, then again on each change (absent: ends at once). */
@@ -110,6 +119,14 @@ export function buildConsoleApiRouter(impl: ConsoleApiImpl) {
     restartReplica: admin
       .input(RestartReplicaInputSchema)
       .mutation(({ input }) => act(() => impl.restartReplica(input))),
+    weightSwitches: read
+      .input(RoleModelInputSchema)
+      .query(({ input }) =>
+        act(
+          async () =>
+            (await impl.weightSwitches?.(input)) ?? { model: input.model, switching: false, switches: [] },
+        ),
+      ),
   });
 }
 
