@@ -5,6 +5,7 @@ export * from './batch-store.ts';
 export * from './db-holder.ts';
 export * from './deferred-scoring.ts';
 export * from './event-log.ts';
+export * from './held-requests.ts';
 export * from './in-flight.ts';
 export * from './inference-manager.ts';
 export * from './launchers.ts';

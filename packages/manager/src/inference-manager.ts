@@ -2,6 +2,12 @@ import type { MemoryTag, SGLangEngine } from '@uis/sglang-engine';
 import { type DrainPolicy, EngineUrlSchema, type InferenceRoleSpec, parseOrThrow, UisError } from '@uis/spec';
 import type { KeepTags, OffloadReport, PhaseParticipant } from './coordinator/types.ts';
 import { EventLog } from './event-log.ts';
+import {
+  type AbortRequestInput,
+  AbortRequestInputSchema,
+  type AbortResult,
+  HeldRequests,
+} from './held-requests.ts';
 import type { InFlightTracker } from './in-flight.ts';
 import { Registry } from './registry.ts';
 import { assembleParts } from './replicas/assemble.ts';
@@ -57,6 +63,8 @@ export class InferenceManager implements PhaseParticipant {
   readonly role: string;
   readonly registry: Registry;
   readonly inFlight: InFlightTracker;
+  /** Which replica holds each rid the gateway has in flight (abort_request), and the abort counts. */
+  readonly requests = new HeldRequests();
   /** The role spec this manager serves (models, routing, deployment). */
   readonly spec: InferenceRoleSpec;
   readonly #audit: Audit;
@@ -297,6 +305,25 @@ export class InferenceManager implements PhaseParticipant {
     this.#weights.registerDcs(this.#replicas.model(model));
     this.#audit('admin.register_dcs', model, {});
     return { model, registered: true };
+  }
+
+  // ---- requests -----------------------------------------------------------------------------------------------
+
+  /** `abort_request`: a rid at the replica that holds it, or abort_all at every running replica of a model (or of
+   * the role); each aborted caller gets its partial output from its engine (see `HeldRequests.abort`). Not queued
+   * behind lifecycle operations: an abort is what a caller sends while one runs. */
+  abortRequests(input: AbortRequestInput): Promise<AbortResult> {
+    const req = parseOrThrow(AbortRequestInputSchema, input, 'body', 'invalid_body');
+    const replicas = this.#replicas;
+    return this.requests.abort(req, {
+      models: (model) =>
+        model === undefined ? [...replicas.models.keys()] : [replicas.model(model).spec.name],
+      running: (model) =>
+        replicas
+          .slotsOf(model)
+          .filter((s) => s.engine !== null && (s.state === 'ready' || s.state === 'draining'))
+          .map((s) => ({ engineId: s.engineId, engine: s.engine as SGLangEngine })),
+    });
   }
 
   // ---- replicas -----------------------------------------------------------------------------------------------

@@ -1,11 +1,12 @@
 import { type Clock, type DiscoverySnapshot, sseData, systemClock, UisError } from '@uis/spec';
+import { DirectRequests, errorBody, type FetchLike } from './direct-requests.ts';
 import { ReplicaSelector, type ReplicaSelectorOptions } from './replica-selector.ts';
 import { type HeaderBag, type RequestKeys, requestKeys } from './request-keys.ts';
 import { checkSnapshot } from './resolve-model.ts';
 import { type Route, route } from './route.ts';
 import { DEFAULT_AFFINITY_HEADER, type RoutingRules } from './routing-rules.ts';
 
-export type FetchLike = (input: string, init?: RequestInit) => Promise<Response>;
+export type { FetchLike } from './direct-requests.ts';
 
 export interface DirectClientOptions {
   /** A gateway discovery URL, `http://gw/<role>/engines`. Exclusive with `engineUrls`. */
@@ -62,16 +63,6 @@ function isAbort(e: unknown): boolean {
   return e instanceof Error && (e.name === 'AbortError' || e.name === 'TimeoutError');
 }
 
-/** Reads an engine's error body for the error details (JSON when it is JSON). */
-async function errorBody(res: Response): Promise<unknown> {
-  const text = await res.text().catch(() => '');
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text.slice(0, 2000);
-  }
-}
-
 /**
  * Routes requests itself with the gateway's rules and calls engines directly. It keeps a discovery snapshot
  * fresh by long-polling the gateway (falling back to plain polling when the gateway ignores `wait_revision`),
@@ -95,6 +86,7 @@ export class DirectClient {
   private readonly stop = new AbortController();
   private watching: Promise<void> | undefined;
   private readonly options: DirectClientOptions;
+  private readonly requests = new DirectRequests();
 
   constructor(options: DirectClientOptions) {
     if ((options.discoveryUrl === undefined) === (options.engineUrls === undefined)) {
@@ -177,6 +169,13 @@ export class DirectClient {
     const snap = await this.fetchSnapshot(this.options.discoveryUrl, signal ?? AbortSignal.timeout(10_000));
     this.adopt(snap);
     return this.current!;
+  }
+
+  /** Aborts request `rid` (SGLang's `abort_request`) at the replica this client sent it to; its caller gets the
+   * partial output (`finish_reason` abort). False when no request with that rid is in flight here. A request
+   * without a rid was given one: the first chunk of a stream (`meta_info.id`) names it. */
+  abort(rid: string): Promise<boolean> {
+    return this.requests.abort(this.fetchFn, rid);
   }
 
   /** POST /generate (SGLang native). */
@@ -362,9 +361,10 @@ export class DirectClient {
    * another replica. Returns an OK response and the function that ends its in-flight count. */
   private async send(
     path: string,
-    body: Record<string, unknown>,
+    request: Record<string, unknown>,
     options: CallOptions,
   ): Promise<{ res: Response; release: () => void }> {
+    const { body, rid } = this.requests.withRid(request);
     const keys = this.keysFor(body, options);
     const attempts: Attempt[] = [];
     this.lastAttempts = attempts;
@@ -387,10 +387,12 @@ export class DirectClient {
       const { selection } = routed;
       const engineId = selection.engineId;
       if (engineId !== null) this.selector.acquire(engineId);
+      const letGo = this.requests.hold(rid, selection.url);
       let released = false;
       const release = () => {
         if (!released && engineId !== null) this.selector.release(engineId);
         released = true;
+        letGo();
       };
       let res: Response;
       try {
@@ -447,7 +449,7 @@ export class DirectClient {
         details,
       });
     }
-    if (this.options.gatewayFallback) return this.viaGateway(path, body, options, lastError);
+    if (this.options.gatewayFallback) return this.viaGateway(path, body, options, lastError, rid);
     throw lastError!;
   }
 
@@ -465,18 +467,25 @@ export class DirectClient {
     body: Record<string, unknown>,
     options: CallOptions,
     cause: UisError | undefined,
+    rid: string | undefined,
   ): Promise<{ res: Response; release: () => void }> {
     const base = this.gatewayBase();
     if (base === undefined) throw cause!;
     const url = `${base}${path}`;
+    // The gateway's own abort_request finds the replica it chose.
+    const letGo = this.requests.hold(rid, base);
     const res = await this.fetchFn(url, {
       method: 'POST',
       headers: { ...options.headers, 'content-type': 'application/json' },
       body: JSON.stringify(body),
       signal: options.signal,
+    }).catch((e: unknown) => {
+      letGo();
+      throw e;
     });
     this.lastAttempts.push({ url, engineId: null, outcome: res.ok ? 'ok' : 'error', status: res.status });
-    if (res.ok) return { res, release: () => undefined };
+    if (res.ok) return { res, release: letGo };
+    letGo();
     const details = await errorBody(res);
     throw new UisError({
       code: 'gateway_fallback_failed',

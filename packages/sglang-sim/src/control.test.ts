@@ -126,6 +126,43 @@ describe('flush, abort, pause', () => {
     expect((await post(s.url, '/abort_request', {})).status).toBe(422);
   });
 
+  it("abort_request answers as SGLang's scheduler: partial output, a running or a queued abort's reason, rid prefixes", async () => {
+    const s = await start({ ...SLOW, simMaxRunningRequests: 2 });
+    const running = post(s.url, '/generate', long('r'));
+    const sibling = post(s.url, '/generate', long('r-1'));
+    await waitFor(() => s.stats().running === 2);
+    const queued = post(s.url, '/generate', long('q'));
+    await waitFor(() => s.stats().waiting === 1 && s.stats().steps >= 4);
+    // No request has exactly this rid: the tokenizer manager drops the abort before the scheduler's prefix match.
+    expect((await post(s.url, '/abort_request', { rid: 'r-' })).status).toBe(200);
+    expect((await post(s.url, '/abort_request', { rid: '' })).status).toBe(200);
+    expect(s.stats().running + s.stats().waiting).toBe(3);
+    const aborted = await post(s.url, '/abort_request', { rid: 'r' });
+    expect([aborted.status, aborted.text]).toEqual([200, '']);
+    for (const answer of [await running, await sibling]) {
+      const r = GenerateResponseSchema.parse(answer.json);
+      expect(r.meta_info.finish_reason).toEqual({
+        type: 'abort',
+        message: 'Aborted',
+        status_code: null,
+        err_type: null,
+      });
+      expect(r.output_ids?.length).toBeGreaterThan(0);
+      expect(r.meta_info.completion_tokens).toBe(r.output_ids?.length);
+    }
+    await waitFor(() => s.stats().running === 1);
+    const second = post(s.url, '/generate', long('w'));
+    await waitFor(() => s.stats().waiting === 0 && s.stats().running === 2);
+    const third = post(s.url, '/generate', long('w2'));
+    await waitFor(() => s.stats().waiting === 1);
+    await post(s.url, '/abort_request', { rid: 'w2' });
+    const waited = GenerateResponseSchema.parse((await third).json);
+    expect(waited.meta_info.finish_reason).toEqual({ type: 'abort', message: 'Abort in waiting queue' });
+    expect(waited.output_ids).toEqual([]);
+    await post(s.url, '/abort_request', { abort_all: true });
+    await Promise.all([queued, second]);
+  });
+
   it('abort_all ends every request, streamed ones with a final abort chunk and [DONE]', async () => {
     const s = await start(SLOW);
     const streamed = fetch(`${s.url}/generate`, {

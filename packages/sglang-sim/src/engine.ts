@@ -169,8 +169,13 @@ export class SimEngine {
     this.counters.aborted++;
   }
 
+  /** SGLang's abort_request: with `all` every request; else nothing unless a request has exactly this rid (the
+   * tokenizer manager's check), then every request whose rid starts with it (the scheduler's match, which also
+   * takes the `rid-k` samples of a parallel-sampling request). An empty rid aborts nothing. */
   abort(rid: string | undefined, all: boolean): number {
-    return this.scheduler.abortWhere((s) => all || s.spec.rid === rid, 'Abort by abort_request');
+    if (all) return this.scheduler.abortWhere(() => true);
+    if (!rid || !this.scheduler.holds(rid)) return 0;
+    return this.scheduler.abortWhere((s) => s.spec.rid.startsWith(rid));
   }
 
   pause(mode: PauseMode): void {

@@ -106,8 +106,13 @@ export class SimSequence {
     return false;
   }
 
-  abort(message: string): void {
-    this.finishReason = { type: 'abort', message };
+  /** Ends the sequence as SGLang's scheduler aborts it: a queued one is answered by the tokenizer manager
+   * (`Abort in waiting queue`), a running one finishes with `FINISH_ABORT().to_json()`. */
+  abort(): void {
+    this.finishReason =
+      this.state === 'waiting'
+        ? { type: 'abort', message: 'Abort in waiting queue' }
+        : { type: 'abort', message: 'Aborted', status_code: null, err_type: null };
   }
 
   private triple(logprob: number | null, id: number): TokenLogprob {

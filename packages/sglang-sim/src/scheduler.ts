@@ -62,6 +62,11 @@ export class Scheduler {
     return this.waiting.length + this.running.length > 0;
   }
 
+  /** Whether a queued or running sequence has exactly this rid. */
+  holds(rid: string): boolean {
+    return this.waiting.some((s) => s.spec.rid === rid) || this.running.some((s) => s.spec.rid === rid);
+  }
+
   submit(seq: SimSequence): void {
     if (this.holding) {
       this.held.push(seq);
@@ -88,7 +93,7 @@ export class Scheduler {
 
   pause(mode: PauseMode): void {
     this.pausedMode = mode;
-    if (mode === 'abort') this.abortWhere(() => true, 'Abort by pause_generation');
+    if (mode === 'abort') this.abortWhere(() => true);
     else if (mode === 'retract') {
       // Retracted sequences keep their tokens but lose their KV; they are prefilled again on continue.
       for (const s of this.running.splice(0).reverse()) {
@@ -105,7 +110,7 @@ export class Scheduler {
   }
 
   /** Aborts matching sequences; returns how many. */
-  abortWhere(match: (s: SimSequence) => boolean, message: string): number {
+  abortWhere(match: (s: SimSequence) => boolean): number {
     let n = 0;
     for (const queue of [this.waiting, this.running]) {
       for (let i = queue.length - 1; i >= 0; i--) {
@@ -113,7 +118,7 @@ export class Scheduler {
         if (!match(s)) continue;
         queue.splice(i, 1);
         this.release(s);
-        s.abort(message);
+        s.abort();
         this.finish(s);
         n++;
       }

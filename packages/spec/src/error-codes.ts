@@ -105,6 +105,9 @@ export const ERROR_CODES = {
   unknown_activation_group: 404,
   no_activation_groups: 404,
   batch_not_found: 404,
+  /** abort_request named a rid the gateway holds no request for: it never came through this gateway, or it ended
+   * (its answer went to its caller) before the abort. */
+  unknown_rid: 404,
   pg_not_found: 404,
   // ---- HTTP transport (405, 408, 413, 415, 431) ------------------------------------------------------------
   method_not_allowed: 405,

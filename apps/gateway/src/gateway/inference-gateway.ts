@@ -43,6 +43,7 @@ import {
   UpstreamPools,
 } from '../proxy/index.ts';
 import type { UisTracing } from '../tracing/tracing.ts';
+import { holdRids, mountAbortRoute, releaseRids } from './abort-route.ts';
 import { authorized, unauthorized } from './auth.ts';
 import { type GenrmHost, genrmCall, refusedModel } from './genrm-call.ts';
 import { openAIErrorBody } from './openai-surface.ts';
@@ -162,8 +163,19 @@ export class InferenceGateway {
         ? { passHeaders: new Set(opts.passHeaders.map((h) => h.toLowerCase())) }
         : {}),
       hooks: {
+        onDispatch: (rid, target, requestId) =>
+          holdRids(
+            this.manager.requests,
+            rid,
+            this.requests.modelOf(requestId) ?? '(none)',
+            target,
+            requestId,
+          ),
         onClientAbort: (rid, target, requestId) => this.abortAtEngine(rid, target, requestId),
-        onComplete: (e) => this.requests.completed(e),
+        onComplete: (e) => {
+          releaseRids(this.manager.requests, e.rid, e.requestId);
+          this.requests.completed(e);
+        },
         onAttemptFailed: (target) => this.attemptFailed(target),
       },
     };
@@ -222,6 +234,7 @@ export class InferenceGateway {
       maxWaitSeconds: this.maxWaitSeconds,
       circuitOf: (engineId) => this.breakers.state(engineId),
     });
+    mountAbortRoute(this.app, rolePaths(this.role).abortRequest, this.manager);
   }
 
   // ---- serving (fast path) -----------------------------------------------------------------------------------
@@ -438,8 +451,10 @@ export class InferenceGateway {
   }
 
   private abortAtEngine(rid: string | string[], target: ProxyTarget, requestId: string): void {
-    this.metrics?.clientAborts.inc({ role: this.role, model: this.requests.modelOf(requestId) ?? '(none)' });
+    const model = this.requests.modelOf(requestId) ?? '(none)';
+    this.metrics?.clientAborts.inc({ role: this.role, model });
     const rids = Array.isArray(rid) ? rid : [rid];
+    this.manager.requests.counted(model, 'client_disconnect', rids.length);
     for (const one of rids) {
       this.pools
         .get(target.origin)

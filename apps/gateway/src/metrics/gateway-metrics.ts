@@ -12,6 +12,9 @@ export interface MetricsSources {
   batchCounts(): Array<{ kind: string; state: string; count: number }>;
   /** Each live replica's weight version and how many versions it trails its model's target. */
   replicaWeights?(): ReplicaWeightRow[];
+  /** Requests aborted at their engines per role, model and reason (`abort_request`, `abort_all`,
+   * `client_disconnect`), counted by each role's manager. */
+  aborts?(): Array<{ role: string; model: string; reason: string; count: number }>;
   /** Replicas whose circuit breaker is not closed (state 1: half-open, 2: open). */
   circuits?(): Array<{ role: string; engine_id: string; state: number }>;
 }
@@ -172,6 +175,18 @@ export class GatewayMetrics {
         collect() {
           this.reset();
           for (const r of circuits()) this.set({ role: r.role, engine_id: r.engine_id }, r.state);
+        },
+      });
+    const aborts = sources.aborts?.bind(sources);
+    if (aborts !== undefined)
+      new Counter({
+        name: 'uis_aborted_requests_total',
+        help: 'Requests aborted at their engines, by reason: abort_request (a rid), abort_all (a model or role), client_disconnect.',
+        labelNames: ['role', 'model', 'reason'],
+        registers,
+        collect() {
+          this.reset();
+          for (const a of aborts()) this.inc({ role: a.role, model: a.model, reason: a.reason }, a.count);
         },
       });
     const weights = sources.replicaWeights?.bind(sources);

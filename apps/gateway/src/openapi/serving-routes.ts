@@ -1,3 +1,4 @@
+import { AbortRequestInputSchema, AbortResultSchema } from '@uis/manager';
 import {
   ChatCompletionChunkSchema,
   ChatCompletionRequestSchema,
@@ -177,6 +178,27 @@ export const SERVING_ROUTES: readonly ServingRouteDoc[] = [
     answer: GenerateResponseSchema,
     stream: GenerateStreamChunkSchema,
     errors: SERVE_ERRORS,
+    auth: 'serving',
+  },
+  {
+    method: 'post',
+    path: '/{role}/abort_request',
+    summary:
+      "SGLang's abort_request through the gateway: {rid} at the replica that holds it (404 unknown_rid when no request with it is in flight here), or {abort_all: true, model?} at every running replica; each aborted caller gets its partial output (finish_reason abort)",
+    tag: 'serving',
+    body: AbortRequestInputSchema,
+    answer: AbortResultSchema,
+    errors: [
+      'invalid_json',
+      'invalid_body',
+      'unauthorized',
+      'unknown_role',
+      'unknown_rid',
+      'unknown_model',
+      'engine_unreachable',
+      'engine_timeout',
+      'engine_http_error',
+    ],
     auth: 'serving',
   },
   ...(['/{role}/v1/chat/completions', '/{role}/chat/completions'] as const).map((path) => ({

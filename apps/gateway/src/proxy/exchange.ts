@@ -168,6 +168,7 @@ export class Exchange implements UpstreamHandler, Admittable {
     this.#target = target;
     this.#attempts++;
     this.#opts.inFlight?.acquire(target.id);
+    if (this.#rid !== undefined) this.#opts.hooks?.onDispatch?.(this.#rid, target, this.#requestId);
   }
 
   #dispatch(): void {

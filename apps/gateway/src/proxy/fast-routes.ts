@@ -44,13 +44,16 @@ export function rolePaths(role: string) {
     generate: `/${role}/generate`,
     chat: [`/${role}/chat/completions`, `/${role}/v1/chat/completions`],
     completions: [`/${role}/completions`, `/${role}/v1/completions`],
+    abortRequest: `/${role}/abort_request`,
   };
 }
 
 /** Whether `path` is one of `role`'s paths (for the JSON 404 of a role that is not configured). */
 export function isRolePath(role: string, path: string): boolean {
   const p = rolePaths(role);
-  return [p.engines, p.health, p.models, p.generate, ...p.chat, ...p.completions].includes(path);
+  return [p.engines, p.health, p.models, p.generate, ...p.chat, ...p.completions, p.abortRequest].includes(
+    path,
+  );
 }
 
 export interface CombinedListenerOptions {

@@ -118,6 +118,8 @@ export interface CompletionEvent {
 }
 
 export interface ProxyHooks {
+  /** The request (its `rid`, given or injected) was sent to `target` (again on each retry): who holds it now. */
+  onDispatch?(rid: string | string[], target: ProxyTarget, requestId: string): void;
   /** The client left before the engine finished: the gateway asks that engine to abort `rid`. */
   onClientAbort?(rid: string | string[], target: ProxyTarget, requestId: string): void;
   onComplete?(event: CompletionEvent): void;

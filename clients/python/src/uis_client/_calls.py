@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel
 
+from ._models_gen import AbortRequestResult
 from .discovery import DiscoverySnapshot
 from .models import Health, ModelList
 
@@ -111,3 +112,8 @@ def models(role: str) -> Call[ModelList]:
 def serve(role: str, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Call[Any]:
     """A serving request through the role's gateway (``generate``, ``v1/chat/completions``, ``v1/completions``)."""
     return Call("POST", f"/{q(role)}/{path}", lambda b: b, body, admin=False, headers=dict(headers or {}))
+
+
+def abort_request(role: str, body: dict[str, Any]) -> Call[AbortRequestResult]:
+    """SGLang's ``abort_request`` on the role's gateway (``{rid}`` or ``{abort_all, model?}``), serving token."""
+    return Call("POST", f"/{q(role)}/abort_request", AbortRequestResult.model_validate, body, admin=False)

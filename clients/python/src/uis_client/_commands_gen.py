@@ -13,6 +13,7 @@ from pydantic import JsonValue
 
 from ._calls import Call, WAIT_MARGIN_S, given, no_result, q, query, result_of
 from ._models_gen import (
+    AbortRequestResult,
     Batch,
     BatchPage,
     CancelScaleOpResult,
@@ -180,6 +181,22 @@ def weight_switches_call(role: str, model: str) -> Call[WeightSwitches]:
         f"/admin/roles/{q(role)}/models/{q(model)}/weights/switches",
         result_of(WeightSwitches),
         admin=False,
+    )
+
+
+def abort_request_call(
+    role: str,
+    *,
+    rid: str | None = None,
+    abort_all: bool | None = None,
+    model: str | None = None,
+) -> Call[AbortRequestResult]:
+    return Call(
+        "POST",
+        f"/admin/roles/{q(role)}/abort_request",
+        result_of(AbortRequestResult),
+        body=given(rid=rid, abort_all=abort_all, model=model),
+        mutation=True,
     )
 
 
@@ -507,6 +524,20 @@ class Commands(ABC):
         """A model's weight switches, oldest first: mode, duration, outcome and each replica's version"""
         return self.run(weight_switches_call(role, model))
 
+    def abort_request(
+        self,
+        role: str,
+        *,
+        rid: str | None = None,
+        abort_all: bool | None = None,
+        model: str | None = None,
+        operation_id: str | None = None,
+    ) -> AbortRequestResult:
+        """Abort a request by rid at the replica that holds it, or abort_all of a model or role; each caller
+        gets its partial output (finish_reason abort). 404 unknown_rid when the rid is not in flight
+        through the gateway"""
+        return self.run(abort_request_call(role, rid=rid, abort_all=abort_all, model=model), operation_id)
+
     def register_external(
         self,
         role: str,
@@ -775,6 +806,20 @@ class AsyncCommands(ABC):
     async def weight_switches(self, role: str, model: str) -> WeightSwitches:
         """A model's weight switches, oldest first: mode, duration, outcome and each replica's version"""
         return await self.run(weight_switches_call(role, model))
+
+    async def abort_request(
+        self,
+        role: str,
+        *,
+        rid: str | None = None,
+        abort_all: bool | None = None,
+        model: str | None = None,
+        operation_id: str | None = None,
+    ) -> AbortRequestResult:
+        """Abort a request by rid at the replica that holds it, or abort_all of a model or role; each caller
+        gets its partial output (finish_reason abort). 404 unknown_rid when the rid is not in flight
+        through the gateway"""
+        return await self.run(abort_request_call(role, rid=rid, abort_all=abort_all, model=model), operation_id)
 
     async def register_external(
         self,

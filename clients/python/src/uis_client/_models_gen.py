@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 
 __all__ = [
+    "AbortRequestResult",
+    "AbortRequestResultAbortedItem",
     "ActivationWait",
     "ActualGpus",
     "Batch",
@@ -279,6 +281,17 @@ class WeightSwitches(_Model):
     model: str
     switching: bool
     switches: list[WeightSwitch]
+
+
+class AbortRequestResultAbortedItem(_Model):
+    rid: str
+    model: str
+    engine_id: str | None
+
+
+class AbortRequestResult(_Model):
+    aborted: list[AbortRequestResultAbortedItem]
+    engines: list[str]
 
 
 class RegisterExternalResult(_Model):

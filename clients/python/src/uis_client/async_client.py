@@ -15,8 +15,10 @@ from ._calls import Call
 from ._commands_gen import AsyncCommands
 from ._transport import Settings, run_async
 from .discovery import DiscoverySnapshot
-from .errors import UisError
+from ._models_gen import AbortRequestResult
+from .errors import NotFoundError, UisError
 from .models import Batch, BatchSample, Health, Lease, ModelList, UpdateWeightsBody, WeightUpdate
+from .rollout import Sample, min_version_headers
 from .watcher import watch_async
 
 if TYPE_CHECKING:
@@ -73,6 +75,34 @@ class AsyncUisClient(AsyncCommands):
         self, role: str, body: dict[str, Any], headers: dict[str, str] | None = None
     ) -> dict[str, Any]:
         return await self.run(_calls.serve(role, "v1/chat/completions", body, headers))
+
+    async def abort(self, role: str, rid: str) -> bool:
+        """``UisClient.abort``: False when no request with ``rid`` is in flight (it finished first)."""
+        try:
+            await self.run(_calls.abort_request(role, {"rid": rid}))
+        except NotFoundError as e:
+            if e.code == "unknown_rid":
+                return False
+            raise
+        return True
+
+    async def abort_all(self, role: str, model: str | None = None) -> AbortRequestResult:
+        body: dict[str, Any] = {"abort_all": True}
+        if model is not None:
+            body["model"] = model
+        return await self.run(_calls.abort_request(role, body))
+
+    async def generate_sample(
+        self, role: str, sample: Sample, *, min_weight_version: str | None = None
+    ) -> Sample:
+        """``UisClient.generate_sample``: one attempt, absorbed into ``sample``."""
+        answer = await self.generate(role, sample.request(), min_version_headers(min_weight_version))
+        return sample.absorb(answer)
+
+    async def resume(self, role: str, sample: Sample, *, min_weight_version: str | None = None) -> Sample:
+        if not sample.interrupted:
+            raise ValueError(f"sample {sample.rid} is not interrupted (finish_reason {sample.finish_reason})")
+        return await self.generate_sample(role, sample, min_weight_version=min_weight_version)
 
     def watch(self, role: str, poll_timeout_s: float = 30.0) -> AsyncGenerator[DiscoverySnapshot, None]:
         """``async for snapshot in client.watch("rollout")``: now, then each newer topology."""

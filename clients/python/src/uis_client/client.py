@@ -19,8 +19,10 @@ from ._commands_gen import Commands
 from ._transport import Settings, run_sync
 from .direct import DirectClient
 from .discovery import DiscoverySnapshot
-from .errors import UisError
+from ._models_gen import AbortRequestResult
+from .errors import NotFoundError, UisError
 from .models import Batch, BatchSample, Health, Lease, ModelList, UpdateWeightsBody, WeightUpdate
+from .rollout import Sample, min_version_headers
 from .watcher import DiscoveryWatcher
 from .weights import Serialized, TensorPush, push_tensor_weights
 
@@ -83,6 +85,38 @@ class UisClient(Commands):
     ) -> dict[str, Any]:
         """OpenAI chat through the role's gateway (``client.openai(role)`` for the official client)."""
         return self.run(_calls.serve(role, "v1/chat/completions", body, headers))
+
+    def abort(self, role: str, rid: str) -> bool:
+        """Aborts request ``rid`` at the replica the gateway sent it to; its caller gets the partial output
+        (``finish_reason`` abort). False when no request with that rid is in flight (it finished first)."""
+        try:
+            self.run(_calls.abort_request(role, {"rid": rid}))
+        except NotFoundError as e:
+            if e.code == "unknown_rid":
+                return False
+            raise
+        return True
+
+    def abort_all(self, role: str, model: str | None = None) -> AbortRequestResult:
+        """Aborts every request on every running replica of ``model`` (default: of the role)."""
+        body: dict[str, Any] = {"abort_all": True}
+        if model is not None:
+            body["model"] = model
+        return self.run(_calls.abort_request(role, body))
+
+    def generate_sample(
+        self, role: str, sample: Sample, *, min_weight_version: str | None = None
+    ) -> Sample:
+        """One attempt of a rollout sample through the gateway (the rest of its budget); the answer is absorbed
+        into ``sample`` (output ids, which weight version made them, finish reason). See ``uis_client.rollout``."""
+        answer = self.generate(role, sample.request(), min_version_headers(min_weight_version))
+        return sample.absorb(answer)
+
+    def resume(self, role: str, sample: Sample, *, min_weight_version: str | None = None) -> Sample:
+        """Resumes an aborted or cut sample (``min_weight_version``: only on replicas at that version or newer)."""
+        if not sample.interrupted:
+            raise ValueError(f"sample {sample.rid} is not interrupted (finish_reason {sample.finish_reason})")
+        return self.generate_sample(role, sample, min_weight_version=min_weight_version)
 
     def watch(self, role: str, poll_timeout_s: float = 30.0) -> DiscoveryWatcher:
         """A discovery watcher (``with client.watch("rollout") as w: ...``)."""

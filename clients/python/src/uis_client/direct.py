@@ -1,11 +1,15 @@
 """``DirectClient``: a workload routes itself to engines with discovery and the routing rules of ``@uis/routing``
 (same decisions, checked by the shared vectors), skipping the gateway hop. On a connection error or a 503 it
-refreshes discovery once and retries once on another replica; a 4xx is raised as is. Engines get no credential."""
+refreshes discovery once and retries once on another replica; a 4xx is raised as is. Engines get no credential.
+Like the gateway, it gives a request without a ``rid`` one (SGLang's request id) and remembers which replica holds
+each rid in flight, so ``abort(rid)`` reaches that replica."""
 
 from __future__ import annotations
 
 import json
+import threading
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -18,6 +22,7 @@ from .errors import ConnectionFailedError, UisError, error_from_response
 from .routing import ReplicaSelector, request_keys, route
 from .routing.resolve import ResolvedModel
 from .routing.selector import Selection
+from .rollout import Sample, min_version_headers
 from .watcher import DiscoveryWatcher
 
 _OPENAI_PATHS = frozenset({"/v1/chat/completions", "/v1/completions"})
@@ -44,6 +49,9 @@ class DirectClient:
         self._suspects: dict[str, float] = {}
         self._cooldown = failure_cooldown_s
         self.selector = ReplicaSelector()
+        #: rid -> URL of the replica that holds it, while the request is in flight.
+        self._held: dict[str, str] = {}
+        self._held_lock = threading.Lock()
 
     def start(self) -> DiscoverySnapshot:
         if self._watcher is not None:
@@ -115,15 +123,61 @@ class DirectClient:
     ) -> Iterator[dict[str, Any]]:
         return self._stream("/generate", {**body, "stream": True}, headers)
 
+    def abort(self, rid: str) -> bool:
+        """Aborts request ``rid`` at the replica this client sent it to (SGLang's ``abort_request``); its caller gets
+        the partial output (``finish_reason`` abort). False when no request with that rid is in flight here."""
+        with self._held_lock:
+            url = self._held.get(rid)
+        if url is None:
+            return False
+        answer = self._engines.post(f"{url}/abort_request", json={"rid": rid})
+        if answer.status_code >= 400:
+            raise error_from_response(answer)
+        return True
+
+    def generate_sample(self, sample: Sample, *, min_weight_version: str | None = None, stream: bool = False) -> Sample:
+        """One attempt of a rollout sample (the rest of its budget) on a replica at ``min_weight_version`` or newer,
+        absorbed into ``sample``. Streamed, a cut stream leaves the tokens that arrived in the sample (then
+        ``resume`` it). See ``uis_client.rollout``."""
+        headers = min_version_headers(min_weight_version)
+        if not stream:
+            return sample.absorb(self.generate(sample.request(), headers))
+        mark = sample.begin_stream()
+        for chunk in self.generate_stream(sample.request(), headers):
+            sample.absorb(chunk, stream_from=mark)
+        return sample
+
+    def resume(self, sample: Sample, *, min_weight_version: str | None = None, stream: bool = False) -> Sample:
+        """Resumes an aborted or cut sample on a replica at ``min_weight_version`` or newer."""
+        if not sample.interrupted:
+            raise ValueError(f"sample {sample.rid} is not interrupted (finish_reason {sample.finish_reason})")
+        return self.generate_sample(sample, min_weight_version=min_weight_version, stream=stream)
+
     def _engine_body(self, path: str, body: Mapping[str, Any], model: ResolvedModel) -> dict[str, Any]:
         rest = {k: v for k, v in body.items() if k != "route_key"}
         if path in _OPENAI_PATHS:
             return {**rest, "model": model.served_name}
         return {k: v for k, v in rest.items() if k != "model"}
 
+    def _hold(self, body: dict[str, Any], url: str) -> str | None:
+        """Gives a single request without a rid one, and records that ``url`` holds it (batches keep theirs)."""
+        rid = body.get("rid")
+        if rid is None and not _is_batch(body):
+            rid = body["rid"] = f"direct-{uuid.uuid4().hex}"
+        if not isinstance(rid, str):
+            return None
+        with self._held_lock:
+            self._held[rid] = url
+        return rid
+
+    def _let_go(self, rid: str | None) -> None:
+        if rid is not None:
+            with self._held_lock:
+                self._held.pop(rid, None)
+
     def _send(
         self, path: str, body: Mapping[str, Any], headers: Mapping[str, str] | None, stream: bool
-    ) -> tuple[httpx.Response, str | None]:
+    ) -> tuple[httpx.Response, str | None, str | None]:
         failed: set[str] = set()
         last: UisError | None = None
         for attempt in range(2):
@@ -141,12 +195,13 @@ class DirectClient:
             engine = sel.engine_id
             if engine is not None:
                 self.selector.acquire(engine)
-            request = self._engines.build_request(
-                "POST", sel.url + path, json=self._engine_body(path, body, model), headers=dict(headers or {})
-            )
+            engine_body = self._engine_body(path, body, model)
+            rid = self._hold(engine_body, sel.url)
+            request = self._engines.build_request("POST", sel.url + path, json=engine_body, headers=dict(headers or {}))
             try:
                 response = self._engines.send(request, stream=stream)
             except httpx.TransportError as e:
+                self._let_go(rid)
                 self._done(engine)
                 if engine is not None:
                     failed.add(engine)
@@ -156,9 +211,10 @@ class DirectClient:
                 )
                 continue
             if response.status_code < 400:
-                return response, engine
+                return response, engine, rid
             response.read()
             response.close()
+            self._let_go(rid)
             self._done(engine)
             error = error_from_response(response)
             if response.status_code != 503:
@@ -174,17 +230,18 @@ class DirectClient:
             self.selector.release(engine)
 
     def _json(self, path: str, body: Mapping[str, Any], headers: Mapping[str, str] | None) -> dict[str, Any]:
-        response, engine = self._send(path, body, headers, stream=False)
+        response, engine, rid = self._send(path, body, headers, stream=False)
         try:
             data: dict[str, Any] = response.json()
             return data
         finally:
+            self._let_go(rid)
             self._done(engine)
 
     def _stream(
         self, path: str, body: Mapping[str, Any], headers: Mapping[str, str] | None
     ) -> Iterator[dict[str, Any]]:
-        response, engine = self._send(path, body, headers, stream=True)
+        response, engine, rid = self._send(path, body, headers, stream=True)
         try:
             for line in response.iter_lines():
                 if not line.startswith("data:"):
@@ -195,4 +252,11 @@ class DirectClient:
                 yield json.loads(data)
         finally:
             response.close()
+            self._let_go(rid)
             self._done(engine)
+
+
+def _is_batch(body: Mapping[str, Any]) -> bool:
+    """A ``/generate`` batch (a list of texts or of token id lists) keeps the rids it has, if any."""
+    text, ids = body.get("text"), body.get("input_ids")
+    return isinstance(text, list) or (isinstance(ids, list) and bool(ids) and isinstance(ids[0], list))

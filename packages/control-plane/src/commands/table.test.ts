@@ -11,6 +11,7 @@ import { eventCommands } from './events.ts';
 import { commandNamed, commandRoutes, permissionRefusal } from './index.ts';
 import { phaseCommands } from './phases.ts';
 import { replicaCommands } from './replicas.ts';
+import { requestCommands } from './requests.ts';
 import { roleCommands } from './roles.ts';
 import { type CommandCall, runCommand } from './run-command.ts';
 import { scaleCommands } from './scale.ts';
@@ -38,6 +39,7 @@ describe('the command table', () => {
     const groups = [
       roleCommands,
       weightCommands,
+      requestCommands,
       replicaCommands,
       scaleCommands,
       phaseCommands,
@@ -195,6 +197,48 @@ describe('running commands', { timeout: 60_000 }, () => {
       },
       { ok: false, request: { role: 'critic' }, error: expect.objectContaining({ code: 'unknown_role' }) },
     ]);
+  });
+
+  it('abort_request: a held rid at its replica, abort_all at every running replica, bad input at its path', async () => {
+    const params = { role: 'rollout' };
+    const manager = plane.managerOf('rollout');
+    manager.requests.hold('r-1', { model: 'policy', engineId: 'policy/1', requestId: 'req-1' });
+    const one = await call('abort_request', { params, input: { rid: 'r-1' }, operationId: 'abort-1' });
+    expect(one.result).toEqual({
+      aborted: [{ rid: 'r-1', model: 'policy', engine_id: 'policy/1' }],
+      engines: ['policy/1'],
+    });
+    const all = await call('abort_request', { params, input: { abort_all: true, model: 'policy' } });
+    const running = manager.eligibleEngines('policy').map((e) => e.engineId);
+    expect(all.result).toEqual({
+      aborted: [{ rid: 'r-1', model: 'policy', engine_id: 'policy/1' }],
+      engines: [...running].sort(),
+    });
+    manager.requests.release('r-1', 'req-1');
+    expect(manager.requests.abortCounts()).toEqual([
+      { model: 'policy', reason: 'abort_request', count: 1 },
+      { model: 'policy', reason: 'abort_all', count: 1 },
+    ]);
+    await expect(call('abort_request', { params, input: { rid: 'r-1' } })).rejects.toMatchObject({
+      code: 'unknown_rid',
+      path: 'rid',
+      status: 404,
+    });
+    await expect(
+      call('abort_request', { params, input: { abort_all: true, model: 'nope' } }),
+    ).rejects.toMatchObject({ code: 'unknown_model', path: 'model' });
+    for (const [input, path] of [
+      [{}, 'body.abort_all'],
+      [{ rid: 'x', abort_all: true }, 'body.rid'],
+      [{ rid: 'x', model: 'policy' }, 'body.model'],
+      [{ rid: '' }, 'body.rid'],
+      [{ abort_all: true, extra: 1 }, 'body'],
+    ] as const)
+      await expect(call('abort_request', { params, input }), JSON.stringify(input)).rejects.toMatchObject({
+        code: 'invalid_input',
+        path,
+      });
+    expect(plane.events.list({ kind: 'admin.abort_request', limit: 20 })).toHaveLength(9);
   });
 
   it('logs every audited command at info, a weight update and a refusal included', async () => {

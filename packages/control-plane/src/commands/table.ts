@@ -3,6 +3,7 @@ import type { AnyCommand } from './define.ts';
 import { eventCommands } from './events.ts';
 import { phaseCommands } from './phases.ts';
 import { replicaCommands } from './replicas.ts';
+import { requestCommands } from './requests.ts';
 import { roleCommands } from './roles.ts';
 import { scaleCommands } from './scale.ts';
 import { weightCommands } from './weights.ts';
@@ -15,6 +16,7 @@ import { weightCommands } from './weights.ts';
 export const COMMAND_TABLE = {
   ...roleCommands,
   ...weightCommands,
+  ...requestCommands,
   ...replicaCommands,
   ...scaleCommands,
   ...phaseCommands,

@@ -1,0 +1,41 @@
+import type { HeldRequests, InferenceManager } from '@uis/manager';
+import { UisError } from '@uis/spec';
+import type { Hono } from 'hono';
+import { asUisError, errorJson, type ProxyTarget, parseJsonObject } from '../proxy/index.ts';
+import { ROUTER_PREFIX } from './served-requests.ts';
+
+/** `POST /<role>/abort_request`: SGLang's route on the role's gateway, with the serving token (a rollout worker
+ * aborts its own requests), answering what the abort reached (`AbortResult`) instead of SGLang's empty 200. */
+export function mountAbortRoute(app: Hono, path: string, manager: InferenceManager): void {
+  app.post(path, async (c) => {
+    try {
+      const body = parseJsonObject(Buffer.from(await c.req.arrayBuffer()));
+      if (body instanceof UisError) return errorJson(c, body);
+      return c.json(await manager.abortRequests(body));
+    } catch (e) {
+      return errorJson(c, asUisError(e));
+    }
+  });
+}
+
+/** Each rid of a request, one or a batch's list. */
+const each = (rid: string | string[], fn: (one: string) => void) => {
+  if (Array.isArray(rid)) for (const one of rid) fn(one);
+  else fn(rid);
+};
+
+/** Records which replica holds a forwarded request's rids (a router target: the model's SGLang router chose). */
+export function holdRids(
+  held: HeldRequests,
+  rid: string | string[],
+  model: string,
+  target: ProxyTarget,
+  requestId: string,
+): void {
+  const engineId = target.id.startsWith(ROUTER_PREFIX) ? null : target.id;
+  each(rid, (one) => held.hold(one, { model, engineId, requestId }));
+}
+
+export function releaseRids(held: HeldRequests, rid: string | string[] | undefined, requestId: string): void {
+  if (rid !== undefined) each(rid, (one) => held.release(one, requestId));
+}

@@ -1,0 +1,143 @@
+"""Partial rollouts against the real demo (simulated engines, the whole gateway on 127.0.0.1): a rollout loop is
+interrupted by a weight switch that aborts its requests, each sample is resumed on the new weights with the rest of
+its budget, and every sample says which output tokens each version produced. Abort by rid through the gateway and
+from the direct client. The ``Sample`` bookkeeping itself is checked on answers shaped as SGLang's."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import pytest
+
+from uis_client import DirectClient, UisClient
+from uis_client.rollout import Sample, VersionSpan
+
+BUDGET = 400
+PROMPT = [11, 12, 13, 14]
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float = 60.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(0.02)
+
+
+def _sample(i: int) -> Sample:
+    return Sample([*PROMPT, i], {"max_new_tokens": BUDGET, "ignore_eos": True, "temperature": 0}, model="policy")
+
+
+def _resident(client: UisClient) -> str:
+    """Rollout's phase is resident; the policy's version now."""
+    client.wait_barrier("rollout", group="actor")
+    version = client.engines("rollout").models["policy"].weight_version
+    assert version is not None
+    return version
+
+
+def test_a_rollout_loop_interrupted_by_a_weight_switch_is_resumed_and_every_sample_carries_its_versions(
+    client: UisClient,
+) -> None:
+    before = _resident(client)
+    after = f"resume-{uuid.uuid4().hex[:8]}"
+    via_gateway = [_sample(i) for i in range(4)]
+    direct_samples = [_sample(10 + i) for i in range(4)]
+    with client.direct("rollout") as direct, ThreadPoolExecutor(max_workers=8) as pool:
+        running: list[Future[Sample]] = [pool.submit(client.generate_sample, "rollout", s) for s in via_gateway]
+        running += [pool.submit(direct.generate_sample, s, stream=True) for s in direct_samples]
+        # Every streamed sample has tokens, so the engines are decoding; the gateway's requests went out with them.
+        wait_until(lambda: all(len(s.output_ids) >= 5 for s in direct_samples), what="streamed tokens")
+        # The weight switch: abort what runs (each caller gets its partial output), then the new weights.
+        stopped = client.abort_all("rollout", model="policy")
+        assert sorted(a.rid for a in stopped.aborted) == sorted(s.rid for s in via_gateway)
+        for f in running:
+            f.result(timeout=60)
+        client.update_weights_from_disk("rollout", "policy", "/ckpt/resumed", after)
+        samples = via_gateway + direct_samples
+        for s in samples:
+            assert s.aborted and s.interrupted, (s.rid, s.finish_reason)
+            assert len(s.output_ids) < BUDGET
+            assert {sp.version for sp in s.spans} <= {before}
+        first_lengths = {s.rid: len(s.output_ids) for s in samples}
+        # Resumed on the new weights: prompt + partial output as input, the rest of the budget.
+        resumed = [pool.submit(client.resume, "rollout", s, min_weight_version=after) for s in via_gateway]
+        resumed += [pool.submit(direct.resume, s, min_weight_version=after) for s in direct_samples]
+        for f in resumed:
+            f.result(timeout=120)
+    assert sum(1 for s in samples if first_lengths[s.rid] > 0) >= len(direct_samples)
+    for s in samples:
+        k = first_lengths[s.rid]
+        assert s.finished and s.finish_reason == {"type": "length", "length": BUDGET - k}
+        assert len(s.output_ids) == BUDGET and s.attempts == 2
+        expected = [VersionSpan(before, 0, k), VersionSpan(after, k, BUDGET)] if k else [VersionSpan(after, 0, BUDGET)]
+        assert s.spans == expected
+        assert s.mask(after) == [False] * k + [True] * (BUDGET - k)
+        assert s.version_of(BUDGET - 1) == after
+
+
+def test_abort_by_rid_through_the_gateway_and_from_the_direct_client(client: UisClient) -> None:
+    _resident(client)
+    sample = _sample(20)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        future = pool.submit(client.generate_sample, "rollout", sample)
+        wait_until(lambda: client.abort("rollout", sample.rid), what="the gateway to hold the rid")
+        assert future.result(timeout=60).aborted
+    assert sample.finish_reason is not None and sample.finish_reason["type"] == "abort"
+    assert client.abort("rollout", sample.rid) is False  # ended: nothing to abort
+    with client.direct("rollout") as direct:
+        streamed = _sample(21)
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                direct.generate_sample(streamed, stream=True)
+            finally:
+                done.set()
+
+        threading.Thread(target=run, daemon=True).start()
+        wait_until(lambda: len(streamed.output_ids) >= 3, what="streamed tokens")
+        assert direct.abort(streamed.rid) is True
+        assert done.wait(60)
+        assert streamed.aborted and 3 <= len(streamed.output_ids) < BUDGET
+        assert direct.abort(streamed.rid) is False
+    # Resumed once the abort is over: the rest of the budget, same rid.
+    client.resume("rollout", streamed)
+    assert streamed.finished and len(streamed.output_ids) == BUDGET
+
+
+def _answer(ids: list[int], version: str, finish: dict[str, object] | None, **meta: object) -> dict[str, object]:
+    return {"text": "x" * len(ids), "output_ids": ids, "meta_info": {"weight_version": version, "finish_reason": finish, **meta}}
+
+
+def test_sample_bookkeeping_on_sglang_shaped_answers() -> None:
+    s = Sample([1, 2], {"max_new_tokens": 10, "min_new_tokens": 4}, rid="r-1")
+    assert s.request() == {"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 10, "min_new_tokens": 4}, "rid": "r-1"}
+    s.absorb(_answer([7, 8, 9], "v1", {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}))
+    assert s.interrupted and s.remaining == 7
+    assert s.request()["input_ids"] == [1, 2, 7, 8, 9]
+    assert s.request()["sampling_params"] == {"max_new_tokens": 7, "min_new_tokens": 1}
+    # An attempt across an in-place switch reports SGLang's weight_versions spans (offsets within the attempt).
+    spans = [{"version": "v1", "start": 0, "end": 2}, {"version": "v2", "start": 2, "end": 7}]
+    s.absorb(_answer([1] * 7, "v2", {"type": "length", "length": 7}, weight_versions=spans))
+    assert s.finished and not s.interrupted
+    assert s.spans == [VersionSpan("v1", 0, 5), VersionSpan("v2", 5, 10)]
+    assert s.versions == ["v1", "v2"] and s.mask("v1") == [True] * 5 + [False] * 5
+    with pytest.raises(IndexError):
+        s.version_of(10)
+    # A stream's chunks repeat the attempt's output so far; a cut stream keeps what arrived.
+    t = Sample([1], {"max_new_tokens": 6})
+    mark = t.begin_stream()
+    t.absorb(_answer([4], "v1", None), stream_from=mark)
+    t.absorb(_answer([4, 5], "v1", None), stream_from=mark)
+    assert (t.output_ids, t.text, t.spans, t.interrupted) == ([4, 5], "xx", [VersionSpan("v1", 0, 2)], True)
+    mark = t.begin_stream()
+    t.absorb(_answer([6, 7, 8, 9], "v2", {"type": "length", "length": 4}), stream_from=mark)
+    assert t.output_ids == [4, 5, 6, 7, 8, 9] and t.attempts == 2 and t.finished
+    assert t.spans == [VersionSpan("v1", 0, 2), VersionSpan("v2", 2, 6)]
+    with pytest.raises(ValueError, match="prompt token ids"):
+        Sample([], {})
