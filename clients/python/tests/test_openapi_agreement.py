@@ -94,6 +94,8 @@ def _fields(op: dict[str, Any]) -> set[str]:
 
 #: Public methods that are not commands: serving, discovery, and helpers built on the commands.
 HELPERS = {
+    "abort": "the role's /abort_request {rid} with the serving token (abort_request is the admin door)",
+    "abort_all": "the role's /abort_request {abort_all, model}",
     "advance_and_wait": "a barrier wait while the phase advances (wait_barrier + advance_phase)",
     "barrier_future": "wait_barrier in a background thread",
     "batch_results": "get_batch page by page",
@@ -103,9 +105,11 @@ HELPERS = {
     "direct": "the DirectClient (routing in the caller)",
     "engines": "discovery",
     "generate": "serving through the gateway",
+    "generate_sample": "one attempt of a rollout sample through generate (uis_client.rollout)",
     "health": "discovery",
     "models": "the role's OpenAI model list",
     "openai": "the official openai client on the role's routes",
+    "resume": "generate_sample for an interrupted sample",
     "push_tensor_weights": "update_weights_from_tensor to every replica (list_replicas), then set_weight_version",
     "run": "sends a Call",
     "set_weight_version": "update_weights with source=version",
