@@ -11,12 +11,14 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
+import httpx
 import pytest
 
-from uis_client import DirectClient, UisClient
+from uis_client import UisClient
 from uis_client.rollout import Sample, VersionSpan
 
-BUDGET = 400
+#: 6 s of the demo's 4 ms decode steps: long enough that the abort lands while every request still runs.
+BUDGET = 1500
 PROMPT = [11, 12, 13, 14]
 
 
@@ -30,6 +32,15 @@ def wait_until(check: Callable[[], bool], timeout_s: float = 60.0, what: str = "
 
 def _sample(i: int) -> Sample:
     return Sample([*PROMPT, i], {"max_new_tokens": BUDGET, "ignore_eos": True, "temperature": 0}, model="policy")
+
+
+def _at_engines(client: UisClient) -> int:
+    """Requests the policy's engines hold now (SGLang's /v1/loads): an abort sent once they hold them reaches them."""
+    total = 0
+    for e in client.engines("rollout").models["policy"].engines:
+        loads = httpx.get(f"{e.base_url}/v1/loads").json()["loads"]
+        total += sum(x["num_running_reqs"] + x["num_waiting_reqs"] for x in loads)
+    return total
 
 
 def _resident(client: UisClient) -> str:
@@ -50,8 +61,15 @@ def test_a_rollout_loop_interrupted_by_a_weight_switch_is_resumed_and_every_samp
     with client.direct("rollout") as direct, ThreadPoolExecutor(max_workers=8) as pool:
         running: list[Future[Sample]] = [pool.submit(client.generate_sample, "rollout", s) for s in via_gateway]
         running += [pool.submit(direct.generate_sample, s, stream=True) for s in direct_samples]
-        # Every streamed sample has tokens, so the engines are decoding; the gateway's requests went out with them.
-        wait_until(lambda: all(len(s.output_ids) >= 5 for s in direct_samples), what="streamed tokens")
+        # The engines hold every request and the streamed ones have tokens: the engines are decoding.
+
+        def decoding() -> bool:
+            for f in running:
+                if f.done():
+                    raise AssertionError(f"a request ended before the switch: {f.result()}")
+            return _at_engines(client) >= 8 and all(len(s.output_ids) >= 5 for s in direct_samples)
+
+        wait_until(decoding, what="8 requests at the engines, tokens in every stream")
         # The weight switch: abort what runs (each caller gets its partial output), then the new weights.
         stopped = client.abort_all("rollout", model="policy")
         assert sorted(a.rid for a in stopped.aborted) == sorted(s.rid for s in via_gateway)
@@ -85,7 +103,8 @@ def test_abort_by_rid_through_the_gateway_and_from_the_direct_client(client: Uis
     sample = _sample(20)
     with ThreadPoolExecutor(max_workers=2) as pool:
         future = pool.submit(client.generate_sample, "rollout", sample)
-        wait_until(lambda: client.abort("rollout", sample.rid), what="the gateway to hold the rid")
+        wait_until(lambda: _at_engines(client) == 1, what="the request at its engine")
+        assert client.abort("rollout", sample.rid) is True
         assert future.result(timeout=60).aborted
     assert sample.finish_reason is not None and sample.finish_reason["type"] == "abort"
     assert client.abort("rollout", sample.rid) is False  # ended: nothing to abort

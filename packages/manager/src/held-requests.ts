@@ -56,14 +56,17 @@ export interface AbortTargets {
   models(model?: string): string[];
 }
 
+/** Told of every abort: `n` requests of `model` aborted for `reason`. */
+export type AbortListener = (model: string, reason: AbortReason, n: number) => void;
+
 /**
  * Which replica holds each request id (rid) the gateway has in flight, so `abort_request {rid}` reaches that
- * replica only, and how many requests were aborted per model and reason (the metrics). The gateway holds a rid
- * when it sends the request to a replica (again on a retry) and lets go when the request ends.
+ * replica only; every abort, from any door, is told to the listeners (the gateway's metrics). The gateway holds a
+ * rid when it sends the request to a replica (again on a retry) and lets go when the request ends.
  */
 export class HeldRequests {
   readonly #byRid = new Map<string, HeldRequest>();
-  readonly #aborts = new Map<string, { model: string; reason: AbortReason; count: number }>();
+  readonly #listeners = new Set<AbortListener>();
 
   hold(rid: string, held: HeldRequest): void {
     this.#byRid.set(rid, held);
@@ -82,17 +85,14 @@ export class HeldRequests {
     return this.#byRid.size;
   }
 
-  counted(model: string, reason: AbortReason, n = 1): void {
-    if (n === 0) return;
-    const key = `${model}\u0000${reason}`;
-    const row = this.#aborts.get(key) ?? { model, reason, count: 0 };
-    row.count += n;
-    this.#aborts.set(key, row);
+  /** Calls `listener` on every abort; returns the unsubscribe function. */
+  onAborted(listener: AbortListener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
   }
 
-  /** Aborted requests so far, per model and reason. */
-  abortCounts(): Array<{ model: string; reason: AbortReason; count: number }> {
-    return [...this.#aborts.values()].map((r) => ({ ...r }));
+  counted(model: string, reason: AbortReason, n = 1): void {
+    if (n > 0) for (const l of this.#listeners) l(model, reason, n);
   }
 
   /**

@@ -137,6 +137,8 @@ export class InferenceGateway {
   /** Traced requests in flight, by request id (tracing on only). */
   private readonly origins = new Map<string, string>();
   private readonly ownsPools: boolean;
+  /** Ends the abort count of this gateway's metrics (the manager outlives a gateway in tests). */
+  private readonly stopCounting: () => void = () => undefined;
   /** What the proxy counts and reports a request of this role through (the root OpenAI routes borrow it). */
   private readonly owner: Pick<
     ServingProxyOptions,
@@ -235,6 +237,11 @@ export class InferenceGateway {
       circuitOf: (engineId) => this.breakers.state(engineId),
     });
     mountAbortRoute(this.app, rolePaths(this.role).abortRequest, this.manager);
+    const metrics = this.metrics;
+    if (metrics !== undefined)
+      this.stopCounting = this.manager.requests.onAborted((model, reason, n) =>
+        metrics.abortedRequests.inc({ role: this.role, model, reason }, n),
+      );
   }
 
   // ---- serving (fast path) -----------------------------------------------------------------------------------
@@ -486,6 +493,7 @@ export class InferenceGateway {
 
   /** Closes the engine connection pools this gateway created. */
   async close(): Promise<void> {
+    this.stopCounting();
     if (this.ownsPools) await this.pools.close();
   }
 }

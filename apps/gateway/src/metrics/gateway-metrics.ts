@@ -12,9 +12,6 @@ export interface MetricsSources {
   batchCounts(): Array<{ kind: string; state: string; count: number }>;
   /** Each live replica's weight version and how many versions it trails its model's target. */
   replicaWeights?(): ReplicaWeightRow[];
-  /** Requests aborted at their engines per role, model and reason (`abort_request`, `abort_all`,
-   * `client_disconnect`), counted by each role's manager. */
-  aborts?(): Array<{ role: string; model: string; reason: string; count: number }>;
   /** Replicas whose circuit breaker is not closed (state 1: half-open, 2: open). */
   circuits?(): Array<{ role: string; engine_id: string; state: number }>;
 }
@@ -64,6 +61,7 @@ export class GatewayMetrics {
   readonly upstreamRetries: Counter<'role' | 'model' | 'reason'>;
   readonly upstreamErrors: Counter<'role' | 'model' | 'kind'>;
   readonly clientAborts: Counter<'role' | 'model'>;
+  readonly abortedRequests: Counter<'role' | 'model' | 'reason'>;
   readonly phaseTransitions: Histogram<'group' | 'to' | 'outcome'>;
   readonly transitionParts: Histogram<'group' | 'part'>;
   readonly #served = new Map<string, ServedChildren>();
@@ -109,6 +107,11 @@ export class GatewayMetrics {
     this.clientAborts = served(
       'uis_client_aborts_total',
       'Requests whose client disconnected before the end; each was aborted at its engine.',
+    );
+    this.abortedRequests = served(
+      'uis_aborted_requests_total',
+      'Requests aborted at their engines, by reason: abort_request (a rid), abort_all (the requests of a model or role the gateway held), client_disconnect.',
+      'reason',
     );
     this.phaseTransitions = phase(
       'uis_phase_transition_duration_seconds',
@@ -175,18 +178,6 @@ export class GatewayMetrics {
         collect() {
           this.reset();
           for (const r of circuits()) this.set({ role: r.role, engine_id: r.engine_id }, r.state);
-        },
-      });
-    const aborts = sources.aborts?.bind(sources);
-    if (aborts !== undefined)
-      new Counter({
-        name: 'uis_aborted_requests_total',
-        help: 'Requests aborted at their engines, by reason: abort_request (a rid), abort_all (a model or role), client_disconnect.',
-        labelNames: ['role', 'model', 'reason'],
-        registers,
-        collect() {
-          this.reset();
-          for (const a of aborts()) this.inc({ role: a.role, model: a.model, reason: a.reason }, a.count);
         },
       });
     const weights = sources.replicaWeights?.bind(sources);

@@ -260,8 +260,6 @@ export class UisServer {
         [...plane.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
       batchCounts: () => plane.store.counts(),
       replicaWeights: () => this.observability.weights.rows(plane.managers),
-      aborts: () =>
-        [...plane.managers].flatMap(([role, m]) => m.requests.abortCounts().map((a) => ({ role, ...a }))),
       circuits: () =>
         [...this.gateways].flatMap(([role, g]) =>
           g.breakers

@@ -161,8 +161,10 @@ class ReplicaSelector:
             state = _ModelState(epoch=model.registry_epoch)
             self._models[model.name] = state
         if state.entry is not model.entry:
-            state.entry = model.entry
+            # Candidates before the entry: a thread that sees the new entry must see its candidates (a DirectClient
+            # shared by rollout threads found none, a spurious no_eligible_replica, when the order was reversed).
             state.candidates = _candidates(model.entry)
+            state.entry = model.entry
         return state
 
     def _eligible(
