@@ -1,6 +1,6 @@
 """Partial rollouts against the real demo (simulated engines, the whole gateway on 127.0.0.1): a rollout loop is
-interrupted by a weight switch that aborts its requests, each sample is resumed on the new weights with the rest of
-its budget, and every sample says which output tokens each version produced. Abort by rid through the gateway and
+interrupted by a weight switch in abort mode (``switch_weights``), each sample is resumed on the new weights with the
+rest of its budget, and every sample says which output tokens each version produced. Abort by rid through the gateway and
 from the direct client. The ``Sample`` bookkeeping itself is checked on answers shaped as SGLang's."""
 
 from __future__ import annotations
@@ -70,12 +70,14 @@ def test_a_rollout_loop_interrupted_by_a_weight_switch_is_resumed_and_every_samp
             return _at_engines(client) >= 8 and all(len(s.output_ids) >= 5 for s in direct_samples)
 
         wait_until(decoding, what="8 requests at the engines, tokens in every stream")
-        # The weight switch: abort what runs (each caller gets its partial output), then the new weights.
-        stopped = client.abort_all("rollout", model="policy")
-        assert sorted(a.rid for a in stopped.aborted) == sorted(s.rid for s in via_gateway)
+        # The weight switch in abort mode: what runs is aborted (each caller gets its partial output), every replica
+        # updated, then admission again.
+        switched = client.switch_weights(
+            "rollout", "policy", "abort", {"source": "disk", "model_path": "/ckpt/resumed", "weight_version": after}
+        )
+        assert (switched.outcome, switched.weight_version, switched.from_version) == ("switched", after, before)
         for f in running:
             f.result(timeout=60)
-        client.update_weights_from_disk("rollout", "policy", "/ckpt/resumed", after)
         samples = via_gateway + direct_samples
         for s in samples:
             assert s.aborted and s.interrupted, (s.rid, s.finish_reason)
