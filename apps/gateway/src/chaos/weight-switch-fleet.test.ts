@@ -8,8 +8,10 @@ import { gatewayOnSims } from '../testing/fixtures.ts';
 // generate, streamed generate, OpenAI chat), one engine made to fail its update every 50 switches. Every answer's
 // declared versions are held to the engine's own record of which version produced each token; every request is
 // answered; every failed engine is quarantined and gets no request after.
+// CI runs 150 switches (three failed engines, every mode 50 times): the 1,000-switch run takes 5-20 minutes on 2
+// shared cores, over CI's budget. The full run: `UIS_FLEET_SWITCHES=1000 pnpm vitest run weight-switch-fleet`.
 const ENGINES = 64;
-const SWITCHES = Number(process.env.UIS_FLEET_SWITCHES ?? 1000);
+const SWITCHES = Number(process.env.UIS_FLEET_SWITCHES ?? 150);
 const FAIL_EVERY = 50;
 const WORKERS = 8;
 const TOKEN = 'admin-token-fleet';
@@ -152,8 +154,10 @@ function checkStream(engine: string, rid: string, text: string, t: Tally): void 
   if (aborted) t.aborted++;
 }
 
-describe('chaos: weight switches of a 64-engine fleet under load', { timeout: 1_500_000 }, () => {
-  it('1,000 switches in three modes: no misdeclared version, no unanswered request, failed engines quarantined', async () => {
+describe('chaos: weight switches of a 64-engine fleet under load', {
+  timeout: Math.max(600_000, SWITCHES * 1_500),
+}, () => {
+  it(`${SWITCHES} switches in three modes: no misdeclared version, no unanswered request, failed engines quarantined`, async () => {
     const tally: Tally = {
       answered: 0,
       aborted: 0,
