@@ -103,10 +103,16 @@ describe('scale under continuous load', { timeout: 240_000 }, () => {
     const tsEngines = new Set<string>();
     ts.onSnapshot((s) => tsRevisions.add(s.topology_revision));
     tsRevisions.add((await ts.start()).topology_revision);
+    // Distinct prompts, as a rollout sends: one prompt (or one shared prefix) stays on the replica its prefix
+    // affinity picked, whatever replicas join.
+    let prompt = 0;
     const direct = Array.from({ length: 2 }, async () => {
       while (running) {
         try {
-          await ts.json('/generate', { text: 'ts', sampling_params: { max_new_tokens: 4 } });
+          await ts.json('/generate', {
+            text: `${(prompt++ * 2654435761) % 1000003} ts`,
+            sampling_params: { max_new_tokens: 4 },
+          });
           stats.ok++;
           const id = ts.lastAttempts.at(-1)?.engineId;
           if (id) tsEngines.add(id);
@@ -145,7 +151,8 @@ describe('scale under continuous load', { timeout: 240_000 }, () => {
     const revisions: number[] = [];
     try {
       for (const [path, body, replicas] of steps) {
-        const before = stats.ok;
+        const before = new Set(registry.snapshot().models.policy!.engines.map((e) => e.engine_id));
+        tsEngines.clear();
         const op = await settled(await admin(path, body));
         expect(op.status, JSON.stringify(op)).toMatch(/^(ACTIVE|COMPLETED)$/);
         const snap = registry.snapshot();
@@ -162,7 +169,16 @@ describe('scale under continuous load', { timeout: 240_000 }, () => {
           30_000,
           'the Python client to see the revision',
         );
-        await waitFor(() => stats.ok > before + 20, 30_000, 'more requests to succeed');
+        const published = stats.ok;
+        await waitFor(() => stats.ok > published + 20, 30_000, 'more requests to succeed');
+        // The TS client routes to the replicas the step added while they are there.
+        const added = snap.models.policy!.engines.map((e) => e.engine_id).filter((id) => !before.has(id));
+        if (added.length > 0)
+          await waitFor(
+            () => added.some((id) => tsEngines.has(id)),
+            30_000,
+            'the TS client to use a new replica',
+          );
       }
     } finally {
       running = false;
@@ -177,10 +193,6 @@ describe('scale under continuous load', { timeout: 240_000 }, () => {
     expect(Number(done?.[3])).toBe(0);
     // The Python client is one thread: it made requests through all three steps.
     expect(Number(done?.[1])).toBeGreaterThan(5);
-    // The scaled-out replicas took direct traffic while they were there.
-    expect([...tsEngines].some((id) => ['policy/4', 'policy/5', 'policy/6', 'policy/7'].includes(id))).toBe(
-      true,
-    );
     expect(new Set(revisions).size).toBe(3);
     console.log(
       `scale under load: ${stats.ok} ok + ${stats.refused} refused (TS), python ${done?.[0]}; revisions ${revisions.join(' -> ')}`,
