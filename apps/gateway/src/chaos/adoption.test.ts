@@ -1,24 +1,12 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { alive } from '@uis/sglang-engine/testing';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { chaosScratch, listening, spawnUis, taggedPids, within } from '../testing/uis-process.ts';
 
 // Chaos: adoption mode. `uis` dies by kill -9 with its engines running; the restart on the same database adopts the
 // engines that still answer as recorded and stops (only) a recorded engine it cannot identify.
-const { dir: tmp, tags } = chaosScratch('adopt');
-const stopped: number[] = [];
-
-// Engines this file stopped (SIGSTOP) are let go again; the scratch then kills them with the rest.
-afterAll(() => {
-  for (const pid of stopped) {
-    try {
-      process.kill(pid, 'SIGCONT');
-    } catch {
-      // gone
-    }
-  }
-});
+const { dir: tmp, tags, stopped } = chaosScratch('adopt');
 
 const TOKEN = 'chaos-adopt-token';
 const config = join(tmp, 'adopt.yaml');

@@ -2,23 +2,13 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { alive, waitFor } from '@uis/sglang-engine/testing';
 import Database from 'better-sqlite3';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { chaosScratch, listening, spawnUis, taggedPids } from '../testing/uis-process.ts';
 
 // Chaos: a second `uis` on the database another one holds. It exits 2 naming the holder before it touches anything
 // (adoption included); a holder that died (kill -9) or hangs past the heartbeat bound is taken over; a hung holder
 // that wakes up finds it lost the database and exits without touching the engines.
-const { dir: tmp, tags } = chaosScratch('writer');
-const stopped: number[] = [];
-afterAll(() => {
-  for (const pid of stopped) {
-    try {
-      process.kill(pid, 'SIGCONT');
-    } catch {
-      // gone
-    }
-  }
-});
+const { dir: tmp, tags, stopped } = chaosScratch('writer');
 
 const TOKEN = 'chaos-writer-token';
 const db = join(tmp, 'uis.db');

@@ -93,14 +93,23 @@ export function killTagged(tag: string): void {
   }
 }
 
-/** A chaos test file's scratch: a temporary directory, and the tags of the `uis` processes it started (push each
- * one). After the file's tests every tagged process is killed and the directory removed. */
-export function chaosScratch(name: string): { dir: string; tags: string[] } {
+/** A chaos test file's scratch: a temporary directory, the tags of the `uis` processes it started (push each
+ * one) and the pids it stopped with SIGSTOP (push each). After the file's tests the stopped processes are let go
+ * again, every tagged process is killed and the directory removed. */
+export function chaosScratch(name: string): { dir: string; tags: string[]; stopped: number[] } {
   const dir = mkdtempSync(join(tmpdir(), `uis-chaos-${name}-`));
   const tags: string[] = [];
+  const stopped: number[] = [];
   afterAll(() => {
+    for (const pid of stopped) {
+      try {
+        process.kill(pid, 'SIGCONT');
+      } catch {
+        // gone
+      }
+    }
     for (const t of tags) killTagged(t);
     rmSync(dir, { recursive: true, force: true });
   });
-  return { dir, tags };
+  return { dir, tags, stopped };
 }
