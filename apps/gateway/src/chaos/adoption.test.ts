@@ -1,7 +1,11 @@
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { alive } from '@uis/sglang-engine/testing';
 import { describe, expect, it } from 'vitest';
+import {
+  adminReplicas,
+  type AdminReplica as Replica,
+  writeAdoptingRolloutConfig,
+} from '../testing/chaos-configs.ts';
 import { chaosScratch, listening, spawnUis, taggedPids, within } from '../testing/uis-process.ts';
 
 // Chaos: adoption mode. `uis` dies by kill -9 with its engines running; the restart on the same database adopts the
@@ -9,36 +13,11 @@ import { chaosScratch, listening, spawnUis, taggedPids, within } from '../testin
 const { dir: tmp, tags, stopped } = chaosScratch('adopt');
 
 const TOKEN = 'chaos-adopt-token';
-const config = join(tmp, 'adopt.yaml');
-writeFileSync(
-  config,
-  [
-    'cluster: { nodes: [{ name: node-0, gpus: 3 }] }',
-    `gateway: { admin_token: ${TOKEN}, launcher: sim, adopt_engines: true, db_path: ${join(tmp, 'uis.db')} }`,
-    'roles:',
-    '  rollout:',
-    '    deployment: { mode: decoupled }',
-    '    models:',
-    '      - { name: policy, model_path: /models/p, weight_source: disk, engine_groups: [{ num_gpus: 3, gpus_per_engine: 1 }] }',
-  ].join('\n'),
-);
-
-interface Replica {
-  engine_id: string;
-  pids: number[];
-  base_url: string;
-  state: string;
-}
-
-async function replicas(url: string): Promise<Replica[]> {
-  const r = await fetch(`${url}/admin/roles`, { headers: { authorization: `Bearer ${TOKEN}` } });
-  const body = (await r.json()) as {
-    result: { roles: Record<string, { models: Record<string, { replicas: Replica[] }> }> };
-  };
-  return Object.values(body.result.roles).flatMap((role) =>
-    Object.values(role.models).flatMap((m) => m.replicas),
-  );
-}
+const config = writeAdoptingRolloutConfig(join(tmp, 'adopt.yaml'), {
+  token: TOKEN,
+  gpus: 3,
+  db: join(tmp, 'uis.db'),
+});
 
 /** Requests the engine at `base` has received so far (the simulator's own counter). */
 async function served(base: string): Promise<number> {
@@ -51,7 +30,7 @@ describe('chaos: adoption mode (gateway.adopt_engines)', { timeout: 180_000 }, (
     const first = spawnUis(['serve', '--config', config, '--port', '0']);
     tags.push(first.tag);
     const url1 = await listening(first);
-    const before = await replicas(url1);
+    const before = await adminReplicas(url1, TOKEN);
     expect(before).toHaveLength(3);
     expect(before.every((r) => r.state === 'ready' && r.pids.length === 1)).toBe(true);
 
@@ -68,7 +47,7 @@ describe('chaos: adoption mode (gateway.adopt_engines)', { timeout: 180_000 }, (
     const second = spawnUis(['serve', '--config', config, '--port', '0']);
     tags.push(second.tag);
     const url2 = await listening(second);
-    const after = await replicas(url2);
+    const after = await adminReplicas(url2, TOKEN);
     const byId = new Map(after.map((r) => [r.engine_id, r]));
     // The answering engines were adopted: same processes, same URLs.
     for (const r of kept) expect(byId.get(r.engine_id)).toMatchObject({ pids: r.pids, base_url: r.base_url });

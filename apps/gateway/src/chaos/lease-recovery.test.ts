@@ -1,7 +1,6 @@
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { waitFor } from '@uis/sglang-engine/testing';
 import { describe, expect, it } from 'vitest';
+import { adminReplicas, writeTakeTurnsConfig } from '../testing/chaos-configs.ts';
 import { chaosScratch, listening, spawnUis, taggedPids, within } from '../testing/uis-process.ts';
 
 // Chaos: `uis` dies by kill -9 in the middle of a phase transition (the scorer's onload, 6 s here). The restart on
@@ -13,47 +12,12 @@ const TOKEN = 'chaos-lease-token';
 const auth = { authorization: `Bearer ${TOKEN}` };
 
 /** Rollout and GenRM take turns on 2 GPUs; by default the GenRM engine takes 6 s to resume its memory. */
-function writeConfig(name: string, adopt: boolean, genrmArgs = '{ sim_onload_ms: 6000 }'): string {
-  const file = join(tmp, `${name}.yaml`);
-  writeFileSync(
-    file,
-    [
-      'cluster: { nodes: [{ name: node-0, gpus: 2 }] }',
-      'training: { actor_gpus: 2, offload_train: true }',
-      `gateway: { admin_token: ${TOKEN}, launcher: sim, adopt_engines: ${adopt}, db_path: ${join(tmp, `${name}.db`)} }`,
-      'roles:',
-      '  rollout:',
-      '    deployment: { mode: colocated_split, offload: true }',
-      '    routing: { default_model: policy }',
-      '    models:',
-      '      - { name: policy, model_path: /models/p, weight_source: disk, engine_groups: [{ num_gpus: 2, gpus_per_engine: 1 }] }',
-      '  genrm:',
-      '    deployment: { mode: colocated_defer, offload: true }',
-      '    routing: { default_model: judge }',
-      '    models:',
-      `      - { name: judge, model_path: /models/j, weight_source: static, engine_groups: [{ num_gpus: 2, gpus_per_engine: 2, server_args: ${genrmArgs} }] }`,
-      'schedule:',
-      '  activation_groups:',
-      '    - name: actor',
-      '      phases: [{ name: rollout, residents: [rollout] }, { name: genrm_score, residents: [genrm] }, { name: train, residents: [train] }]',
-    ].join('\n'),
-  );
-  return file;
-}
-
-interface Replica {
-  engine_id: string;
-  pids: number[];
+function writeConfig(name: string, adopt: boolean, judgeArgs = '{ sim_onload_ms: 6000 }'): string {
+  return writeTakeTurnsConfig(tmp, name, { token: TOKEN, adopt, judgeArgs });
 }
 
 async function enginePids(url: string): Promise<Record<string, number[]>> {
-  const body = (await (await fetch(`${url}/admin/roles`, { headers: auth })).json()) as {
-    result: { roles: Record<string, { models: Record<string, { replicas: Replica[] }> }> };
-  };
-  const out: Record<string, number[]> = {};
-  for (const role of Object.values(body.result.roles))
-    for (const m of Object.values(role.models)) for (const r of m.replicas) out[r.engine_id] = r.pids;
-  return out;
+  return Object.fromEntries((await adminReplicas(url, TOKEN)).map((r) => [r.engine_id, r.pids]));
 }
 
 interface LeaseView {

@@ -1,8 +1,8 @@
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { alive, waitFor } from '@uis/sglang-engine/testing';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
+import { adminReplicas, writeAdoptingRolloutConfig } from '../testing/chaos-configs.ts';
 import { chaosScratch, listening, spawnUis, taggedPids } from '../testing/uis-process.ts';
 
 // Chaos: a second `uis` on the database another one holds. It exits 2 naming the holder before it touches anything
@@ -12,28 +12,10 @@ const { dir: tmp, tags, stopped } = chaosScratch('writer');
 
 const TOKEN = 'chaos-writer-token';
 const db = join(tmp, 'uis.db');
-const config = join(tmp, 'writer.yaml');
-writeFileSync(
-  config,
-  [
-    'cluster: { nodes: [{ name: node-0, gpus: 2 }] }',
-    `gateway: { admin_token: ${TOKEN}, launcher: sim, adopt_engines: true, db_path: ${db} }`,
-    'roles:',
-    '  rollout:',
-    '    deployment: { mode: decoupled }',
-    '    models:',
-    '      - { name: policy, model_path: /models/p, weight_source: disk, engine_groups: [{ num_gpus: 2, gpus_per_engine: 1 }] }',
-  ].join('\n'),
-);
+const config = writeAdoptingRolloutConfig(join(tmp, 'writer.yaml'), { token: TOKEN, gpus: 2, db });
 
 async function enginePids(url: string): Promise<number[]> {
-  const r = await fetch(`${url}/admin/roles`, { headers: { authorization: `Bearer ${TOKEN}` } });
-  const body = (await r.json()) as {
-    result: { roles: Record<string, { models: Record<string, { replicas: Array<{ pids: number[] }> }> }> };
-  };
-  return Object.values(body.result.roles)
-    .flatMap((role) => Object.values(role.models).flatMap((m) => m.replicas.flatMap((x) => x.pids)))
-    .sort();
+  return (await adminReplicas(url, TOKEN)).flatMap((r) => r.pids).sort();
 }
 
 async function chat(url: string): Promise<number> {

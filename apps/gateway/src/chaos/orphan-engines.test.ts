@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { adminReplicas } from '../testing/chaos-configs.ts';
 import { chaosScratch, listening, spawnUis, taggedPids, within } from '../testing/uis-process.ts';
 
 // Chaos: the control plane dies without running any exit handler. Every engine it launched must follow it.
@@ -31,14 +32,7 @@ describe('chaos: kill -9 of uis', { timeout: 120_000 }, () => {
     const url = await listening(uis);
     const pid = uis.child.pid as number;
     const engines = taggedPids(uis.tag, [pid]);
-    const roles = (await (
-      await fetch(`${url}/admin/roles`, { headers: { authorization: 'Bearer chaos-token' } })
-    ).json()) as {
-      result: { roles: Record<string, { models: Record<string, { replicas: Array<{ pids: number[] }> }> }> };
-    };
-    const reported = Object.values(roles.result.roles).flatMap((r) =>
-      Object.values(r.models).flatMap((m) => m.replicas.flatMap((x) => x.pids)),
-    );
+    const reported = (await adminReplicas(url, 'chaos-token')).flatMap((r) => r.pids);
     expect(reported).toHaveLength(4);
     // Everything else uis started (tsx's esbuild service) must go too, but only engines are counted here.
     expect(engines).toEqual(expect.arrayContaining(reported));

@@ -1,7 +1,6 @@
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { waitFor } from '@uis/sglang-engine/testing';
 import { describe, expect, it } from 'vitest';
+import { writeTakeTurnsConfig } from '../testing/chaos-configs.ts';
 import {
   chaosScratch,
   listening,
@@ -22,32 +21,8 @@ const auth = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/js
 
 /** Rollout (two engines) and GenRM take turns on 2 GPUs; each releases and resumes its memory in 0.6 s. */
 function writeConfig(name: string, adopt: boolean): string {
-  const file = join(tmp, `${name}.yaml`);
   const slow = '{ sim_onload_ms: 600, sim_offload_ms: 600 }';
-  writeFileSync(
-    file,
-    [
-      'cluster: { nodes: [{ name: node-0, gpus: 2 }] }',
-      'training: { actor_gpus: 2, offload_train: true }',
-      `gateway: { admin_token: ${TOKEN}, launcher: sim, adopt_engines: ${adopt}, db_path: ${join(tmp, `${name}.db`)} }`,
-      'roles:',
-      '  rollout:',
-      '    deployment: { mode: colocated_split, offload: true }',
-      '    routing: { default_model: policy }',
-      '    models:',
-      `      - { name: policy, model_path: /models/p, weight_source: disk, engine_groups: [{ num_gpus: 2, gpus_per_engine: 1, server_args: ${slow} }] }`,
-      '  genrm:',
-      '    deployment: { mode: colocated_defer, offload: true }',
-      '    routing: { default_model: judge }',
-      '    models:',
-      `      - { name: judge, model_path: /models/j, weight_source: static, engine_groups: [{ num_gpus: 2, gpus_per_engine: 2, server_args: ${slow} }] }`,
-      'schedule:',
-      '  activation_groups:',
-      '    - name: actor',
-      '      phases: [{ name: rollout, residents: [rollout] }, { name: genrm_score, residents: [genrm] }, { name: train, residents: [train] }]',
-    ].join('\n'),
-  );
-  return file;
+  return writeTakeTurnsConfig(tmp, name, { token: TOKEN, adopt, policyArgs: slow, judgeArgs: slow });
 }
 
 interface LeaseView {
