@@ -6,7 +6,7 @@ import { ManualClock, waitFor } from '@uis/sglang-engine/testing';
 import { type SimServer, startSimServer } from '@uis/sglang-sim';
 import { type DiscoveryEngine, type DiscoverySnapshot, UisError } from '@uis/spec';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DirectClient } from './direct-client.ts';
+import { type Attempt, DirectClient } from './direct-client.ts';
 
 const SIM_BIN = fileURLToPath(new URL('../../sglang-sim/bin/sglang-sim.mjs', import.meta.url));
 
@@ -211,6 +211,21 @@ describe('DirectClient against sglang-sim processes', { timeout: 30_000 }, () =>
       seen.push(c.lastAttempts[0]!.engineId!);
     }
     expect(seen).toEqual(['policy/0', 'policy/1', 'policy/2', 'policy/0', 'policy/1', 'policy/2']);
+  });
+
+  it('concurrent calls each get their own attempts (options.attempts), in the order they were routed', async () => {
+    const c = client({ discoveryUrl });
+    await c.start();
+    const perCall = Array.from({ length: 6 }, () => [] as Attempt[]);
+    await Promise.all(perCall.map((attempts) => c.generate({ ...body, model: 'actor' }, { attempts })));
+    expect(perCall.map((a) => a.map((x) => `${x.engineId}:${x.outcome}`))).toEqual([
+      ['policy/0:ok'],
+      ['policy/1:ok'],
+      ['policy/2:ok'],
+      ['policy/0:ok'],
+      ['policy/1:ok'],
+      ['policy/2:ok'],
+    ]);
   });
 
   it('chat completions: model (alias or route_key) is rewritten to the served name', async () => {

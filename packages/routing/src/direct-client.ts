@@ -45,6 +45,9 @@ export interface CallOptions {
   /** The request's affinity key (as the `X-SMG-Routing-Key` header would give it): keyed whatever the policy, the
    * replica the gateway and Relax's resolver pick for the same key. */
   affinityKey?: string;
+  /** Receives this call's engine attempts as they happen: per call, so concurrent callers each see their own
+   * (`lastAttempts` is only the most recently started call's). */
+  attempts?: Attempt[];
 }
 
 /** Where one request went, for logs and tests. */
@@ -366,7 +369,7 @@ export class DirectClient {
   ): Promise<{ res: Response; release: () => void }> {
     const { body, rid } = this.requests.withRid(request);
     const keys = this.keysFor(body, options);
-    const attempts: Attempt[] = [];
+    const attempts: Attempt[] = options.attempts ?? [];
     this.lastAttempts = attempts;
     const failed = new Set<string>();
     let lastError: UisError | undefined;
@@ -449,7 +452,7 @@ export class DirectClient {
         details,
       });
     }
-    if (this.options.gatewayFallback) return this.viaGateway(path, body, options, lastError, rid);
+    if (this.options.gatewayFallback) return this.viaGateway(path, body, options, attempts, lastError, rid);
     throw lastError!;
   }
 
@@ -466,6 +469,7 @@ export class DirectClient {
     path: string,
     body: Record<string, unknown>,
     options: CallOptions,
+    attempts: Attempt[],
     cause: UisError | undefined,
     rid: string | undefined,
   ): Promise<{ res: Response; release: () => void }> {
@@ -483,7 +487,7 @@ export class DirectClient {
       letGo();
       throw e;
     });
-    this.lastAttempts.push({ url, engineId: null, outcome: res.ok ? 'ok' : 'error', status: res.status });
+    attempts.push({ url, engineId: null, outcome: res.ok ? 'ok' : 'error', status: res.status });
     if (res.ok) return { res, release: letGo };
     letGo();
     const details = await errorBody(res);

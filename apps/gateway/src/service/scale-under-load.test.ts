@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { DirectClient } from '@uis/routing';
+import { type Attempt, DirectClient } from '@uis/routing';
 import { waitFor } from '@uis/sglang-engine/testing';
 import type { ScaleOperation } from '@uis/spec';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -109,12 +109,14 @@ describe('scale under continuous load', { timeout: 240_000 }, () => {
     const direct = Array.from({ length: 2 }, async () => {
       while (running) {
         try {
-          await ts.json('/generate', {
-            text: `${(prompt++ * 2654435761) % 1000003} ts`,
-            sampling_params: { max_new_tokens: 4 },
-          });
+          const attempts: Attempt[] = [];
+          await ts.json(
+            '/generate',
+            { text: `${(prompt++ * 2654435761) % 1000003} ts`, sampling_params: { max_new_tokens: 4 } },
+            { attempts },
+          );
           stats.ok++;
-          const id = ts.lastAttempts.at(-1)?.engineId;
+          const id = attempts.at(-1)?.engineId;
           if (id) tsEngines.add(id);
         } catch (e) {
           stats.failed.push(`ts direct ${String(e)}`);
