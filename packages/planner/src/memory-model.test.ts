@@ -134,6 +134,39 @@ describe('switch predictions', () => {
     expect(s?.predicted_s).toBeCloseTo((s?.release_s ?? 0) + (s?.resume_s ?? 0), 3);
   });
 
+  it('a colocated trainer pushing tensors syncs at the pinned speed, a checkpoint from disk at the pageable one', () => {
+    const base = loadConfig(readFileSync(join(examples, 'demo.yaml'), 'utf8'), 'demo.yaml');
+    const sourced = (weight_source: string) => {
+      const rollout = base.roles.rollout;
+      if (rollout === undefined) throw new Error('demo has a rollout');
+      const r = planPlacement(
+        parseConfig({
+          ...base,
+          roles: {
+            ...base.roles,
+            rollout: { ...rollout, models: rollout.models.map((m) => ({ ...m, weight_source })) },
+          },
+        }),
+      );
+      if (!r.ok) throw new Error(JSON.stringify(r.errors));
+      return r.plan.memory?.[0]?.configured.switches.find((x) => x.from === 'train');
+    };
+    expect(sourced('tensor')?.weight_sync_s).toBeCloseTo(8.2 / 51.5, 3);
+    expect(sourced('disk')?.weight_sync_s).toBeCloseTo(8.2 / 9, 3);
+    expect(sourced('tensor')?.bytes_moved).toBe(8_200_000_000);
+  });
+
+  it('copies on one GPU share its host link (they add up); engines allocate and free side by side', () => {
+    // The trainer takes the GPUs: at teacher_opd -> train the judge (16.4 GB per GPU) and the teacher (18.175 GB)
+    // copy their weights to their CPU backups over one link, while every engine frees its KV cache and CUDA graphs
+    // at once (the policy's weights, kv_cache and cuda_graph: 3 x 0.015 s is the slowest engine's part).
+    const c = loadConfig(readFileSync(join(examples, 'demo.yaml'), 'utf8'), 'demo.yaml');
+    const r = planPlacement(parseConfig({ ...c, training: { ...c.training, memory_share: undefined } }));
+    if (!r.ok) throw new Error(JSON.stringify(r.errors));
+    const s = r.plan.memory?.[0]?.configured.switches.find((x) => x.from === 'teacher_opd');
+    expect(s?.release_s).toBeCloseTo((16.4 + 18.175) / 51.5 + 0.045, 3);
+  });
+
   it('keeps less than releasing everything at every switch (the reference the savings are measured against)', () => {
     expect(group?.configured.bubble_s).toBeLessThan((group?.release_all.bubble_s ?? 0) / 2);
     expect(group?.release_all.switches[0]?.moves.find((m) => m.model === 'policy')?.release).toEqual([

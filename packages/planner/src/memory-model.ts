@@ -22,7 +22,9 @@ import {
  * stays on its GPUs only while it fits there, released at the first switch into a phase where it does not, and
  * resumed at the switch into its own phase (weights before the KV cache). A switch costs, on its busiest GPU, the
  * release of what must go, then the resume of what comes back and the weight syncs: bytes / bandwidth for weights
- * copied from or to a CPU backup or synced from the trainer, one allocation + free per KV cache or CUDA graph. */
+ * copied from or to a CPU backup or synced from the trainer (copies of every engine on a GPU share its host link, so
+ * they add up), one allocation + free per KV cache or CUDA graph (engines allocate side by side: the slowest
+ * engine's count). */
 
 /** One engine group of one model, as the memory model sees it. */
 export interface MemItem {
@@ -40,6 +42,9 @@ export interface MemItem {
   backup: boolean;
   /** Weights come from the trainer: synced to the new version whenever training ran since its last phase. */
   trained: boolean;
+  /** How a sync copies the weights: `pinned` for tensors a colocated trainer pushes (CUDA IPC from its pinned CPU
+   * copy, as slime's and Relax's colocated updates do), `pageable` for a checkpoint read from disk or a broadcast. */
+  syncCopy: 'pinned' | 'pageable';
 }
 
 export interface MemGpus {
@@ -180,21 +185,42 @@ function trainsBetween(phases: readonly PhaseDef[]): boolean {
   return phases.some((p) => p.residents.includes(TRAIN_PHASE_RESIDENT));
 }
 
+/** Per-GPU accumulators of one switch: copies share the GPU's one host link (they add up), while the allocations
+ * and frees of different engines run side by side (the slowest one's count). */
+interface SwitchScratch {
+  relLink: Float64Array;
+  relAlloc: Float64Array;
+  resLink: Float64Array;
+  resAlloc: Float64Array;
+  sync: Float64Array;
+  bytes: Float64Array;
+}
+
+/** Seconds of `tags` of `item` on a GPU of type `t`, split into the host-link copy and the allocations. */
+function tagCost(item: MemItem, tags: readonly ResidentTag[], t: GpuType): { link: number; alloc: number } {
+  let link = 0;
+  let alloc = 0;
+  for (const tag of tags) {
+    if (tag === 'weights' && item.backup) link += tagSeconds(item, tag, t);
+    else alloc += tagSeconds(item, tag, t);
+  }
+  return { link, alloc };
+}
+
 /** The switch from phase `pi` to the next one: moves per model, costs on the busiest GPU. */
 function switchPlan(
   g: MemGroup,
   phases: readonly PhaseDef[],
   pi: number,
   spans: Map<MemItem, number[]>,
-  scratch: { release: Float64Array; onload: Float64Array; sync: Float64Array; bytes: Float64Array },
+  scratch: SwitchScratch,
 ): SwitchPlan {
   const n = phases.length;
   const pj = (pi + 1) % n;
   const to = phases[pj] as PhaseDef;
-  const { release, onload, sync, bytes } = scratch;
-  for (const a of [release, onload, sync, bytes]) a.fill(0);
+  const { relLink, relAlloc, resLink, resAlloc, sync, bytes } = scratch;
+  for (const a of Object.values(scratch)) a.fill(0);
   const moves = new Map<string, ModelMove>();
-  const touched = new Set<number>();
   for (const item of g.items) {
     const rel: ResidentTag[] = [];
     const res: ResidentTag[] = [];
@@ -208,19 +234,29 @@ function switchPlan(
     const synced =
       item.trained && ((entering && trainsBetween(phases)) || (res.includes('weights') && !item.backup));
     if (rel.length === 0 && res.length === 0 && !synced) continue;
+    const w = item.bytes?.weights ?? 0;
+    const copied =
+      (item.backup ? w * ((rel.includes('weights') ? 1 : 0) + (res.includes('weights') ? 1 : 0)) : 0) +
+      (synced ? w : 0);
+    // An item's GPUs are almost always of one type: its costs are computed once per type met.
+    let type: GpuType | null = null;
+    let out = { link: 0, alloc: 0 };
+    let back = out;
+    let syncS = 0;
     for (const b of item.gpus) {
       const t = g.gpus.types[b] ?? H200;
-      touched.add(b);
-      for (const tag of rel) release[b] = (release[b] ?? 0) + tagSeconds(item, tag, t);
-      for (const tag of res) onload[b] = (onload[b] ?? 0) + tagSeconds(item, tag, t);
-      const w = item.bytes?.weights ?? 0;
-      if (item.backup)
-        bytes[b] =
-          (bytes[b] ?? 0) + w * ((rel.includes('weights') ? 1 : 0) + (res.includes('weights') ? 1 : 0));
-      if (synced) {
-        sync[b] = (sync[b] ?? 0) + w / (t.pageable_gbps * 1e9);
-        bytes[b] = (bytes[b] ?? 0) + w;
+      if (t !== type) {
+        type = t;
+        out = tagCost(item, rel, t);
+        back = tagCost(item, res, t);
+        syncS = synced ? w / ((item.syncCopy === 'pinned' ? t.pinned_gbps : t.pageable_gbps) * 1e9) : 0;
       }
+      relLink[b] = (relLink[b] ?? 0) + out.link;
+      relAlloc[b] = Math.max(relAlloc[b] ?? 0, out.alloc);
+      resLink[b] = (resLink[b] ?? 0) + back.link;
+      resAlloc[b] = Math.max(resAlloc[b] ?? 0, back.alloc);
+      sync[b] = (sync[b] ?? 0) + syncS;
+      bytes[b] = (bytes[b] ?? 0) + copied;
     }
     const key = `${item.role}/${item.model}`;
     const prev = moves.get(key);
@@ -237,11 +273,13 @@ function switchPlan(
   let syncS = 0;
   let tail = 0;
   let moved = 0;
-  for (const b of touched) {
-    releaseS = Math.max(releaseS, release[b] ?? 0);
-    resumeS = Math.max(resumeS, onload[b] ?? 0);
+  // Untouched GPUs add nothing (their sums are 0).
+  for (let b = 0; b < relLink.length; b++) {
+    const resume = (resLink[b] ?? 0) + (resAlloc[b] ?? 0);
+    releaseS = Math.max(releaseS, (relLink[b] ?? 0) + (relAlloc[b] ?? 0));
+    resumeS = Math.max(resumeS, resume);
     syncS = Math.max(syncS, sync[b] ?? 0);
-    tail = Math.max(tail, (onload[b] ?? 0) + (sync[b] ?? 0));
+    tail = Math.max(tail, resume + (sync[b] ?? 0));
     moved = Math.max(moved, bytes[b] ?? 0);
   }
   return {
@@ -270,9 +308,11 @@ export function predictSchedule(
   // Releasing everything at every switch (what a coordinator without the memory model does) keeps nothing.
   const spans = opts.releaseAll ? new Map(g.items.map((it) => [it, [0, 0, 0]])) : keepSpans(g, phases, loads);
   const size = g.gpus.capacity.length;
-  const scratch = {
-    release: new Float64Array(size),
-    onload: new Float64Array(size),
+  const scratch: SwitchScratch = {
+    relLink: new Float64Array(size),
+    relAlloc: new Float64Array(size),
+    resLink: new Float64Array(size),
+    resAlloc: new Float64Array(size),
     sync: new Float64Array(size),
     bytes: new Float64Array(size),
   };
@@ -336,17 +376,17 @@ export function memGroup(
   );
   const trainer = new Float64Array(gpus.capacity.length);
   const share = config.training.memory_share;
-  for (let b = 0; b < trainer.length; b++) {
-    const cap = gpus.capacity[b] ?? 0;
+  if (share !== undefined) {
+    for (let b = 0; b < trainer.length; b++) trainer[b] = Math.floor(share * (gpus.capacity[b] ?? 0));
+  } else {
     // Without a share the trainer takes what the always-resident slices leave.
-    const always = items.reduce(
-      (s, it) =>
-        it.always && it.bytes && it.gpus.includes(b)
-          ? s + it.bytes.weights + it.bytes.kv_cache + it.bytes.cuda_graph
-          : s,
-      0,
-    );
-    trainer[b] = share === undefined ? Math.max(0, cap - always) : Math.floor(share * cap);
+    trainer.set(gpus.capacity);
+    for (const it of items) {
+      if (!it.always || it.bytes === null) continue;
+      const sum = it.bytes.weights + it.bytes.kv_cache + it.bytes.cuda_graph;
+      for (const b of it.gpus) trainer[b] = (trainer[b] ?? 0) - sum;
+    }
+    for (let b = 0; b < trainer.length; b++) trainer[b] = Math.max(0, trainer[b] ?? 0);
   }
   return { items, gpus, trainer };
 }
@@ -357,16 +397,27 @@ export function poolGpus(
   config: UisConfig,
   bundles: ReadonlyArray<{ node: string; gpu_id: number }>,
 ): MemGpus {
-  const types: Record<string, GpuType> = { [DEFAULT_GPU_TYPE]: H200, ...config.cluster.gpu_types };
-  const nodeType = new Map(
-    config.cluster.nodes.map((n) => [n.name, types[n.gpu_type ?? DEFAULT_GPU_TYPE] ?? H200] as const),
-  );
-  const list = bundles.map((b) => nodeType.get(b.node) ?? H200);
-  return {
-    types: list,
-    capacity: Float64Array.from(list, (t) => gbToBytes(t.memory_gb)),
-    label: (b) => `${bundles[b]?.node}:${bundles[b]?.gpu_id}`,
-  };
+  const nodeType = nodeTypes(config);
+  const types: GpuType[] = new Array(bundles.length);
+  const capacity = new Float64Array(bundles.length);
+  bundles.forEach((b, i) => {
+    const t = nodeType.get(b.node) ?? H200;
+    types[i] = t;
+    capacity[i] = gbToBytes(t.memory_gb);
+  });
+  return { types, capacity, label: (b) => `${bundles[b]?.node}:${bundles[b]?.gpu_id}` };
+}
+
+/** Each node's GPU type, once per config (a plan asks for it per pool). */
+const NODE_TYPES = new WeakMap<UisConfig, Map<string, GpuType>>();
+function nodeTypes(config: UisConfig): Map<string, GpuType> {
+  let map = NODE_TYPES.get(config);
+  if (map === undefined) {
+    const types: Record<string, GpuType> = { [DEFAULT_GPU_TYPE]: H200, ...config.cluster.gpu_types };
+    map = new Map(config.cluster.nodes.map((n) => [n.name, types[n.gpu_type ?? DEFAULT_GPU_TYPE] ?? H200]));
+    NODE_TYPES.set(config, map);
+  }
+  return map;
 }
 
 /** One item per placed engine group (placeholders hold no memory). */
@@ -394,6 +445,7 @@ export function poolItems(
       always: p.phase === null,
       backup: cpuBackup || (p.offload && model.weight_source === 'static'),
       trained: model.weight_source !== 'static',
+      syncCopy: model.weight_source === 'tensor' ? 'pinned' : 'pageable',
     });
   }
   return items;

@@ -124,6 +124,7 @@ function weightHandlers(ctx: RouteContext) {
         b.serialized_named_tensors.length,
         b.weight_version,
         b.abort_all_requests,
+        b.flush_cache ?? true,
       ),
     (b) => `Succeeded to update model weights.${versionNote(b.weight_version)}`,
   );

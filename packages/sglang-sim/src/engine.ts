@@ -354,10 +354,12 @@ export class SimEngine {
     count: number,
     version: string | null | undefined,
     abortAll?: boolean,
+    flushCache = true,
   ): Promise<void> {
     this.requireWeights();
     if (abortAll) this.abort(undefined, true);
-    await this.writerLock(() => {
+    await this.writerLock(async () => {
+      if (flushCache && this.bytes) await this.sleep(this.bytes.tensorSyncMs(this.now()));
       this.injectedFailure();
       this.applyWeights(`tensor:${count}`, version, abortAll);
     });

@@ -50,6 +50,20 @@ describe('the simulator: memory by tag, time by bytes', () => {
     expect(await timed(clock, e.updateWeightsFromDisk('/ckpt/1', 'v1'))).toBeCloseTo((8.2 / 9) * 1000, 6);
   });
 
+  it('tensors a colocated trainer pushes load at the pinned speed, on the call that flushes the cache', async () => {
+    const clock = new ManualClock();
+    const e = engines(clock).make({ simWeightGb: 16.4, tpSize: 2 });
+    // A bucketed trainer's earlier buckets (flush_cache false) take no modelled time; the last one completes the
+    // engine's weights: 8.2 GB per GPU at 51.5 GB/s, where a disk load of the same bytes takes 8.2 / 9 s.
+    await e.updateWeightsFromTensor(1, undefined, false, false);
+    expect(clock.pendingDelays()).toEqual([]);
+    expect(await timed(clock, e.updateWeightsFromTensor(1, 'v1', false, true))).toBeCloseTo(
+      (8.2 / 51.5) * 1000,
+      6,
+    );
+    expect(e.weightVersion).toBe('v1');
+  });
+
   it('an unsized engine keeps its fixed times (--sim-onload-ms)', async () => {
     const clock = new ManualClock();
     const e = engines(clock).make({ simOnloadMs: 40, simOffloadMs: 25 });

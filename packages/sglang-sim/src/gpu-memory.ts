@@ -5,7 +5,8 @@ import type { SimOptions } from './options.ts';
  * bytes split over tp x pp), its KV cache (a share of the GPU) and its CUDA graphs; engines of one process that
  * name the same GPUs (`--sim-gpus node-0:0,...`, as `uis demo` does) share them. Releasing or resuming a tag takes
  * bytes / bandwidth for weights with a CPU backup (pinned copies) and one allocation + free otherwise; a weight update
- * from disk takes bytes / the pageable bandwidth. A resume that does not fit fails as SGLang's does: its scheduler
+ * from disk takes bytes / the pageable bandwidth, one from tensors bytes / the pinned bandwidth (the call that flushes
+ * the cache, SGLang's default and a bucketed trainer's last bucket, completes the engine's weights). A resume that does not fit fails as SGLang's does: its scheduler
  * raises CUDA's out-of-memory error and the server goes down (`run_scheduler_process` signals its parent on any
  * exception), resuming in SGLang's order (`resume_memory_occupation`: cuda_graph, weights, kv_cache). */
 
@@ -110,6 +111,12 @@ export class SimMemoryModel {
   /** A weight update from disk: the weights of one GPU through pageable memory, on the GPUs' links. */
   syncMs(now: number): number {
     return this.ledger.copy(this.gpus, (this.bytes.weights / (this.o.simPageableGbps * GB)) * 1000, now);
+  }
+
+  /** A weight update from tensors a colocated trainer pushed (CUDA IPC from its pinned CPU copy): the weights of one
+   * GPU at the pinned speed, on the GPUs' links. */
+  tensorSyncMs(now: number): number {
+    return this.ledger.copy(this.gpus, (this.bytes.weights / (this.o.simPinnedGbps * GB)) * 1000, now);
   }
 
   holdAll(): void {
