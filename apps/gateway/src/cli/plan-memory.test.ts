@@ -55,7 +55,7 @@ describe('uis plan --compare', () => {
   it('prints per phase the resident weights and per switch the released tags, bytes moved and predicted time', () => {
     const { out } = plan('demo.yaml');
     expect(out).toContain(
-      'memory of activation group actor (order configured): predicted switch time 1.00 s per step (2.46 s if every switch released everything)',
+      'memory of activation group actor (order configured): predicted switch time 0.99 s per step (2.46 s if every switch released everything)',
     );
     expect(out).toMatch(
       /genrm_score\s+genrm\s+policy, policy-code, judge, math-teacher\s+123\.3 GB of 141\.0 GB/,
