@@ -92,6 +92,15 @@ export const TokenLogprobSchema = z.tuple([z.number().nullable(), z.number().int
 export type TokenLogprob = z.infer<typeof TokenLogprobSchema>;
 const TopLogprobs = z.array(z.array(TokenLogprobSchema).nullable());
 
+/** Output tokens `[start, end)` of an answer were produced by weight `version` (SGLang >= 0.5.19's
+ * `add_weight_versions_to_meta_info`; a request that ran across weight updates has one span per version). */
+export const WeightVersionSpanSchema = z.looseObject({
+  version: z.string(),
+  start: z.number().int().nonnegative(),
+  end: z.number().int().nonnegative(),
+});
+export type WeightVersionSpan = z.infer<typeof WeightVersionSpanSchema>;
+
 export const GenerateMetaInfoSchema = z.looseObject({
   id: z.string(),
   /** null while a streamed sequence is still running. */
@@ -101,6 +110,8 @@ export const GenerateMetaInfoSchema = z.looseObject({
   cached_tokens: z.number().int().nonnegative(),
   e2e_latency: z.number().optional(),
   weight_version: z.string().nullish(),
+  /** Set on a finished answer by releases that report it (see WeightVersionSpanSchema). */
+  weight_versions: z.array(WeightVersionSpanSchema).optional(),
   input_token_logprobs: z.array(TokenLogprobSchema).optional(),
   output_token_logprobs: z.array(TokenLogprobSchema).optional(),
   input_top_logprobs: TopLogprobs.optional(),

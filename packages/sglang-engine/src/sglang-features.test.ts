@@ -40,8 +40,15 @@ describe('what each SGLang release can do, read from its surface', () => {
     for (const v of ['0.5.9', '0.5.10.post1', '0.5.12', '0.5.15.post1', '0.5.17']) {
       expect(f(v).weightVersionFrom, v).toBe('model_info');
     }
-    // 0.5.23 dropped /get_weight_version and /get_load.
-    expect(f('0.5.23')).toMatchObject({ weightVersionFrom: 'model_info', loadFrom: '/v1/loads' });
+    // 0.5.23 dropped /get_weight_version and /get_load; it reports weight version spans (new in 0.5.19, after
+    // 0.5.17 of this list: AbortReq.weight_versions).
+    expect(f('0.5.23')).toMatchObject({
+      weightVersionFrom: 'model_info',
+      loadFrom: '/v1/loads',
+      weightVersionSpans: true,
+    });
+    for (const v of SGLANG_VERSIONS.filter((x) => x !== '0.5.23'))
+      expect(f(v).weightVersionSpans, v).toBe(false);
   });
 
   it('lists the supported releases oldest first, each with a committed surface of its own version', () => {

@@ -39,6 +39,10 @@ export interface SGLangFeatures {
    * 0.5.6), or /v1/loads (its only home from 0.5.23). */
   loadFrom: '/get_load' | '/get_load (token total)' | '/v1/loads' | null;
   abortAll: boolean;
+  /** A finished answer says which weight version produced which output tokens: `meta_info.weight_versions`
+   * (`[{version, start, end}]`, also `metadata.weight_versions` of OpenAI answers and on abort answers), set by
+   * the scheduler's `compute_weight_version_spans` (first in 0.5.19; `AbortReq.weight_versions` marks it). */
+  weightVersionSpans: boolean;
 }
 
 const has = (s: Surface, method: string, path: string) => hasRoute(s, method, path);
@@ -113,6 +117,7 @@ export function sglangFeatures(surface: Surface): SGLangFeatures {
     weightsCpuBackup: flagOf(surface, '--enable-weights-cpu-backup') !== undefined,
     loadFrom: loadFrom(surface),
     abortAll: fieldOf(surface, 'AbortReq', 'abort_all'),
+    weightVersionSpans: fieldOf(surface, 'AbortReq', 'weight_versions'),
   };
 }
 
@@ -161,6 +166,7 @@ export function renderVersionTable(): string {
     ['update from tensor', (f) => yes(f.updateFromTensor)],
     ['static model offload (--enable-weights-cpu-backup)', (f) => yes(f.weightsCpuBackup)],
     ['load read from', (f) => f.loadFrom ?? 'none'],
+    ['weight version spans on answers (meta_info.weight_versions)', (f) => yes(f.weightVersionSpans)],
   ];
   const header = `| uis feature | ${all.map((a) => a.release.version).join(' | ')} |`;
   const rule = `|---|${all.map(() => '---').join('|')}|`;

@@ -5,9 +5,20 @@ import type {
   ChatMessage,
   FinishReason,
   SamplingParams,
+  WeightVersionSpan,
 } from '@uis/sglang-engine';
 import type { SimSequence } from './request.ts';
 import { tokenText } from './tokenizer.ts';
+
+/** An OpenAI answer's `metadata` (build_endpoint_weight_version_metadata): the answer's weight version, and the
+ * spans of a release that reports them (the version is then the last span's, as in meta_info). */
+export function openAIMetadata(
+  engineVersion: string,
+  spans: WeightVersionSpan[] | undefined,
+): { weight_version: string; weight_versions?: WeightVersionSpan[] } {
+  if (spans === undefined) return { weight_version: engineVersion };
+  return { weight_version: spans[spans.length - 1]?.version ?? engineVersion, weight_versions: spans };
+}
 
 function contentText(m: ChatMessage): string {
   if (m.content == null) return '';

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CompletionRequestSchema } from '@uis/sglang-engine';
-import { chatSampling, openAIFinish, usageOf } from './chat.ts';
+import { chatSampling, openAIFinish, openAIMetadata, usageOf } from './chat.ts';
 import type { SimEngine } from './engine.ts';
 import { type Defaults, specFromSampling } from './generate.ts';
 import {
@@ -65,7 +65,12 @@ export function completionsHandler(ctx: CompletionsContext) {
         seq = engine.start(
           spec,
           () => {},
-          (s) => sendJson(res, 200, { ...chunk(s, echo + s.text, true), usage: usageOf(s) }),
+          (s) =>
+            sendJson(res, 200, {
+              ...chunk(s, echo + s.text, true),
+              usage: usageOf(s),
+              metadata: openAIMetadata(engine.weightVersion, engine.versions.spans(s, engine.weightVersion)),
+            }),
         );
       } else {
         let sent = 0;

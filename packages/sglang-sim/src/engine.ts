@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { MEMORY_TAGS, type MemoryTag, type PauseMode } from '@uis/sglang-engine';
+import { featuresOf, MEMORY_TAGS, type MemoryTag, type PauseMode } from '@uis/sglang-engine';
 import type { EngineStatus, MemoryState, SimState, SimStats } from './engine-types.ts';
 import { PROCESS_GPUS, SimMemoryModel } from './gpu-memory.ts';
 import { hashString, mix, prng } from './hash.ts';
@@ -58,7 +58,7 @@ export class SimEngine {
   /** Fault injection: this many weight updates fail next (SGLang answers 400 and keeps the old weights). */
   failWeightUpdates = 0;
   /** Which weight version produced each output token (see TokenVersions). */
-  private readonly versions = new TokenVersions();
+  readonly versions: TokenVersions;
   /** Arrival number of the sequence that crashes the engine (fault injection). */
   private readonly crashAt: number | undefined;
   /** Bytes per tag on its GPUs and the times they take to move (null: no model size given, fixed times only). */
@@ -75,6 +75,7 @@ export class SimEngine {
     this.bytes = SimMemoryModel.sized(options) ? new SimMemoryModel(options, PROCESS_GPUS, this) : null;
     this.bytes?.holdAll();
     this.weightVersion = options.weightVersion;
+    this.versions = new TokenVersions(featuresOf(options.simSglangVersion)?.weightVersionSpans ?? false);
     this.modelPath = options.modelPath;
     this.weightsFingerprint = hashString(`${options.modelPath}\u0000${options.weightVersion}`);
     this.random = prng(mix(options.simSeed, 0xfa017));
@@ -416,7 +417,8 @@ export class SimEngine {
   }
 
   private finished(s: SimSequence): void {
-    this.versions.note(s, this.weightVersion);
+    // A step's last token is noted here; an abort adds none (its last one was noted when made, maybe on older weights).
+    if (s.finishReason?.type !== 'abort') this.versions.note(s, this.weightVersion);
     this.versions.finish(s);
     if (s.finishReason?.type === 'abort') this.counters.aborted++;
     else this.counters.completed++;

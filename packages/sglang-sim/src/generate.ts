@@ -1,4 +1,9 @@
-import type { GenerateReqInput, GenerateResponse, SamplingParams } from '@uis/sglang-engine';
+import type {
+  GenerateReqInput,
+  GenerateResponse,
+  SamplingParams,
+  WeightVersionSpan,
+} from '@uis/sglang-engine';
 import { SimFailure } from './engine.ts';
 import { hashString } from './hash.ts';
 import type { SequenceSpec, SimSequence } from './request.ts';
@@ -113,12 +118,14 @@ export function specsFromGenerate(
   return { batch: batch || expanded.length > specs.length, specs: expanded };
 }
 
-/** The /generate answer (or stream chunk) for a sequence in its current state. */
+/** The /generate answer (or stream chunk) for a sequence in its current state. `spans`: a finished answer's
+ * weight versions (releases that report them): SGLang then declares the last span's version as the answer's. */
 export function generateResponse(
   s: SimSequence,
   weightVersion: string,
   now: number,
   index?: number,
+  spans?: WeightVersionSpan[],
 ): GenerateResponse {
   const meta: GenerateResponse['meta_info'] = {
     id: s.spec.rid,
@@ -129,6 +136,10 @@ export function generateResponse(
     weight_version: weightVersion,
     e2e_latency: (now - s.createdAt) / 1000,
   };
+  if (spans !== undefined) {
+    meta.weight_versions = spans;
+    meta.weight_version = spans[spans.length - 1]?.version ?? weightVersion;
+  }
   if (s.spec.returnLogprob) {
     meta.input_token_logprobs = s.inputTokenLogprobs();
     meta.output_token_logprobs = s.outputTokenLogprobs();

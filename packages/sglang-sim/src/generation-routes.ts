@@ -1,5 +1,12 @@
 import { ChatCompletionRequestSchema, GenerateReqInputSchema } from '@uis/sglang-engine';
-import { chatChunk, chatResponse, chatSampling, renderChatTemplate, usageOf } from './chat.ts';
+import {
+  chatChunk,
+  chatResponse,
+  chatSampling,
+  openAIMetadata,
+  renderChatTemplate,
+  usageOf,
+} from './chat.ts';
 import { generateResponse, specFromSampling, specsFromGenerate } from './generate.ts';
 import {
   OPENAI_REFUSAL,
@@ -24,11 +31,19 @@ export function generateHandler(ctx: RouteContext): Handler {
     let batch: boolean;
     const stream = input.stream === true;
     let remaining = 0;
+    const answer = (s: SimSequence, index?: number) =>
+      generateResponse(
+        s,
+        engine.weightVersion,
+        engine.now(),
+        index,
+        engine.versions.spans(s, engine.weightVersion),
+      );
     const finish = () => {
       if (--remaining > 0) return;
       if (stream) sseDone(res);
       else {
-        const out = seqs.map((s) => generateResponse(s, engine.weightVersion, engine.now()));
+        const out = seqs.map((s) => answer(s));
         sendJson(res, 200, batch ? out : out[0]);
       }
     };
@@ -50,7 +65,7 @@ export function generateHandler(ctx: RouteContext): Handler {
             }
           : () => {};
         const onDone = (s: SimSequence) => {
-          if (stream) sseData(res, generateResponse(s, engine.weightVersion, engine.now(), index));
+          if (stream) sseData(res, answer(s, index));
           finish();
         };
         seqs.push(engine.start(spec, onProgress, onDone));
@@ -97,7 +112,10 @@ export function chatHandler(ctx: RouteContext): Handler {
           () => {},
           (s) => {
             const body = chatResponse(s, model, ts, wantLogprobs, top);
-            (body.metadata as Record<string, unknown>).weight_version = engine.weightVersion;
+            body.metadata = openAIMetadata(
+              engine.weightVersion,
+              engine.versions.spans(s, engine.weightVersion),
+            );
             sendJson(res, 200, body);
           },
         );
