@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from uis_client import UisClient
+from uis_client.direct import DirectClient
 from uis_client.rollout import Sample, VersionSpan
 
 #: 6 s of the demo's 4 ms decode steps: long enough that the abort lands while every request still runs.
@@ -162,3 +163,62 @@ def test_sample_bookkeeping_on_sglang_shaped_answers() -> None:
     assert t.spans == [VersionSpan("v1", 0, 2), VersionSpan("v2", 2, 6)]
     with pytest.raises(ValueError, match="prompt token ids"):
         Sample([], {})
+
+
+def test_a_rollout_spanning_an_in_place_switch_records_the_output_token_where_the_version_changed(
+    client: UisClient,
+) -> None:
+    """A pause_in_place switch under a rollout: nothing is aborted, each request finishes on the new weights, and
+    each sample's spans split its output at the token where the version changed (SGLang's ``weight_versions``, which
+    the gateway passes on). The index is checked against the stream itself: each streamed chunk carries the version
+    of the engine when it was sent, one chunk per token."""
+    before = _resident(client)
+    after = f"inplace-{uuid.uuid4().hex[:8]}"
+    via_gateway = [_sample(30 + i) for i in range(3)]
+    direct_samples = [_sample(40 + i) for i in range(3)]
+    chunk_versions: dict[str, list[tuple[int, str]]] = {s.rid: [] for s in direct_samples}
+
+    def streamed(direct: DirectClient, s: Sample) -> Sample:
+        mark = s.begin_stream()
+        for chunk in direct.generate_stream(s.request()):
+            meta = chunk["meta_info"]
+            chunk_versions[s.rid].append((int(meta["completion_tokens"]), str(meta["weight_version"])))
+            s.absorb(chunk, stream_from=mark)
+        return s
+
+    with client.direct("rollout") as direct, ThreadPoolExecutor(max_workers=6) as pool:
+        running = [pool.submit(client.generate_sample, "rollout", s) for s in via_gateway]
+        running += [pool.submit(streamed, direct, s) for s in direct_samples]
+
+        def decoding() -> bool:
+            for f in running:
+                if f.done():
+                    raise AssertionError(f"a request ended before the switch: {f.result()}")
+            return _at_engines(client) >= 6 and all(len(s.output_ids) >= 5 for s in direct_samples)
+
+        wait_until(decoding, what="6 requests at the engines, tokens in every stream")
+        switched = client.switch_weights(
+            "rollout", "policy", "pause_in_place", {"source": "disk", "model_path": "/ckpt/inplace", "weight_version": after}
+        )
+        assert (switched.outcome, switched.weight_version, switched.from_version) == ("switched", after, before)
+        for f in running:
+            f.result(timeout=120)
+    for s in via_gateway + direct_samples:
+        assert s.finished and s.attempts == 1 and len(s.output_ids) == BUDGET, (s.rid, s.finish_reason)
+        assert s.versions[-1] == after
+        assert s.spans[0].start == 0 and s.spans[-1].end == BUDGET
+        k = s.spans[0].end if s.versions == [before, after] else 0
+        assert s.mask(after) == [False] * k + [True] * (BUDGET - k)
+    for s in direct_samples:
+        # Every streamed sample had tokens before the switch: both versions, split where the chunks changed version.
+        seen = chunk_versions[s.rid]
+        last_old = max(n for n, v in seen if v == before)
+        assert all(v == after for n, v in seen if n > last_old)
+        assert s.spans == [VersionSpan(before, 0, last_old), VersionSpan(after, last_old, BUDGET)]
+        assert last_old >= 5
+
+
+def test_sample_of_an_attempt_on_several_versions_without_spans_has_an_unknown_version() -> None:
+    s = Sample([1, 2], {"max_new_tokens": 4})
+    s.absorb(_answer([5, 6, 7, 8], "v2", {"type": "length", "length": 4}, uis_weight_versions=["v1", "v2"]))
+    assert s.spans == [VersionSpan(None, 0, 4)] and s.mask("v2") == [False] * 4

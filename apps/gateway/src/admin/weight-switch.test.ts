@@ -81,18 +81,31 @@ describe('weight switch', { timeout: 120_000 }, () => {
       // Abort ends in-flight requests with their partial output; the other modes let them finish.
       if (mode === 'abort') expect(finish).toContain('abort');
       else expect(finish.every((f) => f === 'length')).toBe(true);
-      // Each answer names the version of its last token; only an in-place switch lets a request span two.
+      // Each answer names the version of its last token; only an in-place switch lets a request span two, and
+      // its body says at which output token the version changed (SGLang's spans, passed on as the engine sent
+      // them); the headers name the same versions.
       for (const a of answers) {
-        const produced = JSON.parse(a.text).meta_info.weight_version;
+        const meta = JSON.parse(a.text).meta_info;
+        const spans = meta.weight_versions as Array<{ version: string; start: number; end: number }>;
+        const produced = meta.weight_version;
         expect(a.version).toBe(produced);
+        expect(spans[0]?.start).toBe(0);
+        expect(spans[spans.length - 1]?.end).toBe(meta.completion_tokens);
+        for (let i = 1; i < spans.length; i++) expect(spans[i]?.start).toBe(spans[i - 1]?.end);
+        const named = spans.map((x) => x.version);
+        expect(a.versions).toBe(named.length > 1 ? named.join(',') : null);
         if (mode === 'pause_in_place') {
           expect(produced).toBe(version);
-          expect(a.versions).toBe(`${from},${version}`);
+          expect(named[named.length - 1]).toBe(version);
+          expect([[version], [from, version]]).toContainEqual(named);
         } else {
           expect(produced).toBe(from);
-          expect(a.versions).toBeNull();
+          expect(named).toEqual([from]);
         }
       }
+      // Requests that made tokens before the pause span both versions.
+      if (mode === 'pause_in_place')
+        expect(answers.some((a) => JSON.parse(a.text).meta_info.weight_versions.length === 2)).toBe(true);
       const snap = await discovery();
       expect(snap.topology_revision).toBe(before + 1);
       expect(snap.models.policy?.weight_version).toBe(version);

@@ -27,7 +27,14 @@ import {
 } from './upstream/engine-pool.ts';
 import type { BodyFraming } from './upstream/http1.ts';
 import { type TokenUsage, usageOfBody, usageOfStreamTail } from './usage.ts';
-import { answerWeightVersion, declarationHeaders, withFingerprint } from './weight-declaration.ts';
+import {
+  declarationHeaders,
+  declarationOf,
+  declaredVersions,
+  readAnswerVersions,
+  withFingerprint,
+  withUnsplitVersions,
+} from './weight-declaration.ts';
 
 /** Who served a proxied answer: `X-UIS-Engine-Id` and `X-UIS-Weight-Version` (when known), so a caller can see
  * its affinity hold and tag a rollout sample with the policy version that produced it. */
@@ -282,11 +289,16 @@ export class Exchange implements UpstreamHandler, Admittable {
             );
           } else {
             const target = this.#target!;
-            const declared = {
-              weightVersion: answerWeightVersion(body) ?? target.weightVersion ?? null,
-              earlier: versions.earlier(target),
-            };
+            const read = readAnswerVersions(body);
+            const declared = declarationOf(read, target.weightVersion ?? null, () =>
+              versions.earlier(target),
+            );
             const sent = body;
+            // A release without spans that ran across in-place switches: the versions, not where they changed.
+            if (read.spans === null && declared.earlier.length > 0) {
+              const named = declaredVersions(declared);
+              if (named.length > 1) body = withUnsplitVersions(body, read, named);
+            }
             if (versions.openai && declared.weightVersion !== null)
               body = withFingerprint(body, declared.weightVersion);
             const out = clientResponseHeaders(this.#respHeaders ?? {}, this.#requestId, body === sent);

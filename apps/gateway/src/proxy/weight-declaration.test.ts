@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { answerWeightVersion, declarationHeaders, withFingerprint } from './weight-declaration.ts';
+import {
+  declarationHeaders,
+  declarationOf,
+  readAnswerVersions,
+  withFingerprint,
+  withUnsplitVersions,
+} from './weight-declaration.ts';
+
+const spans2 = '[{"version":"v1","start":0,"end":4},{"version":"v2","start":4,"end":9}]';
 
 describe('weight declaration', () => {
   it.each([
@@ -9,8 +17,31 @@ describe('weight declaration', () => {
     ['{"meta_info":{"weight_version":null}}', null],
     ['{"text":"no version"}', null],
     ['{"meta_info":{"weight_version":"a\\"b"}}', null],
+    [`{"meta_info":{"weight_version":"v2","weight_versions":${spans2}}}`, 'v2'],
+    ['{"meta_info":{"weight_version":"v2","weight_versions":[{"version":"v2","start":0}]}}', null],
+    ['{"meta_info":{"weight_version":"v2","weight_versions":[{"version":"v]","start":0,"end":1}]}}', null],
   ])('reads the last token version of %s', (body, expected) => {
-    expect(answerWeightVersion(Buffer.from(body))).toBe(expected);
+    expect(readAnswerVersions(Buffer.from(body)).version).toBe(expected);
+  });
+
+  it("reads SGLang's spans and declares their versions, ignoring what the replica served", () => {
+    const read = readAnswerVersions(
+      Buffer.from(`{"metadata":{"weight_version":"v2","weight_versions":${spans2}}}`),
+    );
+    expect(read.spans).toEqual([
+      { version: 'v1', start: 0, end: 4 },
+      { version: 'v2', start: 4, end: 9 },
+    ]);
+    const d = declarationOf(read, 'v9', () => ['v0']);
+    expect(d).toEqual({ weightVersion: 'v2', earlier: ['v1'] });
+    expect(declarationHeaders(d)).toEqual(['x-uis-weight-version', 'v2', 'x-uis-weight-versions', 'v1,v2']);
+    // Without spans: the answer's version (else the replica's) and the versions served before in-place switches.
+    const plain = readAnswerVersions(Buffer.from('{"meta_info":{"weight_version":"v2"}}'));
+    expect(declarationOf(plain, 'v9', () => ['v1'])).toEqual({ weightVersion: 'v2', earlier: ['v1'] });
+    expect(declarationOf(readAnswerVersions(Buffer.from('{}')), 'v9', () => [])).toEqual({
+      weightVersion: 'v9',
+      earlier: [],
+    });
   });
 
   it('declares every version a request ran on, oldest first, once each', () => {
@@ -23,6 +54,17 @@ describe('weight declaration', () => {
       '1,2,3',
     ]);
     expect(declarationHeaders({ weightVersion: null, earlier: ['1'] })).toEqual([]);
+  });
+
+  it('names the versions of a span-less answer beside its weight_version, without a change index', () => {
+    const body = Buffer.from('{"text":"a","meta_info":{"id":"r","weight_version":"v2","e2e_latency":1}}');
+    const out = withUnsplitVersions(body, readAnswerVersions(body), ['v1', 'v2']);
+    expect(JSON.parse(out.toString())).toEqual({
+      text: 'a',
+      meta_info: { id: 'r', weight_version: 'v2', uis_weight_versions: ['v1', 'v2'], e2e_latency: 1 },
+    });
+    const batch = Buffer.from('[{"meta_info":{"weight_version":"v2"}}]');
+    expect(withUnsplitVersions(batch, readAnswerVersions(batch), ['v1', 'v2'])).toBe(batch);
   });
 
   it('sets system_fingerprint in an OpenAI answer unless the engine set one', () => {

@@ -9,8 +9,10 @@ finished sample records which output tokens each weight version produced, so a t
     sample.mask("v2")     # per output token: produced by v2
 
 An attempt is one SGLang ``/generate`` call (``input_ids``, ``sampling_params``, ``rid``); its answer's
-``meta_info.weight_versions`` spans are used when the engine reports them (a request that spanned an in-place
-weight switch), else its ``meta_info.weight_version``."""
+``meta_info.weight_versions`` spans are used when the engine reports them (SGLang >= 0.5.19: a request that spanned
+an in-place weight switch has one span per version, split at the output token where the version changed), else its
+``meta_info.weight_version``; an attempt that ran on several versions without spans (``uis_weight_versions`` from
+the gateway) is recorded with an unknown version (None) rather than a wrong one."""
 
 from __future__ import annotations
 
@@ -163,12 +165,17 @@ class Sample:
 
 
 def _spans_of(meta: Mapping[str, Any], produced: int) -> list[VersionSpan]:
-    """An attempt's spans: the engine's ``weight_versions`` (SGLang >= 0.5.23, and uis across an in-place switch)
-    when given, else one span of ``weight_version``."""
+    """An attempt's spans: SGLang's ``weight_versions`` (releases from 0.5.19 report them on every finished answer,
+    the uis gateway passes them on) when given; else, when the gateway says the attempt ran on several versions
+    without saying where they changed (``uis_weight_versions``: an older release across an in-place switch), one
+    span of unknown version (None: mask or drop it); else one span of ``weight_version``."""
     given = meta.get("weight_versions")
     if isinstance(given, list) and given:
         spans = [VersionSpan(s.get("version"), int(s.get("start", 0)), int(s.get("end", produced))) for s in given]
         return [VersionSpan(s.version, s.start, min(s.end, produced)) for s in spans]
+    unsplit = meta.get("uis_weight_versions")
+    if isinstance(unsplit, list) and len(unsplit) > 1:
+        return [VersionSpan(None, 0, produced)]
     version = meta.get("weight_version")
     return [VersionSpan(None if version is None else str(version), 0, produced)]
 
