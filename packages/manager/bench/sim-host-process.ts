@@ -22,3 +22,20 @@ export async function startSimHost(specs: Array<Record<string, unknown>>) {
     },
   };
 }
+
+/** The simulators split over `processes` child processes (like engines on several nodes, each answering on its
+ * own): one process answering all of a fan-out's calls one after another would time itself, not the caller. */
+export async function startSimHosts(specs: Array<Record<string, unknown>>, processes: number) {
+  const per = Math.ceil(specs.length / processes);
+  const hosts = await Promise.all(
+    Array.from({ length: Math.ceil(specs.length / per) }, (_, i) =>
+      startSimHost(specs.slice(i * per, (i + 1) * per)),
+    ),
+  );
+  return {
+    urls: Object.assign({}, ...hosts.map((h) => h.urls)) as Record<string, string>,
+    stop: async () => {
+      await Promise.all(hosts.map((h) => h.stop()));
+    },
+  };
+}

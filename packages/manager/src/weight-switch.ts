@@ -61,8 +61,20 @@ export const WeightSwitchRecordSchema = z
     outcome: WeightSwitchOutcomeSchema,
     started_at: z.number(),
     duration_ms: z.number().nonnegative(),
-    /** The slowest single engine's update, in milliseconds: the floor of `duration_ms`. */
+    /** The slowest single engine's update (its update call and its version read back), in milliseconds: the
+     * floor of `duration_ms`. */
     slowest_update_ms: z.number().nonnegative(),
+    /** When each phase ended, in milliseconds from the command (the last member's, for a per-member phase): every
+     * member stopped (drained and paused), its update answered, its version read back; the commit (versions,
+     * quarantines, target); every member continued; the topology published. Where a switch's time went. */
+    phases_ms: z.object({
+      stopped: z.number().nonnegative(),
+      loaded: z.number().nonnegative(),
+      read_back: z.number().nonnegative(),
+      committed: z.number().nonnegative(),
+      continued: z.number().nonnegative(),
+      published: z.number().nonnegative(),
+    }),
     /** The discovery revision the switch published (once, at its end). */
     topology_revision: z.number().int().nonnegative(),
     quarantined: z.array(z.string()),

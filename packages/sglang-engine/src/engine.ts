@@ -330,10 +330,16 @@ export class SGLangEngine {
     return report;
   }
 
-  /** Loads new weights and returns the version the engine now reports. `disk`: update_weights_from_disk;
-   * `distributed`: update_weights_from_distributed over an initialised NCCL group (weights already broadcast
-   * by the trainer); `version`: only relabels (weights pushed by another path, e.g. tensors). */
+  /** Loads new weights and returns the version the engine now reports (`loadWeights`, then `readBackVersion`). */
   async updateWeights(req: WeightUpdate): Promise<{ weightVersion: string }> {
+    await this.loadWeights(req);
+    return { weightVersion: await this.readBackVersion(req.weightVersion) };
+  }
+
+  /** The update call alone. `disk`: update_weights_from_disk; `distributed`: update_weights_from_distributed over
+   * an initialised NCCL group (weights already broadcast by the trainer); `version`: only relabels (weights pushed
+   * by another path). A `{success: false}` answer throws `weight_update_failed`. */
+  async loadWeights(req: WeightUpdate): Promise<void> {
     this.checkWeightUpdate(req.source);
     let result: SuccessMessage;
     let path: string;
@@ -370,15 +376,20 @@ export class SGLangEngine {
       );
     }
     this.requireSuccess(path, result, `${req.source} weight update to ${req.weightVersion}`);
+  }
+
+  /** Reads the engine's version after an update to `expected`: another version throws
+   * `weight_version_mismatch`; an engine that keeps no version (null) is taken at its word. */
+  async readBackVersion(expected: string): Promise<string> {
     const reported = await this.weightVersion();
-    if (reported !== null && reported !== req.weightVersion) {
+    if (reported !== null && reported !== expected) {
       throw new UisError({
         code: 'weight_version_mismatch',
         path: 'weightVersion',
-        message: `${this.engineId} (${this.client.baseUrl}): engine reports weight version ${reported} after updating to ${req.weightVersion}`,
+        message: `${this.engineId} (${this.client.baseUrl}): engine reports weight version ${reported} after updating to ${expected}`,
       });
     }
-    return { weightVersion: reported ?? req.weightVersion };
+    return reported ?? expected;
   }
 
   /** init_weights_update_group: joins the trainer's NCCL group; `success: false` throws `weight_update_failed`. */

@@ -17,6 +17,7 @@ function sw(id: number, over: Partial<WeightSwitch>): WeightSwitch {
     started_at: Date.UTC(2026, 0, 1, 12, 0, id),
     duration_ms: 210.4,
     slowest_update_ms: 200,
+    phases_ms: { stopped: 3, loaded: 203, read_back: 204, committed: 204, continued: 209, published: 206 },
     topology_revision: 10 + id,
     quarantined: [],
     engines: ['policy/0', 'policy/1'].map((engine_id) => ({

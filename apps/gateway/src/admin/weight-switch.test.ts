@@ -75,6 +75,12 @@ describe('weight switch', { timeout: 120_000 }, () => {
       expect(rec).toMatchObject({ mode, outcome: 'switched', weight_version: version, quarantined: [] });
       expect(rec.engines).toHaveLength(4);
       for (const e of rec.engines) expect(e).toMatchObject({ ok: true, weight_version: version });
+      // Where the switch's time went, phase by phase, in the order they run (continue and publish side by side).
+      const p = rec.phases_ms;
+      const order = [p.stopped, p.loaded, p.read_back, p.committed, Math.min(p.continued, p.published)];
+      expect(order).toEqual([...order].sort((x, y) => x - y));
+      expect(Math.max(p.continued, p.published)).toBeLessThanOrEqual(rec.duration_ms);
+      expect(rec.slowest_update_ms).toBeLessThanOrEqual(p.read_back);
       const answers = await Promise.all(running);
       for (const a of answers) expect(a.status).toBe(200);
       const finish = answers.map((a) => JSON.parse(a.text).meta_info.finish_reason.type);

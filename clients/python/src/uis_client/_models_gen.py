@@ -68,6 +68,7 @@ __all__ = [
     "UpdateWeightsBodyVersion",
     "WeightSwitch",
     "WeightSwitchEngine",
+    "WeightSwitchPhasesMs",
     "WeightSwitches",
     "WeightUpdate",
 ]
@@ -250,6 +251,15 @@ class SwitchWeightsUpdateDistributedUpdate(_SwitchWeightsUpdateDistributedUpdate
     flush_cache: bool
 
 
+class WeightSwitchPhasesMs(_Model):
+    stopped: float
+    loaded: float
+    read_back: float
+    committed: float
+    continued: float
+    published: float
+
+
 class WeightSwitchEngine(_Model):
     engine_id: str
     ok: bool
@@ -272,6 +282,7 @@ class WeightSwitch(_Model):
     started_at: float
     duration_ms: float
     slowest_update_ms: float
+    phases_ms: WeightSwitchPhasesMs
     topology_revision: int
     quarantined: list[str]
     engines: list[WeightSwitchEngine]

@@ -57,7 +57,7 @@ export class EngineRecords {
   readonly #delete;
 
   constructor(
-    db: Db,
+    private readonly db: Db,
     private readonly role: string,
     private readonly clock: Clock,
   ) {
@@ -123,6 +123,11 @@ export class EngineRecords {
     if (s.external) return;
     const paused = s.engine?.pausedMode ?? null;
     this.#memory.run(memory, paused, this.clock.now(), this.role, s.engineId);
+  }
+
+  /** Runs `fn` (which writes rows) as one transaction. */
+  batch(fn: () => void): void {
+    this.db.transaction(fn)();
   }
 
   weight(s: Slot): void {

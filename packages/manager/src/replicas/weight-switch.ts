@@ -1,14 +1,10 @@
-import type { SGLangEngine } from '@uis/sglang-engine';
+import type { SGLangEngine, WeightUpdate } from '@uis/sglang-engine';
 import { type Clock, UisError } from '@uis/spec';
 import type { InFlightTracker } from '../in-flight.ts';
 import type { Registry } from '../registry.ts';
 import { errorMessage } from '../runtime.ts';
 import type { ParsedWeightSwitch, WeightSwitchOutcome, WeightSwitchRecord } from '../weight-switch.ts';
-import {
-  engineWeightUpdate,
-  type ReplayableWeightUpdate,
-  type VersionedWeightUpdate,
-} from '../weight-update.ts';
+import { engineWeightUpdate, type ReplayableWeightUpdate } from '../weight-update.ts';
 import type { EngineRecords } from './engine-records.ts';
 import type { PublicationProjector } from './publication.ts';
 import type { ReplicaTable } from './replica-table.ts';
@@ -19,6 +15,7 @@ import type { Audit, ModelRuntime, Slot } from './types.ts';
 const HISTORY = 200;
 
 type EngineRow = WeightSwitchRecord['engines'][number];
+type Phases = WeightSwitchRecord['phases_ms'];
 
 /** One replica's part in a switch. */
 interface Member {
@@ -31,6 +28,8 @@ interface Member {
   /** The version the engine reported after its update (read back by the update itself). */
   reported?: string | null;
   error?: string;
+  /** When (switch clock) this member was stopped, its update answered, its version read back, it continued. */
+  at: { stopped?: number; loaded?: number; readBack?: number; continued?: number };
 }
 
 /** Deadline of one pause / continue call. */
@@ -53,6 +52,8 @@ export class WeightSwitch {
   readonly #inPlace = new Map<string, { count: number; from: Array<string | null> }>();
   /** Models whose gateway admission is closed by a drain-mode switch. */
   readonly #closed = new Set<string>();
+  /** Each engine's last update in a switch, in ms: the next switch stops and updates the slowest first. */
+  readonly #lastUpdateMs = new Map<string, number>();
   #nextId = 0;
 
   constructor(
@@ -130,7 +131,14 @@ export class WeightSwitch {
     }
     const members: Member[] = slots
       .filter((s) => this.replicas.eligible(s) && s.engine !== null)
-      .map((s) => ({ s, engine: s.engine as SGLangEngine, ok: false, updateMs: null, paused: false }));
+      .map((s) => ({
+        s,
+        engine: s.engine as SGLangEngine,
+        ok: false,
+        updateMs: null,
+        paused: false,
+        at: {},
+      }));
     if (members.length === 0)
       throw new UisError({
         code: 'no_resident_replica',
@@ -146,20 +154,28 @@ export class WeightSwitch {
     const deadlineMs = req.deadline_ms ?? this.drainDeadlineMs;
     // Drain: the gateway admits nothing new to the model until every member is paused.
     if (drain) this.#closed.add(name);
+    const at = (): number => this.clock.now() - t0;
+    const phases: Phases = { stopped: 0, loaded: 0, read_back: 0, committed: 0, continued: 0, published: 0 };
     try {
       // 1. Each member stops (drained first in drain mode) and updates at once: a paused member generates nothing,
       // so updating it while another still finishes on N mixes no versions; only continuing must wait (forbid)
       // until every member is updated. With `allow`, each continues as soon as its own update is read back.
-      const paused = members.map(async (x) => {
+      // Slowest first (by each engine's last update; never timed counts as slowest): the fan-out of pauses takes
+      // time, and the switch lasts as long as its latest-finishing update, so the long updates start first.
+      const last = (x: Member) => this.#lastUpdateMs.get(x.s.engineId) ?? Number.POSITIVE_INFINITY;
+      const order = [...members].sort((a, b) => last(b) - last(a));
+      const paused = order.map(async (x) => {
         if (drain) await this.waitIdle(x, deadlineMs);
         await this.pause(x, policy);
+        x.at.stopped = at();
       });
       void Promise.all(paused).then(() => this.#closed.delete(name));
+      const update = engineWeightUpdate(req.update);
       await Promise.all(
-        members.map(async (x, i) => {
+        order.map(async (x, i) => {
           await paused[i];
-          await this.update(x, req.update);
-          if (!forbid) await this.resume(x);
+          await this.update(x, update, at);
+          if (!forbid) await this.resume(x, at);
         }),
       );
       const failed = members.filter((x) => !x.ok);
@@ -174,13 +190,50 @@ export class WeightSwitch {
         version = from;
         await Promise.all(succeeded.map((x) => this.rollBack(x, m, from)));
       }
+      // 2. A failed member is asked its version (null: it does not answer), all at once.
+      await Promise.all(
+        members
+          .filter((x) => !x.ok)
+          .map(async (x) => {
+            x.reported = await x.engine.weightVersion().catch(() => null);
+          }),
+      );
       // 3. Commit once: quarantine, versions, the target, the router and one published topology.
+      this.commit(members, outcome, version);
+      if (outcome !== 'failed' && outcome !== 'rolled_back') {
+        m.target = to;
+        m.replay = req.update.source === 'distributed' ? null : req.update;
+      }
+      phases.committed = at();
+      // Continuing and publishing need nothing of each other: a request routed to a member by the new topology
+      // before its continue lands waits in the engine's queue, on the new weights.
+      const continued = forbid ? Promise.all(members.map((x) => this.resume(x, at))) : undefined;
+      await this.routers.sync();
+      this.publication.publish();
+      phases.published = at();
+      await continued;
       for (const x of members) {
-        // A member's update read its version back; a failed one is asked (null: it does not answer).
-        const reported = x.ok ? (x.reported ?? null) : await x.engine.weightVersion().catch(() => null);
+        phases.stopped = Math.max(phases.stopped, x.at.stopped ?? 0);
+        phases.loaded = Math.max(phases.loaded, x.at.loaded ?? 0);
+        phases.read_back = Math.max(phases.read_back, x.at.readBack ?? 0);
+        phases.continued = Math.max(phases.continued, x.at.continued ?? 0);
+      }
+      return this.record(m, req, { from, version, outcome, t0, startedAt, members, phases });
+    } finally {
+      this.#closed.delete(name);
+      // A switch that threw half-way still lets every member generate again.
+      await Promise.allSettled(members.map((x) => this.resume(x, at)));
+    }
+  }
+
+  /** Each member's version as read back, its record, and its quarantine (a failed member, or one that reports
+   * another version than the model's, unless every update failed and it kept the model's version). */
+  private commit(members: Member[], outcome: WeightSwitchOutcome, version: string | null): void {
+    const write = () => {
+      for (const x of members) {
+        const reported = x.reported ?? null;
         x.s.weightVersion = reported;
         this.records?.weight(x.s);
-        // A failed member that still serves the model's version (every update failed and it kept N) stays.
         if (!x.ok && !(outcome === 'failed' && reported === version)) x.s.quarantined = true;
         if (x.ok && reported !== version) {
           x.ok = false;
@@ -188,19 +241,10 @@ export class WeightSwitch {
           x.s.quarantined = true;
         }
       }
-      if (outcome !== 'failed' && outcome !== 'rolled_back') {
-        m.target = to;
-        m.replay = req.update.source === 'distributed' ? null : req.update;
-      }
-      if (forbid) await Promise.all(members.map((x) => this.resume(x)));
-      await this.routers.sync();
-      this.publication.publish();
-      return this.record(m, req, { from, version, outcome, t0, startedAt, members });
-    } finally {
-      this.#closed.delete(name);
-      // A switch that threw half-way still lets every member generate again.
-      await Promise.allSettled(members.map((x) => this.resume(x)));
-    }
+    };
+    // One database transaction for the members' rows, not one per member.
+    if (this.records) this.records.batch(write);
+    else write();
   }
 
   /** An operator restart lifts a replica's quarantine: it is eligible again once its version matches. */
@@ -237,24 +281,30 @@ export class WeightSwitch {
     }
   }
 
-  private async resume(x: Member): Promise<void> {
+  private async resume(x: Member, at: () => number): Promise<void> {
     if (!x.paused) return;
     x.paused = false;
     await x.engine.client.continueGeneration(CONTROL).catch((e: unknown) => {
       x.error ??= `continue_generation failed: ${errorMessage(e)}`;
     });
+    x.at.continued = at();
   }
 
-  private async update(x: Member, req: VersionedWeightUpdate): Promise<void> {
+  /** The member's update, then its version read back (each timed for the switch's phases). */
+  private async update(x: Member, req: WeightUpdate, at: () => number): Promise<void> {
     if (x.error !== undefined) return;
     const t = this.clock.now();
     try {
-      x.reported = (await x.engine.updateWeights(engineWeightUpdate(req))).weightVersion;
+      await x.engine.loadWeights(req);
+      x.at.loaded = at();
+      x.reported = await x.engine.readBackVersion(req.weightVersion);
+      x.at.readBack = at();
       x.ok = true;
     } catch (e) {
       x.error = errorMessage(e);
     }
     x.updateMs = this.clock.now() - t;
+    if (x.ok) this.#lastUpdateMs.set(x.s.engineId, x.updateMs);
   }
 
   /** Puts a member that took N+1 back on N: the model's last replayable update, or its model path at N. */
@@ -281,6 +331,7 @@ export class WeightSwitch {
       t0: number;
       startedAt: number;
       members: Member[];
+      phases: Phases;
     },
   ): WeightSwitchRecord {
     const engines: EngineRow[] = r.members.map((x) => ({
@@ -304,6 +355,7 @@ export class WeightSwitch {
       started_at: r.startedAt,
       duration_ms: this.clock.now() - r.t0,
       slowest_update_ms: Math.max(0, ...r.members.map((x) => x.updateMs ?? 0)),
+      phases_ms: r.phases,
       topology_revision: this.registry.revision,
       quarantined: engines.filter((e) => e.quarantined).map((e) => e.engine_id),
       engines,
