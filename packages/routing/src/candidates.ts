@@ -1,6 +1,6 @@
 import type { DiscoveryEngine, DiscoveryModel } from '@uis/spec';
 import { affinitySuffix } from './affinity-hash.ts';
-import { meetsMinWeightVersion } from './weight-version.ts';
+import { compareWeightVersions, meetsMinWeightVersion, versionsBehind } from './weight-version.ts';
 
 /** A replica a request may be sent to directly. */
 export interface Candidate {
@@ -30,19 +30,32 @@ export function isEligible(engine: DiscoveryEngine, modelVersion?: string | null
   );
 }
 
+/** The engines of a model with a `max_staleness` that are at most that many versions behind the newest version
+ * among them and the model's own (a replica without a version is never within a bound). */
+function withinStaleness(engines: DiscoveryEngine[], entry: DiscoveryModel, max: number): DiscoveryEngine[] {
+  const known = engines.map((e) => e.weight_version).filter((v): v is string => typeof v === 'string');
+  if (typeof entry.weight_version === 'string') known.push(entry.weight_version);
+  if (known.length === 0) return [];
+  const newest = known.reduce((a, b) => (compareWeightVersions(b, a) > 0 ? b : a));
+  return engines.filter(
+    (e) => typeof e.weight_version === 'string' && versionsBehind(e.weight_version, newest, known) <= max,
+  );
+}
+
 /** The model's candidates in discovery order; computed once per model entry (entries of a snapshot are never
- * mutated, a new topology is a new snapshot), so a routing decision does not re-filter the engine list. */
+ * mutated, a new topology is a new snapshot), so a routing decision does not re-filter the engine list. With a
+ * `max_staleness`, only replicas within it of the newest version count (see withinStaleness). */
 export function candidatesOf(entry: DiscoveryModel): readonly Candidate[] {
   let list = cache.get(entry);
   if (list === undefined) {
-    list = entry.engines
-      .filter((engine) => isEligible(engine, entry.weight_version))
-      .map((engine) => ({
-        engineId: engine.engine_id,
-        url: engine.base_url!,
-        weightVersion: engine.weight_version ?? null,
-        affinitySuffix: affinitySuffix(engine.engine_id),
-      }));
+    const eligible = entry.engines.filter((engine) => isEligible(engine, entry.weight_version));
+    const max = entry.max_staleness;
+    list = (max === undefined ? eligible : withinStaleness(eligible, entry, max)).map((engine) => ({
+      engineId: engine.engine_id,
+      url: engine.base_url!,
+      weightVersion: engine.weight_version ?? null,
+      affinitySuffix: affinitySuffix(engine.engine_id),
+    }));
     cache.set(entry, list);
   }
   return list;

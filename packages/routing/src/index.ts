@@ -38,4 +38,4 @@ export {
   type RoutingRules,
 } from './routing-rules.ts';
 export { sha256Hex } from './sha256.ts';
-export { compareWeightVersions, meetsMinWeightVersion } from './weight-version.ts';
+export { compareWeightVersions, meetsMinWeightVersion, versionsBehind } from './weight-version.ts';

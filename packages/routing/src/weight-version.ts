@@ -10,6 +10,22 @@ export function compareWeightVersions(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+/**
+ * How many versions `version` is behind `newest`: their difference when both are plain numbers (step counters, as
+ * AReaL's versions are); otherwise how many distinct versions of `known` are above `version` and at or below
+ * `newest` (the versions a model went through that the caller knows of). 0 when `version` is at or above
+ * `newest`.
+ */
+export function versionsBehind(version: string, newest: string, known: Iterable<string>): number {
+  if (compareWeightVersions(version, newest) >= 0) return 0;
+  if (NUMERIC.test(version) && NUMERIC.test(newest)) return Number(newest) - Number(version);
+  const between = new Set<string>();
+  for (const v of known)
+    if (compareWeightVersions(v, version) > 0 && compareWeightVersions(v, newest) <= 0) between.add(v);
+  between.add(newest);
+  return between.size;
+}
+
 /** True when `version` is at or above `min`. A replica that reports no version never satisfies a minimum. */
 export function meetsMinWeightVersion(version: string | null | undefined, min: string): boolean {
   if (version === null || version === undefined) return false;

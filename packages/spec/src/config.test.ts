@@ -88,6 +88,24 @@ describe('loadConfig', () => {
       [{ code: 'invalid_custom', path: 'roles.genrm.models[1].register_dcs' }],
     ],
     [
+      'static model with a staleness bound',
+      base.replace(
+        'weight_source: static\n        engine_groups: [{ num_gpus: 4, gpus_per_engine: 4, tp',
+        'weight_source: static\n        max_staleness: 1\n        engine_groups: [{ num_gpus: 4, gpus_per_engine: 4, tp',
+      ),
+      [{ code: 'invalid_custom', path: 'roles.genrm.models[1].max_staleness' }],
+    ],
+    [
+      'negative staleness bound',
+      base.replace('weight_source: static\n', 'weight_source: disk\n        max_staleness: -1\n'),
+      [{ path: 'roles.genrm.models[0].max_staleness' }],
+    ],
+    [
+      'fractional staleness bound',
+      base.replace('weight_source: static\n', 'weight_source: disk\n        max_staleness: 1.5\n'),
+      [{ path: 'roles.genrm.models[0].max_staleness' }],
+    ],
+    [
       'routing to an unknown model',
       base.replace('default_model: a', 'default_model: zz'),
       [{ path: 'roles.genrm.routing.default_model' }],

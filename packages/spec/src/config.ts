@@ -193,6 +193,14 @@ function checkRole(role: Role, spec: ConfigRole, ctx: z.RefinementCtx): void {
       });
     }
     names.add(model.name);
+    if (model.weight_source === 'static' && model.max_staleness !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['roles', role, 'models', i, 'max_staleness'],
+        message:
+          'a static model never changes weight version, so nothing can be stale; remove max_staleness or set weight_source to dcs, disk or tensor',
+      });
+    }
     if (model.weight_source === 'static' && model.register_dcs) {
       ctx.addIssue({
         code: 'custom',

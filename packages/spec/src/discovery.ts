@@ -132,6 +132,9 @@ export const DiscoveryModelSchema = z.object({
   engines: z.array(DiscoveryEngineSchema),
   /** Additive: the model's target weight version; replicas below it are not eligible. */
   weight_version: z.string().nullable().optional(),
+  /** Additive: the model's `max_staleness` (absent: none): a replica more versions than this behind the newest
+   * version among the model's eligible replicas (and the model's own) is not eligible. */
+  max_staleness: z.number().int().nonnegative().optional(),
   /** Additive: the name engines answer to (`model` is rewritten to it). */
   served_model_name: z.string().optional(),
   /** Additive: an operator drained the model; phase changes leave it asleep until an operator activates it. */

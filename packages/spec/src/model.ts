@@ -202,6 +202,11 @@ export const InferenceModelSpecSchema = z
     fault_tolerance_enabled: z.boolean().default(false),
     /** Asks for DCS registration / dynamic weight updates; refused for static models. */
     register_dcs: z.boolean().default(false),
+    /** How many weight versions a replica may be behind the newest one of the model and still take requests (the
+     * bound AReaL calls max_head_offpolicyness): 0 = only replicas on the newest version. Versions that are plain
+     * numbers are counted by their difference, others by the distinct versions between (see versionsBehind in
+     * @uis/routing). Unset: no bound beyond the model's version. Refused for static models. */
+    max_staleness: z.number().int().nonnegative().optional(),
     /** The key this model's engines check (SGLang `--api-key`): launched engines get it, and the gateway and the
      * manager send it as their bearer token. Clients never see it, and their own credentials never reach an
      * engine. */

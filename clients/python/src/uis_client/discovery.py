@@ -39,6 +39,8 @@ class DiscoveryModel(BaseModel):
     router_url: str | None
     engines: list[DiscoveryEngine]
     weight_version: str | None = None
+    # A replica more versions than this behind the newest of the model is not eligible (absent: no bound).
+    max_staleness: int | None = Field(default=None, ge=0)
     served_model_name: str | None = None
     held: bool | None = None
     # Relax's readers: the model takes requests now; how they reach it; where its weights come from.

@@ -56,6 +56,7 @@ export class PublicationProjector {
         router_url: routerUrl,
         engines,
         weight_version: m.target,
+        ...(m.spec.max_staleness !== undefined ? { max_staleness: m.spec.max_staleness } : {}),
         served_model_name: servedModelName(m.spec),
         ...(m.held ? { held: true } : {}),
         admission: state === 'ready' && (routerUrl !== null || engines.some(directTarget)),

@@ -15,7 +15,7 @@ from ..discovery import DiscoveryEngine, DiscoveryModel, ReplicaPolicy
 from ..errors import UisError, UnavailableError
 from .affinity import relax_affinity_pick
 from .resolve import ResolvedModel
-from .weight_version import compare_weight_versions, meets_min_weight_version
+from .weight_version import compare_weight_versions, meets_min_weight_version, versions_behind
 
 Reason = Literal["router", "round_robin", "least_outstanding", "affinity"]
 _RR_WRAP = 0x40000000
@@ -60,12 +60,29 @@ def is_eligible(engine: DiscoveryEngine, model_version: str | None = None) -> bo
     )
 
 
-def _candidates(entry: DiscoveryModel) -> list[Candidate]:
+def _within_staleness(engines: list[DiscoveryEngine], entry: DiscoveryModel, bound: int) -> list[DiscoveryEngine]:
+    """``withinStaleness``: at most ``bound`` versions behind the newest of the engines and the model's own."""
+    known = [e.weight_version for e in engines if e.weight_version is not None]
+    if entry.weight_version is not None:
+        known.append(entry.weight_version)
+    if not known:
+        return []
+    newest = known[0]
+    for v in known[1:]:
+        if compare_weight_versions(v, newest) > 0:
+            newest = v
     return [
-        Candidate(e.engine_id, e.base_url, e.weight_version)
-        for e in entry.engines
-        if is_eligible(e, entry.weight_version) and e.base_url is not None
+        e
+        for e in engines
+        if e.weight_version is not None and versions_behind(e.weight_version, newest, known) <= bound
     ]
+
+
+def _candidates(entry: DiscoveryModel) -> list[Candidate]:
+    eligible = [e for e in entry.engines if is_eligible(e, entry.weight_version) and e.base_url is not None]
+    if entry.max_staleness is not None:
+        eligible = _within_staleness(eligible, entry, entry.max_staleness)
+    return [Candidate(e.engine_id, e.base_url, e.weight_version) for e in eligible if e.base_url is not None]
 
 
 def _no_eligible(name: str, entry: DiscoveryModel) -> UisError:
