@@ -1,8 +1,16 @@
 import { layoutRole } from '@uis/manager/testing';
-import { ManualClock } from '@uis/sglang-engine/testing';
+import { ManualClock, waitFor } from '@uis/sglang-engine/testing';
 import { parseConfig, silentLogger } from '@uis/spec';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type AutoscalePolicy, Autoscaler, decideScale, parseEngineMetrics } from './autoscaler.ts';
+import {
+  type AutoscalePolicy,
+  Autoscaler,
+  autoscalePolicies,
+  decideScale,
+  histogramDelta,
+  histogramQuantile,
+  parseEngineMetrics,
+} from './autoscaler.ts';
 import { createControlPlane } from './create-control-plane.ts';
 import { InProcessSimLauncher } from './launchers/in-process-sim-launcher.ts';
 
@@ -52,6 +60,88 @@ describe('decideScale', () => {
     expect(d.reason.length).toBeGreaterThan(0);
   });
 
+  it('scales out on the P95 queue time when the policy sets a threshold (the slowest engine counts)', () => {
+    const withP95 = { ...policy, queue_time_p95_s: 5 };
+    const slow = { queue: 1, tokenUsage: 0.2, queueTimeP95: 7.5 };
+    expect(decideScale(withP95, 2, [slow, idle], null)).toMatchObject({
+      action: 'scale_out',
+      target: 3,
+      reason: 'queue time P95 7.5 s > 5 s',
+      metrics: { queue_time_p95: 7.5 },
+    });
+    // Past the last finite bucket counts as high, as in Relax.
+    const overflow = { ...slow, queueTimeP95: Number.POSITIVE_INFINITY };
+    expect(decideScale(withP95, 2, [overflow, idle], null).action).toBe('scale_out');
+    // Without the threshold the same readings are within thresholds.
+    expect(decideScale(policy, 2, [slow, idle], null).action).toBe('none');
+  });
+
+  it('takes the P95 of a cumulative histogram by interpolating in its bucket, over the window between readings', () => {
+    const inf = Number.POSITIVE_INFINITY;
+    const h = new Map([
+      [0.5, 50],
+      [1, 90],
+      [5, 100],
+      [inf, 100],
+    ]);
+    // Rank 95 of 100 lies half-way through the (1, 5] bucket.
+    expect(histogramQuantile(h, 0.95)).toBeCloseTo(3, 6);
+    expect(histogramQuantile(new Map([[inf, 0]]), 0.95)).toBeNull();
+    expect(
+      histogramQuantile(
+        new Map([
+          [1, 1],
+          [inf, 10],
+        ]),
+        0.95,
+      ),
+    ).toBe(inf);
+    // Only what was queued since the previous reading; a restarted engine (counts went down) starts over.
+    const later = new Map([
+      [0.5, 50],
+      [1, 90],
+      [5, 100],
+      [inf, 110],
+    ]);
+    expect(histogramQuantile(histogramDelta(later, h), 0.95)).toBe(inf);
+    expect(histogramDelta(new Map([[inf, 3]]), h).get(inf)).toBe(3);
+  });
+
+  it('builds one policy per model with an autoscale block, ticking at the shortest interval', () => {
+    const config = parseConfig({
+      cluster: { nodes: [{ name: 'node-0', gpus: 8 }] },
+      roles: {
+        rollout: layoutRole('decoupled', {
+          name: 'policy',
+          weight_source: 'disk',
+          elastic_enabled: true,
+          autoscale: { min_replicas: 2, max_replicas: 4, interval_s: 2.5, queue_time_p95_s: 5 },
+          engine_groups: [
+            { num_gpus: 2, gpus_per_engine: 1, server_args: { enable_metrics: true } },
+            { worker_type: 'placeholder', num_gpus: 2, gpus_per_engine: 1 },
+          ],
+        }),
+      },
+    });
+    expect(autoscalePolicies(config)).toEqual({
+      intervalMs: 2500,
+      policies: [
+        {
+          role: 'rollout',
+          model: 'policy',
+          min_replicas: 2,
+          max_replicas: 4,
+          queue_per_replica: 10,
+          token_usage_high: 0.85,
+          token_usage_low: 0.3,
+          queue_time_p95_s: 5,
+          cooldown_s: 60,
+        },
+      ],
+    });
+    expect(autoscalePolicies(parseConfig({ cluster: config.cluster, roles: {} }))).toBeNull();
+  });
+
   it("reads SGLang's gauges from an engine's Prometheus text, summing queues over DP ranks", () => {
     const text = [
       '# TYPE sglang:num_queue_reqs gauge',
@@ -61,6 +151,18 @@ describe('decideScale', () => {
       'sglang:token_usage{model_name="p",dp_rank="1"} 0.25',
     ].join('\n');
     expect(parseEngineMetrics(text)).toEqual({ queue: 4, tokenUsage: 0.375 });
+    const withHistogram = [
+      text,
+      'sglang:queue_time_seconds_bucket{model_name="p",le="0.5"} 2.0',
+      'sglang:queue_time_seconds_bucket{model_name="p",le="+Inf"} 3.0',
+      'sglang:queue_time_seconds_count{model_name="p"} 3.0',
+    ].join('\n');
+    expect(parseEngineMetrics(withHistogram)?.queueTime).toEqual(
+      new Map([
+        [0.5, 2],
+        [Number.POSITIVE_INFINITY, 3],
+      ]),
+    );
     expect(parseEngineMetrics('up 1')).toBeNull();
   });
 });
@@ -71,6 +173,44 @@ afterAll(async () => {
 });
 
 describe('Autoscaler on live engines', { timeout: 120_000 }, () => {
+  it("runs from the config's autoscale block (no option needed): its decisions are audit events", async () => {
+    const launcher = new InProcessSimLauncher();
+    launchers.push(launcher);
+    const plane = await createControlPlane({
+      launcher,
+      config: parseConfig({
+        cluster: { nodes: [{ name: 'node-0', gpus: 2 }] },
+        roles: {
+          rollout: layoutRole('decoupled', {
+            name: 'policy',
+            weight_source: 'disk',
+            elastic_enabled: true,
+            autoscale: { min_replicas: 1, max_replicas: 2, interval_s: 0.1 },
+            engine_groups: [
+              { num_gpus: 1, gpus_per_engine: 1, server_args: { enable_metrics: true } },
+              { worker_type: 'placeholder', num_gpus: 1, gpus_per_engine: 1 },
+            ],
+          }),
+        },
+      }),
+    });
+    try {
+      const first = await waitFor(
+        () => plane.events.list({ kind: 'autoscale.decision' })[0],
+        30_000,
+        'an autoscaler decision',
+      );
+      // The engine was launched with --enable-metrics from the config, and the decision read it.
+      expect(first).toMatchObject({
+        subject: 'rollout/policy',
+        actor: 'autoscaler',
+        data: { action: 'none', from: 1, target: 1, reason: 'within thresholds', metrics: { engines: 1 } },
+      });
+    } finally {
+      await plane.stop();
+    }
+  });
+
   it('scales the model out under a burst (engine queues) and back in once idle and the cooldown passed', async () => {
     // One running slot per engine and slow decoding: a burst waits in the engines' queues.
     const launcher = new InProcessSimLauncher({
@@ -130,6 +270,12 @@ describe('Autoscaler on live engines', { timeout: 120_000 }, () => {
       expect(
         decisions.every((e) => typeof (e.data as { metrics: { queue: number } }).metrics.queue === 'number'),
       ).toBe(true);
+      // Quiet ticks after a quiet one are not recorded (the first after an action is).
+      await scaler.tick();
+      const recorded = plane.events.list({ kind: 'autoscale.decision', limit: 1000 }).length;
+      await scaler.tick();
+      await scaler.tick();
+      expect(plane.events.list({ kind: 'autoscale.decision', limit: 1000 })).toHaveLength(recorded);
     } finally {
       scaler.stop();
       await plane.stop();

@@ -39,7 +39,7 @@ import {
   type UisConfig,
   UisError,
 } from '@uis/spec';
-import { type AutoscalePolicy, Autoscaler } from './autoscaler.ts';
+import { type AutoscalePolicy, Autoscaler, autoscalePolicies } from './autoscaler.ts';
 import { BarrierBoard } from './barrier-board.ts';
 import { ControlPlane, type ControlPlaneParts, stopParts } from './control-plane.ts';
 import { type StartedRay, startRay } from './launchers/ray.ts';
@@ -69,7 +69,8 @@ export interface ControlPlaneOptions {
   /** Aborted to cancel the start (SIGTERM while starting): engines still loading stop at once, what started is
    * stopped, and the start rejects with the signal's reason. */
   signal?: AbortSignal;
-  /** The built-in autoscaler (off without it): its policies, ticking every `intervalMs` (default 10 s). */
+  /** The built-in autoscaler's policies, ticking every `intervalMs` (default 10 s). Default: the `autoscale`
+   * blocks of the config's models (off when none has one). */
   autoscale?: { policies: AutoscalePolicy[]; intervalMs?: number };
 }
 
@@ -335,16 +336,10 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
     throw e;
   }
   feedStream(parts, opts.batchProgressMs ?? 1000);
-  if (opts.autoscale && opts.autoscale.policies.length > 0) {
-    const autoscaler = new Autoscaler(
-      opts.autoscale.policies,
-      managers,
-      parts.scale,
-      events,
-      systemClock,
-      logger,
-    );
-    autoscaler.start(opts.autoscale.intervalMs ?? 10_000);
+  const autoscale = opts.autoscale ?? autoscalePolicies(opts.config);
+  if (autoscale && autoscale.policies.length > 0) {
+    const autoscaler = new Autoscaler(autoscale.policies, managers, parts.scale, events, systemClock, logger);
+    autoscaler.start(autoscale.intervalMs ?? 10_000);
     parts.cleanups.push(() => autoscaler.stop());
   }
   const plane = new ControlPlane(parts);

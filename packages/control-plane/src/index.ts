@@ -1,8 +1,10 @@
 export {
   type AutoscalePolicy,
   Autoscaler,
+  autoscalePolicies,
   decideScale,
   type EngineSample,
+  histogramQuantile,
   parseEngineMetrics,
   type ScaleDecision,
 } from './autoscaler.ts';

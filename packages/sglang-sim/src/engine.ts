@@ -5,6 +5,7 @@ import { PROCESS_GPUS, SimMemoryModel } from './gpu-memory.ts';
 import { hashString, mix, prng } from './hash.ts';
 import { initialContext } from './model.ts';
 import type { SimOptions } from './options.ts';
+import type { QueueTimeHistogram } from './queue-time.ts';
 import { type SequenceSpec, SimSequence } from './request.ts';
 import { Scheduler } from './scheduler.ts';
 import { TokenVersions } from './token-versions.ts';
@@ -82,7 +83,10 @@ export class SimEngine {
     this.crashAt = options.simCrashAfter === undefined ? undefined : options.simCrashAfter + 1;
     this.scheduler = new Scheduler(
       {
-        maxRunningRequests: options.simMaxRunningRequests,
+        maxRunningRequests: Math.min(
+          options.simMaxRunningRequests,
+          options.maxRunningRequests ?? Number.POSITIVE_INFINITY,
+        ),
         kvCapacityTokens: options.simKvCapacityTokens,
         prefillUsPerToken: options.simPrefillUsPerToken,
         decodeUsPerToken: options.simDecodeUsPerToken,
@@ -455,6 +459,11 @@ export class SimEngine {
       weightUpdateGroups: [...this.groups],
       connectedNodes: this.connectedNodes,
     };
+  }
+
+  /** `sglang:queue_time_seconds` of this engine's scheduler. */
+  get queueTime(): QueueTimeHistogram {
+    return this.scheduler.queueTime;
   }
 
   /** Per-DP-rank load as /get_load reports it. */

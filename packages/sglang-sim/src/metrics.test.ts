@@ -42,6 +42,44 @@ describe('GET /metrics (--enable-metrics)', () => {
     await busy;
   });
 
+  it("answers SGLang's sglang:queue_time_seconds histogram: each request's wait before its first batch", async () => {
+    // One running slot (SGLang's --max-running-requests), 50 decode steps of 20 ms per request.
+    const s = await start({
+      enableMetrics: true,
+      servedModelName: 'policy',
+      simMaxRunningRequests: 4,
+      maxRunningRequests: 1,
+      simDecodeUsPerToken: 20_000,
+    });
+    const before = await (await fetch(`${s.url}/metrics`)).text();
+    expect(before).toContain('# TYPE sglang:queue_time_seconds histogram');
+    expect(before).toContain('# HELP sglang:queue_time_seconds Histogram of queueing time in seconds.');
+    const lbl = 'model_name="policy",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"';
+    expect(before).toContain(`sglang:queue_time_seconds_bucket{${lbl},le="+Inf"} 0.0`);
+    // SGLang's bounds, in prometheus_client's spelling.
+    const les = [...before.matchAll(/^sglang:queue_time_seconds_bucket\{[^}]*le="([^"]+)"\}/gm)].map(
+      (m) => m[1],
+    );
+    expect(les.slice(0, 6)).toEqual(['0.0', '0.1', '0.2', '0.5', '1.0', '2.0']);
+    expect(les.slice(-3)).toEqual(['2500.0', '3000.0', '+Inf']);
+    const body = { text: 'hello world', sampling_params: { max_new_tokens: 50, ignore_eos: true } };
+    await Promise.all([1, 2, 3].map(() => post(s.url, '/generate', body)));
+    const after = await (await fetch(`${s.url}/metrics`)).text();
+    const bucket = (le: string) =>
+      Number(
+        new RegExp(
+          `^sglang:queue_time_seconds_bucket\\{[^}]*le="${le.replace('+', '\\+')}"\\} (\\S+)$`,
+          'm',
+        ).exec(after)?.[1],
+      );
+    expect(sample(after, 'sglang:queue_time_seconds_count')?.value).toBe(3);
+    expect(bucket('+Inf')).toBe(3);
+    // The second and third waited for one and two whole requests (50 steps of 20 ms each): at least 1 s and 2 s.
+    expect(bucket('0.5')).toBeLessThanOrEqual(1);
+    expect(bucket('1.0')).toBeLessThanOrEqual(2);
+    expect(sample(after, 'sglang:queue_time_seconds_sum')?.value).toBeGreaterThan(2.9);
+  });
+
   it('is not served without --enable-metrics, as SGLang mounts it only then', async () => {
     const s = await start();
     expect((await get(s.url, '/metrics')).status).toBe(404);

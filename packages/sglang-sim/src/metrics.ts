@@ -51,5 +51,14 @@ export function metricsText(
     out.push(`# HELP ${name} ${help}`, `# TYPE ${name} gauge`);
     for (const r of rows) out.push(`${name}{${r.labels}} ${num(r.values[name])}`);
   }
+  // One scheduler serves every DP rank here: its histogram carries the first rank's labels.
+  const labels = rows[0]?.labels;
+  if (labels !== undefined) {
+    const h = engine.queueTime;
+    const name = 'sglang:queue_time_seconds';
+    out.push(`# HELP ${name} Histogram of queueing time in seconds.`, `# TYPE ${name} histogram`);
+    for (const [le, c] of h.buckets()) out.push(`${name}_bucket{${labels},le="${le}"} ${num(c)}`);
+    out.push(`${name}_count{${labels}} ${num(h.count)}`, `${name}_sum{${labels}} ${num(h.sum)}`);
+  }
   return `${out.join('\n')}\n`;
 }

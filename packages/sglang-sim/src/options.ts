@@ -41,6 +41,9 @@ export const SimOptionsSchema = z.object({
   /** Modelled cost of one decode step (one token for every running request, as a GPU batch does). */
   simDecodeUsPerToken: z.coerce.number().nonnegative().default(0),
   simMaxRunningRequests: z.coerce.number().int().positive().default(256),
+  /** SGLang's --max-running-requests: the running batch's cap when lower than the simulator's own; the rest wait
+   * in the queue (`sglang:num_queue_reqs`). */
+  maxRunningRequests: z.coerce.number().int().positive().optional(),
   simKvCapacityTokens: z.coerce.number().int().positive().default(1_000_000),
   simStartupMs: z.coerce.number().nonnegative().default(0),
   simOnloadMs: z.coerce.number().nonnegative().default(0),
@@ -85,6 +88,7 @@ export type SimOptionsInput = z.input<typeof SimOptionsSchema>;
 /** Flags that take no value. */
 const BOOLEAN_FLAGS = new Set([
   'enableMemorySaver',
+  'enableMetrics',
   'enableWeightsCpuBackup',
   'skipServerWarmup',
   'simEarlyRelease',

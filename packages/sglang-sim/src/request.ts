@@ -41,6 +41,8 @@ export class SimSequence {
   reserved = 0;
   /** Prefill is done once; a retracted sequence re-prefills its whole context. */
   prefilled = false;
+  /** When it entered the scheduler's waiting queue first (ms), for its queue time. */
+  queuedAt: number | null = null;
   readonly createdAt: number;
 
   constructor(

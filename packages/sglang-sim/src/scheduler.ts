@@ -1,4 +1,5 @@
 import type { PauseMode } from '@uis/sglang-engine';
+import { QueueTimeHistogram } from './queue-time.ts';
 import type { SimSequence } from './request.ts';
 
 /** How far a busy engine may run ahead to make up for late timers (a long GC pause is not replayed). */
@@ -30,6 +31,8 @@ export class Scheduler {
   readonly waiting: SimSequence[] = [];
   readonly running: SimSequence[] = [];
   readonly counters: SchedulerCounters = { steps: 0, prefillTokens: 0, decodeTokens: 0 };
+  /** `sglang:queue_time_seconds`: each sequence's wait before its first batch. */
+  readonly queueTime = new QueueTimeHistogram();
   private kvUsed = 0;
   private pausedMode: PauseMode | null = null;
   private holding = false;
@@ -72,8 +75,13 @@ export class Scheduler {
       this.held.push(seq);
       return;
     }
-    this.waiting.push(seq);
+    this.enqueue(seq);
     this.kick();
+  }
+
+  private enqueue(seq: SimSequence): void {
+    seq.queuedAt ??= this.config.now();
+    this.waiting.push(seq);
   }
 
   /** A weight update's writer lock: while held, new sequences wait outside the queues (SGLang's tokenizer manager
@@ -81,7 +89,7 @@ export class Scheduler {
   hold(on: boolean): void {
     this.holding = on;
     if (on) return;
-    for (const s of this.held.splice(0)) if (s.state === 'waiting') this.waiting.push(s);
+    for (const s of this.held.splice(0)) if (s.state === 'waiting') this.enqueue(s);
     this.kick();
   }
 
@@ -208,6 +216,8 @@ export class Scheduler {
       s.state = 'running';
       // A retracted sequence lost its KV: it prefills its whole context again.
       prefillTokens += s.prefilled ? s.contextTokens : s.contextTokens - s.cachedTokens;
+      if (!s.prefilled)
+        this.queueTime.observe((this.config.now() - (s.queuedAt ?? this.config.now())) / 1000);
       s.prefilled = true;
       this.running.push(s);
     }

@@ -193,6 +193,7 @@ function checkRole(role: Role, spec: ConfigRole, ctx: z.RefinementCtx): void {
       });
     }
     names.add(model.name);
+    checkAutoscale(model, ['roles', role, 'models', i, 'autoscale'], ctx);
     if (model.weight_source === 'static' && model.max_staleness !== undefined) {
       ctx.addIssue({
         code: 'custom',
@@ -224,6 +225,49 @@ function checkRole(role: Role, spec: ConfigRole, ctx: z.RefinementCtx): void {
   for (const [alias, model] of Object.entries(spec.routing.aliases)) ref(model, ['aliases', alias]);
   // A misspelt model here would silently fall back to the role's policy.
   for (const model of Object.keys(spec.routing.model_policies)) ref(model, ['model_policies', model]);
+}
+
+/** An autoscaled model must be elastic, and its bounds must lie within the replicas its plan can hold: the plan's
+ * own (never scaled in without force) up to those plus the room its placeholder groups reserve. */
+function checkAutoscale(
+  model: ConfigRole['models'][number],
+  path: PropertyKey[],
+  ctx: z.RefinementCtx,
+): void {
+  const a = model.autoscale;
+  if (a === undefined) return;
+  const replicas = (type: 'regular' | 'placeholder') =>
+    model.engine_groups
+      .filter((g) => g.worker_type === type)
+      .reduce((n, g) => n + Math.floor(g.num_gpus / g.gpus_per_engine), 0);
+  const own = replicas('regular');
+  const room = replicas('placeholder');
+  const issue = (key: string, message: string) =>
+    ctx.addIssue({ code: 'custom', path: [...path, key], message });
+  if (!model.elastic_enabled)
+    issue(
+      'min_replicas',
+      'autoscale needs elastic_enabled: true on the model (it scales by scale operations)',
+    );
+  model.engine_groups.forEach((g, gi) => {
+    // The autoscaler reads each engine's /metrics, which SGLang serves only when launched with --enable-metrics.
+    if (g.worker_type === 'regular' && g.server_args.enable_metrics !== true)
+      ctx.addIssue({
+        code: 'custom',
+        path: [...path.slice(0, -1), 'engine_groups', gi, 'server_args', 'enable_metrics'],
+        message: "an autoscaled model reads its engines' /metrics: set server_args.enable_metrics: true",
+      });
+  });
+  if (a.min_replicas < own)
+    issue(
+      'min_replicas',
+      `min_replicas ${a.min_replicas} is below the plan's ${own} replicas, which are never scaled in without force; use ${own} or more`,
+    );
+  if (a.max_replicas > own + room)
+    issue(
+      'max_replicas',
+      `max_replicas ${a.max_replicas} exceeds the ${own} planned replicas plus ${room} reserved by placeholder groups; add a placeholder group or use ${own + room} or fewer`,
+    );
 }
 
 /** The internal-model view of one configured role (what the manager and the gateway consume). */

@@ -1,3 +1,4 @@
+export * from './autoscale.ts';
 export * from './batch-states.ts';
 export * from './clock.ts';
 export * from './config.ts';

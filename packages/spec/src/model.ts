@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AutoscaleSpecSchema } from './autoscale.ts';
 import type { ErrorCode } from './error-codes.ts';
 import { ModelMemorySchema } from './memory.ts';
 
@@ -220,6 +221,8 @@ export const InferenceModelSpecSchema = z
     /** Weight bytes, KV-cache share and CUDA-graph reserve: what the planner needs to release only what must go
      * at a phase switch. Without it the model releases every tag at every switch. */
     memory: ModelMemorySchema.optional(),
+    /** The built-in autoscaler for this model (an `elastic_enabled` one); off without it. */
+    autoscale: AutoscaleSpecSchema.optional(),
   })
   .strict();
 export type InferenceModelSpec = z.infer<typeof InferenceModelSpecSchema>;

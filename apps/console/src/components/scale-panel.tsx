@@ -3,6 +3,7 @@ import type { Role, ScaleOperation } from '@uis/spec';
 import { useState } from 'react';
 import { useTRPCClient } from '../api/trpc.ts';
 import { readOnlyProps, useAdminAction, useReadOnly } from './admin-actions.tsx';
+import { AutoscaleDecisions } from './autoscale-decisions.tsx';
 
 const RUNNING = new Set(['PENDING', 'CREATING', 'CONNECTING', 'HEALTH_CHECKING', 'WEIGHT_SYNCING', 'READY']);
 
@@ -46,7 +47,7 @@ function ScaleOpRow({ op }: { op: ScaleOperation }) {
 /**
  * A model's scale: a target count with Scale out / Scale in (force may take the plan's own replicas), and its
  * latest scale operations with their state as they move (PENDING -> ... -> ACTIVE / COMPLETED, FAILED,
- * CANCELLED); a running scale-out can be cancelled.
+ * CANCELLED); a running scale-out can be cancelled; and the autoscaler's latest decisions for it, if it has one.
  */
 export function ScalePanel({ role, model, replicas }: { role: Role; model: string; replicas: number }) {
   const client = useTRPCClient();
@@ -122,6 +123,7 @@ export function ScalePanel({ role, model, replicas }: { role: Role; model: strin
           <ScaleOpRow key={op.request_id} op={op} />
         ))}
       </ul>
+      <AutoscaleDecisions role={role} model={model} open={open} />
     </details>
   );
 }
