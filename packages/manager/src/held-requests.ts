@@ -1,5 +1,5 @@
 import type { SGLangEngine } from '@uis/sglang-engine';
-import { UisError } from '@uis/spec';
+import { type Clock, systemClock, UisError } from '@uis/spec';
 import { z } from 'zod';
 
 /** Why a request was aborted at its engine: a caller's `abort_request {rid}`, an `abort_request {abort_all}`, or
@@ -56,6 +56,11 @@ export interface AbortTargets {
   models(model?: string): string[];
 }
 
+/** An abort is sent again after this long, then twice as long each time up to RESEND_MAX_MS, while its request
+ * runs: SGLang ignores an abort of a rid it has not registered yet (a request forwarded a moment before). */
+const RESEND_FIRST_MS = 25;
+const RESEND_MAX_MS = 400;
+
 /** Told of every abort: `n` requests of `model` aborted for `reason`. */
 export type AbortListener = (model: string, reason: AbortReason, n: number) => void;
 
@@ -63,10 +68,18 @@ export type AbortListener = (model: string, reason: AbortReason, n: number) => v
  * Which replica holds each request id (rid) the gateway has in flight, so `abort_request {rid}` reaches that
  * replica only; every abort, from any door, is told to the listeners (the gateway's metrics). The gateway holds a
  * rid when it sends the request to a replica (again on a retry) and lets go when the request ends.
+ *
+ * An abort is not lost to the race with the engine's own bookkeeping: SGLang drops an abort of a rid its tokenizer
+ * manager has not registered yet, so once a held request is aborted the abort is sent again (backing off, to the
+ * replica that holds the request then: a retry moves it) until the request ends.
  */
 export class HeldRequests {
   readonly #byRid = new Map<string, HeldRequest>();
   readonly #listeners = new Set<AbortListener>();
+  /** The re-sends of each aborted rid still held, stopped when its request ends. */
+  readonly #resending = new Map<string, { requestId: string; stop: AbortController }>();
+
+  constructor(private readonly clock: Clock = systemClock) {}
 
   hold(rid: string, held: HeldRequest): void {
     this.#byRid.set(rid, held);
@@ -74,7 +87,24 @@ export class HeldRequests {
 
   /** Lets go of `rid` if this request still holds it (a later request may reuse the rid). */
   release(rid: string, requestId: string): void {
-    if (this.#byRid.get(rid)?.requestId === requestId) this.#byRid.delete(rid);
+    if (this.#byRid.get(rid)?.requestId !== requestId) return;
+    this.#byRid.delete(rid);
+    const r = this.#resending.get(rid);
+    if (r?.requestId === requestId) {
+      this.#resending.delete(rid);
+      r.stop.abort();
+    }
+  }
+
+  /** Rids whose abort is being sent again (their requests have not ended yet). */
+  get resending(): number {
+    return this.#resending.size;
+  }
+
+  /** Stops every re-send (the manager shuts down). */
+  close(): void {
+    for (const r of this.#resending.values()) r.stop.abort();
+    this.#resending.clear();
   }
 
   get(rid: string): HeldRequest | undefined {
@@ -111,22 +141,48 @@ export class HeldRequests {
           path: 'rid',
           message: `no request with rid ${JSON.stringify(rid)} is in flight through this gateway (it may have finished already)`,
         });
-      const replicas = targets
-        .running(held.model)
-        .filter((r) => held.engineId === null || r.engineId === held.engineId);
+      const replicas = holders(held, targets);
+      this.keepAborting(rid, held.requestId, targets);
       await Promise.all(replicas.map((r) => r.engine.client.abortRequest(rid)));
       this.counted(held.model, 'abort_request');
       return { aborted: [{ rid, model: held.model, engine_id: held.engineId }], engines: ids(replicas) };
     }
     const models = targets.models(input.model);
-    const aborted = [...this.#byRid]
-      .filter(([, h]) => models.includes(h.model))
-      .map(([rid, h]) => ({ rid, model: h.model, engine_id: h.engineId }));
+    const held = [...this.#byRid].filter(([, h]) => models.includes(h.model));
+    const aborted = held.map(([rid, h]) => ({ rid, model: h.model, engine_id: h.engineId }));
     const replicas = models.flatMap((m) => targets.running(m));
+    // abort_all misses a request the engine has not registered yet, as an abort of its rid does: each held one
+    // gets its abort sent again until it ends.
+    for (const [rid, h] of held) this.keepAborting(rid, h.requestId, targets);
     await Promise.all(replicas.map((r) => r.engine.client.abortAll()));
     for (const m of models) this.counted(m, 'abort_all', aborted.filter((a) => a.model === m).length);
     return { aborted, engines: ids(replicas) };
   }
+
+  /** Sends the abort of `rid` again, backing off, to whichever replica holds it, until request `requestId` ends
+   * (or the manager shuts down). An engine answers an abort of a rid it no longer has with 200 and nothing done. */
+  private keepAborting(rid: string, requestId: string, targets: AbortTargets): void {
+    if (this.#resending.get(rid)?.requestId === requestId) return;
+    this.#resending.get(rid)?.stop.abort();
+    const stop = new AbortController();
+    this.#resending.set(rid, { requestId, stop });
+    void (async () => {
+      for (let wait = RESEND_FIRST_MS; ; wait = Math.min(2 * wait, RESEND_MAX_MS)) {
+        await this.clock.sleep(wait, stop.signal);
+        const held = this.#byRid.get(rid);
+        if (held?.requestId !== requestId) return;
+        // A replica that does not answer now is asked again at the next turn.
+        await Promise.all(
+          holders(held, targets).map((r) => r.engine.client.abortRequest(rid).catch(() => undefined)),
+        );
+      }
+    })().catch(() => undefined);
+  }
 }
+
+/** The replicas that may hold a request: the one it was sent to, or every running one of its model when the
+ * model's SGLang router chose (the rid is unique; the others ignore it). */
+const holders = (held: HeldRequest, targets: AbortTargets) =>
+  targets.running(held.model).filter((r) => held.engineId === null || r.engineId === held.engineId);
 
 const ids = (replicas: Array<{ engineId: string }>) => replicas.map((r) => r.engineId).sort();

@@ -64,7 +64,7 @@ export class InferenceManager implements PhaseParticipant {
   readonly registry: Registry;
   readonly inFlight: InFlightTracker;
   /** Which replica holds each rid the gateway has in flight (abort_request), and the abort counts. */
-  readonly requests = new HeldRequests();
+  readonly requests: HeldRequests;
   /** The role spec this manager serves (models, routing, deployment). */
   readonly spec: InferenceRoleSpec;
   readonly #audit: Audit;
@@ -90,6 +90,7 @@ export class InferenceManager implements PhaseParticipant {
   constructor(init: InferenceManagerInit) {
     this.spec = init.role;
     this.role = init.role.role;
+    this.requests = new HeldRequests(init.clock);
     const events = init.events ?? (init.store ? new EventLog(init.store) : undefined);
     const audit: Audit = (kind, subject, data, durationMs) =>
       events?.append({ kind, subject, actor: this.role, data, duration_ms: durationMs ?? null });
@@ -222,6 +223,7 @@ export class InferenceManager implements PhaseParticipant {
         await closing;
         await stopping;
         await this.#pool.shutdown();
+        this.requests.close();
         this.#audit('op.shutdown', this.role, {});
       })();
     return this.#shutdown;

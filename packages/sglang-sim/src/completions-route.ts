@@ -23,7 +23,7 @@ export interface CompletionsContext {
   interval: number;
   created: () => number;
   /** Admission: false when it already answered (engine not ready, injected fault). */
-  gate: (res: ServerResponse, openai: boolean) => boolean;
+  gate: (res: ServerResponse, openai: boolean) => Promise<boolean>;
   failure: (res: ServerResponse, e: unknown, openai: boolean) => void;
 }
 
@@ -38,7 +38,7 @@ export function completionsHandler(ctx: CompletionsContext) {
     if (typeof r.prompt !== 'string' && typeof r.prompt[0] !== 'number') {
       return sendOpenAIError(res, 400, 'The simulator accepts one prompt (a string or a list of token ids).');
     }
-    if (!ctx.gate(res, true)) return;
+    if (!(await ctx.gate(res, true))) return;
     const ids = typeof r.prompt === 'string' ? encode(r.prompt) : (r.prompt as number[]);
     const echo = r.echo && typeof r.prompt === 'string' ? r.prompt : '';
     const ts = ctx.created();

@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { featuresOf, MEMORY_TAGS, type MemoryTag, type PauseMode } from '@uis/sglang-engine';
+import { Arrivals } from './arrivals.ts';
 import type { EngineStatus, MemoryState, SimState, SimStats } from './engine-types.ts';
 import { PROCESS_GPUS, SimMemoryModel } from './gpu-memory.ts';
 import { hashString, mix, prng } from './hash.ts';
@@ -60,6 +61,8 @@ export class SimEngine {
   failWeightUpdates = 0;
   /** Which weight version produced each output token (see TokenVersions). */
   readonly versions: TokenVersions;
+  /** Fault injection: generation requests held before their rid is registered (see Arrivals). */
+  readonly arrivals = new Arrivals();
   /** Arrival number of the sequence that crashes the engine (fault injection). */
   private readonly crashAt: number | undefined;
   /** Bytes per tag on its GPUs and the times they take to move (null: no model size given, fixed times only). */

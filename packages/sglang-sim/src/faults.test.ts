@@ -7,6 +7,23 @@ const { start, track } = simsPerTest();
 const short = { text: 'hi', sampling_params: { max_new_tokens: 3, ignore_eos: true } };
 
 describe('fault injection', () => {
+  it('held arrivals: an abort before the request’s rid is registered is dropped, as SGLang drops it', async () => {
+    const s = await start({ simDecodeUsPerToken: 1000 });
+    s.arrivals.hold();
+    const answer = post(s.url, '/generate', {
+      text: 'x',
+      rid: 'early',
+      sampling_params: { max_new_tokens: 20, ignore_eos: true },
+    });
+    await waitFor(() => s.arrivals.waiting === 1);
+    expect((await post(s.url, '/abort_request', { rid: 'early' })).status).toBe(200);
+    s.arrivals.release();
+    const out = GenerateResponseSchema.parse((await answer).json);
+    expect(out.meta_info.finish_reason?.type).toBe('length');
+    expect(out.output_ids).toHaveLength(20);
+    expect(s.arrivals.waiting).toBe(0);
+  });
+
   it('--sim-crash-after N serves N requests, then dies in the middle of the next stream', async () => {
     const s = await start({ simCrashAfter: 1, simDecodeUsPerToken: 5000 });
     expect((await post(s.url, '/generate', short)).status).toBe(200);

@@ -26,7 +26,7 @@ export function generateHandler(ctx: RouteContext): Handler {
   const { engine, defaults, interval, body, gate, failure } = ctx;
   const generate: Handler = async (req, res) => {
     const input = await body(req, res, GenerateReqInputSchema);
-    if (!input || !gate(res, false)) return;
+    if (!input || !(await gate(res, false))) return;
     let seqs: SimSequence[];
     let batch: boolean;
     const stream = input.stream === true;
@@ -87,7 +87,7 @@ export function chatHandler(ctx: RouteContext): Handler {
     const r = await readBody(req, res, ChatCompletionRequestSchema, OPENAI_REFUSAL);
     if (r === undefined) return;
     if ((r.n ?? 1) !== 1) return sendOpenAIError(res, 400, 'The simulator supports n = 1 only.');
-    if (!gate(res, true)) return;
+    if (!(await gate(res, true))) return;
     const wantLogprobs = r.logprobs === true;
     const top = r.top_logprobs ?? 0;
     const model = r.model;

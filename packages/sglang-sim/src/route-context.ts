@@ -40,8 +40,10 @@ export function routeContext(engine: SimEngine, options: SimOptions): RouteConte
   const body = <T extends z.ZodType>(req: IncomingMessage, res: ServerResponse, schema: T) =>
     readBody(req, res, schema, FASTAPI_REFUSAL);
 
-  /** The common gate of generation endpoints; returns false when it already answered. */
-  function gate(res: ServerResponse, openai: boolean): boolean {
+  /** The common gate of generation endpoints; returns false when it already answered. A request held by the
+   * arrivals fault waits here, before anything registers its rid. */
+  async function gate(res: ServerResponse, openai: boolean): Promise<boolean> {
+    await engine.arrivals.pass();
     if (engine.status !== 'ready') {
       const msg = `The engine is ${engine.status}.`;
       if (openai) sendOpenAIError(res, 503, msg);

@@ -1,5 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import type { Arrivals } from './arrivals.ts';
 import { SimEngine, type SimState, type SimStats } from './engine.ts';
 import { sendSGLangError } from './http-util.ts';
 import { type SimOptions, type SimOptionsInput, SimOptionsSchema } from './options.ts';
@@ -21,6 +22,9 @@ export interface SimServer {
   state(): SimState;
   /** Fault injection: the next `n` weight updates fail as a failed SGLang load does (400, old weights kept). */
   failWeightUpdates(n: number): void;
+  /** Fault injection: `hold()` makes generation requests that arrive wait before their rid is registered (an
+   * abort of it is dropped, as SGLang drops one that comes too early) until `release()`; `waiting` counts them. */
+  arrivals: Arrivals;
   /** Which weight version produced each output token of a finished request: [first token index, version]. */
   tokenVersions(rid: string): Array<[number, string]> | undefined;
   close(): Promise<void>;
@@ -137,6 +141,7 @@ export async function startSimServer(
     failWeightUpdates: (n) => {
       engine.failWeightUpdates = n;
     },
+    arrivals: engine.arrivals,
     tokenVersions: (rid) => engine.tokenVersions(rid),
     close: async () => {
       if (closed) return;

@@ -193,4 +193,32 @@ describe('abort_request through the gateway', { timeout: 60_000 }, () => {
     expect(line('abort_all')).toMatch(/ 2$/);
     expect(line('abort_request', 'policy-code')).toMatch(/ 1$/);
   });
+
+  it('an abort that reaches the engine before the request is registered there is sent again until it lands', async () => {
+    const servers = manager()
+      .eligibleEngines('policy')
+      .flatMap((e) => gw.launcher.serversOf(e.engineId));
+    for (const s of servers) s.arrivals.hold();
+    try {
+      const caller = post(
+        '/rollout/generate',
+        long({ rid: 'early-1', model: 'policy', sampling_params: { max_new_tokens: 500, ignore_eos: true } }),
+      );
+      // The race: the gateway forwarded the request (it holds the rid) and the engine has it, but has not
+      // registered its rid, so SGLang drops an abort of it.
+      await waitFor(
+        () =>
+          manager().requests.get('early-1') !== undefined && servers.some((s) => s.arrivals.waiting === 1),
+      );
+      expect((await post('/rollout/abort_request', { rid: 'early-1' })).status).toBe(200);
+      for (const s of servers) s.arrivals.release();
+      // Without the re-sends the request would run its 500 tokens and end with finish_reason length.
+      const out = GenerateResponseSchema.parse((await caller).json());
+      expect(out.meta_info.finish_reason?.type).toBe('abort');
+      expect(out.meta_info.completion_tokens).toBeLessThan(500);
+      await waitFor(() => manager().requests.resending === 0);
+    } finally {
+      for (const s of servers) s.arrivals.release();
+    }
+  });
 });
