@@ -321,7 +321,7 @@ export class InferenceGateway {
   }
 
   private keys(body: ParsedBody, req: IncomingMessage): RequestKeys {
-    return requestKeys(body.json, req.headers, this.spec.routing.affinity_header, false);
+    return requestKeys(body.json, req.headers, this.spec.routing.affinity_header, false, true);
   }
 
   private resolveModel(keys: RequestKeys, body: ParsedBody, res: ServerResponse): ResolvedModel | UisError {

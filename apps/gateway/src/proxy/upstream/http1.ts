@@ -18,7 +18,6 @@ export class ProtocolError extends Error {
 /** Largest response head accepted (status line + headers), as node's own default. */
 export const MAX_HEAD_BYTES = 16 * 1024;
 
-const CRLF_CRLF = Buffer.from('\r\n\r\n', 'latin1');
 const UNSAFE_HEADER_TEXT = /[\r\n\0]/;
 
 /**
@@ -63,25 +62,82 @@ export interface ResponseHead {
 }
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const DIGITS = /^\d{1,15}$/;
+const KEEP_ALIVE_TIMEOUT = /(?:^|[\s,])timeout=(\d+)/i;
+const CODE_0 = 0x30;
+const CODE_9 = 0x39;
+const HTTP_1 = 'HTTP/1.';
+
+/** The status line's code, or -1 when the line is not `HTTP/1.x NNN[ reason]` (the reason: no CR or LF). Checked
+ * by character, not by a regular expression: every engine answer has one. */
+function statusOf(text: string, lineEnd: number): number {
+  if (lineEnd < 12 || !text.startsWith(HTTP_1)) return -1;
+  const minor = text.charCodeAt(7);
+  if ((minor !== CODE_0 && minor !== CODE_0 + 1) || text.charCodeAt(8) !== 0x20) return -1;
+  let status = 0;
+  for (let i = 9; i < 12; i++) {
+    const c = text.charCodeAt(i);
+    if (c < CODE_0 || c > CODE_9) return -1;
+    status = status * 10 + c - CODE_0;
+  }
+  if (lineEnd > 12) {
+    if (text.charCodeAt(12) !== 0x20) return -1;
+    for (let i = 13; i < lineEnd; i++) {
+      const c = text.charCodeAt(i);
+      if (c === 0x0a || c === 0x0d) return -1;
+    }
+  }
+  return status;
+}
+
+/** Header names as engines spell them, lower-cased and checked once: a name read from the wire is a new string
+ * each time, and looking it up as an object key would hash and intern it per header (the most of this parser's
+ * time); a Map lookup only hashes. Bounded, so an engine inventing names cannot grow it. */
+const NAMES = new Map<string, string>();
+const MAX_NAMES = 256;
+
+function headerName(raw: string): string {
+  const known = NAMES.get(raw);
+  if (known !== undefined) return known;
+  const name = raw.toLowerCase();
+  if (!TOKEN.test(name)) throw new ProtocolError(`bad header name ${JSON.stringify(name.slice(0, 100))}`);
+  if (NAMES.size < MAX_NAMES) NAMES.set(raw, name);
+  return name;
+}
+
+const CR = 0x0d;
+const LF = 0x0a;
+
+/** Offset of the `\r\n\r\n` ending a head within its first `limit` bytes, or -1. A byte loop: heads are short, and
+ * it spares a call into C++ per answer. */
+function headEnd(buf: Buffer, limit: number): number {
+  const n = Math.min(buf.length, limit);
+  for (let i = 3; i < n; i++) {
+    if (buf[i] !== LF) continue;
+    if (buf[i - 1] === CR && buf[i - 2] === LF && buf[i - 3] === CR) return i - 3;
+  }
+  return -1;
+}
 
 /**
  * Parses a response head from `buf` (the bytes received so far). Returns undefined while the blank line has not
- * arrived; throws ProtocolError on anything that is not an HTTP/1.x response head.
+ * arrived; throws ProtocolError on anything that is not an HTTP/1.x response head. One pass over the head's text,
+ * line by line, with no intermediate arrays (it runs for every engine answer).
  */
 export function parseResponseHead(buf: Buffer, requestMethod = 'POST'): ResponseHead | undefined {
-  const at = buf.indexOf(CRLF_CRLF);
+  const at = headEnd(buf, MAX_HEAD_BYTES + 4);
   if (at === -1) {
     if (buf.length > MAX_HEAD_BYTES) throw new ProtocolError('response head too large');
     return undefined;
   }
   if (at > MAX_HEAD_BYTES) throw new ProtocolError('response head too large');
-  const text = buf.toString('latin1', 0, at);
-  const lines = text.split('\r\n');
-  const statusLine = lines[0]!;
-  const m = /^HTTP\/1\.([01]) (\d{3})(?: .*)?$/.exec(statusLine);
-  if (m === null) throw new ProtocolError(`bad status line ${JSON.stringify(statusLine.slice(0, 100))}`);
-  const http10 = m[1] === '0';
-  const status = Number(m[2]);
+  const text = buf.latin1Slice(0, at);
+  let lineEnd = text.indexOf('\r\n');
+  if (lineEnd === -1) lineEnd = at;
+  const status = statusOf(text, lineEnd);
+  if (status === -1)
+    throw new ProtocolError(`bad status line ${JSON.stringify(text.slice(0, Math.min(lineEnd, 100)))}`);
+  const http10 = text.charCodeAt(7) === CODE_0;
   const headers: IncomingHttpHeaders = {};
   let contentLength: number | undefined;
   let chunked = false;
@@ -89,20 +145,23 @@ export function parseResponseHead(buf: Buffer, requestMethod = 'POST'): Response
   let connectionClose = false;
   let connectionKeepAlive = false;
   let keepAliveHintS: number | undefined;
-  for (let i = 1; i < lines.length; i++) {
-    const line = lines[i]!;
-    const colon = line.indexOf(':');
-    if (colon <= 0) throw new ProtocolError(`bad header line ${JSON.stringify(line.slice(0, 100))}`);
-    const name = line.slice(0, colon).toLowerCase();
-    if (!TOKEN.test(name)) throw new ProtocolError(`bad header name ${JSON.stringify(name.slice(0, 100))}`);
-    const value = line.slice(colon + 1).trim();
+  for (let start = lineEnd + 2; start < at; start = lineEnd + 2) {
+    lineEnd = text.indexOf('\r\n', start);
+    if (lineEnd === -1) lineEnd = at;
+    const colon = text.indexOf(':', start);
+    if (colon <= start || colon >= lineEnd) {
+      const line = text.slice(start, lineEnd);
+      throw new ProtocolError(`bad header line ${JSON.stringify(line.slice(0, 100))}`);
+    }
+    const name = headerName(text.slice(start, colon));
+    const value = text.slice(colon + 1, lineEnd).trim();
     const prior = headers[name];
     if (prior === undefined) headers[name] = name === 'set-cookie' ? [value] : value;
     else if (Array.isArray(prior)) prior.push(value);
     else headers[name] = `${prior}, ${value}`;
     switch (name) {
       case 'content-length': {
-        if (!/^\d{1,15}$/.test(value)) throw new ProtocolError(`bad content-length ${JSON.stringify(value)}`);
+        if (!DIGITS.test(value)) throw new ProtocolError(`bad content-length ${JSON.stringify(value)}`);
         const n = Number(value);
         if (contentLength !== undefined && contentLength !== n)
           throw new ProtocolError('conflicting content-length headers');
@@ -123,7 +182,7 @@ export function parseResponseHead(buf: Buffer, requestMethod = 'POST'): Response
         }
         break;
       case 'keep-alive': {
-        const hint = /(?:^|[\s,])timeout=(\d+)/i.exec(value);
+        const hint = KEEP_ALIVE_TIMEOUT.exec(value);
         if (hint !== null) keepAliveHintS = Number(hint[1]);
         break;
       }
