@@ -24,6 +24,7 @@ export {
 export {
   type HeaderBag,
   promptText,
+  REQUEST_KEY_FIELDS,
   type RequestKeys,
   ROUTE_KEY_HEADER,
   requestKeys,

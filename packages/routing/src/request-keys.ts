@@ -77,6 +77,16 @@ export function promptText(body: Readonly<Record<string, unknown>>): string | un
   return undefined;
 }
 
+/** The body fields `requestKeys` reads (without a prompt): a caller holding a body it has not parsed whole can hand
+ * over just these. */
+export const REQUEST_KEY_FIELDS: readonly string[] = [
+  'model',
+  'route_key',
+  'session_id',
+  'session_params',
+  'rid',
+];
+
 /** Reads the routing inputs of a request: model and route key (body `route_key`, or the `X-Route-Key` header), the
  * affinity key (the affinity header, default `X-SMG-Routing-Key` as SGLang's router), the session key (the body's
  * `session_id`, `session_params.id` or string `rid`), the minimum weight version and the prompt text. Never

@@ -254,7 +254,7 @@ export class InferenceGateway {
     const openai = { ...options, errorBody: openAIErrorBody };
     const generate = createServingHandler(options, (body, req, requestId, res) =>
       // GenRM: a body with `messages` (even null: Relax's 422) is Relax's GenRM call, answered `{"response": ...}`.
-      capabilitiesOf(this.role)?.messageAdapter === 'genrm_messages' && Object.hasOwn(body.json, 'messages')
+      capabilitiesOf(this.role)?.messageAdapter === 'genrm_messages' && body.has('messages')
         ? {
             respond: () =>
               genrmCall(this.genrmHost, body, req, res, requestId).catch((e: unknown) =>
@@ -321,7 +321,7 @@ export class InferenceGateway {
   }
 
   private keys(body: ParsedBody, req: IncomingMessage): RequestKeys {
-    return requestKeys(body.json, req.headers, this.spec.routing.affinity_header, false, true);
+    return requestKeys(body.routingFields(), req.headers, this.spec.routing.affinity_header, false, true);
   }
 
   private resolveModel(keys: RequestKeys, body: ParsedBody, res: ServerResponse): ResolvedModel | UisError {

@@ -70,7 +70,7 @@ export function rootModelList(roles: Iterable<OpenAIRole>) {
 
 /** The role a root request goes to: the one role serving the model name, else 404 (none) or 400 (several). */
 export function roleForModel(roles: Iterable<OpenAIRole>, body: ParsedBody): OpenAIRole | UisError {
-  const model = body.json.model;
+  const model = body.get('model');
   const all = [...roles];
   if (typeof model !== 'string' || model === '') {
     return new UisError({

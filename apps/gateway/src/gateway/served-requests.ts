@@ -93,7 +93,8 @@ export class ServedRequests {
     this.opts.onServed?.(entry);
     if (this.opts.accessLog) logger.info(accessLine(entry, requestId), 'access');
     // Refusals by design (4xx, 503 for a model that is not ready) are the service working: debug, not warn.
-    if (entry.status >= 500 && entry.status !== 503) logger.warn(logFields(entry, requestId), 'request failed');
+    if (entry.status >= 500 && entry.status !== 503)
+      logger.warn(logFields(entry, requestId), 'request failed');
     else if (entry.outcome === 'error' && entry.status < 400)
       logger.warn(logFields(entry, requestId), 'stream broke');
     else if (logger.isLevelEnabled?.('debug') ?? true)

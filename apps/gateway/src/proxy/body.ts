@@ -1,10 +1,12 @@
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
+import { REQUEST_KEY_FIELDS } from '@uis/routing';
 import { UisError, zodError } from '@uis/spec';
 import { z } from 'zod';
 import { type BodyBudget, bodyBudgetSpent } from './body-budget.ts';
 import { ProxyErrorCode } from './errors.ts';
 import { DEFAULT_MAX_JSON_DEPTH, jsonDepthError } from './json-depth.ts';
+import { type ScannedMember, scanObject } from './json-scan.ts';
 
 /** The request fields the gateway reads to route and to abort; everything else passes through untouched. */
 export const ServingFieldsSchema = z.object({
@@ -15,11 +17,59 @@ export const ServingFieldsSchema = z.object({
 });
 export type ServingFields = z.infer<typeof ServingFieldsSchema>;
 
-/** A serving request body parsed once: the raw bytes (forwarded as-is when nothing changes) and the object. */
-export interface ParsedBody {
-  raw: Buffer;
-  json: Record<string, unknown>;
-  fields: ServingFields;
+/**
+ * A serving request body read once: its bytes (forwarded as they are when nothing changes), its routing fields, and
+ * where its top-level members are. The whole object is parsed only when something asks for `json` (the GenRM
+ * adapter, cache-aware routing's prompt): routing reads single members, each parsed from its own bytes.
+ */
+export class ParsedBody {
+  #json: Record<string, unknown> | undefined;
+
+  constructor(
+    readonly raw: Buffer,
+    readonly fields: ServingFields,
+    json: Record<string, unknown> | undefined,
+    /** Top-level members from the scan; undefined when the body was parsed whole instead. */
+    readonly members: readonly ScannedMember[] | undefined,
+  ) {
+    this.#json = json;
+  }
+
+  /** The whole object, parsed on first use (the bytes were checked already). */
+  get json(): Record<string, unknown> {
+    this.#json ??= JSON.parse(this.raw.toString('utf8')) as Record<string, unknown>;
+    return this.#json;
+  }
+
+  /** Whether the object has `key`. */
+  has(key: string): boolean {
+    const members = this.members;
+    return members === undefined ? Object.hasOwn(this.json, key) : lastMember(members, key) !== undefined;
+  }
+
+  /** The value of the top-level `key` (the last one when it repeats, as `JSON.parse` reads it). */
+  get(key: string): unknown {
+    const members = this.members;
+    if (members === undefined) return Object.hasOwn(this.json, key) ? this.json[key] : undefined;
+    const m = lastMember(members, key);
+    return m === undefined ? undefined : JSON.parse(this.raw.toString('utf8', m.valueStart, m.end));
+  }
+
+  /** The members routing reads of a request (`requestKeys`), as an object: only they are decoded, the rest of the
+   * body is forwarded as its bytes. */
+  routingFields(): Record<string, unknown> {
+    const out: Record<string, unknown> = {};
+    for (const key of REQUEST_KEY_FIELDS) {
+      const value = this.get(key);
+      if (value !== undefined) out[key] = value;
+    }
+    return out;
+  }
+}
+
+function lastMember(members: readonly ScannedMember[], key: string): ScannedMember | undefined {
+  for (let i = members.length - 1; i >= 0; i--) if (members[i]!.key === key) return members[i];
+  return undefined;
 }
 
 /** Edits to the forwarded body: keys to set (e.g. `model` -> the engine's served name) and keys to remove. */
@@ -180,21 +230,43 @@ export function parseJsonObject(
   return json as Record<string, unknown>;
 }
 
-/** Parses a serving body: must be a JSON object whose routing fields have the right types (400 otherwise). */
-export function parseServingBody(raw: Buffer, maxDepth?: number): ParsedBody | UisError {
-  const obj = parseJsonObject(raw, maxDepth);
-  if (obj instanceof UisError) return obj;
-  const fields = quickFields(obj);
-  if (fields !== undefined) return { raw, json: obj, fields };
+/** The routing fields' keys. */
+const FIELD_KEYS = ['model', 'route_key', 'stream', 'rid'] as const;
+
+/**
+ * Parses a serving body: must be a JSON object whose routing fields have the right types (400 otherwise). A valid
+ * body is scanned, not parsed: only its routing fields are decoded. Anything the scan does not accept is parsed
+ * whole, which words the error (`invalid_json`, `json_too_deep` at its path, `invalid_body`).
+ */
+export function parseServingBody(
+  raw: Buffer,
+  maxDepth: number = DEFAULT_MAX_JSON_DEPTH,
+): ParsedBody | UisError {
+  const members = isUtf8(raw) ? scanObject(raw, maxDepth) : undefined;
+  let values: Record<string, unknown>;
+  let json: Record<string, unknown> | undefined;
+  if (members !== undefined) {
+    values = {};
+    for (const m of members)
+      if ((FIELD_KEYS as readonly string[]).includes(m.key))
+        values[m.key] = JSON.parse(raw.toString('utf8', m.valueStart, m.end));
+  } else {
+    const obj = parseJsonObject(raw, maxDepth);
+    if (obj instanceof UisError) return obj;
+    json = obj;
+    values = obj;
+  }
+  const fields = quickFields(values);
+  if (fields !== undefined) return new ParsedBody(raw, fields, json, members);
   // Only the routing fields are validated (the engine validates the rest); zod words the error.
   const result = ServingFieldsSchema.safeParse({
-    model: obj.model,
-    route_key: obj.route_key,
-    stream: obj.stream,
-    rid: obj.rid,
+    model: values.model,
+    route_key: values.route_key,
+    stream: values.stream,
+    rid: values.rid,
   });
   if (!result.success) return zodError(result.error, 'body', ProxyErrorCode.invalidBody);
-  return { raw, json: obj, fields: result.data };
+  return new ParsedBody(raw, result.data, json, members);
 }
 
 const isName = (v: unknown) => v === undefined || (typeof v === 'string' && v.length > 0);
@@ -227,27 +299,74 @@ function isJsonSpace(byte: number): boolean {
   return byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09;
 }
 
-/** Inserts `"rid": ...` right after the opening brace of a JSON object we already parsed (so we know `rid` is
- * absent and the text is an object): a byte splice instead of a full re-serialization. */
+/** Inserts `"rid": ...` right after the opening brace of a JSON object we already checked (so we know `rid` is
+ * absent and the text is an object): a byte splice into one new buffer instead of a re-serialization. */
 function spliceRid(raw: Buffer, rid: string): Buffer {
   let open = 0;
   while (open < raw.length && raw[open] !== OPEN_BRACE) open++;
   let next = open + 1;
   while (next < raw.length && isJsonSpace(raw[next]!)) next++;
   const empty = raw[next] === CLOSE_BRACE;
-  const insert = Buffer.from(`{"rid":${JSON.stringify(rid)}${empty ? '' : ','}`);
-  return Buffer.concat([insert, raw.subarray(open + 1)]);
+  const insert = `{"rid":${JSON.stringify(rid)}${empty ? '' : ','}`;
+  const length = Buffer.byteLength(insert);
+  const out = Buffer.allocUnsafe(length + raw.length - open - 1);
+  out.write(insert, 0, length, 'utf8');
+  raw.copy(out, length, open + 1);
+  return out;
 }
 
 /**
- * The bytes to forward: the original bytes when nothing changes; a splice when only a rid is added; otherwise
- * one `JSON.stringify` of the edited object. Mutates `body.json` (the caller owns it).
+ * The bytes to forward: the original bytes when nothing changes; a splice when only a rid is added; otherwise the
+ * object rebuilt from its members' own bytes: removed keys left out, a set key's value replaced where it was (or
+ * added at the end), then the rid (the members nobody edits keep their bytes as the client sent them).
  */
 export function forwardedBody(
   body: ParsedBody,
   edit: BodyEdit | undefined,
   injectRid: string | undefined,
 ): Buffer {
+  const members = body.members;
+  if (members === undefined) return editedWhole(body, edit, injectRid);
+  const dropped: ScannedMember[] = [];
+  if (edit?.remove) for (const m of members) if (edit.remove.includes(m.key)) dropped.push(m);
+  const replaced = new Map<ScannedMember, string>();
+  let added = '';
+  if (edit?.set) {
+    for (const key in edit.set) {
+      const value = edit.set[key];
+      const kept = members.filter((m) => m.key === key && !dropped.includes(m));
+      const last = kept[kept.length - 1];
+      if (last !== undefined && JSON.parse(body.raw.toString('utf8', last.valueStart, last.end)) === value)
+        continue;
+      const text = JSON.stringify(value);
+      // Where JSON.parse + JSON.stringify would put it: in the first one's place, once.
+      if (kept[0] === undefined) added += `,${JSON.stringify(key)}:${text}`;
+      else {
+        replaced.set(kept[0], text);
+        dropped.push(...kept.slice(1));
+      }
+    }
+  }
+  if (dropped.length === 0 && replaced.size === 0 && added === '')
+    return injectRid === undefined ? body.raw : spliceRid(body.raw, injectRid);
+  if (injectRid !== undefined) added += `,"rid":${JSON.stringify(injectRid)}`;
+  const raw = body.raw;
+  const out: Buffer[] = [Buffer.from('{')];
+  let first = true;
+  for (const m of members) {
+    if (dropped.includes(m)) continue;
+    if (!first) out.push(Buffer.from(','));
+    first = false;
+    const value = replaced.get(m);
+    if (value === undefined) out.push(raw.subarray(m.start, m.end));
+    else out.push(raw.subarray(m.start, m.valueStart), Buffer.from(value));
+  }
+  out.push(Buffer.from(first ? added.slice(1) : added), Buffer.from('}'));
+  return Buffer.concat(out);
+}
+
+/** `forwardedBody` of a body parsed whole: one `JSON.stringify` of the edited object (edits its `json`). */
+function editedWhole(body: ParsedBody, edit: BodyEdit | undefined, injectRid: string | undefined): Buffer {
   const json = body.json;
   let changed = false;
   if (edit?.remove) {

@@ -131,7 +131,7 @@ export function parseResponseHead(buf: Buffer, requestMethod = 'POST'): Response
     return undefined;
   }
   if (at > MAX_HEAD_BYTES) throw new ProtocolError('response head too large');
-  const text = buf.latin1Slice(0, at);
+  const text = buf.toString('latin1', 0, at);
   let lineEnd = text.indexOf('\r\n');
   if (lineEnd === -1) lineEnd = at;
   const status = statusOf(text, lineEnd);
