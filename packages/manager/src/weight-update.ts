@@ -1,5 +1,15 @@
 import type { WeightUpdate } from '@uis/sglang-engine';
+import { UisError } from '@uis/spec';
 import { z } from 'zod';
+
+/** A string as SGLang's base64 decoding with validate=True takes it (standard alphabet, padded); anything else
+ * raises in its scheduler before 0.5.15, which takes the engine down. */
+const Base64Schema = z
+  .string()
+  .min(4)
+  .regex(/^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$/, {
+    message: 'not base64 (standard alphabet, padded)',
+  });
 
 const DiskUpdateSchema = z.strictObject({
   source: z.literal('disk'),
@@ -52,12 +62,33 @@ export const WeightUpdateRequestSchema = z.discriminatedUnion('source', [
     }),
   ]),
 ]);
+/** SGLang's update_weights_from_tensor for every replica of a switch: per TP rank one payload, base64 of what
+ * SGLang's MultiprocessingSerializer made of the rank's named tensors (their bytes, or CUDA IPC handles of tensors
+ * a co-located trainer holds: then each replica needs its own). Either one list for every replica or one per
+ * replica (`per_engine`, by engine id, naming each replica of the switch). */
+const TensorUpdateSchema = z
+  .strictObject({
+    source: z.literal('tensor'),
+    weight_version: z.string().min(1),
+    serialized_named_tensors: z.array(Base64Schema).min(1).optional(),
+    per_engine: z.record(z.string().min(1), z.array(Base64Schema).min(1)).optional(),
+    load_format: z.string().min(1).optional(),
+    flush_cache: z.boolean().default(true),
+  })
+  .refine((r) => (r.serialized_named_tensors === undefined) !== (r.per_engine === undefined), {
+    path: ['serialized_named_tensors'],
+    message:
+      'give serialized_named_tensors (the same for every replica) or per_engine (one list per replica)',
+  });
+export type TensorWeightUpdate = z.infer<typeof TensorUpdateSchema>;
+
 /** An update that sets a version on every replica: what a weight switch loads (disk, a relabel after tensors the
- * trainer pushed, or NCCL over a group already initialised). */
+ * trainer pushed, NCCL over a group already initialised, or serialized tensors). */
 export const VersionedWeightUpdateSchema = z.discriminatedUnion('source', [
   DiskUpdateSchema,
   VersionUpdateSchema,
   DistributedUpdateSchema,
+  TensorUpdateSchema,
 ]);
 export type WeightUpdateRequest = z.input<typeof WeightUpdateRequestSchema>;
 export type ParsedWeightUpdate = z.infer<typeof WeightUpdateRequestSchema>;
@@ -66,9 +97,24 @@ export type VersionedWeightUpdate = Extract<ParsedWeightUpdate, { weight_version
 /** The updates a replica that comes back can replay by itself (a distributed one needs the trainer). */
 export type ReplayableWeightUpdate = Extract<ParsedWeightUpdate, { source: 'disk' | 'version' }>;
 
-/** The engine call of a versioned update, for a live update and for a replay alike. */
-export function engineWeightUpdate(req: VersionedWeightUpdate): WeightUpdate {
+/** The engine call of a versioned update, for a live update and for a replay alike; a tensor update's payload is
+ * the replica's own under `per_engine` (checked present before the switch touches any replica). */
+export function engineWeightUpdate(
+  req: VersionedWeightUpdate | TensorWeightUpdate,
+  engineId?: string,
+): WeightUpdate {
   switch (req.source) {
+    case 'tensor':
+      return {
+        source: 'tensor',
+        weightVersion: req.weight_version,
+        serializedNamedTensors:
+          req.serialized_named_tensors ??
+          (engineId === undefined ? undefined : req.per_engine?.[engineId]) ??
+          [],
+        flushCache: req.flush_cache,
+        ...(req.load_format ? { loadFormat: req.load_format } : {}),
+      };
     case 'disk':
       return {
         source: 'disk',
@@ -96,4 +142,31 @@ export interface WeightUpdateResult {
   /** The model's target version after the call (unchanged by init/destroy). */
   weight_version: string | null;
   engines: Array<{ engine_id: string; ok: boolean; weight_version: string | null; error?: string }>;
+}
+
+/** Refuses a tensor update some replica of the switch cannot take, before any replica is touched: `per_engine`
+ * naming another engine or missing one, a replica with data parallelism (SGLang asserts dp_size 1), or a payload
+ * list that is not one entry per TP rank (SGLang's rank r reads entry r: too few raises in its scheduler, which
+ * takes the engine down). Paths are the body's (`update.…`). */
+export function checkTensorUpdate(
+  req: TensorWeightUpdate,
+  replicas: Array<{ engineId: string; tp: number; dp: number }>,
+): void {
+  const bad = (path: string, message: string) =>
+    new UisError({ code: 'invalid_weight_update', path: `update.${path}`, message });
+  const ids = new Set(replicas.map((r) => r.engineId));
+  for (const id of Object.keys(req.per_engine ?? {}))
+    if (!ids.has(id)) throw bad(`per_engine.${id}`, `${id} is not a replica this switch updates`);
+  for (const r of replicas) {
+    if (r.dp > 1)
+      throw bad('source', `${r.engineId} runs dp ${r.dp}: SGLang updates weights from tensors only at dp 1`);
+    const list = req.serialized_named_tensors ?? req.per_engine?.[r.engineId];
+    const path = req.serialized_named_tensors ? 'serialized_named_tensors' : `per_engine.${r.engineId}`;
+    if (list === undefined) throw bad(path, `no payload for ${r.engineId}`);
+    if (list.length !== r.tp)
+      throw bad(
+        path,
+        `${r.engineId} has tp ${r.tp}: give one payload per TP rank (${r.tp}), not ${list.length}`,
+      );
+  }
 }

@@ -38,6 +38,7 @@ import {
   type UpdateWeightsFromDiskResponse,
   UpdateWeightsFromDiskResponseSchema,
   type UpdateWeightsFromDistributedRequest,
+  type UpdateWeightsFromTensorRequest,
   type UpdateWeightVersionRequest,
   type UpdateWeightVersionResponse,
   UpdateWeightVersionResponseSchema,
@@ -301,6 +302,11 @@ export class SGLangClient {
     opts?: CallOptions,
   ): Promise<SuccessMessage> {
     return this.http.json('POST', '/update_weights_from_distributed', SuccessMessageSchema, req, opts, [400]);
+  }
+
+  /** POST /update_weights_from_tensor; a failed load answers 400 `{success: false}`, returned, not thrown. */
+  updateWeightsFromTensor(req: UpdateWeightsFromTensorRequest, opts?: CallOptions): Promise<SuccessMessage> {
+    return this.http.json('POST', '/update_weights_from_tensor', SuccessMessageSchema, req, opts, [400]);
   }
 
   updateWeightVersion(

@@ -11,6 +11,7 @@ import {
   type PauseMode,
   type SuccessMessage,
 } from './protocol.ts';
+import { type WeightUpdate, weightCall } from './weight-calls.ts';
 
 const groupName = (req: { group_name?: string | undefined }) => req.group_name ?? DEFAULT_WEIGHT_UPDATE_GROUP;
 
@@ -64,26 +65,6 @@ export interface DrainReport {
   /** The KV cache was flushed (not for `in_place`, whose paused requests keep their cache). */
   flushed: boolean;
 }
-
-export type WeightUpdate =
-  | {
-      source: 'disk';
-      modelPath: string;
-      weightVersion: string;
-      loadFormat?: string;
-      abortAllRequests?: boolean;
-    }
-  | {
-      source: 'distributed';
-      weightVersion: string;
-      names: string[];
-      dtypes: string[];
-      shapes: number[][];
-      groupName?: string;
-      flushCache?: boolean;
-      abortAllRequests?: boolean;
-    }
-  | { source: 'version'; weightVersion: string; abortAllRequests?: boolean };
 
 /** One SGLang replica of any role (rollout, GenRM, teacher): its head URL and, when it was launched here, its
  * node processes. Every operation goes through the engine's HTTP API. */
@@ -164,8 +145,12 @@ export class SGLangEngine {
       const what = action === 'init' ? 'join a weight update group' : 'update weights from distributed';
       this.release.require((f) => f.updateFromDistributed, what);
     } else {
-      const can = source === 'disk' ? 'updateFromDisk' : 'updateWeightVersion';
-      this.release.require((f) => f[can], `update weights from ${source}`);
+      const can = {
+        disk: 'updateFromDisk',
+        tensor: 'updateFromTensor',
+        version: 'updateWeightVersion',
+      } as const;
+      this.release.require((f) => f[can[source]], `update weights from ${source}`);
     }
   }
 
@@ -336,46 +321,11 @@ export class SGLangEngine {
     return { weightVersion: await this.readBackVersion(req.weightVersion) };
   }
 
-  /** The update call alone. `disk`: update_weights_from_disk; `distributed`: update_weights_from_distributed over
-   * an initialised NCCL group (weights already broadcast by the trainer); `version`: only relabels (weights pushed
-   * by another path). A `{success: false}` answer throws `weight_update_failed`. */
+  /** The update call alone (see weightCall); a `{success: false}` answer throws `weight_update_failed`. */
   async loadWeights(req: WeightUpdate): Promise<void> {
     this.checkWeightUpdate(req.source);
-    let result: SuccessMessage;
-    let path: string;
-    if (req.source === 'disk') {
-      path = '/update_weights_from_disk';
-      result = await this.client.updateWeightsFromDisk(
-        {
-          model_path: req.modelPath,
-          weight_version: req.weightVersion,
-          ...(req.loadFormat === undefined ? {} : { load_format: req.loadFormat }),
-          ...(req.abortAllRequests === undefined ? {} : { abort_all_requests: req.abortAllRequests }),
-        },
-        this.weightLoad,
-      );
-    } else if (req.source === 'distributed') {
-      path = '/update_weights_from_distributed';
-      result = await this.client.updateWeightsFromDistributed(
-        {
-          names: req.names,
-          dtypes: req.dtypes,
-          shapes: req.shapes,
-          weight_version: req.weightVersion,
-          flush_cache: req.flushCache ?? true,
-          abort_all_requests: req.abortAllRequests ?? false,
-          ...(req.groupName === undefined ? {} : { group_name: req.groupName }),
-        },
-        this.weightLoad,
-      );
-    } else {
-      path = '/update_weight_version';
-      result = await this.client.updateWeightVersion(
-        { new_version: req.weightVersion, abort_all_requests: req.abortAllRequests ?? false },
-        this.control,
-      );
-    }
-    this.requireSuccess(path, result, `${req.source} weight update to ${req.weightVersion}`);
+    const call = weightCall(this.client, req, { load: this.weightLoad, control: this.control });
+    this.requireSuccess(call.path, await call.result, `${req.source} weight update to ${req.weightVersion}`);
   }
 
   /** Reads the engine's version after an update to `expected`: another version throws

@@ -16,3 +16,4 @@ export * from './sglang-flags.ts';
 export * from './sglang-plan.ts';
 export * from './sglang-surface.ts';
 export * from './watchdog.ts';
+export type { WeightUpdate } from './weight-calls.ts';

@@ -228,7 +228,7 @@ const TABLE: Row[] = [
   {
     method: 'POST',
     path: '/update_weights_from_tensor',
-    body: { serialized_named_tensors: [] },
+    body: { serialized_named_tensors: ['AAAA'] },
     status: 200,
     answer: { json: SuccessMessageSchema },
   },

@@ -7,12 +7,17 @@ import {
   InitWeightsUpdateGroupRequestSchema,
   MemoryOccupationRequestSchema,
   PauseGenerationRequestSchema,
+  surfaceOf,
   UpdateWeightsFromDiskRequestSchema,
   UpdateWeightsFromDistributedRequestSchema,
   UpdateWeightsFromTensorRequestSchema,
   UpdateWeightVersionRequestSchema,
 } from '@uis/sglang-engine';
 import type { z } from 'zod';
+
+/** What SGLang's pybase64.b64decode(validate=True) takes. */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
 import { SimFailure } from './engine.ts';
 import { sendEmpty, sendJson, sendText } from './http-util.ts';
 import type { Handler, RouteContext } from './route-context.ts';
@@ -72,6 +77,20 @@ function weightHandlers(ctx: RouteContext) {
 
   /** A weights endpoint: parse the body, make the change, answer `{success: true, message}`; a change the engine
    * refuses is a 400 `{success: false, message}` with the reason, as SGLang answers it. */
+  const apply = async <B>(
+    res: ServerResponse,
+    b: B,
+    change: (b: B) => unknown,
+    message: (b: B) => string,
+    extra: Record<string, unknown> = {},
+  ) => {
+    try {
+      await change(b);
+      ok(res, message(b), extra);
+    } catch (e) {
+      notOk(res, e, extra);
+    }
+  };
   const weightCall =
     <T extends z.ZodType>(
       schema: T,
@@ -81,13 +100,7 @@ function weightHandlers(ctx: RouteContext) {
     ): Handler =>
     async (req, res) => {
       const b = await body(req, res, schema);
-      if (!b) return;
-      try {
-        await change(b);
-        ok(res, message(b), extra);
-      } catch (e) {
-        notOk(res, e, extra);
-      }
+      if (b) await apply(res, b, change, message, extra);
     };
 
   const fromDisk = weightCall(
@@ -117,17 +130,42 @@ function weightHandlers(ctx: RouteContext) {
       ),
     (b) => `Succeeded to update parameter online.${versionNote(b.weight_version)}`,
   );
-  const fromTensor = weightCall(
-    UpdateWeightsFromTensorRequestSchema,
-    (b) =>
-      engine.updateWeightsFromTensor(
-        b.serialized_named_tensors.length,
-        b.weight_version,
-        b.abort_all_requests,
-        b.flush_cache ?? true,
-      ),
-    (b) => `Succeeded to update model weights.${versionNote(b.weight_version)}`,
-  );
+  // From 0.5.15 the HTTP layer decodes the payloads (Base64Bytes); before, each TP rank's scheduler does.
+  const edgeDecodes =
+    surfaceOf(
+      ctx.options.simSglangVersion,
+    )?.classes.UpdateWeightsFromTensorReqInput?.fields.serialized_named_tensors?.type.includes(
+      'Base64Bytes',
+    ) ?? false;
+  /** update_weights_from_tensor as SGLang takes it: one payload per TP rank, rank r deserializing entry r. */
+  const fromTensor: Handler = async (req, res) => {
+    const b = await body(req, res, UpdateWeightsFromTensorRequestSchema);
+    if (!b) return;
+    const payloads = b.serialized_named_tensors;
+    const bad = payloads.findIndex((p) => typeof p !== 'string' || !BASE64.test(p));
+    if (bad !== -1 && edgeDecodes)
+      return sendJson(res, 422, {
+        detail: [
+          { type: 'value_error', loc: ['body', 'serialized_named_tensors', bad], msg: 'Invalid base64' },
+        ],
+      });
+    // The tokenizer manager asserts a single data-parallel rank; FastAPI answers the AssertionError with a 500.
+    if (ctx.options.dpSize > 1) return sendText(res, 500, 'Internal Server Error');
+    // A rank whose entry is missing or not base64 raises in the scheduler, which takes the server down.
+    const fault =
+      payloads.length < ctx.options.tpSize
+        ? `IndexError: list index out of range (serialized_named_tensors[${payloads.length}])`
+        : bad !== -1
+          ? `binascii.Error: serialized_named_tensors[${bad}] is not base64`
+          : null;
+    if (fault !== null) return engine.crash(`update_weights_from_tensor: ${fault}`);
+    await apply(
+      res,
+      b,
+      (x) => engine.updateWeightsFromTensor(payloads.length, x.weight_version, x.abort_all_requests),
+      (x) => `Succeeded to update model weights.${versionNote(x.weight_version)}`,
+    );
+  };
 
   const weightVersion: Handler = async (req, res) => {
     const b = await body(req, res, UpdateWeightVersionRequestSchema);

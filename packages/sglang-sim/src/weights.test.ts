@@ -85,10 +85,43 @@ describe('weight updates', () => {
     expect((await post(s.url, '/update_weights_from_distributed', { ...upd, dtypes: [] })).status).toBe(422);
   });
 
+  it('update_weights_from_tensor as SGLang takes it: one base64 payload per TP rank, dp 1', async () => {
+    const tp2 = await start({ tpSize: 2 });
+    const ok = await post(tp2.url, '/update_weights_from_tensor', {
+      serialized_named_tensors: ['cmFuazA=', 'cmFuazE='],
+      weight_version: 't1',
+    });
+    expect(ok.status).toBe(200);
+    expect(SuccessMessageSchema.parse(ok.json)).toMatchObject({ success: true });
+    expect((await version(tp2)).weight_version).toBe('t1');
+    // Rank 1 has no entry: it raises in the scheduler, which takes the server down.
+    await post(tp2.url, '/update_weights_from_tensor', { serialized_named_tensors: ['cmFuazA='] }).catch(
+      () => undefined,
+    );
+    expect(tp2.state().status).toBe('crashed');
+    // Not base64: before 0.5.15 the scheduler's decode raises (the server dies); from 0.5.15 the HTTP layer
+    // answers 422.
+    const old = await start({ simSglangVersion: '0.5.10.post1' });
+    await post(old.url, '/update_weights_from_tensor', { serialized_named_tensors: ['not base64!'] }).catch(
+      () => undefined,
+    );
+    expect(old.state().status).toBe('crashed');
+    const edge = await start({ simSglangVersion: '0.5.17' });
+    const refused = await post(edge.url, '/update_weights_from_tensor', { serialized_named_tensors: ['x'] });
+    expect(refused.status).toBe(422);
+    expect(edge.state().status).toBe('ready');
+    // The tokenizer manager asserts a single data-parallel rank: FastAPI's 500, the server lives on.
+    const dp2 = await start({ dpSize: 2, simSglangVersion: '0.5.17' });
+    expect(
+      (await post(dp2.url, '/update_weights_from_tensor', { serialized_named_tensors: ['AAAA'] })).status,
+    ).toBe(500);
+    expect(dp2.state().status).toBe('ready');
+  });
+
   it('an unversioned update still changes outputs; update_weight_version only relabels', async () => {
     const s = await start();
     const first = await answer(s);
-    await post(s.url, '/update_weights_from_tensor', { serialized_named_tensors: ['x'] });
+    await post(s.url, '/update_weights_from_tensor', { serialized_named_tensors: ['eA=='] });
     const second = await answer(s);
     expect(second.text).not.toBe(first.text);
     const r = await post(s.url, '/update_weight_version', { new_version: 'v9' });

@@ -228,4 +228,70 @@ describe('weight switch', { timeout: 120_000 }, () => {
     expect(noVersion.status).toBe(400);
     expect(noVersion.json.error.path).toMatch(/update\.weight_version/);
   });
+
+  it('switches from serialized tensors (update_weights_from_tensor), one payload list per replica, or refuses first', async () => {
+    const snap = await discovery();
+    const from = snap.models.policy?.weight_version;
+    const ids = (snap.models.policy?.engines ?? []).map((e) => e.engine_id);
+    expect(ids).toHaveLength(4);
+    // One payload per TP rank (tp 1 here), base64 as SGLang's MultiprocessingSerializer gives it over HTTP.
+    const payload = (id: string) => [Buffer.from(`tensors of ${id}`).toString('base64')];
+    const perEngine = Object.fromEntries(ids.map((id) => [id, payload(id)]));
+    const tensor = (extra: Record<string, unknown>) => ({
+      mode: 'pause_in_place',
+      update: { source: 'tensor', weight_version: 'v-tensor', ...extra },
+    });
+    // Refused before any replica is touched: each with the path of what is wrong.
+    // Refused before any replica is touched: a body the schema refuses (invalid_input), or one some replica
+    // cannot take (invalid_weight_update), each with the path of what is wrong.
+    for (const [body, code, path] of [
+      [
+        tensor({ per_engine: { ...perEngine, [ids[0] as string]: undefined } }),
+        'invalid_weight_update',
+        `update.per_engine.${ids[0]}`,
+      ],
+      [
+        tensor({ per_engine: { ...perEngine, 'rollout/nope': payload('x') } }),
+        'invalid_weight_update',
+        'update.per_engine.rollout/nope',
+      ],
+      [
+        tensor({ serialized_named_tensors: [...payload('a'), ...payload('b')] }),
+        'invalid_weight_update',
+        'update.serialized_named_tensors',
+      ],
+      [
+        tensor({ serialized_named_tensors: ['not base64!'] }),
+        'invalid_input',
+        'update.serialized_named_tensors[0]',
+      ],
+      [
+        tensor({ per_engine: perEngine, serialized_named_tensors: payload('a') }),
+        'invalid_input',
+        'update.serialized_named_tensors',
+      ],
+    ] as const) {
+      const r = await post(SWITCH, JSON.parse(JSON.stringify(body)));
+      expect([r.status, r.json.error.code, r.json.error.path]).toEqual([
+        400,
+        code,
+        expect.stringContaining(path),
+      ]);
+    }
+    expect((await discovery()).models.policy?.weight_version).toBe(from);
+    const res = await post(SWITCH, tensor({ per_engine: perEngine }));
+    expect(res.status).toBe(200);
+    expect(res.json.result).toMatchObject({
+      outcome: 'switched',
+      from_version: from,
+      weight_version: 'v-tensor',
+    });
+    for (const e of res.json.result.engines)
+      expect(e).toMatchObject({ ok: true, weight_version: 'v-tensor' });
+    const after = await discovery();
+    expect(after.models.policy?.weight_version).toBe('v-tensor');
+    expect(
+      after.models.policy?.engines.every((e) => e.weight_version === 'v-tensor' && e.direct_eligible),
+    ).toBe(true);
+  });
 });

@@ -5,7 +5,7 @@ Generated from the command table (packages/control-plane/src/commands) through i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal, TypeAlias, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -55,6 +55,7 @@ __all__ = [
     "ScaleOutResultFailedEnginesItem",
     "SwitchWeightsUpdateDisk",
     "SwitchWeightsUpdateDistributedUpdate",
+    "SwitchWeightsUpdateTensor",
     "SwitchWeightsUpdateVersion",
     "TeacherLogprobs",
     "Transition",
@@ -248,6 +249,18 @@ class _SwitchWeightsUpdateDistributedUpdateRequired(TypedDict):
 
 class SwitchWeightsUpdateDistributedUpdate(_SwitchWeightsUpdateDistributedUpdateRequired, total=False):
     group_name: str
+    flush_cache: bool
+
+
+class _SwitchWeightsUpdateTensorRequired(TypedDict):
+    source: Literal["tensor"]
+    weight_version: str
+
+
+class SwitchWeightsUpdateTensor(_SwitchWeightsUpdateTensorRequired, total=False):
+    serialized_named_tensors: Sequence[str]
+    per_engine: Mapping[str, Sequence[str]]
+    load_format: str
     flush_cache: bool
 
 

@@ -1,10 +1,10 @@
 import type { SGLangEngine, WeightUpdate } from '@uis/sglang-engine';
-import { type Clock, UisError } from '@uis/spec';
+import { type Clock, groupTp, UisError } from '@uis/spec';
 import type { InFlightTracker } from '../in-flight.ts';
 import type { Registry } from '../registry.ts';
 import { errorMessage } from '../runtime.ts';
 import type { ParsedWeightSwitch, WeightSwitchOutcome, WeightSwitchRecord } from '../weight-switch.ts';
-import { engineWeightUpdate, type ReplayableWeightUpdate } from '../weight-update.ts';
+import { checkTensorUpdate, engineWeightUpdate, type ReplayableWeightUpdate } from '../weight-update.ts';
 import type { EngineRecords } from './engine-records.ts';
 import type { PublicationProjector } from './publication.ts';
 import type { ReplicaTable } from './replica-table.ts';
@@ -139,6 +139,11 @@ export class WeightSwitch {
         paused: false,
         at: {},
       }));
+    if (req.update.source === 'tensor')
+      checkTensorUpdate(
+        req.update,
+        members.map((x) => ({ engineId: x.s.engineId, tp: groupTp(x.s.group), dp: x.s.group.dp })),
+      );
     if (members.length === 0)
       throw new UisError({
         code: 'no_resident_replica',
@@ -170,11 +175,10 @@ export class WeightSwitch {
         x.at.stopped = at();
       });
       void Promise.all(paused).then(() => this.#closed.delete(name));
-      const update = engineWeightUpdate(req.update);
       await Promise.all(
         order.map(async (x, i) => {
           await paused[i];
-          await this.update(x, update, at);
+          await this.update(x, engineWeightUpdate(req.update, x.s.engineId), at);
           if (!forbid) await this.resume(x, at);
         }),
       );
@@ -202,7 +206,8 @@ export class WeightSwitch {
       this.commit(members, outcome, version);
       if (outcome !== 'failed' && outcome !== 'rolled_back') {
         m.target = to;
-        m.replay = req.update.source === 'distributed' ? null : req.update;
+        // An update the trainer sends (NCCL, tensors) cannot be replayed by a replica that comes back alone.
+        m.replay = req.update.source === 'disk' || req.update.source === 'version' ? req.update : null;
       }
       phases.committed = at();
       // Continuing and publishing need nothing of each other: a request routed to a member by the new topology
