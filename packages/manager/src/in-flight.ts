@@ -34,6 +34,30 @@ export class InFlightTracker {
     if (this.waiters.size > 0) for (const w of [...this.waiters]) w();
   }
 
+  /** Resolves once `engineId` has no request in flight (at once when it has none), or rejects when `signal`
+   * aborts. Woken by each release, no polling. */
+  idle(engineId: string, signal?: AbortSignal): Promise<void> {
+    if (this.count(engineId) === 0) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const done = () => {
+        this.waiters.delete(check);
+        signal?.removeEventListener('abort', cancel);
+      };
+      const check = () => {
+        if (this.count(engineId) > 0) return;
+        done();
+        resolve();
+      };
+      const cancel = () => {
+        done();
+        reject(signal?.reason ?? new Error('aborted'));
+      };
+      if (signal?.aborted) return cancel();
+      this.waiters.add(check);
+      signal?.addEventListener('abort', cancel, { once: true });
+    });
+  }
+
   count(engineId: string): number {
     return this.counts.get(engineId) ?? 0;
   }

@@ -262,9 +262,16 @@ export class WeightSwitch {
   /** Drain mode: a member's requests in flight through the gateway finish (up to the deadline); requests of direct
    * clients, which the gateway cannot see end, are then paused in place with whatever is left. */
   private async waitIdle(x: Member, deadlineMs: number): Promise<void> {
-    const started = this.clock.now();
-    while (this.inFlight.count(x.s.engineId) > 0 && this.clock.now() - started < deadlineMs)
-      await this.clock.sleep(Math.min(5, Math.max(1, deadlineMs - (this.clock.now() - started))));
+    // Woken by the member's last release (no polling interval in the critical path), or by the deadline.
+    const stop = new AbortController();
+    try {
+      await Promise.race([
+        this.inFlight.idle(x.s.engineId, stop.signal),
+        this.clock.sleep(deadlineMs, stop.signal),
+      ]);
+    } finally {
+      stop.abort();
+    }
   }
 
   /** pause_generation by the switch's mode. SGLang's abort mode aborts every request in flight (their callers get
