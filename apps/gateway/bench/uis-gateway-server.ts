@@ -66,7 +66,7 @@ const uis = new UisServer({
   ...(values.unprotected
     ? { breaker: { enabled: false } }
     : { admission: { limit: 100_000, queue: 1_000, queueTimeoutMs: 30_000 } }),
-  tracing: createTracing(
+  tracing: await createTracing(
     values.otlp === undefined
       ? undefined
       : { otlp_endpoint: values.otlp, service_name: 'uis-bench', sample_ratio: 1 },

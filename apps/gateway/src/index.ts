@@ -15,5 +15,6 @@ export { type LegacyEngines, legacyEngines } from './gateway/legacy-engines.ts';
 export { dashboardQueries, missingMetrics } from './metrics/dashboard-check.ts';
 export { GatewayMetrics, type MetricsSources } from './metrics/gateway-metrics.ts';
 export { createLogger, UisServer, type UisServerOptions } from './server/uis-server.ts';
-export { createTracing, UisTracing } from './tracing/tracing.ts';
+export { createTracing } from './tracing/create-tracing.ts';
+export type { UisTracing } from './tracing/tracing.ts';
 export { consoleState } from './trpc/console-state.ts';

@@ -6,7 +6,7 @@ import { forceStopEngines } from '@uis/sglang-engine';
 import { configuredRoles, type ErrorCode, type LauncherKind, type UisConfig, UisError } from '@uis/spec';
 import type pino from 'pino';
 import { createLogger, UisServer } from '../server/uis-server.ts';
-import { createTracing } from '../tracing/tracing.ts';
+import { createTracing } from '../tracing/create-tracing.ts';
 
 export interface RunServerOptions {
   config: UisConfig;
@@ -213,7 +213,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     adminToken: token,
     logger,
     accessLog: opts.config.gateway?.access_log ?? false,
-    tracing: createTracing(opts.config.gateway?.tracing),
+    tracing: await createTracing(opts.config.gateway?.tracing),
     ...(servingToken ? { servingToken } : {}),
     ...serverLimitsOf(opts.config),
     // The listen address names this server too (a host name given to --host).

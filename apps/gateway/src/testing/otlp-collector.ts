@@ -1,7 +1,8 @@
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { waitFor } from '@uis/sglang-engine/testing';
-import { createTracing, type UisTracing } from '../tracing/tracing.ts';
+import { createTracing } from '../tracing/create-tracing.ts';
+import type { UisTracing } from '../tracing/tracing.ts';
 
 export interface CollectedSpan {
   name: string;
@@ -58,8 +59,8 @@ export async function startCollector() {
     spans,
     url,
     /** A tracer exporting every span here (one per server: a server shuts its tracer down when it closes). */
-    tracing: (): UisTracing =>
-      createTracing({ otlp_endpoint: url, service_name: 'uis-test', sample_ratio: 1 }) as UisTracing,
+    tracing: async (): Promise<UisTracing> =>
+      (await createTracing({ otlp_endpoint: url, service_name: 'uis-test', sample_ratio: 1 })) as UisTracing,
     /** The spans once `until` holds, flushing `tracing` while waiting. */
     flushed: (tracing: UisTracing, until: (spans: CollectedSpan[]) => boolean): Promise<CollectedSpan[]> =>
       waitFor(

@@ -5,7 +5,7 @@ import { type CollectedSpan, childNames, startCollector } from '../testing/otlp-
 
 const collector = await startCollector();
 afterAll(() => collector.close());
-const tracing = collector.tracing();
+const tracing = await collector.tracing();
 const ADMIN = 'plane-spans-admin-token';
 const gw = gatewayOnSims({ config: deferTestConfig(), server: { adminToken: ADMIN, tracing } });
 

@@ -5,7 +5,7 @@ import { remoteParent } from './tracing.ts';
 
 const collector = await startCollector();
 afterAll(() => collector.close());
-const tracing = collector.tracing();
+const tracing = await collector.tracing();
 const gw = gatewayOnSims({
   config: splitTestConfig(),
   server: { adminToken: 'tracing-admin-token', tracing },

@@ -180,10 +180,3 @@ export class UisTracing {
     return this.#provider.shutdown();
   }
 }
-
-export function createTracing(
-  config: TracingConfig | undefined,
-  exporter?: SpanExporter,
-): UisTracing | undefined {
-  return config === undefined ? undefined : new UisTracing(config, exporter);
-}
