@@ -299,20 +299,28 @@ function isJsonSpace(byte: number): boolean {
   return byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09;
 }
 
+/** Bytes to forward: `prefix` (latin-1 text, often empty) then `bytes`. */
+export interface ForwardedBody {
+  prefix: string;
+  bytes: Buffer;
+}
+
+const LATIN1 = /^[\x20-\xff]*$/;
+
 /** Inserts `"rid": ...` right after the opening brace of a JSON object we already checked (so we know `rid` is
- * absent and the text is an object): a byte splice into one new buffer instead of a re-serialization. */
-function spliceRid(raw: Buffer, rid: string): Buffer {
+ * absent and the text is an object): the brace and the rid become a prefix, the client's bytes after the brace
+ * stay where they are (the engine client writes both into its one buffer). */
+function spliceRid(raw: Buffer, rid: string): ForwardedBody {
   let open = 0;
   while (open < raw.length && raw[open] !== OPEN_BRACE) open++;
   let next = open + 1;
   while (next < raw.length && isJsonSpace(raw[next]!)) next++;
   const empty = raw[next] === CLOSE_BRACE;
-  const insert = `{"rid":${JSON.stringify(rid)}${empty ? '' : ','}`;
-  const length = Buffer.byteLength(insert);
-  const out = Buffer.allocUnsafe(length + raw.length - open - 1);
-  out.write(insert, 0, length, 'utf8');
-  raw.copy(out, length, open + 1);
-  return out;
+  const prefix = `{"rid":${JSON.stringify(rid)}${empty ? '' : ','}`;
+  const rest = raw.subarray(open + 1);
+  // An id of ours is ASCII; any other text goes in as UTF-8 bytes.
+  if (LATIN1.test(prefix)) return { prefix, bytes: rest };
+  return { prefix: '', bytes: Buffer.concat([Buffer.from(prefix), rest]) };
 }
 
 /**
@@ -324,7 +332,7 @@ export function forwardedBody(
   body: ParsedBody,
   edit: BodyEdit | undefined,
   injectRid: string | undefined,
-): Buffer {
+): ForwardedBody {
   const members = body.members;
   if (members === undefined) return editedWhole(body, edit, injectRid);
   const dropped: ScannedMember[] = [];
@@ -348,7 +356,7 @@ export function forwardedBody(
     }
   }
   if (dropped.length === 0 && replaced.size === 0 && added === '')
-    return injectRid === undefined ? body.raw : spliceRid(body.raw, injectRid);
+    return injectRid === undefined ? { prefix: '', bytes: body.raw } : spliceRid(body.raw, injectRid);
   if (injectRid !== undefined) added += `,"rid":${JSON.stringify(injectRid)}`;
   const raw = body.raw;
   const out: Buffer[] = [Buffer.from('{')];
@@ -362,11 +370,15 @@ export function forwardedBody(
     else out.push(raw.subarray(m.start, m.valueStart), Buffer.from(value));
   }
   out.push(Buffer.from(first ? added.slice(1) : added), Buffer.from('}'));
-  return Buffer.concat(out);
+  return { prefix: '', bytes: Buffer.concat(out) };
 }
 
 /** `forwardedBody` of a body parsed whole: one `JSON.stringify` of the edited object (edits its `json`). */
-function editedWhole(body: ParsedBody, edit: BodyEdit | undefined, injectRid: string | undefined): Buffer {
+function editedWhole(
+  body: ParsedBody,
+  edit: BodyEdit | undefined,
+  injectRid: string | undefined,
+): ForwardedBody {
   const json = body.json;
   let changed = false;
   if (edit?.remove) {
@@ -386,7 +398,8 @@ function editedWhole(body: ParsedBody, edit: BodyEdit | undefined, injectRid: st
       }
     }
   }
-  if (!changed) return injectRid === undefined ? body.raw : spliceRid(body.raw, injectRid);
+  if (!changed)
+    return injectRid === undefined ? { prefix: '', bytes: body.raw } : spliceRid(body.raw, injectRid);
   if (injectRid !== undefined) json.rid = injectRid;
-  return Buffer.from(JSON.stringify(json));
+  return { prefix: '', bytes: Buffer.from(JSON.stringify(json)) };
 }

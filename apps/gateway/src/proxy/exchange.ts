@@ -10,7 +10,7 @@ import {
   UisError,
 } from '@uis/spec';
 import type { AdmissionGate, Admittable } from './admission.ts';
-import { forwardedBody, type ParsedBody } from './body.ts';
+import { type ForwardedBody, forwardedBody, type ParsedBody } from './body.ts';
 
 import { engineFailure, gaveUp } from './engine-failure.ts';
 import { asUisError, ProxyErrorCode, sendError } from './errors.ts';
@@ -66,7 +66,7 @@ export class Exchange implements UpstreamHandler, Admittable {
   #req: IncomingMessage | undefined;
   #route: ForwardRoute | undefined;
   #upstreamHeaders: string[] = [];
-  #body: Buffer = Buffer.alloc(0);
+  #body: ForwardedBody = { prefix: '', bytes: Buffer.alloc(0) };
   #rid: string | string[] | undefined;
 
   /** The replica that holds the request (counted in its in-flight figures until the exchange is done). */
@@ -184,7 +184,15 @@ export class Exchange implements UpstreamHandler, Admittable {
     try {
       this.#opts.pools
         .get(this.#target!.origin)
-        .dispatch({ path: this.#route!.path, headers: this.#upstreamHeaders, body: this.#body }, this);
+        .dispatch(
+          {
+            path: this.#route!.path,
+            headers: this.#upstreamHeaders,
+            body: this.#body.bytes,
+            bodyPrefix: this.#body.prefix,
+          },
+          this,
+        );
     } catch (e) {
       this.#fail(asUisError(e));
     }
@@ -445,7 +453,7 @@ export class Exchange implements UpstreamHandler, Admittable {
       retries: this.#retries ?? NO_RETRIES,
       streamed,
       usage: outcome === 'ok' && this.#status < 400 ? this.#usage(streamed) : undefined,
-      bytesUp: this.#body.length,
+      bytesUp: this.#body.prefix.length + this.#body.bytes.length,
       bytesDown: this.#bytesDown,
       bodyMs: this.#bodyAt,
       upstreamStartMs: this.#upstreamStartAt,

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { forwardedBody, GENERATE_EDIT, openAIEdit, parseServingBody } from './body.ts';
+import { type ForwardedBody, forwardedBody, GENERATE_EDIT, openAIEdit, parseServingBody } from './body.ts';
 import { scanObject } from './json-scan.ts';
 
 /** JSON texts near the grammar's edges: valid objects, then the same with bytes changed, cut or added. */
@@ -21,6 +21,9 @@ const texts = fc.oneof(
   fc.jsonValue({ maxDepth: 2 }).map((v) => JSON.stringify(v) ?? ''),
   fc.string({ unit: fc.constantFrom(...'{}[]",:\\ -0123456789eE.truefalsn') }),
 );
+
+/** What the engine receives. */
+const sent = (f: ForwardedBody) => Buffer.concat([Buffer.from(f.prefix, 'latin1'), f.bytes]).toString();
 
 const isObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -86,11 +89,11 @@ describe('forwardedBody', () => {
           for (const key of edit.remove ?? []) delete expected[key];
           for (const [key, value] of Object.entries(edit.set ?? {})) expected[key] = value;
           if (inject) expected.rid = 'rid-1';
-          expect(JSON.parse(out.toString())).toEqual(expected);
+          expect(JSON.parse(sent(out))).toEqual(expected);
           // Nothing to change: the client's bytes themselves (with the rid spliced in).
           const unchanged =
             (edit.remove ?? []).every((k) => !(k in body)) && (generate || body.model === 'served');
-          if (unchanged && !inject) expect(out).toBe(raw);
+          if (unchanged && !inject) expect(out.bytes).toBe(raw);
         },
       ),
       { numRuns: 1000 },
@@ -101,10 +104,10 @@ describe('forwardedBody', () => {
     const raw = Buffer.from('{"model": "alias", "temperature": 1.0, "text": "\\u00e9"}');
     const parsed = parseServingBody(raw);
     if (!('raw' in parsed)) throw new Error('refused');
-    expect(forwardedBody(parsed, openAIEdit('served'), undefined).toString()).toBe(
+    expect(sent(forwardedBody(parsed, openAIEdit('served'), undefined))).toBe(
       '{"model": "served","temperature": 1.0,"text": "\\u00e9"}',
     );
-    expect(forwardedBody(parsed, GENERATE_EDIT, 'r').toString()).toBe(
+    expect(sent(forwardedBody(parsed, GENERATE_EDIT, 'r'))).toBe(
       '{"temperature": 1.0,"text": "\\u00e9","rid":"r"}',
     );
   });

@@ -105,9 +105,17 @@ export class Call implements UpstreamController {
   send(): void {
     const conn = this.conn!;
     const req = this.req;
+    const body = req.body;
+    const prefix = req.bodyPrefix ?? '';
     let head: string;
     try {
-      head = requestHead(req.method ?? 'POST', req.path, this.pool.host, req.headers, req.body.length);
+      head = requestHead(
+        req.method ?? 'POST',
+        req.path,
+        this.pool.host,
+        req.headers,
+        prefix.length + body.length,
+      );
     } catch (e) {
       this.fail(e as Error);
       return;
@@ -116,16 +124,15 @@ export class Call implements UpstreamController {
     this.gotBytes = false;
     this.sentTick = this.pool.clock.tick;
     const socket = conn.socket;
-    const body = req.body;
     if (body.length <= COPY_BODY_BYTES) {
-      const headLen = Buffer.byteLength(head, 'latin1');
-      const out = Buffer.allocUnsafe(headLen + body.length);
-      out.write(head, 0, 'latin1');
-      body.copy(out, headLen);
+      const text = prefix === '' ? head : head + prefix;
+      const out = Buffer.allocUnsafe(text.length + body.length);
+      out.write(text, 0, 'latin1');
+      body.copy(out, text.length);
       socket.write(out);
     } else {
       socket.cork();
-      socket.write(head, 'latin1');
+      socket.write(prefix === '' ? head : head + prefix, 'latin1');
       socket.write(body);
       socket.uncork();
     }

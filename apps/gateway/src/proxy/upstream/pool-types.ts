@@ -10,6 +10,9 @@ export interface UpstreamRequest {
   /** Flat `[name, value, ...]`; `host` and `content-length` are set by the pool. */
   headers: readonly string[];
   body: Buffer;
+  /** Latin-1 text the body starts with, written before `body` and counted in its length (an injected rid spliced
+   * in without copying the client's bytes into a new buffer first). */
+  bodyPrefix?: string | undefined;
 }
 
 /** What a handler can do with its request while it runs. */
