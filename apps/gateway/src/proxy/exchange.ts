@@ -182,17 +182,15 @@ export class Exchange implements UpstreamHandler, Admittable {
     if (!this.#move('send')) return;
     this.#controller = undefined;
     try {
-      this.#opts.pools
-        .get(this.#target!.origin)
-        .dispatch(
-          {
-            path: this.#route!.path,
-            headers: this.#upstreamHeaders,
-            body: this.#body.bytes,
-            bodyPrefix: this.#body.prefix,
-          },
-          this,
-        );
+      this.#opts.pools.get(this.#target!.origin).dispatch(
+        {
+          path: this.#route!.path,
+          headers: this.#upstreamHeaders,
+          body: this.#body.bytes,
+          bodyPrefix: this.#body.prefix,
+        },
+        this,
+      );
     } catch (e) {
       this.#fail(asUisError(e));
     }
