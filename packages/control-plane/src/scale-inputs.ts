@@ -1,14 +1,16 @@
 import type { InferenceManager, ScaleInRequest, ScaleOutRequest } from '@uis/manager';
-import { UisError } from '@uis/spec';
+import { ScalePartialPolicySchema, UisError } from '@uis/spec';
 import { z } from 'zod';
 
 /** A scale-out as Relax's rollout service takes it: an absolute target (`num_replicas` > 0) or engines to attach
- * (`engine_urls`); `timeout_secs` bounds the whole operation. */
+ * (`engine_urls`); `timeout_secs` bounds the whole operation; `partial_success_policy` is Relax's
+ * `--scale-out-partial-success-policy`, per request here (default `rollback_all`, as Relax's). */
 export const ScaleOutInputSchema = z.strictObject({
   model_name: z.string().min(1).optional(),
   num_replicas: z.number().int().nonnegative().default(0),
   engine_urls: z.array(z.string().min(1)).optional(),
   timeout_secs: z.number().positive().nullable().optional(),
+  partial_success_policy: ScalePartialPolicySchema.default('rollback_all'),
 });
 export type ScaleOutInput = z.input<typeof ScaleOutInputSchema>;
 

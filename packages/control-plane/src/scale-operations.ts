@@ -30,6 +30,9 @@ import {
   scaleTarget,
 } from './scale-inputs.ts';
 
+const failedText = (failed: ScaleOperation['failed_engines']) =>
+  failed.map((f) => `${f.engine_id}: ${f.error}`).join('; ');
+
 /** Why a running operation was aborted. */
 const CANCELLED = 'cancelled';
 const STOPPING = 'stopping';
@@ -72,7 +75,10 @@ export class ScaleOperations {
     const req = scaleTarget(input, 'scale_out');
     this.refuseBusy(manager, model);
     manager.checkScaleOut(model, req);
-    const op = this.draft('scale_out', role, model, actor, input, { force: false, dry_run: false });
+    const op = {
+      ...this.draft('scale_out', role, model, actor, input, { force: false, dry_run: false }),
+      partial_success_policy: input.partial_success_policy,
+    };
     const now = manager.scaleCount(model).replicas;
     if ('target' in req && req.target <= now)
       return this.put({
@@ -307,10 +313,19 @@ export class ScaleOperations {
             () => undefined,
           );
         const req = scaleTarget(op, 'scale_out');
-        const r = await manager.scaleOut(op.model_name, req, { signal: ac.signal, onStep });
+        const r = await manager.scaleOut(op.model_name, req, {
+          signal: ac.signal,
+          onStep,
+          keepPartial: op.partial_success_policy === 'keep_partial',
+        });
+        const kept =
+          r.failed.length === 0 ? '' : `; failed and removed (keep_partial): ${failedText(r.failed)}`;
         this.step(op, r.added.length === 0 ? 'NOOP' : 'ACTIVE', {
           weight_version: r.weight_version,
-          message: r.added.length === 0 ? 'target already met' : `active: ${r.added.join(', ')}`,
+          engine_ids: r.added,
+          failed_engines: r.failed,
+          ...(r.failed.length > 0 ? { error_message: failedText(r.failed) } : {}),
+          message: r.added.length === 0 ? 'target already met' : `active: ${r.added.join(', ')}${kept}`,
         });
       } else {
         const r = await manager.scaleIn(op.model_name, scaleInRequest({ ...op, model_name: op.model_name }), {
@@ -320,9 +335,7 @@ export class ScaleOperations {
         this.step(op, 'COMPLETED', {
           failed_engines: r.failed,
           message: `removed ${r.removed.join(', ')}`,
-          ...(r.failed.length > 0
-            ? { error_message: r.failed.map((f) => `${f.engine_id}: ${f.error}`).join('; ') }
-            : {}),
+          ...(r.failed.length > 0 ? { error_message: failedText(r.failed) } : {}),
         });
       }
     } catch (e) {

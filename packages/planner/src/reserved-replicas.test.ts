@@ -35,7 +35,7 @@ describe('placeReservedReplicas', () => {
       count: 2,
       pool: plan.pools[base.pool],
     });
-    if (!r.ok) throw new Error(r.message);
+    if (!r.ok) throw new Error(JSON.stringify(r.errors));
     expect(r.replicas.map((x) => [x.engine_id, x.nodes.map((n) => [n.node, n.gpu_ids])])).toEqual([
       ['policy/4', [['n0', [6, 7]]]],
       ['policy/5', [['n1', [0, 1]]]],
@@ -55,8 +55,16 @@ describe('placeReservedReplicas', () => {
       count: 5,
       pool: plan.pools[base.pool],
     });
-    expect(r).toMatchObject({ ok: false, code: 'no_reserved_bundles', path: 'replicas' });
-    expect(!r.ok && r.message).toMatch(/needs 10 reserved bundles; 8 are free/);
+    expect(r).toEqual({
+      ok: false,
+      errors: [
+        {
+          code: 'no_reserved_bundles',
+          path: 'replicas',
+          message: expect.stringMatching(/needs 10 reserved bundles; 8 are free/),
+        },
+      ],
+    });
   });
 
   it('refuses an engine that would straddle two nodes (the engine-site rule of the planner)', () => {
@@ -73,6 +81,36 @@ describe('placeReservedReplicas', () => {
       count: 2,
       pool: plan.pools[base.pool],
     });
-    expect(r).toMatchObject({ ok: false, code: 'engine_straddles_nodes', path: 'policy.replicas' });
+    expect(r).toEqual({
+      ok: false,
+      errors: [
+        {
+          code: 'engine_straddles_nodes',
+          path: 'policy.replicas',
+          message: expect.stringMatching(/^policy\/4: /),
+        },
+      ],
+    });
+  });
+
+  it('names every violation at once: a reserve too small and each replica that breaks the site rule', () => {
+    const { plan, base, reserved } = elasticPlan();
+    // 5 free bundles (n0:7, n1:0-3) for 3 engines of 2 GPUs: one short, and the first engine would straddle.
+    const r = placeReservedReplicas({
+      model: 'policy',
+      base,
+      group: 0,
+      gpusPerEngine: 2,
+      reserved,
+      used: new Set([reserved[0] as number, reserved[1] as number, reserved[2] as number]),
+      firstIndex: 4,
+      count: 3,
+      pool: plan.pools[base.pool],
+    });
+    expect(r.ok).toBe(false);
+    expect(!r.ok && r.errors.map((e) => [e.code, e.message.slice(0, 9)])).toEqual([
+      ['no_reserved_bundles', 'scaling p'],
+      ['engine_straddles_nodes', 'policy/4:'],
+    ]);
   });
 });

@@ -26,38 +26,47 @@ export interface ReservedReplicasInput {
   pool: PoolPlan | undefined;
 }
 
+/** One reason a scale-out cannot be placed. */
+export interface ReservedViolation {
+  code: ErrorCode;
+  path: string;
+  message: string;
+}
+
 export type ReservedReplicasResult =
   | { ok: true; replicas: ReplicaPlacement[] }
-  | { ok: false; code: ErrorCode; path: string; message: string };
+  | { ok: false; errors: ReservedViolation[] };
 
 /** Elastic scale-up: `count` more replicas on the free reserved bundles, in plan order, each checked with the
  * engine-site rule (one node, ascending contiguous local GPUs; a multi-node engine takes whole nodes) before
- * anything starts. Every replica or the first violation. */
+ * anything starts. Every replica, or every violation: a reserve too small, and each replica the free bundles
+ * would hold but that breaks the site rule. */
 export function placeReservedReplicas(input: ReservedReplicasInput): ReservedReplicasResult {
   const free = input.reserved.filter((b) => !input.used.has(b));
   const need = input.count * input.gpusPerEngine;
+  const errors: ReservedViolation[] = [];
   if (free.length < need)
-    return {
-      ok: false,
+    errors.push({
       code: 'no_reserved_bundles',
       path: 'replicas',
       message: `scaling ${input.model} by ${input.count} needs ${need} reserved bundles; ${free.length} are free in its placeholder groups`,
-    };
+    });
   const replicas: ReplicaPlacement[] = [];
-  for (let k = 0; k < input.count; k++) {
+  const fits = Math.min(input.count, Math.floor(free.length / input.gpusPerEngine));
+  for (let k = 0; k < fits; k++) {
     const bundles = free.slice(k * input.gpusPerEngine, (k + 1) * input.gpusPerEngine);
     const placed = placeOne(input, input.firstIndex + k, bundles);
-    if (!placed.ok) return placed;
-    replicas.push(placed.replica);
+    if (placed.ok) replicas.push(placed.replica);
+    else errors.push(placed.error);
   }
-  return { ok: true, replicas };
+  return errors.length > 0 ? { ok: false, errors } : { ok: true, replicas };
 }
 
 function placeOne(
   input: ReservedReplicasInput,
   index: number,
   bundles: number[],
-): { ok: true; replica: ReplicaPlacement } | { ok: false; code: ErrorCode; path: string; message: string } {
+): { ok: true; replica: ReplicaPlacement } | { ok: false; error: ReservedViolation } {
   const { pool, base } = input;
   const sites = bundles.map((b) => {
     const bundle = pool?.bundles.find((x) => x.index === b);
@@ -76,7 +85,14 @@ function placeOne(
     nodeGpus,
   );
   if (!check.ok)
-    return { ok: false, code: check.code, path: `${input.model}.replicas`, message: check.message };
+    return {
+      ok: false,
+      error: {
+        code: check.code,
+        path: `${input.model}.replicas`,
+        message: `${engineId(input.model, index)}: ${check.message}`,
+      },
+    };
   const nodes: NodePlacement[] = check.chunks.map((c, rank) => ({
     node: nodeNames[c.node] as string,
     node_rank: rank,

@@ -135,6 +135,10 @@ export const GatewayConfigSchema = z
     /** When set, discovery and serving also need `Authorization: Bearer <token>` (the RFC's open question 3:
      * external discovery is authenticated with a bearer token; the admin token is accepted too). */
     serving_token: z.string().min(8).optional(),
+    /** A bearer token for Relax's elastic paths only (`/<role>/scale_out`, `/<role>/scale_in`, their lists, status
+     * and cancels): what a Relax autoscaler or a K8s lifecycle hook is given instead of the admin token. It opens
+     * no other admin command. Without it those paths take the admin token (never none). */
+    scale_token: z.string().min(8).optional(),
     /** Request body limit of the serving routes, in bytes. */
     max_body_bytes: z
       .number()

@@ -52,6 +52,11 @@ export function scaleFinished(state: ScaleState): boolean {
 }
 
 /** One scale operation as stored, listed and answered (Relax's status fields plus the role, kind and options). */
+/** What a scale-out does when some of its replicas fail (Relax's `--scale-out-partial-success-policy`):
+ * `rollback_all` removes every replica it added; `keep_partial` removes only the failed ones and the rest join. */
+export const ScalePartialPolicySchema = z.enum(['rollback_all', 'keep_partial']);
+export type ScalePartialPolicy = z.infer<typeof ScalePartialPolicySchema>;
+
 export const ScaleOperationSchema = z.object({
   request_id: z.string(),
   kind: ScaleKindSchema,
@@ -67,6 +72,8 @@ export const ScaleOperationSchema = z.object({
   force: z.boolean(),
   dry_run: z.boolean(),
   timeout_secs: z.number().nullable(),
+  /** A scale-out's policy for failed replicas (absent on scale-ins, which never roll back: Relax's rule). */
+  partial_success_policy: ScalePartialPolicySchema.optional(),
   /** Who asked: an operator's token, Relax's API, the autoscaler, or `system` (a restart's resume). */
   actor: z.string(),
   created_at: z.number(),

@@ -196,6 +196,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
 
   const { token, generated } = adminTokenFor(opts.config);
   const servingToken = opts.config.gateway?.serving_token ?? process.env.UIS_SERVING_TOKEN;
+  const scaleToken = opts.config.gateway?.scale_token ?? process.env.UIS_SCALE_TOKEN;
   const roles = configuredRoles(opts.config).map((r) => r.role);
   out(`${opts.title}: starting ${roles.join(', ')} (${plural(plan.placements.length, 'engine group')})...\n`);
   try {
@@ -215,6 +216,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     accessLog: opts.config.gateway?.access_log ?? false,
     tracing: await createTracing(opts.config.gateway?.tracing),
     ...(servingToken ? { servingToken } : {}),
+    ...(scaleToken ? { scaleToken } : {}),
     ...serverLimitsOf(opts.config),
     // The listen address names this server too (a host name given to --host).
     allowedHosts: [...(opts.config.gateway?.allowed_hosts ?? []), opts.host],

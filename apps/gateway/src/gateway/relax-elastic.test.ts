@@ -3,7 +3,11 @@ import { describe, expect, it } from 'vitest';
 import { elasticRolloutConfig, gatewayOnSims } from '../testing/fixtures.ts';
 
 const TOKEN = 'relax-elastic-admin';
-const gw = gatewayOnSims({ config: elasticRolloutConfig(2, 2), server: { adminToken: TOKEN } });
+const SCALE_TOKEN = 'relax-autoscaler-scale-only';
+const gw = gatewayOnSims({
+  config: elasticRolloutConfig(2, 2),
+  server: { adminToken: TOKEN, scaleToken: SCALE_TOKEN },
+});
 
 async function call(method: 'GET' | 'POST', path: string, body?: unknown, token: string | null = TOKEN) {
   const r = await fetch(`${gw.url}${path}`, {
@@ -80,5 +84,45 @@ describe("Relax's elastic API under /<role>/ (docs/en/guide/elastic-rollout.md)"
       request_ids: [],
     });
     expect(gw.plane.managerOf('rollout').registry.snapshot().models.policy?.engines).toHaveLength(2);
+  });
+
+  it("takes the scale token (gateway.scale_token) on these paths only; Relax's keep_partial and a bad policy", async () => {
+    // Relax's autoscaler sends no credential: its scale commands are refused, never opened by default (reading the
+    // lists is a serving read, open here as discovery is without a serving token).
+    expect((await call('POST', '/rollout/scale_out', { num_replicas: 3 }, null)).status).toBe(401);
+    expect((await call('POST', '/rollout/scale_in', { num_replicas: 2 }, null)).status).toBe(401);
+    // A bad partial_success_policy is a 400 at its path, before anything starts.
+    const bad = await call('POST', '/rollout/scale_out', { num_replicas: 3, partial_success_policy: 'some' });
+    expect(bad.status).toBe(400);
+    expect(bad.body).toMatchObject({ error: { path: 'body.partial_success_policy' } });
+    // The scale token drives scale_out (Relax's keep_partial as a request field), status and scale_in...
+    const out = await call(
+      'POST',
+      '/rollout/scale_out',
+      { num_replicas: 3, partial_success_policy: 'keep_partial' },
+      SCALE_TOKEN,
+    );
+    expect(out.status).toBe(200);
+    await waitFor(
+      async () =>
+        (await call('GET', `/rollout/scale_out/${String(out.body.request_id)}`, undefined, SCALE_TOKEN)).body
+          .status === 'ACTIVE',
+      30_000,
+      'ACTIVE',
+    );
+    const got = (await call('GET', `/rollout/scale_out/${String(out.body.request_id)}`)).body;
+    expect(got).toMatchObject({ partial_success_policy: 'keep_partial', actor: 'relax', failed_engines: [] });
+    const inn = await call('POST', '/rollout/scale_in', { num_replicas: 2 }, SCALE_TOKEN);
+    expect(inn.status).toBe(200);
+    await waitFor(
+      async () => (await statusOf('scale_in', inn.body.request_id)) === 'COMPLETED',
+      30_000,
+      'COMPLETED',
+    );
+    // ...and opens nothing else: not the same command through the admin door, not another admin command.
+    expect(
+      (await call('POST', '/admin/roles/rollout/scale_out', { num_replicas: 3 }, SCALE_TOKEN)).status,
+    ).toBe(401);
+    expect((await call('POST', '/admin/roles/rollout/drain', {}, SCALE_TOKEN)).status).toBe(401);
   });
 });

@@ -2,7 +2,7 @@ import { type ControlPlane, commandNamed, runCommand } from '@uis/control-plane'
 import { type ScaleKind, type ScaleOperation, ScaleStateSchema, scaleFinished, UisError } from '@uis/spec';
 import { type Context, Hono } from 'hono';
 import { asUisError, errorJson, parseJsonObject } from '../proxy/index.ts';
-import { commandRefusal, type ServerTokens } from './auth.ts';
+import { authorized, commandRefusal, type ServerTokens } from './auth.ts';
 
 /** Relax's answer to an accepted, refused-as-met or cancelled request. */
 const accepted = (op: ScaleOperation) => ({
@@ -121,13 +121,24 @@ async function cancelMany(run: Run, c: Context, role: string) {
  * and autoscaler drive uis. Each call runs the admin command of the same name (same permission: the admin token,
  * same audit record), so the two doors cannot disagree. Statuses follow Relax's table: 400 bad request or an
  * initial replica without force, 404 unknown request, 409 another scale operation of the model.
+ *
+ * Relax's autoscaler and its K8s hooks send no credential; uis never opens these paths without one. A
+ * `scaleToken` (`gateway.scale_token`) is the narrow credential to give them instead of the admin token: it is
+ * taken here, for these scale commands only, and by no other route.
  */
-export function relaxElasticApi(plane: ControlPlane, roles: readonly string[], tokens: ServerTokens): Hono {
+export function relaxElasticApi(
+  plane: ControlPlane,
+  roles: readonly string[],
+  tokens: ServerTokens,
+  scaleToken?: string,
+): Hono {
   const app = new Hono();
   const run: Run = async (c, name, params, input) => {
     const cmd = commandNamed(name);
     if (!cmd) throw new Error(`no command ${name}`);
-    const refused = commandRefusal(c.req.header('authorization'), cmd.permission, tokens);
+    const header = c.req.header('authorization');
+    const scaler = scaleToken !== undefined && authorized(header, [scaleToken]);
+    const refused = scaler ? null : commandRefusal(header, cmd.permission, tokens);
     if (refused) throw refused;
     const answer = await runCommand(plane, cmd, {
       params,

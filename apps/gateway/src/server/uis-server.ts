@@ -63,6 +63,8 @@ export interface UisServerOptions {
   adminToken: string;
   /** When set, discovery and serving need it (or the admin token). */
   servingToken?: string | undefined;
+  /** When set, Relax's elastic paths take it too (and nothing else does): see `relaxElasticApi`. */
+  scaleToken?: string | undefined;
   logger?: pino.Logger;
   maxBodyBytes?: number;
   /** Time a client has to send a whole request, headers and body (408 and the connection closed after). Default
@@ -166,10 +168,12 @@ export class UisServer {
     // Relax's elastic API under each role, before the role gateways' own routes.
     this.app.route(
       '/',
-      relaxElasticApi(plane, [...plane.managers.keys()], {
-        admin: opts.adminToken,
-        serving: opts.servingToken,
-      }),
+      relaxElasticApi(
+        plane,
+        [...plane.managers.keys()],
+        { admin: opts.adminToken, serving: opts.servingToken },
+        opts.scaleToken,
+      ),
     );
     this.mountGateways(opts, servingTokens, maxJsonDepth);
     this.tracing = opts.tracing;

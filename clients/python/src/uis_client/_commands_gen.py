@@ -256,12 +256,13 @@ def scale_out_call(
     num_replicas: int = 0,
     engine_urls: Sequence[str] | None = None,
     timeout_secs: float | None = None,
+    partial_success_policy: Literal["rollback_all", "keep_partial"] = "rollback_all",
 ) -> Call[ScaleOutResult]:
     return Call(
         "POST",
         f"/admin/roles/{q(role)}/scale_out",
         result_of(ScaleOutResult),
-        body=given(model_name=model_name, num_replicas=num_replicas, engine_urls=engine_urls, timeout_secs=timeout_secs),
+        body=given(model_name=model_name, num_replicas=num_replicas, engine_urls=engine_urls, timeout_secs=timeout_secs, partial_success_policy=partial_success_policy),
         mutation=True,
     )
 
@@ -586,11 +587,12 @@ class Commands(ABC):
         num_replicas: int = 0,
         engine_urls: Sequence[str] | None = None,
         timeout_secs: float | None = None,
+        partial_success_policy: Literal["rollback_all", "keep_partial"] = "rollback_all",
         operation_id: str | None = None,
     ) -> ScaleOutResult:
         """Scale a model out to num_replicas (absolute; NOOP when met) or attach engine_urls; new replicas
         join prechecked at the model's weight version"""
-        return self.run(scale_out_call(role, model_name=model_name, num_replicas=num_replicas, engine_urls=engine_urls, timeout_secs=timeout_secs), operation_id)
+        return self.run(scale_out_call(role, model_name=model_name, num_replicas=num_replicas, engine_urls=engine_urls, timeout_secs=timeout_secs, partial_success_policy=partial_success_policy), operation_id)
 
     def scale_in(
         self,
@@ -869,11 +871,12 @@ class AsyncCommands(ABC):
         num_replicas: int = 0,
         engine_urls: Sequence[str] | None = None,
         timeout_secs: float | None = None,
+        partial_success_policy: Literal["rollback_all", "keep_partial"] = "rollback_all",
         operation_id: str | None = None,
     ) -> ScaleOutResult:
         """Scale a model out to num_replicas (absolute; NOOP when met) or attach engine_urls; new replicas
         join prechecked at the model's weight version"""
-        return await self.run(scale_out_call(role, model_name=model_name, num_replicas=num_replicas, engine_urls=engine_urls, timeout_secs=timeout_secs), operation_id)
+        return await self.run(scale_out_call(role, model_name=model_name, num_replicas=num_replicas, engine_urls=engine_urls, timeout_secs=timeout_secs, partial_success_policy=partial_success_policy), operation_id)
 
     async def scale_in(
         self,

@@ -403,6 +403,7 @@ class ScaleOutResult(_Model):
     force: bool
     dry_run: bool
     timeout_secs: float | None
+    partial_success_policy: Literal["rollback_all", "keep_partial"] | None = None
     actor: str
     created_at: float
     updated_at: float
@@ -429,6 +430,7 @@ class ScaleInResult(_Model):
     force: bool
     dry_run: bool
     timeout_secs: float | None
+    partial_success_policy: Literal["rollback_all", "keep_partial"] | None = None
     actor: str
     created_at: float
     updated_at: float
@@ -455,6 +457,7 @@ class ListScaleOpsResultOperationsItem(_Model):
     force: bool
     dry_run: bool
     timeout_secs: float | None
+    partial_success_policy: Literal["rollback_all", "keep_partial"] | None = None
     actor: str
     created_at: float
     updated_at: float
@@ -485,6 +488,7 @@ class GetScaleOpResult(_Model):
     force: bool
     dry_run: bool
     timeout_secs: float | None
+    partial_success_policy: Literal["rollback_all", "keep_partial"] | None = None
     actor: str
     created_at: float
     updated_at: float
@@ -511,6 +515,7 @@ class CancelScaleOpResult(_Model):
     force: bool
     dry_run: bool
     timeout_secs: float | None
+    partial_success_policy: Literal["rollback_all", "keep_partial"] | None = None
     actor: str
     created_at: float
     updated_at: float

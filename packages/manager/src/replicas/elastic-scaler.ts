@@ -28,6 +28,10 @@ export interface ScaleControl {
   signal?: AbortSignal;
   /** Told each step as it starts, with the engines it concerns. */
   onStep?: (step: ScaleStep, engineIds: string[]) => void;
+  /** Relax's `keep_partial` (scale-out): a replica that fails a step is removed alone and the others go on; the
+   * operation fails only when none is left. Default `rollback_all`: one failure removes every replica it added. A
+   * cancel or a timeout removes them all either way. */
+  keepPartial?: boolean;
 }
 
 /** What a scale-out asks: an absolute count of regular replicas, or engines to attach by URL. */
@@ -39,6 +43,8 @@ export type ScaleInRequest = ({ target: number } | { urls: string[] }) & { force
 export interface ScaleOutResult {
   added: string[];
   weight_version: string | null;
+  /** Replicas that failed and were removed while the others joined (`keepPartial`). */
+  failed: ScaleFailure[];
 }
 
 /** A failure of one replica of a scale operation. */
@@ -103,7 +109,15 @@ export class ElasticScaler {
       count,
       pool: this.pools[base.pool],
     });
-    if (!placed.ok) throw new UisError({ code: placed.code, path: placed.path, message: placed.message });
+    if (!placed.ok) {
+      const [first] = placed.errors;
+      throw new UisError({
+        code: first?.code ?? 'invalid_layout',
+        path: first?.path,
+        message: placed.errors.map((e) => `${e.path}: ${e.message}`).join('; '),
+        details: placed.errors,
+      });
+    }
     return { group, base, replicas: placed.replicas };
   }
 
@@ -112,7 +126,7 @@ export class ElasticScaler {
     let added: Slot[];
     if ('target' in req) {
       const count = req.target - this.members(name).length;
-      if (count <= 0) return { added: [], weight_version: m.target };
+      if (count <= 0) return { added: [], weight_version: m.target, failed: [] };
       const placed = this.place(m, count);
       added = placed.replicas.map((r) =>
         this.replicas.add(m.spec, placed.group, placed.base, r, { elastic: true }),
@@ -124,34 +138,44 @@ export class ElasticScaler {
       for (const u of req.urls.filter((x) => !known.has(x)))
         added.push(await this.externals.prepare(m, u, { elastic: true }));
     }
-    if (added.length === 0) return { added: [], weight_version: m.target };
+    if (added.length === 0) return { added: [], weight_version: m.target, failed: [] };
     for (const s of added) s.joining = true;
-    const ids = added.map((s) => s.engineId);
+    const failed: ScaleFailure[] = [];
     try {
-      await this.join(m, added, 'target' in req ? 'CREATING' : 'CONNECTING', ctl);
+      await this.join(m, added, 'target' in req ? 'CREATING' : 'CONNECTING', ctl, failed);
     } catch (e) {
       await this.rollback(added);
       throw e;
     }
-    this.audit('admin.scale_out', name, { added: ids, weight_version: m.target });
-    return { added: ids, weight_version: m.target };
+    const ids = added.map((s) => s.engineId);
+    this.audit('admin.scale_out', name, { added: ids, weight_version: m.target, failed });
+    return { added: ids, weight_version: m.target, failed };
   }
 
-  /** Launch (or connect), precheck and sync every replica, then make them eligible at once. */
-  private async join(m: ModelRuntime, added: Slot[], first: ScaleStep, ctl: ScaleControl): Promise<void> {
-    const ids = added.map((s) => s.engineId);
+  /** Launch (or connect), precheck and sync every replica, then make them eligible at once. With `keepPartial`,
+   * the replicas that fail a step leave `added` (rolled back, noted in `failed`) and the rest go on. */
+  private async join(
+    m: ModelRuntime,
+    added: Slot[],
+    first: ScaleStep,
+    ctl: ScaleControl,
+    failed: ScaleFailure[],
+  ): Promise<void> {
     const step = (st: ScaleStep) => {
       ctl.signal?.throwIfAborted();
-      ctl.onStep?.(st, ids);
+      ctl.onStep?.(
+        st,
+        added.map((s) => s.engineId),
+      );
     };
+    const every = (f: (s: Slot) => Promise<void>) =>
+      this.everyOne(added, f, ctl.keepPartial === true, failed);
     step(first);
-    await this.everyOne(added, (s) => this.incarnations.launch(s, ctl.signal));
+    await every((s) => this.incarnations.launch(s, ctl.signal));
     step('HEALTH_CHECKING');
-    await this.everyOne(added, (s) =>
-      precheckReplica(this.replicas, s, m, this.opts.drainPolicy, ctl.signal),
-    );
+    await every((s) => precheckReplica(this.replicas, s, m, this.opts.drainPolicy, ctl.signal));
     step('WEIGHT_SYNCING');
-    await this.everyOne(added, async (s) => {
+    await every(async (s) => {
       await this.weights.sync(s, m);
       // Unlike Relax, a replica never joins below its model's version: a version it cannot reach fails it.
       if (!this.replicas.versionOk(s))
@@ -174,20 +198,32 @@ export class ElasticScaler {
     if (m.desire === 'sleeping') for (const s of added) await this.residency.readyOrAsleep(s, m);
   }
 
-  /** Runs `f` on every slot; throws `scale_failed` naming each one that failed, after all settled. */
-  private async everyOne(slots: Slot[], f: (s: Slot) => Promise<void>): Promise<void> {
+  /** Runs `f` on every slot; after all settled, throws `scale_failed` naming each one that failed (every failure
+   * so far with `keepPartial` when none is left); with `keepPartial` and some left, the failed ones are rolled back
+   * and taken out of `slots` instead. */
+  private async everyOne(
+    slots: Slot[],
+    f: (s: Slot) => Promise<void>,
+    keepPartial: boolean,
+    failed: ScaleFailure[],
+  ): Promise<void> {
     const results = await Promise.allSettled(slots.map(f));
-    const failed: ScaleFailure[] = [];
+    const bad: Slot[] = [];
     results.forEach((r, i) => {
-      if (r.status === 'rejected')
+      if (r.status === 'rejected') {
+        bad.push(slots[i] as Slot);
         failed.push({ engine_id: (slots[i] as Slot).engineId, error: errorMessage(r.reason) });
+      }
     });
-    if (failed.length > 0)
+    if (bad.length === 0) return;
+    if (!keepPartial || bad.length === slots.length)
       throw new UisError({
         code: 'scale_failed',
-        message: failed.map((f) => `${f.engine_id}: ${f.error}`).join('; '),
+        message: failed.map((x) => `${x.engine_id}: ${x.error}`).join('; '),
         details: { engines: failed },
       });
+    await this.rollback(bad);
+    for (const s of bad) slots.splice(slots.indexOf(s), 1);
   }
 
   /** Removes what a failed or cancelled scale-out added: no engine of it is left running. */
