@@ -20,11 +20,25 @@ const examples = join(import.meta.dirname, '..', '..', '..', 'examples');
 const STEPS = 5;
 
 const demo = loadConfig(readFileSync(join(examples, 'demo.yaml'), 'utf8'), 'demo.yaml');
+const rollout = demo.roles.rollout;
 const layouts: Array<[string, UisConfig]> = [
   ['demo (trainer 45 %: every weight stays)', demo],
   [
     'demo, trainer takes the GPUs (weights move)',
     parseConfig({ ...demo, training: { ...demo.training, memory_share: undefined } }),
+  ],
+  [
+    'demo, the rollout loading checkpoints from disk',
+    parseConfig({
+      ...demo,
+      roles: {
+        ...demo.roles,
+        rollout: rollout && {
+          ...rollout,
+          models: rollout.models.map((m) => ({ ...m, weight_source: 'disk' })),
+        },
+      },
+    }),
   ],
   [
     'demo, order optimized',
@@ -71,13 +85,25 @@ async function step(
   const first = used.phases[0]?.name ?? 'rollout';
   const rollout = plane.managers.get('rollout');
   const result = await plane.coordinator.transition({ group: 'actor', actor: 'bench' });
-  // The trainer's new weights, loaded by every rollout model as it onloads.
-  for (const model of config.roles.rollout?.models ?? [])
-    await rollout?.updateWeights(model.name, {
-      source: 'disk',
-      model_path: `/ckpt/step-${n}`,
-      weight_version: `step-${n}`,
-    });
+  // The trainer's new weights, loaded by every rollout model as it onloads: tensors it shares with each engine
+  // (the demo's colocated rollout), or a checkpoint on disk.
+  for (const model of config.roles.rollout?.models ?? []) {
+    const weight_version = `step-${n}`;
+    const ids = rollout?.registry.snapshot().models[model.name]?.engines.map((e) => e.engine_id) ?? [];
+    const ranks = model.engine_groups[0]?.gpus_per_engine ?? 1;
+    await rollout?.updateWeights(
+      model.name,
+      model.weight_source === 'tensor'
+        ? {
+            source: 'tensor',
+            weight_version,
+            per_engine: Object.fromEntries(
+              ids.map((id) => [id, Array.from({ length: ranks }, () => Buffer.from(id).toString('base64'))]),
+            ),
+          }
+        : { source: 'disk', model_path: `/ckpt/step-${n}`, weight_version },
+    );
+  }
   const back = await plane.coordinator.transition({ group: 'actor', to: first, actor: 'bench' });
   const rows: Row[] = [];
   let from = result.from;

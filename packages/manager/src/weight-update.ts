@@ -37,31 +37,6 @@ const DistributedUpdateSchema = z
     message: 'names, dtypes and shapes must have the same length',
   });
 
-/** The admin API's weight update body (parsed at the edge). `distributed` is SGLang's NCCL protocol in three
- * calls: init the group, update (names/dtypes/shapes of tensors the trainer broadcasts), destroy. */
-export const WeightUpdateRequestSchema = z.discriminatedUnion('source', [
-  DiskUpdateSchema,
-  VersionUpdateSchema,
-  z.discriminatedUnion('action', [
-    z.strictObject({
-      source: z.literal('distributed'),
-      action: z.literal('init'),
-      master_address: z.string().min(1),
-      master_port: z.number().int().min(1).max(65535),
-      /** Rank of the first engine rank; engine i gets rank_offset + i * gpus_per_engine. Default 1 (trainer = 0). */
-      rank_offset: z.number().int().nonnegative().default(1),
-      world_size: z.number().int().positive(),
-      group_name: z.string().min(1).default('weight_update_group'),
-      backend: z.string().default('nccl'),
-    }),
-    DistributedUpdateSchema,
-    z.strictObject({
-      source: z.literal('distributed'),
-      action: z.literal('destroy'),
-      group_name: z.string().min(1).default('weight_update_group'),
-    }),
-  ]),
-]);
 /** SGLang's update_weights_from_tensor for every replica of a switch: per TP rank one payload, base64 of what
  * SGLang's MultiprocessingSerializer made of the rank's named tensors (their bytes, or CUDA IPC handles of tensors
  * a co-located trainer holds: then each replica needs its own). Either one list for every replica or one per
@@ -82,6 +57,33 @@ const TensorUpdateSchema = z
   });
 export type TensorWeightUpdate = z.infer<typeof TensorUpdateSchema>;
 
+/** The admin API's weight update body (parsed at the edge). `distributed` is SGLang's NCCL protocol in three
+ * calls: init the group, update (names/dtypes/shapes of tensors the trainer broadcasts), destroy. */
+export const WeightUpdateRequestSchema = z.discriminatedUnion('source', [
+  DiskUpdateSchema,
+  VersionUpdateSchema,
+  TensorUpdateSchema,
+  z.discriminatedUnion('action', [
+    z.strictObject({
+      source: z.literal('distributed'),
+      action: z.literal('init'),
+      master_address: z.string().min(1),
+      master_port: z.number().int().min(1).max(65535),
+      /** Rank of the first engine rank; engine i gets rank_offset + i * gpus_per_engine. Default 1 (trainer = 0). */
+      rank_offset: z.number().int().nonnegative().default(1),
+      world_size: z.number().int().positive(),
+      group_name: z.string().min(1).default('weight_update_group'),
+      backend: z.string().default('nccl'),
+    }),
+    DistributedUpdateSchema,
+    z.strictObject({
+      source: z.literal('distributed'),
+      action: z.literal('destroy'),
+      group_name: z.string().min(1).default('weight_update_group'),
+    }),
+  ]),
+]);
+
 /** An update that sets a version on every replica: what a weight switch loads (disk, a relabel after tensors the
  * trainer pushed, NCCL over a group already initialised, or serialized tensors). */
 export const VersionedWeightUpdateSchema = z.discriminatedUnion('source', [
@@ -94,8 +96,10 @@ export type WeightUpdateRequest = z.input<typeof WeightUpdateRequestSchema>;
 export type ParsedWeightUpdate = z.infer<typeof WeightUpdateRequestSchema>;
 /** The updates that set a version on every replica (not the group's init/destroy). */
 export type VersionedWeightUpdate = Extract<ParsedWeightUpdate, { weight_version: string }>;
-/** The updates a replica that comes back can replay by itself (a distributed one needs the trainer). */
-export type ReplayableWeightUpdate = Extract<ParsedWeightUpdate, { source: 'disk' | 'version' }>;
+/** The updates a replica can load by itself later (a distributed one needs the trainer): what replicas asleep at an
+ * update load when they onload. Tensors only from update_weights (a co-located trainer keeps its buffers until the
+ * replicas report the version); a switch keeps none. */
+export type ReplayableWeightUpdate = Extract<ParsedWeightUpdate, { source: 'disk' | 'version' | 'tensor' }>;
 
 /** The engine call of a versioned update, for a live update and for a replay alike; a tensor update's payload is
  * the replica's own under `per_engine` (checked present before the switch touches any replica). */
@@ -144,16 +148,18 @@ export interface WeightUpdateResult {
   engines: Array<{ engine_id: string; ok: boolean; weight_version: string | null; error?: string }>;
 }
 
-/** Refuses a tensor update some replica of the switch cannot take, before any replica is touched: `per_engine`
+/** Refuses a tensor update some replica of the switch (or of update_weights: every replica of the model, at `body`)
+ * cannot take, before any replica is touched: `per_engine`
  * naming another engine or missing one, a replica with data parallelism (SGLang asserts dp_size 1), or a payload
  * list that is not one entry per TP rank (SGLang's rank r reads entry r: too few raises in its scheduler, which
  * takes the engine down). Paths are the body's (`update.…`). */
 export function checkTensorUpdate(
   req: TensorWeightUpdate,
   replicas: Array<{ engineId: string; tp: number; dp: number }>,
+  at = 'update',
 ): void {
   const bad = (path: string, message: string) =>
-    new UisError({ code: 'invalid_weight_update', path: `update.${path}`, message });
+    new UisError({ code: 'invalid_weight_update', path: `${at}.${path}`, message });
   const ids = new Set(replicas.map((r) => r.engineId));
   for (const id of Object.keys(req.per_engine ?? {}))
     if (!ids.has(id)) throw bad(`per_engine.${id}`, `${id} is not a replica this switch updates`);

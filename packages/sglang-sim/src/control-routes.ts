@@ -162,7 +162,13 @@ function weightHandlers(ctx: RouteContext) {
     await apply(
       res,
       b,
-      (x) => engine.updateWeightsFromTensor(payloads.length, x.weight_version, x.abort_all_requests),
+      (x) =>
+        engine.updateWeightsFromTensor(
+          payloads.length,
+          x.weight_version,
+          x.abort_all_requests,
+          x.flush_cache ?? true,
+        ),
       (x) => `Succeeded to update model weights.${versionNote(x.weight_version)}`,
     );
   };

@@ -117,6 +117,9 @@ export function registerDemoCommand(program: Command): void {
                     ...(routeKey === undefined ? {} : { generateRouteKey: routeKey }),
                     policyModel: policy.name,
                     policyPath: policy.model_path,
+                    ...(policy.weight_source === 'tensor'
+                      ? { policySource: 'tensor', policyTp: policy.engine_groups[0]?.gpus_per_engine ?? 1 }
+                      : {}),
                     logger: logger.child({ component: 'driver' }),
                   });
                   driver.start();

@@ -55,7 +55,7 @@ describe('uis plan --compare', () => {
   it('prints per phase the resident weights and per switch the released tags, bytes moved and predicted time', () => {
     const { out } = plan('demo.yaml');
     expect(out).toContain(
-      'memory of activation group actor (order configured): predicted switch time 0.99 s per step (2.46 s if every switch released everything)',
+      'memory of activation group actor (order configured): predicted switch time 0.23 s per step (1.71 s if every switch released everything)',
     );
     expect(out).toMatch(
       /genrm_score\s+genrm\s+policy, policy-code, judge, math-teacher\s+123\.3 GB of 141\.0 GB/,
@@ -64,7 +64,7 @@ describe('uis plan --compare', () => {
       /genrm_score -> teacher_opd\s+judge: kv_cache\s+math-teacher: kv_cache\s+0\.0 GB\s+0\.03 s/,
     );
     expect(out).toMatch(
-      /train -> rollout\s+-\s+policy: kv_cache\+sync, policy-code: kv_cache\+sync\s+8\.2 GB\s+0\.93 s/,
+      /train -> rollout\s+-\s+policy: kv_cache\+sync, policy-code: kv_cache\+sync\s+8\.2 GB\s+0\.17 s/,
     );
   });
 

@@ -10,6 +10,10 @@ export interface RlLoopDriverOptions {
   /** Rollout model whose weights the simulated trainer updates every step, and its checkpoint path. */
   policyModel: string;
   policyPath: string;
+  /** How the trainer hands over its weights: a checkpoint the engines load from disk (default), or tensors it shares
+   * with each engine colocated on its GPUs (`tensor`: one serialized entry per TP rank of `policyTp`). */
+  policySource?: 'disk' | 'tensor';
+  policyTp?: number;
   /** The phase rollout is resident in, and the trainer's phase. Defaults `rollout` / `train`. */
   rolloutPhase?: string;
   trainPhase?: string;
@@ -56,9 +60,12 @@ interface Rollout {
  */
 export class RlLoopDriver {
   private readonly opts: Required<
-    Omit<RlLoopDriverOptions, 'logger' | 'fetch' | 'chatModel' | 'generateRouteKey'>
+    Omit<
+      RlLoopDriverOptions,
+      'logger' | 'fetch' | 'chatModel' | 'generateRouteKey' | 'policySource' | 'policyTp'
+    >
   > &
-    Pick<RlLoopDriverOptions, 'chatModel' | 'generateRouteKey'>;
+    Pick<RlLoopDriverOptions, 'chatModel' | 'generateRouteKey' | 'policySource' | 'policyTp'>;
   private readonly logger: Logger;
   private readonly fetch: typeof fetch;
   private readonly controller = new AbortController();
@@ -154,14 +161,39 @@ export class RlLoopDriver {
     await barrier;
     await this.sleep(this.opts.trainMs);
     const version = `step-${step}`;
-    await this.admin(`/admin/roles/rollout/models/${encodeURIComponent(this.opts.policyModel)}/weights`, {
-      source: 'disk',
-      model_path: this.opts.policyPath,
-      weight_version: version,
-    });
+    await this.admin(
+      `/admin/roles/rollout/models/${encodeURIComponent(this.opts.policyModel)}/weights`,
+      this.opts.policySource === 'tensor'
+        ? { source: 'tensor', weight_version: version, per_engine: await this.tensors(version) }
+        : { source: 'disk', model_path: this.opts.policyPath, weight_version: version },
+    );
     await this.admin('/admin/barriers/release', { phase: this.opts.trainPhase, group: this.opts.group });
     this.logger.info({ step, weight_version: version, samples: rollouts.length }, 'RL step done');
     await this.sleep(this.opts.pauseMs);
+  }
+
+  /** What a colocated trainer shares with each policy engine (asleep now: it loads them as it onloads): per TP
+   * rank a handle to its weight buffers (base64, as SGLang decodes it), which the simulator only counts. */
+  private async tensors(version: string): Promise<Record<string, string[]>> {
+    const model = this.opts.policyModel;
+    const r = await this.fetch(
+      `${this.opts.baseUrl}/rollout/engines?model_name=${encodeURIComponent(model)}`,
+      {
+        headers: { authorization: `Bearer ${this.opts.adminToken}` },
+        signal: this.signal,
+      },
+    );
+    if (!r.ok) throw new Error(`/rollout/engines: ${r.status} ${(await r.text()).slice(0, 300)}`);
+    const doc = (await r.json()) as { models?: Record<string, { engines?: Array<{ engine_id: string }> }> };
+    const ranks = this.opts.policyTp ?? 1;
+    return Object.fromEntries(
+      (doc.models?.[model]?.engines ?? []).map((e) => [
+        e.engine_id,
+        Array.from({ length: ranks }, (_, rank) =>
+          Buffer.from(`ipc:${e.engine_id}:${rank}:${version}`).toString('base64'),
+        ),
+      ]),
+    );
   }
 
   private async rollouts(step: number): Promise<Rollout[]> {

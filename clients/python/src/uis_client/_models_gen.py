@@ -66,6 +66,7 @@ __all__ = [
     "UpdateWeightsBodyDistributedDestroy",
     "UpdateWeightsBodyDistributedInit",
     "UpdateWeightsBodyDistributedUpdate",
+    "UpdateWeightsBodyTensor",
     "UpdateWeightsBodyVersion",
     "WeightSwitch",
     "WeightSwitchEngine",
@@ -164,6 +165,18 @@ class UpdateWeightsBodyVersion(TypedDict):
     weight_version: str
 
 
+class _UpdateWeightsBodyTensorRequired(TypedDict):
+    source: Literal["tensor"]
+    weight_version: str
+
+
+class UpdateWeightsBodyTensor(_UpdateWeightsBodyTensorRequired, total=False):
+    serialized_named_tensors: Sequence[str]
+    per_engine: Mapping[str, Sequence[str]]
+    load_format: str
+    flush_cache: bool
+
+
 class _UpdateWeightsBodyDistributedInitRequired(TypedDict):
     source: Literal["distributed"]
     action: Literal["init"]
@@ -204,6 +217,7 @@ class UpdateWeightsBodyDistributedDestroy(_UpdateWeightsBodyDistributedDestroyRe
 UpdateWeightsBody: TypeAlias = (
     UpdateWeightsBodyDisk
     | UpdateWeightsBodyVersion
+    | UpdateWeightsBodyTensor
     | UpdateWeightsBodyDistributedInit
     | UpdateWeightsBodyDistributedUpdate
     | UpdateWeightsBodyDistributedDestroy

@@ -1,6 +1,11 @@
-import { type Clock, capabilities, UisError } from '@uis/spec';
+import { type Clock, capabilities, groupTp, UisError } from '@uis/spec';
 import { errorMessage } from '../runtime.ts';
-import { engineWeightUpdate, type ParsedWeightUpdate, type WeightUpdateResult } from '../weight-update.ts';
+import {
+  checkTensorUpdate,
+  engineWeightUpdate,
+  type ParsedWeightUpdate,
+  type WeightUpdateResult,
+} from '../weight-update.ts';
 import type { EngineRecords } from './engine-records.ts';
 import type { PublicationProjector } from './publication.ts';
 import type { ReplicaTable } from './replica-table.ts';
@@ -68,7 +73,7 @@ export class WeightSync {
     s.weightVersion = await engine.weightVersion();
     if (s.weightVersion === m.target || !m.replay) return;
     const t0 = this.clock.now();
-    s.weightVersion = (await engine.updateWeights(engineWeightUpdate(m.replay))).weightVersion;
+    s.weightVersion = (await engine.updateWeights(engineWeightUpdate(m.replay, s.engineId))).weightVersion;
     this.records?.weight(s);
     this.audit(
       'replica.weights_synced',
@@ -83,6 +88,15 @@ export class WeightSync {
     // Refused before any replica is touched: a replica whose SGLang release cannot do it would fail mid-update.
     const action = req.source === 'distributed' ? req.action : 'update';
     for (const s of this.replicas.slotsOf(m.spec.name)) s.engine?.checkWeightUpdate(req.source, action);
+    // Tensors name every replica of the model: replicas asleep load theirs when they onload.
+    if (req.source === 'tensor')
+      checkTensorUpdate(
+        req,
+        this.replicas
+          .slotsOf(m.spec.name)
+          .map((s) => ({ engineId: s.engineId, tp: groupTp(s.group), dp: s.group.dp })),
+        'body',
+      );
     const resident = this.replicas
       .slotsOf(m.spec.name)
       .filter(
@@ -159,7 +173,7 @@ export class WeightSync {
       } else if (req.source === 'distributed' && req.action === 'destroy') {
         await engine.destroyWeightsUpdateGroup({ group_name: req.group_name });
       } else {
-        s.weightVersion = (await engine.updateWeights(engineWeightUpdate(req))).weightVersion;
+        s.weightVersion = (await engine.updateWeights(engineWeightUpdate(req, s.engineId))).weightVersion;
         this.records?.weight(s);
       }
       return { engine_id: s.engineId, ok: true, weight_version: s.weightVersion };
