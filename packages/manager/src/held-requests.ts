@@ -2,9 +2,9 @@ import type { SGLangEngine } from '@uis/sglang-engine';
 import { type Clock, systemClock, UisError } from '@uis/spec';
 import { z } from 'zod';
 
-/** Why a request was aborted at its engine: a caller's `abort_request {rid}`, an `abort_request {abort_all}`, or
- * its client going away. */
-export const AbortReasonSchema = z.enum(['abort_request', 'abort_all', 'client_disconnect']);
+/** Why a request was aborted at its engine: a caller's `abort_request {rid}`, an `abort_request {abort_all}`, its
+ * client going away, or its weights falling more than its model's `max_staleness` behind the newest version. */
+export const AbortReasonSchema = z.enum(['abort_request', 'abort_all', 'client_disconnect', 'max_staleness']);
 export type AbortReason = z.infer<typeof AbortReasonSchema>;
 
 /** The body of `/<role>/abort_request` and of the abort_request command: SGLang's `{rid}` or `{abort_all: true}`,
@@ -46,6 +46,8 @@ export interface HeldRequest {
   model: string;
   engineId: string | null;
   requestId: string;
+  /** The version its replica served when the request was sent there: the version of its first output token. */
+  weightVersion?: string | null;
 }
 
 /** What an abort needs of the role's replicas. */
@@ -76,6 +78,8 @@ export type AbortListener = (model: string, reason: AbortReason, n: number) => v
 export class HeldRequests {
   readonly #byRid = new Map<string, HeldRequest>();
   readonly #listeners = new Set<AbortListener>();
+  /** Requests already aborted for staleness (each is aborted once; it lets go of its rid when its answer ends). */
+  readonly #stale = new WeakSet<HeldRequest>();
   /** The re-sends of each aborted rid still held, stopped when its request ends. */
   readonly #resending = new Map<string, { requestId: string; stop: AbortController }>();
 
@@ -177,6 +181,31 @@ export class HeldRequests {
         );
       }
     })().catch(() => undefined);
+  }
+
+  /**
+   * Aborts each held request of `model` that started on a version more than `maxStaleness` behind `newest`
+   * (`behind` counts, see versionsBehind of @uis/routing), at the replica that holds it: its caller gets SGLang's
+   * abort answer with its partial output and resumes it on newer weights. Counted under `max_staleness`. The
+   * aborts are sent, not awaited, and sent again until the request ends (as every abort here).
+   */
+  abortStale(
+    model: string,
+    maxStaleness: number,
+    behind: (version: string) => number,
+    targets: AbortTargets,
+  ): AbortResult['aborted'] {
+    const aborted: AbortResult['aborted'] = [];
+    for (const [rid, held] of this.#byRid) {
+      const v = held.weightVersion;
+      if (held.model !== model || v == null || this.#stale.has(held) || behind(v) <= maxStaleness) continue;
+      this.#stale.add(held);
+      aborted.push({ rid, model, engine_id: held.engineId });
+      this.keepAborting(rid, held.requestId, targets);
+      for (const r of holders(held, targets)) r.engine.client.abortRequest(rid).catch(() => undefined);
+    }
+    this.counted(model, 'max_staleness', aborted.length);
+    return aborted;
   }
 }
 

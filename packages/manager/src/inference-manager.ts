@@ -6,6 +6,7 @@ import {
   type AbortRequestInput,
   AbortRequestInputSchema,
   type AbortResult,
+  type AbortTargets,
   HeldRequests,
 } from './held-requests.ts';
 import type { InFlightTracker } from './in-flight.ts';
@@ -33,6 +34,7 @@ import type { Residency } from './replicas/residency.ts';
 import { ALL_TAGS, type Audit, type ManagerSnapshot } from './replicas/types.ts';
 import type { WeightSwitch } from './replicas/weight-switch.ts';
 import type { WeightSync } from './replicas/weight-sync.ts';
+import { StalenessGuard } from './staleness.ts';
 import {
   type WeightSwitchRecord,
   type WeightSwitchRequest,
@@ -112,6 +114,7 @@ export class InferenceManager implements PhaseParticipant {
     this.#scaler = parts.scaler;
     this.#externals = parts.externals;
     this.#drainDeadlineMs = parts.drainDeadlineMs;
+    this.registry.subscribe(new StalenessGuard(this.requests, this.#abortTargets, audit).onPublished);
   }
 
   // ---- lifecycle ----------------------------------------------------------------------------------------------
@@ -316,17 +319,18 @@ export class InferenceManager implements PhaseParticipant {
    * behind lifecycle operations: an abort is what a caller sends while one runs. */
   abortRequests(input: AbortRequestInput): Promise<AbortResult> {
     const req = parseOrThrow(AbortRequestInputSchema, input, 'body', 'invalid_body');
-    const replicas = this.#replicas;
-    return this.requests.abort(req, {
-      models: (model) =>
-        model === undefined ? [...replicas.models.keys()] : [replicas.model(model).spec.name],
-      running: (model) =>
-        replicas
-          .slotsOf(model)
-          .filter((s) => s.engine !== null && (s.state === 'ready' || s.state === 'draining'))
-          .map((s) => ({ engineId: s.engineId, engine: s.engine as SGLangEngine })),
-    });
+    return this.requests.abort(req, this.#abortTargets);
   }
+
+  readonly #abortTargets: AbortTargets = {
+    models: (model) =>
+      model === undefined ? [...this.#replicas.models.keys()] : [this.#replicas.model(model).spec.name],
+    running: (model) =>
+      this.#replicas
+        .slotsOf(model)
+        .filter((s) => s.engine !== null && (s.state === 'ready' || s.state === 'draining'))
+        .map((s) => ({ engineId: s.engineId, engine: s.engine as SGLangEngine })),
+  };
 
   // ---- replicas -----------------------------------------------------------------------------------------------
 

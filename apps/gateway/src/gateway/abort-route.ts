@@ -24,7 +24,8 @@ const each = (rid: string | string[], fn: (one: string) => void) => {
   else fn(rid);
 };
 
-/** Records which replica holds a forwarded request's rids (a router target: the model's SGLang router chose). */
+/** Records which replica holds a forwarded request's rids (a router target: the model's SGLang router chose) and
+ * the version it served then (the request's first token's: what max_staleness measures). */
 export function holdRids(
   held: HeldRequests,
   rid: string | string[],
@@ -33,7 +34,8 @@ export function holdRids(
   requestId: string,
 ): void {
   const engineId = target.id.startsWith(ROUTER_PREFIX) ? null : target.id;
-  each(rid, (one) => held.hold(one, { model, engineId, requestId }));
+  const weightVersion = target.weightVersion ?? null;
+  each(rid, (one) => held.hold(one, { model, engineId, requestId, weightVersion }));
 }
 
 export function releaseRids(held: HeldRequests, rid: string | string[] | undefined, requestId: string): void {

@@ -110,7 +110,7 @@ export class GatewayMetrics {
     );
     this.abortedRequests = served(
       'uis_aborted_requests_total',
-      'Requests aborted at their engines, by reason: abort_request (a rid), abort_all (the requests of a model or role the gateway held), client_disconnect.',
+      "Requests aborted at their engines, by reason: abort_request (a rid), abort_all (the requests of a model or role the gateway held), client_disconnect, max_staleness (its weights fell more than the model's max_staleness behind the newest).",
       'reason',
     );
     this.phaseTransitions = phase(
