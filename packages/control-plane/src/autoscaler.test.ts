@@ -150,7 +150,7 @@ describe('decideScale', () => {
       'sglang:token_usage{model_name="p",dp_rank="0"} 0.5',
       'sglang:token_usage{model_name="p",dp_rank="1"} 0.25',
     ].join('\n');
-    expect(parseEngineMetrics(text)).toEqual({ queue: 4, tokenUsage: 0.375 });
+    expect(parseEngineMetrics(text)).toEqual({ queue: 4, tokenUsage: 0.375, running: 0 });
     const withHistogram = [
       text,
       'sglang:queue_time_seconds_bucket{model_name="p",le="0.5"} 2.0',

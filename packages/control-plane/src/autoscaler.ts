@@ -34,6 +34,8 @@ export function autoscalePolicies(
 export interface EngineSample {
   queue: number;
   tokenUsage: number;
+  /** `sglang:num_running_reqs`, summed over ranks (read, not decided on). */
+  running?: number;
   queueTime?: ReadonlyMap<number, number>;
   /** P95 queue time (s) of the requests queued since the previous reading; Infinity past the last finite bucket. */
   queueTimeP95?: number | null;
@@ -135,7 +137,7 @@ export function decideScale(
   return none('within thresholds');
 }
 
-/** The gauges of one engine's Prometheus text (`sglang:num_queue_reqs` summed over its DP ranks,
+/** The gauges of one engine's Prometheus text (`sglang:num_queue_reqs` and `sglang:num_running_reqs` summed over its DP ranks,
  * `sglang:token_usage` averaged) and its `sglang:queue_time_seconds` buckets (summed), or null when it has
  * neither gauge. */
 export function parseEngineMetrics(text: string): EngineSample | null {
@@ -143,6 +145,7 @@ export function parseEngineMetrics(text: string): EngineSample | null {
     [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))].map((m) => Number(m[1]));
   const q = values('sglang:num_queue_reqs');
   const u = values('sglang:token_usage');
+  const running = values('sglang:num_running_reqs');
   if (q.length === 0 && u.length === 0) return null;
   const buckets = new Map<number, number>();
   for (const m of text.matchAll(/^sglang:queue_time_seconds_bucket\{[^}]*\ble="([^"]+)"[^}]*\} (\S+)$/gm)) {
@@ -152,6 +155,7 @@ export function parseEngineMetrics(text: string): EngineSample | null {
   return {
     queue: q.reduce((s, x) => s + x, 0),
     tokenUsage: u.length === 0 ? 0 : u.reduce((s, x) => s + x, 0) / u.length,
+    running: running.reduce((s, x) => s + x, 0),
     ...(buckets.size === 0 ? {} : { queueTime: buckets }),
   };
 }

@@ -18,6 +18,7 @@ export {
 } from './create-control-plane.ts';
 export { InProcessSimLauncher } from './launchers/in-process-sim-launcher.ts';
 export type { StartedRay } from './launchers/ray.ts';
+export { type ModelLoad, modelLoads } from './model-load.ts';
 export {
   type ModelReplica,
   ModelReplicaSchema,

@@ -1,3 +1,4 @@
+import type { ModelLoad } from '@uis/control-plane';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { TokenUsage } from '../proxy/usage.ts';
 import { type CounterChild, type HistogramChild, ServedCounter, ServedHistogram } from './served-metrics.ts';
@@ -14,6 +15,8 @@ export interface MetricsSources {
   replicaWeights?(): ReplicaWeightRow[];
   /** Replicas whose circuit breaker is not closed (state 1: half-open, 2: open). */
   circuits?(): Array<{ role: string; engine_id: string; state: number }>;
+  /** Each metered model's load and replica counts, read from its engines at scrape time (KEDA, HPA). */
+  modelLoad?(): Promise<ModelLoad[]>;
 }
 
 export interface MetricsOptions {
@@ -124,6 +127,62 @@ export class GatewayMetrics {
       ['group', 'part'],
     );
     this.collected(sources, registers);
+    this.scaling(sources, registers);
+  }
+
+  /** What a KEDA ScaledObject (Prometheus scaler) or an HPA on external metrics scales a model on: its engines'
+   * queue, running requests and KV use, and its current and desired replicas; one engine read per scrape for all. */
+  private scaling(sources: MetricsSources, registers: Registry[]): void {
+    const load = sources.modelLoad?.bind(sources);
+    if (load === undefined) return;
+    let pending: Promise<ModelLoad[]> | null = null;
+    // prom-client collects the gauges of a scrape concurrently: the first asks, the others share its answer.
+    const rows = () => {
+      pending ??= load().finally(() => setTimeout(() => (pending = null), 500).unref());
+      return pending;
+    };
+    const gauge = (name: string, help: string, value: (r: ModelLoad) => number) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['role', 'model'],
+        registers,
+        async collect() {
+          const got = await rows();
+          this.reset();
+          for (const r of got) this.set({ role: r.role, model: r.model }, value(r));
+        },
+      });
+    gauge(
+      'uis_model_queue_requests',
+      "Requests waiting in a model's engine queues: SGLang's sglang:num_queue_reqs summed over its serving replicas (engines launched with enable_metrics).",
+      (r) => r.queue,
+    );
+    gauge(
+      'uis_model_running_requests',
+      "Requests a model's engines are running: SGLang's sglang:num_running_reqs summed over its serving replicas.",
+      (r) => r.running,
+    );
+    gauge(
+      'uis_model_token_usage',
+      "KV cache use of a model's engines (0..1): SGLang's sglang:token_usage, the mean over its serving replicas.",
+      (r) => r.token_usage,
+    );
+    gauge(
+      'uis_model_metrics_replicas',
+      "A model's serving replicas whose /metrics answered this scrape (the sums above cover these).",
+      (r) => r.reporting,
+    );
+    gauge(
+      'uis_model_replicas_current',
+      'Replicas a scale of the model counts now (regular, joined, alive).',
+      (r) => r.current,
+    );
+    gauge(
+      'uis_model_replicas_desired',
+      "The target of the model's running scale operation (scale_out, scale_in, the autoscaler's), else its current replicas.",
+      (r) => r.desired,
+    );
   }
 
   private collected(sources: MetricsSources, registers: Registry[]): void {

@@ -21,6 +21,7 @@ import { mountOpenAIRoot, openAIErrorJson } from '../gateway/openai-surface.ts';
 import { relaxElasticApi } from '../gateway/relax-elastic.ts';
 import type { BreakerOptions } from '../gateway/replica-breakers.ts';
 import { GatewayMetrics } from '../metrics/gateway-metrics.ts';
+import { metricsSources } from '../metrics/metrics-sources.ts';
 import { Observability } from '../metrics/observability.ts';
 import { mountDocs } from '../openapi/docs-routes.ts';
 import { CONSOLE_DIST } from '../package-paths.ts';
@@ -244,33 +245,7 @@ export class UisServer {
 
   /** The Prometheus registry, reading live state from the gateways and the plane at scrape time. */
   private createMetrics(): GatewayMetrics {
-    const plane = this.plane;
-    return new GatewayMetrics({
-      inFlight: () =>
-        [...this.gateways].flatMap(([role, g]) =>
-          Object.entries(g.inFlight.snapshot()).map(([engine_id, count]) => ({ role, engine_id, count })),
-        ),
-      replicaStates: () => {
-        const out: Array<{ role: string; model: string; state: string; count: number }> = [];
-        for (const [role, m] of plane.managers)
-          for (const [model, x] of Object.entries(m.snapshot().models)) {
-            const counts = new Map<string, number>();
-            for (const r of x.replicas) counts.set(r.state, (counts.get(r.state) ?? 0) + 1);
-            for (const [state, count] of counts) out.push({ role, model, state, count });
-          }
-        return out;
-      },
-      topologyRevisions: () =>
-        [...plane.managers].map(([role, m]) => ({ role, revision: m.registry.revision })),
-      batchCounts: () => plane.store.counts(),
-      replicaWeights: () => this.observability.weights.rows(plane.managers),
-      circuits: () =>
-        [...this.gateways].flatMap(([role, g]) =>
-          g.breakers
-            .snapshot()
-            .map((c) => ({ role, engine_id: c.engineId, state: c.state === 'open' ? 2 : 1 })),
-        ),
-    });
+    return new GatewayMetrics(metricsSources(this.plane, this.gateways, () => this.observability.weights));
   }
 
   /** A role gateway per configured role: serving routes on the fast path, the rest on Hono. */
