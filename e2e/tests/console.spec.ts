@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, test } from '@playwright/test';
@@ -82,6 +83,47 @@ test('the Plan page shows the violations of an overlapping split layout', async 
   await expect(page.getByTestId('plan-ok')).toBeVisible();
   await expect(page.getByTestId('plan-output').getByTestId('gpu')).toHaveCount(16);
   await shot(page, 'plan');
+});
+
+test('the Plan page compares the configured and the optimized defer order as uis plan --compare', async ({
+  page,
+}) => {
+  const cli = JSON.parse(
+    execFileSync(
+      process.execPath,
+      [
+        join(EXAMPLES, '..', 'apps', 'gateway', 'bin', 'uis-dev.mjs'),
+        'plan',
+        join(EXAMPLES, 'demo.yaml'),
+        '--json',
+        '--compare',
+      ],
+      { encoding: 'utf8' },
+    ),
+  ) as {
+    memory: Array<{
+      configured: { bubble_s: number; switches: Array<{ predicted_s: number }> };
+      optimized: { bubble_s: number; switches: Array<{ predicted_s: number }> };
+    }>;
+  };
+  const [g] = cli.memory;
+  if (g === undefined) throw new Error('uis plan --compare printed no memory plan for the demo');
+  await open(page, 'plan');
+  await page.getByTestId('plan-input').fill(readFileSync(join(EXAMPLES, 'demo.yaml'), 'utf8'));
+  const compare = page.getByTestId('memory-compare');
+  await expect(compare.getByTestId('memory-configured-s')).toHaveText(
+    `${g.configured.bubble_s.toFixed(2)} s`,
+  );
+  await expect(compare.getByTestId('memory-optimized-s')).toHaveText(`${g.optimized.bubble_s.toFixed(2)} s`);
+  await expect(compare.getByTestId('memory-configured').getByTestId('memory-switch-s')).toHaveText(
+    g.configured.switches.map((s) => `${s.predicted_s.toFixed(2)} s`),
+  );
+  await expect(compare.getByTestId('memory-optimized').getByTestId('memory-switch-s')).toHaveText(
+    g.optimized.switches.map((s) => `${s.predicted_s.toFixed(2)} s`),
+  );
+  await expect(compare.getByTestId('memory-verdict')).toContainText('set schedule.defer.order: optimized');
+  await compare.scrollIntoViewIfNeeded();
+  await shot(page, 'plan-compare');
 });
 
 test('draining a model from the console takes its replicas out of service and discovery', async ({

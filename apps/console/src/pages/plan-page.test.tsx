@@ -41,6 +41,36 @@ describe('Plan page', () => {
     expect(screen.queryByTestId('gpu-grid')).toBeNull();
   });
 
+  it('sets the configured order of the deferred phases beside the optimized one, as uis plan --compare', () => {
+    render(<PlanPage initialText={example('demo.yaml')} />);
+    const demo = screen.getByTestId('memory-compare');
+    expect(within(demo).getByTestId('memory-configured-s').textContent).toBe('0.23 s');
+    expect(within(demo).getByTestId('memory-optimized-s').textContent).toBe('0.22 s');
+    expect(within(demo).getByTestId('memory-verdict').textContent).toContain(
+      'Optimized saves 0.02 s per step; set schedule.defer.order: optimized to use it.',
+    );
+    const rows = (id: string) =>
+      within(within(demo).getByTestId(id))
+        .getAllByTestId('memory-switch')
+        .map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent));
+    expect(rows('memory-configured').at(-1)).toEqual([
+      'train → rollout',
+      '–',
+      'policy: kv_cache+sync, policy-code: kv_cache+sync',
+      '8.2 GB',
+      '0.17 s',
+    ]);
+    // The optimized order merges the scorers, whose KV caches fit together.
+    expect(rows('memory-optimized').map((r) => [r[0], r[4]])).toEqual([
+      ['rollout → genrm_score+teacher_opd', '0.03 s'],
+      ['genrm_score+teacher_opd → train', '0.01 s'],
+      ['train → rollout', '0.17 s'],
+    ]);
+    // Without sizes the planner cannot predict: the unsized models are named.
+    fireEvent.change(screen.getByTestId('plan-input'), { target: { value: example('defer.yaml') } });
+    expect(screen.getByTestId('memory-compare').textContent).toContain('unsized: policy, judge, teacher');
+  });
+
   it('reports config errors with the path the user wrote', () => {
     render(<PlanPage initialText={'cluster:\n  nodes: []\nroles: {}\n'} />);
     const paths = screen.getAllByTestId('violation-path').map((p) => p.textContent);

@@ -1,5 +1,6 @@
 import { useDeferredValue, useMemo, useState } from 'react';
 import { GpuGrid } from '../components/gpu-grid.tsx';
+import { MemoryCompare } from '../components/memory-compare.tsx';
 import { buildGridModel } from '../lib/gpu-grid.ts';
 import { planFromText } from '../lib/plan-input.ts';
 import { PLAN_EXAMPLES } from './plan-examples.ts';
@@ -102,6 +103,7 @@ export function PlanPage({
               {result.config.cluster.nodes.length} nodes.
             </p>
             <GpuGrid grid={grid} />
+            {result.plan.memory && <MemoryCompare memory={result.plan.memory} />}
           </section>
         )}
       </div>
