@@ -52,8 +52,9 @@ export class WeightSwitch {
   readonly #inPlace = new Map<string, { count: number; from: Array<string | null> }>();
   /** Models whose gateway admission is closed by a drain-mode switch. */
   readonly #closed = new Set<string>();
-  /** Each engine's last update in a switch, in ms: the next switch stops and updates the slowest first. */
-  readonly #lastUpdateMs = new Map<string, number>();
+  /** Per model, each member's last update in a switch, in ms: the next switch stops and updates the slowest
+   * first. Replaced by each switch's members, so replicas that left are forgotten. */
+  readonly #lastUpdateMs = new Map<string, Map<string, number>>();
   #nextId = 0;
 
   constructor(
@@ -167,7 +168,8 @@ export class WeightSwitch {
       // until every member is updated. With `allow`, each continues as soon as its own update is read back.
       // Slowest first (by each engine's last update; never timed counts as slowest): the fan-out of pauses takes
       // time, and the switch lasts as long as its latest-finishing update, so the long updates start first.
-      const last = (x: Member) => this.#lastUpdateMs.get(x.s.engineId) ?? Number.POSITIVE_INFINITY;
+      const known = this.#lastUpdateMs.get(name);
+      const last = (x: Member) => known?.get(x.s.engineId) ?? Number.MAX_SAFE_INTEGER;
       const order = [...members].sort((a, b) => last(b) - last(a));
       const paused = order.map(async (x) => {
         if (drain) await this.waitIdle(x, deadlineMs);
@@ -217,6 +219,10 @@ export class WeightSwitch {
       this.publication.publish();
       phases.published = at();
       await continued;
+      this.#lastUpdateMs.set(
+        name,
+        new Map(members.flatMap((x) => (x.ok && x.updateMs !== null ? [[x.s.engineId, x.updateMs]] : []))),
+      );
       for (const x of members) {
         phases.stopped = Math.max(phases.stopped, x.at.stopped ?? 0);
         phases.loaded = Math.max(phases.loaded, x.at.loaded ?? 0);
@@ -316,7 +322,6 @@ export class WeightSwitch {
       x.error = errorMessage(e);
     }
     x.updateMs = this.clock.now() - t;
-    if (x.ok) this.#lastUpdateMs.set(x.s.engineId, x.updateMs);
   }
 
   /** Puts a member that took N+1 back on N: the model's last replayable update, or its model path at N. */
