@@ -222,3 +222,21 @@ def test_sample_of_an_attempt_on_several_versions_without_spans_has_an_unknown_v
     s = Sample([1, 2], {"max_new_tokens": 4})
     s.absorb(_answer([5, 6, 7, 8], "v2", {"type": "length", "length": 4}, uis_weight_versions=["v1", "v2"]))
     assert s.spans == [VersionSpan(None, 0, 4)] and s.mask("v2") == [False] * 4
+
+
+def test_a_stream_without_spans_is_split_where_its_chunks_change_version() -> None:
+    """An older release's stream across an in-place switch: each chunk's new tokens are recorded under the chunk's
+    weight_version (one chunk per token), so the split is where the engine's version changed; a finished chunk with
+    SGLang's spans replaces what the chunks said."""
+    s = Sample([1], {"max_new_tokens": 4})
+    mark = s.begin_stream()
+    for ids, version in (([4], "v1"), ([4, 5], "v1"), ([4, 5, 6], "v2")):
+        s.absorb(_answer(ids, version, None), stream_from=mark)
+    s.absorb(_answer([4, 5, 6, 7], "v2", {"type": "length", "length": 4}), stream_from=mark)
+    assert s.spans == [VersionSpan("v1", 0, 2), VersionSpan("v2", 2, 4)] and s.finished
+    t = Sample([1], {"max_new_tokens": 3})
+    mark = t.begin_stream()
+    t.absorb(_answer([4], "v1", None), stream_from=mark)
+    spans = [{"version": "v0", "start": 0, "end": 1}, {"version": "v1", "start": 1, "end": 3}]
+    t.absorb(_answer([4, 5, 6], "v1", {"type": "length", "length": 3}, weight_versions=spans), stream_from=mark)
+    assert t.spans == [VersionSpan("v0", 0, 1), VersionSpan("v1", 1, 3)]

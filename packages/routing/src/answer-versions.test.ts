@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { answerVersionSpans } from './answer-versions.ts';
+import { answerVersionSpans, StreamVersionSpans } from './answer-versions.ts';
 
 describe('which version produced which output tokens of an answer', () => {
   it.each([
@@ -47,5 +47,26 @@ describe('which version produced which output tokens of an answer', () => {
     ['not an answer', 'x', []],
   ])('%s', (_name, answer, spans) => {
     expect(answerVersionSpans(answer)).toEqual(spans);
+  });
+
+  it("splits a stream without spans where its chunks change version; the finished chunk's spans win", () => {
+    const chunk = (ids: number[], version: string, spans?: unknown) => ({
+      output_ids: ids,
+      meta_info: { completion_tokens: ids.length, weight_version: version, weight_versions: spans },
+    });
+    const s = new StreamVersionSpans();
+    for (const [ids, v] of [
+      [[4], 'v1'],
+      [[4, 5], 'v1'],
+      [[4, 5, 6], 'v2'],
+      [[4, 5, 6, 7], 'v2'],
+    ] as const)
+      s.add(chunk([...ids], v));
+    expect(s.spans).toEqual([
+      { version: 'v1', start: 0, end: 2 },
+      { version: 'v2', start: 2, end: 4 },
+    ]);
+    s.add(chunk([4, 5, 6, 7], 'v2', [{ version: 'v2', start: 0, end: 4 }]));
+    expect(s.spans).toEqual([{ version: 'v2', start: 0, end: 4 }]);
   });
 });

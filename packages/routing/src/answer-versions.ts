@@ -41,3 +41,33 @@ export function answerVersionSpans(answer: unknown): TokenVersionSpan[] {
   const version = typeof meta.weight_version === 'string' ? meta.weight_version : null;
   return [{ version, start: 0, end: produced }];
 }
+
+/**
+ * The spans of a streamed `/generate` answer, chunk by chunk (each chunk repeats the output so far): a chunk's new
+ * tokens are recorded under its `weight_version`, the engine's when it sent them (exact with one chunk per token,
+ * SGLang's default `--stream-interval 1`), so a stream across an in-place switch is split where the version
+ * changed even from a release without spans; the finished chunk's `weight_versions`, when given, replace them.
+ */
+export class StreamVersionSpans {
+  #spans: TokenVersionSpan[] = [];
+  #seen = 0;
+
+  add(chunk: unknown): void {
+    if (!isObj(chunk) || !isObj(chunk.meta_info)) return;
+    const meta = chunk.meta_info;
+    const produced = producedOf(chunk, meta);
+    if (Array.isArray(meta.weight_versions) && meta.weight_versions.length > 0) {
+      this.#spans = answerVersionSpans(chunk);
+    } else if (produced > this.#seen) {
+      const version = typeof meta.weight_version === 'string' ? meta.weight_version : null;
+      const last = this.#spans[this.#spans.length - 1];
+      if (last !== undefined && last.version === version && last.end === this.#seen) last.end = produced;
+      else this.#spans.push({ version, start: this.#seen, end: produced });
+    }
+    this.#seen = produced;
+  }
+
+  get spans(): TokenVersionSpan[] {
+    return this.#spans.map((s) => ({ ...s }));
+  }
+}

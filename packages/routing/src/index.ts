@@ -6,7 +6,7 @@ export {
   pythonJsonString,
   rendezvousSha256,
 } from './affinity-hash.ts';
-export { answerVersionSpans, type TokenVersionSpan } from './answer-versions.ts';
+export { answerVersionSpans, StreamVersionSpans, type TokenVersionSpan } from './answer-versions.ts';
 export { type Candidate, candidatesOf, isEligible } from './candidates.ts';
 export {
   type Attempt,

@@ -1,4 +1,5 @@
 import { layoutRole } from '@uis/manager/testing';
+import { StreamVersionSpans } from '@uis/routing';
 import { type DiscoverySnapshot, parseConfig } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { gatewayOnSims } from '../testing/fixtures.ts';
@@ -55,8 +56,32 @@ describe('weight versions of an engine without spans (SGLang 0.5.17)', { timeout
       max_tokens: 150,
       ignore_eos: true,
     });
+    // A stream: its chunks say the engine's version as they come, so the client splits it where it changed.
+    const streamed = new StreamVersionSpans();
+    let chunks = 0;
+    const stream = fetch(`${gw.url}/rollout/generate`, {
+      method: 'POST',
+      body: JSON.stringify({
+        rid: 'old-stream',
+        text: 'z',
+        stream: true,
+        sampling_params: { max_new_tokens: 150, ignore_eos: true },
+      }),
+    }).then(async (r) => {
+      let buf = '';
+      for await (const part of r.body as unknown as AsyncIterable<Uint8Array>) {
+        buf += Buffer.from(part).toString();
+        for (let at = buf.indexOf('\n\n'); at !== -1; at = buf.indexOf('\n\n')) {
+          const data = buf.slice(0, at).replace(/^data: /, '');
+          buf = buf.slice(at + 2);
+          if (data !== '[DONE]') streamed.add(JSON.parse(data));
+          chunks++;
+        }
+      }
+    });
     const inFlight = gw.plane.managerOf('rollout').inFlight;
-    await expect.poll(() => inFlight.total(), { timeout: 10_000 }).toBe(2);
+    await expect.poll(() => inFlight.total(), { timeout: 10_000 }).toBe(3);
+    await expect.poll(() => chunks, { timeout: 10_000 }).toBeGreaterThan(3);
     const sw = await call(
       '/admin/roles/rollout/models/policy/weights/switch',
       { mode: 'pause_in_place', update: { source: 'disk', model_path: '/ckpt/v2', weight_version: 'v2' } },
@@ -72,6 +97,14 @@ describe('weight versions of an engine without spans (SGLang 0.5.17)', { timeout
       expect(a.version).toBe('v2');
       expect(a.versions).toBe(`${from},v2`);
     }
+    await stream;
+    const engine = ((await (await fetch(`${gw.url}/rollout/engines`)).json()) as DiscoverySnapshot).models
+      .policy?.engines[0]?.engine_id as string;
+    const runs = gw.launcher.serversOf(engine)[0]?.tokenVersions('old-stream') ?? [];
+    expect(runs.map(([, v]) => v)).toEqual([from, 'v2']);
+    expect(streamed.spans).toEqual(
+      runs.map(([start, version], k) => ({ version, start, end: runs[k + 1]?.[0] ?? 150 })),
+    );
     // A request on one version is left as the engine sent it.
     const plain = await call('/rollout/generate', { text: 'y', sampling_params: { max_new_tokens: 3 } });
     expect(plain.json.meta_info.uis_weight_versions).toBeUndefined();

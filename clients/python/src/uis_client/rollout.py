@@ -131,28 +131,39 @@ class Sample:
 
     def absorb(self, answer: Mapping[str, Any], *, stream_from: tuple[int, int] | None = None) -> Sample:
         """Adds an attempt's answer (a ``/generate`` answer), or a streamed attempt's latest chunk with
-        ``stream_from`` from ``begin_stream`` (a chunk repeats the attempt's output and text so far)."""
+        ``stream_from`` from ``begin_stream`` (a chunk repeats the attempt's output and text so far). A chunk's new
+        tokens are recorded under the chunk's ``weight_version`` (the engine's when it sent them: exact with one
+        chunk per token, SGLang's default ``--stream-interval 1``), so a stream across an in-place switch is split
+        where it changed even when the engine reports no spans; the finished chunk's spans, when given, win."""
         meta = answer.get("meta_info") or {}
         ids = [int(t) for t in answer.get("output_ids") or []]
         text = str(answer.get("text") or "")
         if stream_from is None:
             self.attempts += 1
             base = len(self.output_ids)
+            seen = 0
         else:
             base, text_base = stream_from
-            self._truncate(base)
+            seen = min(len(self.output_ids) - base, len(ids))
+            del self.output_ids[base:]
+            self._truncate_spans(base + seen)
             self.text = self.text[:text_base]
         self.output_ids.extend(ids)
         self.text += text
-        for span in _spans_of(meta, len(ids)):
-            self._add_span(span.version, base + span.start, base + span.end)
+        given = isinstance(meta.get("weight_versions"), list) and bool(meta.get("weight_versions"))
+        if stream_from is None or given:
+            self._truncate_spans(base)
+            for span in _spans_of(meta, len(ids)):
+                self._add_span(span.version, base + span.start, base + span.end)
+        else:
+            version = meta.get("weight_version")
+            self._add_span(None if version is None else str(version), base + seen, base + len(ids))
         self.finish_reason = meta.get("finish_reason")
         return self
 
-    def _truncate(self, base: int) -> None:
-        del self.output_ids[base:]
-        kept = [s for s in self.spans if s.start < base]
-        self.spans = [VersionSpan(s.version, s.start, min(s.end, base)) for s in kept]
+    def _truncate_spans(self, end: int) -> None:
+        kept = [s for s in self.spans if s.start < end]
+        self.spans = [VersionSpan(s.version, s.start, min(s.end, end)) for s in kept]
 
     def _add_span(self, version: str | None, start: int, end: int) -> None:
         if end <= start:
