@@ -108,6 +108,9 @@ const MIGRATIONS: readonly string[] = [
      data TEXT NOT NULL,
      created_at INTEGER NOT NULL
    );`,
+  // The memory tags an engine holds (JSON), beside `memory`: a drain by the memory plan keeps some, and an adopted
+  // engine must not be asked to resume a tag it still holds (SGLang's scheduler raises and the server dies).
+  `ALTER TABLE engines ADD COLUMN resident_tags TEXT;`,
 ];
 
 /** The manager's embedded database: audit events, operation ids, leases, deferred batches, operator intents,

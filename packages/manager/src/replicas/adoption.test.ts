@@ -151,6 +151,36 @@ describe('adoption of recorded engines at start', { timeout: 120_000 }, () => {
     },
   );
 
+  it('an engine the memory plan left partly released is adopted holding its kept tags: onload resumes only the rest', async () => {
+    const db = openStore();
+    const first = manager(db, true);
+    managers.pop();
+    abandoned.push(first);
+    await first.start();
+    // A drain by the memory plan: the weights and CUDA graphs stay, the KV cache goes. Then the control plane dies.
+    await first.drain({ policy: 'abort', deadlineMs: 0, keep: { policy: ['weights', 'cuda_graph'] } });
+    const before = pidsOf(first);
+    const records = new EngineRecords(db, 'rollout', systemClock);
+    expect(records.list().map((r) => [r.memory, r.resident_tags])).toEqual([
+      ['released', ['weights', 'cuda_graph']],
+      ['released', ['weights', 'cuda_graph']],
+    ]);
+    const second = manager(db, true);
+    await second.start();
+    expect(pidsOf(second)).toEqual(before);
+    expect(second.snapshot().models.policy?.replicas.map((r) => r.state)).toEqual(['sleeping', 'sleeping']);
+    // Resuming the weights or CUDA graphs it holds would kill the engine (SGLang's offload_tags.remove raises,
+    // and so does the simulator): the onload asks for the KV cache only, and the same engines serve.
+    await second.activate();
+    expect(second.eligibleEngines('policy')).toHaveLength(2);
+    expect(pidsOf(second)).toEqual(before);
+    expect(Object.values(before).flat().every(alive)).toBe(true);
+    expect(records.list().map((r) => [r.memory, r.resident_tags])).toEqual([
+      ['resident', ['weights', 'kv_cache', 'cuda_graph']],
+      ['resident', ['weights', 'kv_cache', 'cuda_graph']],
+    ]);
+  });
+
   it('stops the recorded engines of a role the config no longer has (no manager would look at them)', async () => {
     const db = openStore();
     const before = Object.values(await crashed(db)).flat();

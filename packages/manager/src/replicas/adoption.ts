@@ -7,7 +7,7 @@ import { type EngineRecord, EngineRecords, SETTLED_MEMORY } from './engine-recor
 import type { Incarnations } from './incarnations.ts';
 import type { MemoryLedger } from './memory-ledger.ts';
 import type { ReplicaTable } from './replica-table.ts';
-import { ALL_TAGS, type Audit, type Slot } from './types.ts';
+import type { Audit, Slot } from './types.ts';
 
 /** Deadline of each probe call to a recorded engine. */
 const PROBE_TIMEOUT_MS = 5_000;
@@ -107,7 +107,8 @@ export class Adoption {
     this.incarnations.attach(s, engine);
     s.generation = rec.generation;
     s.memory.released = rec.memory === 'released';
-    s.memory.resumed = rec.memory === 'resident' ? new Set(ALL_TAGS) : new Set();
+    // A drain by the memory plan keeps some tags: resuming one it still holds would kill the engine.
+    s.memory.resumed = new Set(rec.resident_tags);
     replicas.setState(s, 'ready');
     if (rec.memory !== 'resident') {
       replicas.setState(s, 'draining');

@@ -1,4 +1,11 @@
-import { type PauseMode, PauseModeSchema, type RecordedProcess, recordProcesses } from '@uis/sglang-engine';
+import {
+  type MemoryTag,
+  MemoryTagSchema,
+  type PauseMode,
+  PauseModeSchema,
+  type RecordedProcess,
+  recordProcesses,
+} from '@uis/sglang-engine';
 import type { Clock } from '@uis/spec';
 import { z } from 'zod';
 import type { Db } from '../store.ts';
@@ -24,6 +31,8 @@ export interface EngineRecord {
   generation: number;
   weight_version: string | null;
   memory: RecordedMemory;
+  /** The tags it holds, in resume order (rows written before tags were recorded: all when resident, else none). */
+  resident_tags: MemoryTag[];
   paused: PauseMode | null;
   updated_at: number;
 }
@@ -42,6 +51,7 @@ interface EngineRow {
   generation: number;
   weight_version: string | null;
   memory: string;
+  resident_tags: string | null;
   paused: string | null;
   updated_at: number;
 }
@@ -64,15 +74,15 @@ export class EngineRecords {
     this.#list = db.prepare('SELECT * FROM engines WHERE role = ? ORDER BY engine_id');
     this.#upsert = db.prepare(
       `INSERT INTO engines (role, engine_id, model, model_path, base_url, processes, generation, weight_version,
-         memory, paused, updated_at)
+         memory, resident_tags, paused, updated_at)
        VALUES (@role, @engine_id, @model, @model_path, @base_url, @processes, @generation, @weight_version,
-         @memory, @paused, @updated_at)
+         @memory, @resident_tags, @paused, @updated_at)
        ON CONFLICT(role, engine_id) DO UPDATE SET model = @model, model_path = @model_path, base_url = @base_url,
          processes = @processes, generation = @generation, weight_version = @weight_version, memory = @memory,
-         paused = @paused, updated_at = @updated_at`,
+         resident_tags = @resident_tags, paused = @paused, updated_at = @updated_at`,
     );
     this.#memory = db.prepare(
-      'UPDATE engines SET memory = ?, paused = ?, updated_at = ? WHERE role = ? AND engine_id = ?',
+      'UPDATE engines SET memory = ?, resident_tags = ?, paused = ?, updated_at = ? WHERE role = ? AND engine_id = ?',
     );
     this.#weight = db.prepare(
       'UPDATE engines SET weight_version = ?, updated_at = ? WHERE role = ? AND engine_id = ?',
@@ -93,8 +103,26 @@ export class EngineRecords {
       const processes = ProcessesSchema.safeParse(JSON.parse(row.processes));
       const memory = RecordedMemorySchema.safeParse(row.memory);
       const paused = row.paused === null ? null : PauseModeSchema.safeParse(row.paused);
-      if (!processes.success || !memory.success || (paused !== null && !paused.success)) return [];
-      return [{ ...row, processes: processes.data, memory: memory.data, paused: paused?.data ?? null }];
+      const tags = z
+        .array(MemoryTagSchema)
+        .safeParse(
+          row.resident_tags === null
+            ? memory.data === 'resident'
+              ? MemoryTagSchema.options
+              : []
+            : JSON.parse(row.resident_tags),
+        );
+      if (!processes.success || !memory.success || !tags.success || (paused !== null && !paused.success))
+        return [];
+      return [
+        {
+          ...row,
+          processes: processes.data,
+          memory: memory.data,
+          resident_tags: tags.data,
+          paused: paused?.data ?? null,
+        },
+      ];
     });
   }
 
@@ -113,6 +141,7 @@ export class EngineRecords {
       generation: s.generation,
       weight_version: s.weightVersion,
       memory,
+      resident_tags: residentTags(s),
       paused,
       updated_at: this.clock.now(),
     });
@@ -122,7 +151,7 @@ export class EngineRecords {
   memory(s: Slot, memory: RecordedMemory): void {
     if (s.external) return;
     const paused = s.engine?.pausedMode ?? null;
-    this.#memory.run(memory, paused, this.clock.now(), this.role, s.engineId);
+    this.#memory.run(memory, residentTags(s), paused, this.clock.now(), this.role, s.engineId);
   }
 
   /** Runs `fn` (which writes rows) as one transaction. */
@@ -140,3 +169,7 @@ export class EngineRecords {
     this.#delete.run(this.role, engineId);
   }
 }
+
+/** The tags the slot holds, in SGLang's tag order, as the table keeps them. */
+const residentTags = (s: Slot): string =>
+  JSON.stringify(MemoryTagSchema.options.filter((t) => s.memory.resumed.has(t)));
