@@ -18,14 +18,9 @@ export function mountAbortRoute(app: Hono, path: string, manager: InferenceManag
   });
 }
 
-/** Each rid of a request, one or a batch's list. */
-const each = (rid: string | string[], fn: (one: string) => void) => {
-  if (Array.isArray(rid)) for (const one of rid) fn(one);
-  else fn(rid);
-};
-
-/** Records which replica holds a forwarded request's rids (a router target: the model's SGLang router chose) and
- * the version it served then (the request's first token's: what max_staleness measures). */
+/** Records which replica holds a forwarded request's rids, one or a batch's list (a router target: the model's
+ * SGLang router chose), and the version it served then (the request's first token's: what max_staleness
+ * measures). No closure per request: this runs for every forwarded request. */
 export function holdRids(
   held: HeldRequests,
   rid: string | string[],
@@ -35,9 +30,11 @@ export function holdRids(
 ): void {
   const engineId = target.id.startsWith(ROUTER_PREFIX) ? null : target.id;
   const weightVersion = target.weightVersion ?? null;
-  each(rid, (one) => held.hold(one, { model, engineId, requestId, weightVersion }));
+  if (typeof rid === 'string') held.hold(rid, { model, engineId, requestId, weightVersion });
+  else for (const one of rid) held.hold(one, { model, engineId, requestId, weightVersion });
 }
 
 export function releaseRids(held: HeldRequests, rid: string | string[] | undefined, requestId: string): void {
-  if (rid !== undefined) each(rid, (one) => held.release(one, requestId));
+  if (typeof rid === 'string') held.release(rid, requestId);
+  else if (rid !== undefined) for (const one of rid) held.release(one, requestId);
 }

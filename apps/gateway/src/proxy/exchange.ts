@@ -49,6 +49,9 @@ function servedBy(out: OutgoingHttpHeader[], target: ProxyTarget | undefined): O
 const MAX_BUFFERED_RESPONSE_BYTES = 1024 * 1024;
 
 const NO_RETRIES: readonly string[] = [];
+/** Before the body is read (shared: an exchange makes nothing it may not need). */
+const NO_BODY: ForwardedBody = { prefix: '', bytes: Buffer.alloc(0) };
+const NO_HEADERS: readonly string[] = [];
 
 /**
  * One client request's trip through the proxy. Implements the engine pool's handler directly, so the engine's
@@ -65,8 +68,8 @@ export class Exchange implements UpstreamHandler, Admittable {
   readonly #requestId: string;
   #req: IncomingMessage | undefined;
   #route: ForwardRoute | undefined;
-  #upstreamHeaders: string[] = [];
-  #body: ForwardedBody = { prefix: '', bytes: Buffer.alloc(0) };
+  #upstreamHeaders: readonly string[] = NO_HEADERS;
+  #body: ForwardedBody = NO_BODY;
   #rid: string | string[] | undefined;
 
   /** The replica that holds the request (counted in its in-flight figures until the exchange is done). */
