@@ -65,7 +65,12 @@ function projectPart(f: CallFrame): Part | undefined {
     u.includes('/health-history')
   )
     return 'time series (ring, console journal)';
-  if (u.includes('/proxy/body.ts') || u.includes('/json-depth.ts') || u.includes('/proxy/forward.ts'))
+  if (
+    u.includes('/proxy/body.ts') ||
+    u.includes('/json-scan.ts') ||
+    u.includes('/json-depth.ts') ||
+    u.includes('/proxy/forward.ts')
+  )
     return 'parse (body read, JSON checks)';
   if (u.includes('/served-requests.ts')) return 'completion (circuit, served hooks)';
   if (u.includes('/proxy/exchange.ts')) {
