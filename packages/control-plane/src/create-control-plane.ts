@@ -269,6 +269,7 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
     registries: [...managers.values()].map((m) => m.registry),
     logger,
     ...(plan.memory === undefined ? {} : { memory: plan.memory }),
+    roleBundles: roleBundles(plan),
     ...(opts.transitionTimeoutMs === undefined ? {} : { transitionTimeoutMs: opts.transitionTimeoutMs }),
   });
   const wired = wireDeferredScoring({
@@ -379,4 +380,17 @@ function feedStream(parts: ControlPlaneParts, batchProgressMs: number): void {
   }, batchProgressMs);
   ticker.unref();
   parts.cleanups.push(() => clearInterval(ticker));
+}
+
+/** Per activation group, the bundles each role's engines sit on (the coordinator overlaps onloads on GPUs the leaving
+ * phase does not use). */
+function roleBundles(plan: PlacementPlan): Record<string, Record<string, number[]>> {
+  const out: Record<string, Record<string, number[]>> = {};
+  for (const p of plan.placements) {
+    if (p.activation_group === null) continue;
+    const group = out[p.activation_group] ?? {};
+    group[p.role] = [...new Set([...(group[p.role] ?? []), ...p.bundle_indices])];
+    out[p.activation_group] = group;
+  }
+  return out;
 }

@@ -52,6 +52,9 @@ export interface LifecycleCoordinatorOptions {
    * a switch slower than predicted by more than `slowSwitchMargin` (a share, default 0.5, plus 0.2 s) is logged. */
   memory?: GroupMemoryPlan[];
   slowSwitchMargin?: number;
+  /** Each role's GPU bundles per activation group: residents of the next phase on GPUs the leaving phase does not
+   * use onload while it releases. Without it every onload waits for the release. */
+  roleBundles?: Record<string, Record<string, readonly number[]>>;
 }
 
 /** Owns phase order on shared GPUs: one resident phase per activation group (the lease), transitions that prove the
@@ -296,6 +299,7 @@ export class LifecycleCoordinator {
       memory: this.opts.memory?.find((m) => m.group === g.name),
       logger: this.opts.logger ?? silentLogger,
       slowSwitchMargin: this.opts.slowSwitchMargin ?? 0.5,
+      bundlesOf: (role: string) => this.opts.roleBundles?.[g.name]?.[role],
     };
     const run = new PhaseTransition(deps, g, to, initial, {
       actor: who.actor ?? null,

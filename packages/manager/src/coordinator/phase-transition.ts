@@ -20,6 +20,8 @@ export interface TransitionDeps {
   memory?: GroupMemoryPlan;
   logger: Logger;
   slowSwitchMargin: number;
+  /** The GPU bundles of each role in the group's pool; a role without (the trainer, or unknown) holds every one. */
+  bundlesOf?: (role: string) => readonly number[] | undefined;
 }
 
 /** Seconds a switch may run over its prediction before it is logged, beside the share of the margin. */
@@ -178,6 +180,19 @@ export class PhaseTransition {
     this.deps.logger.warn(data, 'switch slower than predicted');
   }
 
+  /** The roles of `incoming` whose bundles no role of `others` holds (a role without known bundles holds all). */
+  private disjointFrom(incoming: readonly string[], others: readonly string[]): string[] {
+    const of = this.deps.bundlesOf;
+    if (of === undefined) return [];
+    const taken = new Set<number>();
+    for (const r of others) {
+      const b = of(r);
+      if (b === undefined) return [];
+      for (const x of b) taken.add(x);
+    }
+    return incoming.filter((r) => of(r)?.every((x) => !taken.has(x)) ?? false);
+  }
+
   private async step(to: string): Promise<void> {
     const { g, deps } = this;
     const target = g.phase(to);
@@ -192,6 +207,17 @@ export class PhaseTransition {
         : g.lease.holder.filter((r) => !residentRoles.has(r));
     const from = g.lease.phase;
     g.move('begin', { target: to });
+
+    // Residents whose GPUs no leaving role (nor the trainer leaving) touches onload at once, beside the release: no
+    // memory of theirs waits on it. The rest onload only after the proof.
+    const incomingRoles = target.residents.filter((r) => deps.participants.has(r));
+    const early = this.disjointFrom(
+      incomingRoles,
+      from === null ? leaving : [...leaving, ...g.phase(from).residents],
+    );
+    const started = early.map((r) => deps.participants.get(r)?.activate());
+    const onloads = Promise.all(started);
+    onloads.catch(() => undefined);
 
     // 1+2: leaving roles publish draining, drain, flush and release memory (all of it, or what the next phase
     // cannot keep), in parallel across roles.
@@ -227,9 +253,11 @@ export class PhaseTransition {
       },
     );
 
-    // 4: onload the residents of the target phase.
-    const incoming = target.residents.flatMap((r) => deps.participants.get(r) ?? []);
-    await this.timed(to, 'onload', () => Promise.all(incoming.map((p) => p.activate())));
+    // 4: onload the residents of the target phase (those already onloading finish).
+    const rest = incomingRoles
+      .filter((r) => !early.includes(r))
+      .flatMap((r) => deps.participants.get(r) ?? []);
+    await this.timed(to, 'onload', () => Promise.all([onloads, ...rest.map((p) => p.activate())]));
     for (const reg of deps.registries) reg.publish({ phase: to });
     this.checkSwitchTime(prediction, from, to);
     g.move(
