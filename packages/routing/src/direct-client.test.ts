@@ -6,7 +6,8 @@ import { ManualClock, waitFor } from '@uis/sglang-engine/testing';
 import { type SimServer, startSimServer } from '@uis/sglang-sim';
 import { type DiscoveryEngine, type DiscoverySnapshot, UisError } from '@uis/spec';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Attempt, DirectClient } from './direct-client.ts';
+import { DirectClient } from './direct-client.ts';
+import type { Attempt } from './direct-options.ts';
 
 const SIM_BIN = fileURLToPath(new URL('../../sglang-sim/bin/sglang-sim.mjs', import.meta.url));
 

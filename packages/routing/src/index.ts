@@ -8,13 +8,8 @@ export {
 } from './affinity-hash.ts';
 export { answerVersionSpans, StreamVersionSpans, type TokenVersionSpan } from './answer-versions.ts';
 export { type Candidate, candidatesOf, isEligible } from './candidates.ts';
-export {
-  type Attempt,
-  type CallOptions,
-  DirectClient,
-  type DirectClientOptions,
-  type FetchLike,
-} from './direct-client.ts';
+export { DirectClient, type FetchLike } from './direct-client.ts';
+export type { Attempt, CallOptions, DirectClientOptions } from './direct-options.ts';
 export { ApproxRadixTree, type PrefixMatch, type RadixTreeOptions, type TenantStats } from './radix-tree.ts';
 export {
   ReplicaSelector,
