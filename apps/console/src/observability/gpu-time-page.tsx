@@ -81,7 +81,12 @@ function Trend({
   onSelect: (n: number) => void;
 }) {
   return (
-    <div className="trend" data-testid="gpu-trend" data-steps={steps.length}>
+    <div
+      className="trend"
+      data-testid="gpu-trend"
+      data-steps={steps.length}
+      data-last-step={steps.at(-1)?.step ?? 0}
+    >
       {steps.map((s) => (
         <button
           type="button"
