@@ -68,6 +68,7 @@ export class GatewayMetrics {
   readonly phaseTransitions: Histogram<'group' | 'to' | 'outcome'>;
   readonly transitionParts: Histogram<'group' | 'part'>;
   readonly #served = new Map<string, ServedChildren>();
+  #lastChildren: { role: string; model: string; children: ServedChildren } | undefined;
 
   constructor(sources: MetricsSources, options: MetricsOptions = {}) {
     const registers = [this.registry];
@@ -272,6 +273,9 @@ export class GatewayMetrics {
 
   /** The labelled children of one role+model, resolved once per role+model (and status), not per request. */
   #children(role: string, model: string): ServedChildren {
+    // Requests come in runs of one role and model: the last pair is checked before building a key.
+    const last = this.#lastChildren;
+    if (last !== undefined && last.role === role && last.model === model) return last.children;
     const key = `${role}\u0000${model}`;
     let c = this.#served.get(key);
     if (c === undefined) {
@@ -285,6 +289,7 @@ export class GatewayMetrics {
       };
       this.#served.set(key, c);
     }
+    this.#lastChildren = { role, model, children: c };
     return c;
   }
 

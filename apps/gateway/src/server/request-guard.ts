@@ -64,6 +64,8 @@ export class HostAllowList {
   private readonly names: Set<string>;
   private readonly any: boolean;
   private readonly seen = new Map<string, boolean>();
+  private lastHost: string | undefined;
+  private lastAllowed = false;
 
   constructor(configured: readonly string[]) {
     this.any = configured.includes('*');
@@ -74,12 +76,16 @@ export class HostAllowList {
     if (this.any) return true;
     // HTTP/1.1 requires Host; without one nothing can have been rebound to us.
     if (host === undefined) return true;
+    // Clients send the same Host on every request: the last answer is checked before the map.
+    if (host === this.lastHost) return this.lastAllowed;
     let known = this.seen.get(host);
     if (known === undefined) {
       known = this.decide(host.toLowerCase());
       if (this.seen.size > 1000) this.seen.clear();
       this.seen.set(host, known);
     }
+    this.lastHost = host;
+    this.lastAllowed = known;
     return known;
   }
 

@@ -43,6 +43,15 @@ describe('parseResponseHead', () => {
       parseResponseHead(head('HTTP/1.1 200 OK\ncontent-length: 0\nkeep-alive: timeout=5'))!.keepAliveHintS,
     ).toBe(5);
     expect(parseResponseHead(head('HTTP/1.1 200 OK\ncontent-length: 0'))!.keepAliveHintS).toBeUndefined();
+    // The last value is remembered (engines repeat it); a different one is read afresh.
+    const hint = (value: string) =>
+      parseResponseHead(head(`HTTP/1.1 200 OK\ncontent-length: 0\nkeep-alive: ${value}`))!.keepAliveHintS;
+    expect([hint('timeout=7, max=100'), hint('max=100'), hint('timeout=5'), hint('timeout=5')]).toEqual([
+      7,
+      undefined,
+      5,
+      5,
+    ]);
   });
 
   it('refuses what is not an HTTP/1.x response head', () => {

@@ -105,6 +105,20 @@ function headerName(raw: string): string {
   return name;
 }
 
+/** The last `Keep-Alive` value and its timeout: an engine sends the same one on every answer. */
+let lastKeepAlive: string | undefined;
+let lastKeepAliveS: number | undefined;
+
+/** Seconds of a `Keep-Alive: timeout=N` value, or undefined. */
+function keepAliveTimeout(value: string): number | undefined {
+  if (value !== lastKeepAlive) {
+    const hint = KEEP_ALIVE_TIMEOUT.exec(value);
+    lastKeepAliveS = hint === null ? undefined : Number(hint[1]);
+    lastKeepAlive = value;
+  }
+  return lastKeepAliveS;
+}
+
 const CR = 0x0d;
 const LF = 0x0a;
 
@@ -181,11 +195,9 @@ export function parseResponseHead(buf: Buffer, requestMethod = 'POST'): Response
           else if (token === 'keep-alive') connectionKeepAlive = true;
         }
         break;
-      case 'keep-alive': {
-        const hint = KEEP_ALIVE_TIMEOUT.exec(value);
-        if (hint !== null) keepAliveHintS = Number(hint[1]);
+      case 'keep-alive':
+        keepAliveHintS = keepAliveTimeout(value);
         break;
-      }
     }
   }
   let framing: BodyFraming;
