@@ -60,7 +60,9 @@ const host = await startSimHosts(
     servedModelName: 'policy',
     simOnloadMs: onloadMs(k),
   })),
-  Number(process.env.BENCH_SIM_PROCESSES ?? Math.ceil(ENGINES / 8)),
+  // One process by default: on 2 shared cores each more process is one more wait for the scheduler in every
+  // fan-out. BENCH_SIM_PROCESSES=8 hosts them per node (each node answering on its own, as separate engines do).
+  Number(process.env.BENCH_SIM_PROCESSES ?? 1),
 );
 const dir = mkdtempSync(join(tmpdir(), 'uis-switch-bench-'));
 const db = openStore(join(dir, 'uis.db'));
