@@ -81,7 +81,8 @@ test('the autoscaler scales the rollout model up under a burst and down after it
   page,
 }) => {
   test.setTimeout(300_000);
-  expect(await policyReplicas()).toBe(2);
+  // The plan's 2 replicas serving (discovery answers as soon as the server listens).
+  await expect.poll(policyReplicas, { timeout: 60_000, intervals: [250] }).toBe(2);
   await page.goto(`${base}/#/replicas`);
   await page.getByTestId('page-replicas').waitFor({ timeout: 60_000 });
   await page.getByTestId('replica-filter').fill('policy/');

@@ -10,7 +10,12 @@ import {
 import type { ScaleOperations } from './scale-operations.ts';
 
 /** When the built-in autoscaler scales one model: its config block (`autoscale:`), for one role's model. */
-export type AutoscalePolicy = Omit<AutoscaleSpec, 'interval_s'> & { role: Role; model: string };
+export type AutoscalePolicy = Omit<AutoscaleSpec, 'interval_s' | 'queue_time_p95_s'> & {
+  role: Role;
+  model: string;
+  /** Without it the queue time is not a condition (the config block always has one: Relax's 5 s). */
+  queue_time_p95_s?: number;
+};
 
 /** The policies of every model of `config` with an `autoscale` block, and how often to tick (the shortest
  * interval asked); null when no model asks. */

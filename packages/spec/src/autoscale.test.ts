@@ -47,6 +47,7 @@ describe('autoscale (a model config block)', () => {
       queue_per_replica: 10,
       token_usage_high: 0.85,
       token_usage_low: 0.3,
+      queue_time_p95_s: 5,
       cooldown_s: 60,
       interval_s: 10,
     });

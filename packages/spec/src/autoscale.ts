@@ -19,9 +19,9 @@ export const AutoscaleSpecSchema = z
     token_usage_high: z.number().gt(0).max(1).default(0.85),
     /** Scale in (one replica) when the mean KV use is below this and nothing waits. */
     token_usage_low: z.number().min(0).lt(1).default(0.3),
-    /** Scale out when the P95 queue time since the last reading is above this many seconds
-     * (`sglang:queue_time_seconds`). Default: not used. */
-    queue_time_p95_s: z.number().positive().optional(),
+    /** Scale out when the P95 queue time of the requests queued since the last reading is above this many seconds
+     * (`sglang:queue_time_seconds`; past its last bucket counts as above). */
+    queue_time_p95_s: z.number().positive().default(5),
     /** No decision acts within this long of the last one that did. */
     cooldown_s: z.number().nonnegative().default(60),
     /** How often the metrics are read and a decision made. */
