@@ -396,7 +396,11 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
     );
     expect(abort.body).toEqual({ rid });
     const metrics = await fetch(`${gw.url}/metrics`).then((r) => r.text());
-    expect(metrics).toMatch(/uis_client_aborts_total\{role="teacher",model="[^"]+"\} [1-9]/);
+    // Counted under the request's model (looked up before the request's end forgets it), as the abort's engine key is.
+    expect(metrics).toMatch(/uis_client_aborts_total\{role="teacher",model="math-teacher"\} [1-9]/);
+    expect(metrics).toMatch(
+      /uis_aborted_requests_total\{role="teacher",model="math-teacher",reason="client_disconnect"\} [1-9]/,
+    );
   });
 
   it('aborts the GenRM adapter call at the engine when its client disconnects', async () => {

@@ -425,10 +425,12 @@ export class Exchange implements UpstreamHandler, Admittable {
       default: {
         const target = this.#target!;
         const controller = this.#controller;
+        // Told before the call ends: ending it completes the request, whose model (the abort's metric label and
+        // engine key) is forgotten then.
+        if (this.#rid !== undefined) this.#opts.hooks?.onClientAbort?.(this.#rid, target, this.#requestId);
         // The engine pool ends the call at once (onResponseError); before it started, at its first event.
         if (controller === undefined) this.#move('abandon');
         else controller.abort(new ClientGoneError());
-        if (this.#rid !== undefined) this.#opts.hooks?.onClientAbort?.(this.#rid, target, this.#requestId);
       }
     }
   }
