@@ -42,6 +42,7 @@ import {
 import { type AutoscalePolicy, Autoscaler, autoscalePolicies } from './autoscaler.ts';
 import { BarrierBoard } from './barrier-board.ts';
 import { ControlPlane, type ControlPlaneParts, stopParts } from './control-plane.ts';
+import { memoryFromEngines } from './engine-memory-sizes.ts';
 import { type StartedRay, startRay } from './launchers/ray.ts';
 import { OperatorIntents } from './operator-intents.ts';
 import { ScaleOperations } from './scale-operations.ts';
@@ -312,6 +313,12 @@ async function startParts(opts: ControlPlaneOptions, built: Built): Promise<Cont
       const m = managers.get(role);
       if (!m || !model) continue;
       for (const url of spec.external_engine_urls ?? []) await m.registerExternal(model, url);
+    }
+    // Every engine is resident now, as loaded: models the config does not size are sized from what they report.
+    const sized = await memoryFromEngines(built.config, plan, managers, logger, planOf);
+    if (sized !== null) {
+      plan.memory = sized;
+      coordinator.useMemory(sized);
     }
     for (const g of groups) {
       signal?.throwIfAborted();

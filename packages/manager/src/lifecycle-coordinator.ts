@@ -62,6 +62,8 @@ export interface LifecycleCoordinatorOptions {
  * failed or timed-out transition blocks the lease until an operator resolves it. */
 export class LifecycleCoordinator {
   private readonly groups = new Map<string, GroupLease>();
+  /** The memory plan in use: the config's, or one sized from the running engines (`useMemory`). */
+  #memory: GroupMemoryPlan[] | undefined;
   /** Aborted by `interrupt()`: the service is stopping. Phase tasks of a running transition see it. */
   readonly #stop = new AbortController();
   private readonly participants = new Map<string, PhaseParticipant>();
@@ -72,6 +74,7 @@ export class LifecycleCoordinator {
   private readonly autoAdvance: (phase: Phase) => boolean;
 
   constructor(private readonly opts: LifecycleCoordinatorOptions) {
+    this.#memory = opts.memory;
     this.clock = opts.clock ?? systemClock;
     const logger = opts.logger ?? silentLogger;
     this.timeoutMs = opts.transitionTimeoutMs ?? 10 * 60_000;
@@ -137,6 +140,11 @@ export class LifecycleCoordinator {
 
   leases(): Lease[] {
     return [...this.groups.values()].map((g) => g.snapshot());
+  }
+
+  /** Transitions from now on execute `memory` (the plan sized from the running engines). */
+  useMemory(memory: GroupMemoryPlan[]): void {
+    this.#memory = memory;
   }
 
   /** Why `role` may not hold GPU memory now, or null when it may: a role outside every activation group always
@@ -296,7 +304,7 @@ export class LifecycleCoordinator {
       timeoutMs: this.timeoutMs,
       autoAdvance: this.autoAdvance,
       stop: this.#stop.signal,
-      memory: this.opts.memory?.find((m) => m.group === g.name),
+      memory: this.#memory?.find((m) => m.group === g.name),
       logger: this.opts.logger ?? silentLogger,
       slowSwitchMargin: this.opts.slowSwitchMargin ?? 0.5,
       bundlesOf: (role: string) => this.opts.roleBundles?.[g.name]?.[role],

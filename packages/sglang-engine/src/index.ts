@@ -6,6 +6,7 @@ export * from './engine-error.ts';
 export * from './engine-release.ts';
 export * from './launcher.ts';
 export * from './local-server-args.ts';
+export * from './memory-usage.ts';
 export * from './ports.ts';
 export * from './protocol.ts';
 export * from './router-client.ts';

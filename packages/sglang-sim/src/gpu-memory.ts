@@ -119,6 +119,20 @@ export class SimMemoryModel {
     return this.ledger.copy(this.gpus, (this.bytes.weights / (this.o.simPinnedGbps * GB)) * 1000, now);
   }
 
+  /** get_server_info's `memory_usage` as `version` reports it, in GiB per GPU: rounded to 2 places with the CUDA
+   * graphs as one number up to 0.5.15.post1, to 3 places with them per captured phase from 0.5.17. */
+  memoryUsage(version: string): Record<string, unknown> {
+    const [major = 0, minor = 0, patch = 0] = version.split('.').map((x) => Number.parseInt(x, 10) || 0);
+    const perPhase = major > 0 || minor > 5 || (minor === 5 && patch >= 17);
+    const places = perPhase ? 1000 : 100;
+    const gib = (bytes: number) => Math.round((bytes / 2 ** 30) * places) / places;
+    return {
+      weight: gib(this.bytes.weights),
+      kvcache: gib(this.bytes.kv_cache),
+      graph: perPhase ? { decode: gib(this.bytes.cuda_graph) } : gib(this.bytes.cuda_graph),
+    };
+  }
+
   holdAll(): void {
     for (const t of SGLANG_RESUME_ORDER) this.hold(t);
   }

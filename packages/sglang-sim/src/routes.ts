@@ -91,6 +91,7 @@ function infoHandlers(ctx: RouteContext) {
           weights_valid: st.weightsValid,
           weight_update_groups: st.weightUpdateGroups,
           connected_nodes: st.connectedNodes,
+          ...(engine.bytes ? { memory_usage: engine.bytes.memoryUsage(options.simSglangVersion) } : {}),
           ...engine.stats(),
         },
       ],
