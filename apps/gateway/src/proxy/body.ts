@@ -294,6 +294,7 @@ function isRidList(v: unknown): boolean {
 
 const OPEN_BRACE = 0x7b;
 const CLOSE_BRACE = 0x7d;
+const COMMA = Buffer.from(',');
 
 function isJsonSpace(byte: number): boolean {
   return byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09;
@@ -335,42 +336,52 @@ export function forwardedBody(
 ): ForwardedBody {
   const members = body.members;
   if (members === undefined) return editedWhole(body, edit, injectRid);
+  const raw = body.raw;
   const dropped: ScannedMember[] = [];
   if (edit?.remove) for (const m of members) if (edit.remove.includes(m.key)) dropped.push(m);
   const replaced = new Map<ScannedMember, string>();
   let added = '';
   if (edit?.set) {
     for (const key in edit.set) {
-      const value = edit.set[key];
-      const kept = members.filter((m) => m.key === key && !dropped.includes(m));
-      const last = kept[kept.length - 1];
-      if (last !== undefined && JSON.parse(body.raw.toString('utf8', last.valueStart, last.end)) === value)
-        continue;
-      const text = JSON.stringify(value);
+      const text = JSON.stringify(edit.set[key]);
+      let first: ScannedMember | undefined;
+      let last: ScannedMember | undefined;
+      for (const m of members) {
+        if (m.key !== key || dropped.includes(m)) continue;
+        first ??= m;
+        last = m;
+      }
+      // The value as JSON text already (the client wrote it the way JSON.stringify would): nothing to change.
+      if (last !== undefined && raw.toString('utf8', last.valueStart, last.end) === text) continue;
       // Where JSON.parse + JSON.stringify would put it: in the first one's place, once.
-      if (kept[0] === undefined) added += `,${JSON.stringify(key)}:${text}`;
+      if (first === undefined) added += `,${JSON.stringify(key)}:${text}`;
       else {
-        replaced.set(kept[0], text);
-        dropped.push(...kept.slice(1));
+        replaced.set(first, text);
+        for (const m of members) if (m !== first && m.key === key && !dropped.includes(m)) dropped.push(m);
       }
     }
   }
   if (dropped.length === 0 && replaced.size === 0 && added === '')
-    return injectRid === undefined ? { prefix: '', bytes: body.raw } : spliceRid(body.raw, injectRid);
+    return injectRid === undefined ? { prefix: '', bytes: raw } : spliceRid(raw, injectRid);
   if (injectRid !== undefined) added += `,"rid":${JSON.stringify(injectRid)}`;
-  const raw = body.raw;
-  const out: Buffer[] = [Buffer.from('{')];
-  let first = true;
+  // The kept members' bytes, commas between, the added members, in one buffer.
+  const pieces: Array<Buffer | string> = [];
+  let length = 2;
   for (const m of members) {
     if (dropped.includes(m)) continue;
-    if (!first) out.push(Buffer.from(','));
-    first = false;
+    if (pieces.length > 0) pieces.push(COMMA);
     const value = replaced.get(m);
-    if (value === undefined) out.push(raw.subarray(m.start, m.end));
-    else out.push(raw.subarray(m.start, m.valueStart), Buffer.from(value));
+    if (value === undefined) pieces.push(raw.subarray(m.start, m.end));
+    else pieces.push(raw.subarray(m.start, m.valueStart), value);
   }
-  out.push(Buffer.from(first ? added.slice(1) : added), Buffer.from('}'));
-  return { prefix: '', bytes: Buffer.concat(out) };
+  pieces.push(pieces.length === 0 ? added.slice(1) : added);
+  for (const p of pieces) length += typeof p === 'string' ? Buffer.byteLength(p) : p.length;
+  const out = Buffer.allocUnsafe(length);
+  out[0] = OPEN_BRACE;
+  let at = 1;
+  for (const p of pieces) at += typeof p === 'string' ? out.write(p, at, 'utf8') : p.copy(out, at);
+  out[at] = CLOSE_BRACE;
+  return { prefix: '', bytes: out };
 }
 
 /** `forwardedBody` of a body parsed whole: one `JSON.stringify` of the edited object (edits its `json`). */
