@@ -29,6 +29,8 @@ import {
 import { planConfig } from '../src/testing.ts';
 import { startSimHosts } from './sim-host-process.ts';
 
+const loadAtStart = loadavg();
+const fmtLoad = (l: number[]) => l.map((x) => x.toFixed(1)).join(' ');
 const ENGINES = Number(process.env.BENCH_ENGINES ?? 64);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
 const WARMUP = 2;
@@ -168,7 +170,7 @@ for (let round = 0; round < ROUNDS + WARMUP; round++)
     const r = await measure(run);
     if (round >= WARMUP) results[i]?.rounds.push(r);
   }
-const load = loadavg();
+const loadAtEnd = loadavg();
 await manager.shutdown();
 await host.stop();
 db.close();
@@ -176,7 +178,7 @@ rmSync(dir, { recursive: true, force: true });
 
 const fmt = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '-');
 console.log(
-  `\nload average ${load.map((x) => x.toFixed(1)).join(' ')} on ${cpus().length} CPUs (at the end of the run)`,
+  `\nload average ${fmtLoad(loadAtStart)} at the start, ${fmtLoad(loadAtEnd)} at the end, on ${cpus().length} CPUs`,
 );
 console.log(
   `weight switch of ${ENGINES} engines, each update modelled at 100-200 ms; median of ${ROUNDS} rounds. Floor: the` +
