@@ -44,6 +44,7 @@ import {
   type WeightUpdateRequest,
   WeightUpdateRequestSchema,
   type WeightUpdateResult,
+  weightUpdateKey,
 } from './weight-update.ts';
 
 export type {
@@ -258,7 +259,7 @@ export class InferenceManager implements PhaseParticipant {
     const m = replicas.model(model);
     weights.refuseStatic(m, 'weight updates');
     const req = parseOrThrow(WeightUpdateRequestSchema, request, 'body', 'invalid_weight_update');
-    return queue.run(`weights:${model}:${JSON.stringify(req)}`, async () => {
+    return queue.run(`weights:${model}:${weightUpdateKey(req)}`, async () => {
       pool.requireStarted();
       return weights.update(m, req);
     });

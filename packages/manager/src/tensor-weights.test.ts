@@ -68,5 +68,11 @@ describe('update_weights from the tensors a colocated trainer shares', () => {
     ]);
     const synced = events.list({ kind: 'replica.weights_synced' });
     expect(synced.map((e) => [e.subject, e.data.weight_version]).sort()).toEqual(ids.map((id) => [id, 'v2']));
+    // The update's audit event names the payload by its digest: tensors never go into the event log.
+    const [op] = events.list({ kind: 'op.weights' });
+    expect(op?.subject).toMatch(
+      /^weights:policy:\{"source":"tensor","weight_version":"v2","sha256":"[0-9a-f]{16}"\}$/,
+    );
+    expect(JSON.stringify(events.list({}))).not.toContain(own(a)[0]);
   });
 });

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { WeightUpdate } from '@uis/sglang-engine';
 import { UisError } from '@uis/spec';
 import { z } from 'zod';
@@ -175,4 +176,12 @@ export function checkTensorUpdate(
         `${r.engineId} has tp ${r.tp}: give one payload per TP rank (${r.tp}), not ${list.length}`,
       );
   }
+}
+
+/** What names an update in the operation queue (equal updates join) and in its audit event: the request itself,
+ * but a tensor update's payload (gigabytes of base64 at real sizes) only by its SHA-256. */
+export function weightUpdateKey(req: ParsedWeightUpdate): string {
+  if (req.source !== 'tensor') return JSON.stringify(req);
+  const digest = createHash('sha256').update(JSON.stringify(req)).digest('hex').slice(0, 16);
+  return JSON.stringify({ source: 'tensor', weight_version: req.weight_version, sha256: digest });
 }
