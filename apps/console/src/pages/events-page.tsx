@@ -55,7 +55,9 @@ export function EventsPage({ state }: { state: ConsoleState }) {
                 <td className="mono">{formatClock(e.at)}</td>
                 <td className="mono">{e.kind}</td>
                 <td>{e.actor}</td>
-                <td className="mono">{e.subject}</td>
+                <td className="mono subject" title={e.subject}>
+                  {e.subject}
+                </td>
                 <td className="message" title={e.message} data-testid="event-message">
                   {e.message}
                 </td>
