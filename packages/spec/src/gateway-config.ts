@@ -139,6 +139,10 @@ export const GatewayConfigSchema = z
      * and cancels): what a Relax autoscaler or a K8s lifecycle hook is given instead of the admin token. It opens
      * no other admin command. Without it those paths take the admin token (never none). */
     scale_token: z.string().min(8).optional(),
+    /** `open`: Relax's elastic paths take no credential at all, as Relax's own server serves them (its autoscaler
+     * and K8s hooks send none), so they drive uis unchanged. Only for a gateway only the job can reach; every other
+     * admin command still needs its token, and uis warns at start. Default `token`. */
+    scale_auth: z.enum(['token', 'open']).default('token'),
     /** Request body limit of the serving routes, in bytes. */
     max_body_bytes: z
       .number()

@@ -217,6 +217,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     tracing: await createTracing(opts.config.gateway?.tracing),
     ...(servingToken ? { servingToken } : {}),
     ...(scaleToken ? { scaleToken } : {}),
+    scaleOpen: opts.config.gateway?.scale_auth === 'open',
     ...serverLimitsOf(opts.config),
     // The listen address names this server too (a host name given to --host).
     allowedHosts: [...(opts.config.gateway?.allowed_hosts ?? []), opts.host],
@@ -242,6 +243,9 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     `  admin API   ${url}/admin   (Authorization: Bearer <token>)`,
     `  metrics     ${url}/metrics`,
     `  admin token ${token}${generated ? '   (generated; set UIS_ADMIN_TOKEN to choose one)' : ''}`,
+    ...(opts.config.gateway?.scale_auth === 'open'
+      ? ['  warning     scale_auth: open: /<role>/scale_out and scale_in take requests without a credential']
+      : []),
     '',
     'Ctrl-C stops everything.',
     '',

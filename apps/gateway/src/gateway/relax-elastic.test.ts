@@ -126,3 +126,31 @@ describe("Relax's elastic API under /<role>/ (docs/en/guide/elastic-rollout.md)"
     expect((await call('POST', '/admin/roles/rollout/drain', {}, SCALE_TOKEN)).status).toBe(401);
   });
 });
+
+describe('gateway.scale_auth: open', { timeout: 90_000 }, () => {
+  const open = gatewayOnSims({
+    config: elasticRolloutConfig(2, 2),
+    server: { adminToken: TOKEN, scaleOpen: true },
+  });
+  const post = (path: string, body: unknown) =>
+    fetch(`${open.url}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+
+  it("takes a credential-less scale call as Relax's own server does, and opens nothing else", async () => {
+    const out = await post('/rollout/scale_out', { num_replicas: 3 });
+    expect(out.status).toBe(200);
+    const id = ((await out.json()) as { request_id: string }).request_id;
+    await waitFor(
+      async () =>
+        ((await (await fetch(`${open.url}/rollout/scale_out/${id}`)).json()) as { status: string }).status ===
+        'ACTIVE',
+      30_000,
+      'ACTIVE',
+    );
+    expect((await post('/admin/roles/rollout/scale_out', { num_replicas: 2 })).status).toBe(401);
+    expect((await post('/admin/roles/rollout/drain', {})).status).toBe(401);
+  });
+});

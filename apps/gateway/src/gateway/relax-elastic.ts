@@ -122,22 +122,23 @@ async function cancelMany(run: Run, c: Context, role: string) {
  * same audit record), so the two doors cannot disagree. Statuses follow Relax's table: 400 bad request or an
  * initial replica without force, 404 unknown request, 409 another scale operation of the model.
  *
- * Relax's autoscaler and its K8s hooks send no credential; uis never opens these paths without one. A
- * `scaleToken` (`gateway.scale_token`) is the narrow credential to give them instead of the admin token: it is
- * taken here, for these scale commands only, and by no other route.
+ * Relax's autoscaler and its K8s hooks send no credential; uis opens these paths without one only when the
+ * operator says so (`scale.open`, `gateway.scale_auth: open`). A `scale.token` (`gateway.scale_token`) is the
+ * narrow credential to give them instead of the admin token: it is taken here, for these scale commands only, and
+ * by no other route.
  */
 export function relaxElasticApi(
   plane: ControlPlane,
   roles: readonly string[],
   tokens: ServerTokens,
-  scaleToken?: string,
+  scale: { token?: string | undefined; open?: boolean } = {},
 ): Hono {
   const app = new Hono();
   const run: Run = async (c, name, params, input) => {
     const cmd = commandNamed(name);
     if (!cmd) throw new Error(`no command ${name}`);
     const header = c.req.header('authorization');
-    const scaler = scaleToken !== undefined && authorized(header, [scaleToken]);
+    const scaler = scale.open === true || (scale.token !== undefined && authorized(header, [scale.token]));
     const refused = scaler ? null : commandRefusal(header, cmd.permission, tokens);
     if (refused) throw refused;
     const answer = await runCommand(plane, cmd, {

@@ -66,6 +66,8 @@ export interface UisServerOptions {
   servingToken?: string | undefined;
   /** When set, Relax's elastic paths take it too (and nothing else does): see `relaxElasticApi`. */
   scaleToken?: string | undefined;
+  /** Relax's elastic paths take no credential (`gateway.scale_auth: open`). */
+  scaleOpen?: boolean;
   logger?: pino.Logger;
   maxBodyBytes?: number;
   /** Time a client has to send a whole request, headers and body (408 and the connection closed after). Default
@@ -173,7 +175,7 @@ export class UisServer {
         plane,
         [...plane.managers.keys()],
         { admin: opts.adminToken, serving: opts.servingToken },
-        opts.scaleToken,
+        { token: opts.scaleToken, open: opts.scaleOpen === true },
       ),
     );
     this.mountGateways(opts, servingTokens, maxJsonDepth);
