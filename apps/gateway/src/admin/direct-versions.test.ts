@@ -1,23 +1,12 @@
-import { layoutRole } from '@uis/manager/testing';
 import { answerVersionSpans, DirectClient } from '@uis/routing';
-import { parseConfig } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
-import { gatewayOnSims } from '../testing/fixtures.ts';
+import { gatewayOnSims, singleRolloutConfig } from '../testing/fixtures.ts';
 
 // The TypeScript direct client across a pause_in_place switch: its answers come straight from the engines, and
 // answerVersionSpans reads which version made which output token from them, exactly as the engines made them.
 const TOKEN = 'admin-token-direct-versions';
 const gw = gatewayOnSims({
-  config: parseConfig({
-    cluster: { nodes: [{ name: 'node-0', gpus: 2 }] },
-    roles: {
-      rollout: layoutRole('decoupled', {
-        name: 'policy',
-        weight_source: 'disk',
-        engine_groups: [{ num_gpus: 2, gpus_per_engine: 1, tp: 1 }],
-      }),
-    },
-  }),
+  config: singleRolloutConfig(2),
   sim: { simDecodeUsPerToken: 3000 },
   server: { adminToken: TOKEN, healthProbeMs: 0 },
 });

@@ -1,7 +1,6 @@
-import { layoutRole } from '@uis/manager/testing';
-import { type DiscoverySnapshot, parseConfig } from '@uis/spec';
+import type { DiscoverySnapshot } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
-import { gatewayOnSims } from '../testing/fixtures.ts';
+import { gatewayOnSims, singleRolloutConfig } from '../testing/fixtures.ts';
 
 // max_staleness 1: a request in flight is aborted with its partial output once the newest version is more than one
 // version past the one it started on (here: two pause_in_place switches under it), counted under max_staleness; a
@@ -9,17 +8,7 @@ import { gatewayOnSims } from '../testing/fixtures.ts';
 const TOKEN = 'admin-token-staleness';
 const AUTH = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
 const gw = gatewayOnSims({
-  config: parseConfig({
-    cluster: { nodes: [{ name: 'node-0', gpus: 1 }] },
-    roles: {
-      rollout: layoutRole('decoupled', {
-        name: 'policy',
-        weight_source: 'disk',
-        max_staleness: 1,
-        engine_groups: [{ num_gpus: 1, gpus_per_engine: 1, tp: 1 }],
-      }),
-    },
-  }),
+  config: singleRolloutConfig(1, { max_staleness: 1 }),
   sim: { simDecodeUsPerToken: 3000 },
   server: { adminToken: TOKEN, healthProbeMs: 0 },
 });

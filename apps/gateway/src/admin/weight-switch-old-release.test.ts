@@ -1,8 +1,7 @@
-import { layoutRole } from '@uis/manager/testing';
 import { StreamVersionSpans } from '@uis/routing';
-import { type DiscoverySnapshot, parseConfig } from '@uis/spec';
+import type { DiscoverySnapshot } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
-import { gatewayOnSims } from '../testing/fixtures.ts';
+import { gatewayOnSims, singleRolloutConfig } from '../testing/fixtures.ts';
 
 // An engine of a release without weight version spans (SGLang before 0.5.19; 0.5.17 here) says only the version
 // of an answer's last token. A request an in-place switch spanned is declared with every version it ran on, in the
@@ -11,16 +10,7 @@ import { gatewayOnSims } from '../testing/fixtures.ts';
 const TOKEN = 'admin-token-old-release';
 const AUTH = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
 const gw = gatewayOnSims({
-  config: parseConfig({
-    cluster: { nodes: [{ name: 'node-0', gpus: 1 }] },
-    roles: {
-      rollout: layoutRole('decoupled', {
-        name: 'policy',
-        weight_source: 'disk',
-        engine_groups: [{ num_gpus: 1, gpus_per_engine: 1, tp: 1 }],
-      }),
-    },
-  }),
+  config: singleRolloutConfig(1),
   sim: { simDecodeUsPerToken: 3000, simSglangVersion: '0.5.17' },
   server: { adminToken: TOKEN, healthProbeMs: 0 },
 });

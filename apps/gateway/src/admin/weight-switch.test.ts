@@ -1,24 +1,14 @@
 import type { WeightSwitchRecord } from '@uis/manager';
-import { layoutRole } from '@uis/manager/testing';
-import { type DiscoverySnapshot, parseConfig } from '@uis/spec';
+import type { DiscoverySnapshot } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
-import { gatewayOnSims } from '../testing/fixtures.ts';
+import { gatewayOnSims, singleRolloutConfig } from '../testing/fixtures.ts';
 
 // The weight switch through the admin REST door: one operation per model, each mode, quarantine, rollback, and one
 // switch at a time (409, or queued behind the running one by an idempotency key).
 const TOKEN = 'admin-token-switch';
 const AUTH = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
 const gw = gatewayOnSims({
-  config: parseConfig({
-    cluster: { nodes: [{ name: 'node-0', gpus: 4 }] },
-    roles: {
-      rollout: layoutRole('decoupled', {
-        name: 'policy',
-        weight_source: 'disk',
-        engine_groups: [{ num_gpus: 4, gpus_per_engine: 1, tp: 1 }],
-      }),
-    },
-  }),
+  config: singleRolloutConfig(4),
   sim: { simDecodeUsPerToken: 2000 },
   server: { adminToken: TOKEN, healthProbeMs: 0 },
 });

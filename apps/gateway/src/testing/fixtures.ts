@@ -64,15 +64,17 @@ export function deferTestConfig(): UisConfig {
   return parseConfig(deferConfig());
 }
 
-/** The smallest layout: one rollout model with one engine. */
-export function singleRolloutConfig(): UisConfig {
+/** One decoupled rollout model `policy` (weights from disk) of `engines` one-GPU engines on one node; `model` adds
+ * fields to the model (e.g. max_staleness). The smallest layout is the default: one engine. */
+export function singleRolloutConfig(engines = 1, model: Record<string, unknown> = {}): UisConfig {
   return parseConfig({
-    cluster: { nodes: [{ name: 'node-0', gpus: 1 }] },
+    cluster: { nodes: [{ name: 'node-0', gpus: engines }] },
     roles: {
       rollout: layoutRole('decoupled', {
         name: 'policy',
         weight_source: 'disk',
-        engine_groups: [group(1, 1)],
+        engine_groups: [group(engines, 1)],
+        ...model,
       }),
     },
   });
