@@ -1,3 +1,4 @@
+import { isStale, type StalenessBound } from '@uis/routing';
 import type { SGLangEngine } from '@uis/sglang-engine';
 import { type Clock, systemClock, UisError } from '@uis/spec';
 import { z } from 'zod';
@@ -184,21 +185,16 @@ export class HeldRequests {
   }
 
   /**
-   * Aborts each held request of `model` that started on a version more than `maxStaleness` behind `newest`
-   * (`behind` counts, see versionsBehind of @uis/routing), at the replica that holds it: its caller gets SGLang's
-   * abort answer with its partial output and resumes it on newer weights. Counted under `max_staleness`. The
-   * aborts are sent, not awaited, and sent again until the request ends (as every abort here).
+   * Aborts each held request of the bound's model that started on a version past it (isStale of @uis/routing),
+   * at the replica that holds it: its caller gets SGLang's abort answer with its partial output and resumes it on
+   * newer weights. Counted under `max_staleness`. The aborts are sent, not awaited, and sent again until the
+   * request ends (as every abort here).
    */
-  abortStale(
-    model: string,
-    maxStaleness: number,
-    behind: (version: string) => number,
-    targets: AbortTargets,
-  ): AbortResult['aborted'] {
+  abortStale(bound: StalenessBound, targets: AbortTargets): AbortResult['aborted'] {
+    const { model } = bound;
     const aborted: AbortResult['aborted'] = [];
     for (const [rid, held] of this.#byRid) {
-      const v = held.weightVersion;
-      if (held.model !== model || v == null || this.#stale.has(held) || behind(v) <= maxStaleness) continue;
+      if (held.model !== model || this.#stale.has(held) || !isStale(bound, held.weightVersion)) continue;
       this.#stale.add(held);
       aborted.push({ rid, model, engine_id: held.engineId });
       this.keepAborting(rid, held.requestId, targets);

@@ -6,6 +6,7 @@ import { type HeaderBag, type RequestKeys, requestKeys } from './request-keys.ts
 import { checkSnapshot } from './resolve-model.ts';
 import { type Route, route } from './route.ts';
 import { DEFAULT_AFFINITY_HEADER } from './routing-rules.ts';
+import { StalenessRule } from './staleness.ts';
 
 export type { FetchLike } from './direct-requests.ts';
 
@@ -21,7 +22,10 @@ function isAbort(e: unknown): boolean {
  * Routes requests itself with the gateway's rules and calls engines directly. It keeps a discovery snapshot
  * fresh by long-polling the gateway (falling back to plain polling when the gateway ignores `wait_revision`),
  * resolves and selects with the same `route()` the gateway runs, and on a 503 or a connection error refreshes
- * once and retries once on another replica. A 400 is never retried; a stream is never replayed.
+ * once and retries once on another replica. A 400 is never retried; a stream is never replayed. On each newer
+ * snapshot it holds its requests in flight to their model's `max_staleness` as the gateway holds its own: one that
+ * started on a version more than the bound behind the newest is aborted at its engine (its caller gets the partial
+ * output, `finish_reason` abort, and resumes it).
  */
 export class DirectClient {
   readonly selector: ReplicaSelector;
@@ -40,7 +44,8 @@ export class DirectClient {
   private readonly stop = new AbortController();
   private watching: Promise<void> | undefined;
   private readonly options: DirectClientOptions;
-  private readonly requests = new DirectRequests();
+  private readonly requests: DirectRequests;
+  private readonly staleness = new StalenessRule();
 
   constructor(options: DirectClientOptions) {
     if ((options.discoveryUrl === undefined) === (options.engineUrls === undefined)) {
@@ -53,6 +58,7 @@ export class DirectClient {
     this.options = options;
     this.fetchFn = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
     this.clock = options.clock ?? systemClock;
+    this.requests = new DirectRequests(this.fetchFn, this.clock);
     this.selector = new ReplicaSelector(options.selector);
     if (options.engineUrls !== undefined) {
       const model = options.model ?? 'default';
@@ -105,9 +111,10 @@ export class DirectClient {
     return first;
   }
 
-  /** Stops watching; in-flight requests finish. */
+  /** Stops watching and re-sending aborts; in-flight requests finish. */
   async close(): Promise<void> {
     this.stop.abort();
+    this.requests.close();
     await this.watching;
   }
 
@@ -127,9 +134,15 @@ export class DirectClient {
 
   /** Aborts request `rid` (SGLang's `abort_request`) at the replica this client sent it to; its caller gets the
    * partial output (`finish_reason` abort). False when no request with that rid is in flight here. A request
-   * without a rid was given one: the first chunk of a stream (`meta_info.id`) names it. */
+   * without a rid was given one: the first chunk of a stream (`meta_info.id`) names it. The abort is sent again,
+   * backing off, until the answer ends: an engine drops an abort that arrives before it registered the rid. */
   abort(rid: string): Promise<boolean> {
-    return this.requests.abort(this.fetchFn, rid);
+    return this.requests.abort(rid);
+  }
+
+  /** Aborts still being sent again (their requests' answers have not ended). */
+  get abortsResending(): number {
+    return this.requests.resending;
   }
 
   /** POST /generate (SGLang native). */
@@ -197,6 +210,7 @@ export class DirectClient {
       next.topology_revision > cur.topology_revision;
     if (!newer) return false;
     this.current = next;
+    for (const bound of this.staleness.bounds(next)) this.requests.abortStale(bound);
     for (const listener of this.listeners) listener(next);
     return true;
   }
@@ -324,7 +338,10 @@ export class DirectClient {
     this.lastAttempts = attempts;
     const failed = new Set<string>();
     let lastError: UisError | undefined;
+    let aborted = false;
     for (let attempt = 0; attempt < 2; attempt++) {
+      // An aborted request is not sent again elsewhere.
+      if (aborted) throw lastError!;
       if (attempt === 1) {
         // Bounded: a slow discovery must not hold the retry for long; the last snapshot is still usable.
         const timeout = AbortSignal.timeout(REFRESH_BEFORE_RETRY_MS);
@@ -341,12 +358,16 @@ export class DirectClient {
       const { selection } = routed;
       const engineId = selection.engineId;
       if (engineId !== null) this.selector.acquire(engineId);
-      const letGo = this.requests.hold(rid, selection.url);
+      const letGo = this.requests.hold(rid, {
+        base: selection.url,
+        model: selection.model,
+        weightVersion: selection.weightVersion,
+      });
       let released = false;
       const release = () => {
         if (!released && engineId !== null) this.selector.release(engineId);
         released = true;
-        letGo();
+        aborted ||= letGo();
       };
       let res: Response;
       try {
@@ -428,7 +449,7 @@ export class DirectClient {
     if (base === undefined) throw cause!;
     const url = `${base}${path}`;
     // The gateway's own abort_request finds the replica it chose.
-    const letGo = this.requests.hold(rid, base);
+    const letGo = this.requests.hold(rid, { base });
     const res = await this.fetchFn(url, {
       method: 'POST',
       headers: { ...options.headers, 'content-type': 'application/json' },

@@ -35,4 +35,5 @@ export {
   type RoutingRules,
 } from './routing-rules.ts';
 export { sha256Hex } from './sha256.ts';
+export { isStale, type StalenessBound, StalenessRule } from './staleness.ts';
 export { compareWeightVersions, meetsMinWeightVersion, versionsBehind } from './weight-version.ts';

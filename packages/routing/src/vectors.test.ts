@@ -1,10 +1,11 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { UisError } from '@uis/spec';
+import { type DiscoverySnapshot, UisError } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { ReplicaSelector } from './replica-selector.ts';
 import { requestKeys } from './request-keys.ts';
 import { route } from './route.ts';
+import { isStale, type StalenessBound, StalenessRule } from './staleness.ts';
 import { compareWeightVersions } from './weight-version.ts';
 
 /** The shared routing vectors (`packages/routing/vectors/*.json`, format in its README): the Python client's
@@ -31,7 +32,8 @@ type Step =
   | { release: string }
   | { route: RouteInput; expect: Expect }
   | { route: RouteInput; expect_engines: string[] }
-  | { compare: [string, string, number] };
+  | { compare: [string, string, number] }
+  | { in_flight: { model: string; started_on: Array<string | null> }; expect_stale: boolean[] };
 
 interface VectorFile {
   description: string;
@@ -78,6 +80,9 @@ function subset(actual: Expect, expected: Expect): Expect {
 
 function runCase(file: VectorFile, steps: Step[]): void {
   const selector = new ReplicaSelector();
+  // One rule per case, as the gateway and a DirectClient keep one: it sees every snapshot in order.
+  const staleness = new StalenessRule();
+  let bounds: StalenessBound[] = [];
   let snapshot: unknown;
   steps.forEach((step, i) => {
     const at = `step ${i}`;
@@ -85,6 +90,11 @@ function runCase(file: VectorFile, steps: Step[]): void {
       expect(file.snapshots, at).toHaveProperty([step.snapshot]);
       // A fresh object per step, as a new publication is (snapshots are cached by identity).
       snapshot = structuredClone(file.snapshots[step.snapshot]);
+      bounds = staleness.bounds(snapshot as DiscoverySnapshot);
+    } else if ('in_flight' in step) {
+      const bound = bounds.find((b) => b.model === step.in_flight.model);
+      const stale = step.in_flight.started_on.map((v) => bound !== undefined && isStale(bound, v));
+      expect(stale, at).toEqual(step.expect_stale);
     } else if ('acquire' in step) {
       selector.acquire(step.acquire);
     } else if ('release' in step) {
