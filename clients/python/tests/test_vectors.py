@@ -12,7 +12,8 @@ import pytest
 
 from uis_client.discovery import check_snapshot
 from uis_client.errors import UisError
-from uis_client.routing import ReplicaSelector, compare_weight_versions, request_keys, route
+from uis_client.discovery import DiscoverySnapshot
+from uis_client.routing import ReplicaSelector, StalenessBound, StalenessRule, compare_weight_versions, request_keys, route
 
 VECTORS = Path(__file__).resolve().parents[3] / "packages" / "routing" / "vectors"
 FILES = sorted(VECTORS.glob("*.json"))
@@ -56,6 +57,9 @@ def test_vectors_exist() -> None:
 @pytest.mark.parametrize(("data", "steps"), _cases())
 def test_vector(data: dict[str, Any], steps: list[dict[str, Any]]) -> None:
     selector = ReplicaSelector()
+    # One rule per case, as the gateway and a DirectClient keep one: it sees every snapshot in order.
+    staleness = StalenessRule()
+    bounds: list[StalenessBound] = []
     snapshot: object = None
     for i, step in enumerate(steps):
         at = f"step {i}"
@@ -64,6 +68,11 @@ def test_vector(data: dict[str, Any], steps: list[dict[str, Any]]) -> None:
             checked = check_snapshot(raw)
             # A valid snapshot is validated once, as the client does; a malformed one is routed raw.
             snapshot = raw if isinstance(checked, UisError) else checked
+            bounds = staleness.bounds(checked) if isinstance(checked, DiscoverySnapshot) else []
+        elif "in_flight" in step:
+            bound = next((b for b in bounds if b.model == step["in_flight"]["model"]), None)
+            stale = [bound is not None and bound.is_stale(v) for v in step["in_flight"]["started_on"]]
+            assert stale == step["expect_stale"], at
         elif "acquire" in step:
             selector.acquire(step["acquire"])
         elif "release" in step:

@@ -12,6 +12,7 @@ from .request_keys import (
 from .resolve import ResolvedModel, resolve_model
 from .route import route
 from .selector import Candidate, ReplicaSelector, Selection, is_eligible
+from .staleness import StalenessBound, StalenessRule
 from .states import retry_guidance
 from .weight_version import compare_weight_versions, meets_min_weight_version
 
@@ -24,6 +25,8 @@ __all__ = [
     "RequestKeys",
     "ResolvedModel",
     "Selection",
+    "StalenessBound",
+    "StalenessRule",
     "affinity_digest",
     "compare_weight_versions",
     "is_eligible",
