@@ -333,7 +333,8 @@ export class DirectClient {
     options: CallOptions,
   ): Promise<{ res: Response; release: () => void }> {
     const { body, rid } = this.requests.withRid(request);
-    const keys = this.keysFor(body, options);
+    // Keys from the caller's body: a generated rid is no affinity key.
+    const keys = this.keysFor(request, options);
     const attempts: Attempt[] = options.attempts ?? [];
     this.lastAttempts = attempts;
     const failed = new Set<string>();

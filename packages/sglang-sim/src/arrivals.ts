@@ -16,6 +16,11 @@ export class Arrivals {
     for (const go of this.#waiting.splice(0)) go();
   }
 
+  /** Whether arrivals are held now. */
+  get held(): boolean {
+    return this.#held;
+  }
+
   /** Requests waiting now. */
   get waiting(): number {
     return this.#waiting.length;

@@ -24,6 +24,26 @@ describe('fault injection', () => {
     expect(s.arrivals.waiting).toBe(0);
   });
 
+  it('held arrivals over HTTP (POST /sim/faults hold_arrivals, GET /sim/faults arrivals_waiting), for engines in other processes', async () => {
+    const s = await start({ simDecodeUsPerToken: 1000 });
+    expect((await post(s.url, '/sim/faults', { hold_arrivals: true })).json).toEqual({
+      fail_weight_updates: 0,
+      hold_arrivals: true,
+      arrivals_waiting: 0,
+    });
+    const answer = post(s.url, '/generate', { ...short, rid: 'held-http' });
+    await waitFor(
+      async () =>
+        ((await get(s.url, '/sim/faults')).json as { arrivals_waiting: number }).arrivals_waiting === 1,
+    );
+    expect(s.stats().running + s.stats().waiting).toBe(0);
+    const released = await post(s.url, '/sim/faults', { hold_arrivals: false });
+    expect(released.json).toMatchObject({ hold_arrivals: false });
+    expect(GenerateResponseSchema.parse((await answer).json).output_ids).toHaveLength(3);
+    // As FastAPI answers a body its model refuses.
+    expect((await post(s.url, '/sim/faults', { hold_arrivals: 'yes' })).status).toBe(422);
+  });
+
   it('--sim-crash-after N serves N requests, then dies in the middle of the next stream', async () => {
     const s = await start({ simCrashAfter: 1, simDecodeUsPerToken: 5000 });
     expect((await post(s.url, '/generate', short)).status).toBe(200);

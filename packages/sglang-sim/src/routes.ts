@@ -10,7 +10,10 @@ import { metricsText } from './metrics.ts';
 import type { SimOptions } from './options.ts';
 import { type Handler, type RouteContext, routeContext } from './route-context.ts';
 
-const SimFaultsSchema = z.strictObject({ fail_weight_updates: z.number().int().nonnegative() });
+const SimFaultsSchema = z.strictObject({
+  fail_weight_updates: z.number().int().nonnegative().optional(),
+  hold_arrivals: z.boolean().optional(),
+});
 
 export type { Handler } from './route-context.ts';
 
@@ -241,12 +244,22 @@ export function headHandler(engine: SimEngine, options: SimOptions): Handler {
     });
   // Simulator-only: cumulative counters, so tests can prove which engine a router sent work to (or that none came).
   routes.set('GET /sim/stats', (_q, res) => sendJson(res, 200, engine.stats()));
-  // Simulator-only fault injection for engines in other processes: the next n weight updates fail.
+  // Simulator-only fault injection for engines in other processes (the Python client's tests): the next n weight
+  // updates fail; generation requests wait before their rid is registered while arrivals are held (an abort of
+  // one is dropped, as SGLang drops it), `arrivals_waiting` of them now.
+  const faults = () => ({
+    fail_weight_updates: engine.failWeightUpdates,
+    hold_arrivals: engine.arrivals.held,
+    arrivals_waiting: engine.arrivals.waiting,
+  });
+  routes.set('GET /sim/faults', (_q, res) => sendJson(res, 200, faults()));
   routes.set('POST /sim/faults', async (req, res) => {
     const b = await ctx.body(req, res, SimFaultsSchema);
     if (!b) return;
-    engine.failWeightUpdates = b.fail_weight_updates;
-    sendJson(res, 200, { fail_weight_updates: engine.failWeightUpdates });
+    if (b.fail_weight_updates !== undefined) engine.failWeightUpdates = b.fail_weight_updates;
+    if (b.hold_arrivals === true) engine.arrivals.hold();
+    if (b.hold_arrivals === false) engine.arrivals.release();
+    sendJson(res, 200, faults());
   });
 
   return (req, res) => {

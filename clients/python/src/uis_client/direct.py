@@ -2,7 +2,10 @@
 (same decisions, checked by the shared vectors), skipping the gateway hop. On a connection error or a 503 it
 refreshes discovery once and retries once on another replica; a 4xx is raised as is. Engines get no credential.
 Like the gateway, it gives a request without a ``rid`` one (SGLang's request id) and remembers which replica holds
-each rid in flight, so ``abort(rid)`` reaches that replica."""
+each rid in flight, so ``abort(rid)`` reaches that replica; the abort is sent again until the answer ends (an engine
+drops one that arrives before it registered the rid). On each new snapshot it aborts its requests in flight that
+started on a version more than their model's ``max_staleness`` behind the newest, as the gateway does with its own:
+the caller gets the partial output (``finish_reason`` abort) and ``resume``s it."""
 
 from __future__ import annotations
 
@@ -10,16 +13,17 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import httpx
 
 from . import _calls
+from ._inflight import InFlightRequests
 from ._transport import Settings, run_sync
 from .discovery import DiscoverySnapshot
 from .errors import ConnectionFailedError, UisError, error_from_response
-from .routing import ReplicaSelector, request_keys, route
+from .routing import ReplicaSelector, StalenessRule, request_keys, route
 from .routing.resolve import ResolvedModel
 from .routing.selector import Selection
 from .rollout import Sample, min_version_headers
@@ -44,14 +48,15 @@ class DirectClient:
         self._role = role
         self._http = httpx.Client(base_url=settings.base_url, timeout=settings.timeout)
         self._engines = httpx.Client(timeout=httpx.Timeout(timeout, connect=10.0))
-        self._watcher = DiscoveryWatcher(settings, role) if watch else None
+        #: rid -> the replica that holds it, while the request is in flight (and its abort's re-sends).
+        self._in_flight = InFlightRequests(self._engines)
+        self._staleness = StalenessRule()
+        self._staleness_lock = threading.Lock()
+        self._watcher = DiscoveryWatcher(settings, role, on_change=self._on_snapshot) if watch else None
         self._snapshot: DiscoverySnapshot | None = None
         self._suspects: dict[str, float] = {}
         self._cooldown = failure_cooldown_s
         self.selector = ReplicaSelector()
-        #: rid -> URL of the replica that holds it, while the request is in flight.
-        self._held: dict[str, str] = {}
-        self._held_lock = threading.Lock()
 
     def start(self) -> DiscoverySnapshot:
         if self._watcher is not None:
@@ -61,6 +66,7 @@ class DirectClient:
     def close(self) -> None:
         if self._watcher is not None:
             self._watcher.stop()
+        self._in_flight.close()
         self._http.close()
         self._engines.close()
 
@@ -82,7 +88,20 @@ class DirectClient:
     def refresh(self) -> DiscoverySnapshot:
         snapshot = run_sync(self._http, self._settings, _calls.engines(self._role))
         self._snapshot = snapshot
+        self._on_snapshot(snapshot)
         return snapshot
+
+    @property
+    def aborts_resending(self) -> int:
+        """Aborts still being sent again (their requests' answers have not ended)."""
+        return self._in_flight.resending
+
+    def _on_snapshot(self, snapshot: DiscoverySnapshot) -> None:
+        """Holds the requests in flight to their model's ``max_staleness`` (the gateway's rule)."""
+        with self._staleness_lock:
+            bounds = self._staleness.bounds(snapshot)
+        for bound in bounds:
+            self._in_flight.abort_stale(bound)
 
     def pick(
         self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None, exclude: set[str] | None = None
@@ -125,15 +144,10 @@ class DirectClient:
 
     def abort(self, rid: str) -> bool:
         """Aborts request ``rid`` at the replica this client sent it to (SGLang's ``abort_request``); its caller gets
-        the partial output (``finish_reason`` abort). False when no request with that rid is in flight here."""
-        with self._held_lock:
-            url = self._held.get(rid)
-        if url is None:
-            return False
-        answer = self._engines.post(f"{url}/abort_request", json={"rid": rid})
-        if answer.status_code >= 400:
-            raise error_from_response(answer)
-        return True
+        the partial output (``finish_reason`` abort). False when no request with that rid is in flight here. The
+        abort is sent again, backing off (25 ms doubling to 400 ms, at most 40 times), until the answer ends: an
+        engine drops an abort that arrives before it registered the rid."""
+        return self._in_flight.abort(rid)
 
     def generate_sample(self, sample: Sample, *, min_weight_version: str | None = None, stream: bool = False) -> Sample:
         """One attempt of a rollout sample (the rest of its budget) on a replica at ``min_weight_version`` or newer,
@@ -159,25 +173,14 @@ class DirectClient:
             return {**rest, "model": model.served_name}
         return {k: v for k, v in rest.items() if k != "model"}
 
-    def _hold(self, body: dict[str, Any], url: str) -> str | None:
-        """Gives a single request without a rid one, and records that ``url`` holds it (batches keep theirs)."""
-        rid = body.get("rid")
-        if rid is None and not _is_batch(body):
-            rid = body["rid"] = f"direct-{uuid.uuid4().hex}"
-        if not isinstance(rid, str):
-            return None
-        with self._held_lock:
-            self._held[rid] = url
-        return rid
-
-    def _let_go(self, rid: str | None) -> None:
-        if rid is not None:
-            with self._held_lock:
-                self._held.pop(rid, None)
 
     def _send(
         self, path: str, body: Mapping[str, Any], headers: Mapping[str, str] | None, stream: bool
-    ) -> tuple[httpx.Response, str | None, str | None]:
+    ) -> tuple[httpx.Response, str | None, Callable[[], bool]]:
+        """Sends to a selected replica; on a connection error or a 503, retries once on another (not an aborted
+        request). Returns the response, the engine and the function that lets go of the request's rid."""
+        # The rid is given after routing reads the body: a generated one is no affinity key.
+        sent, rid = _with_rid(body)
         failed: set[str] = set()
         last: UisError | None = None
         for attempt in range(2):
@@ -195,13 +198,13 @@ class DirectClient:
             engine = sel.engine_id
             if engine is not None:
                 self.selector.acquire(engine)
-            engine_body = self._engine_body(path, body, model)
-            rid = self._hold(engine_body, sel.url)
+            engine_body = self._engine_body(path, sent, model)
+            let_go = self._in_flight.hold(rid, sel.url, sel.model, sel.weight_version)
             request = self._engines.build_request("POST", sel.url + path, json=engine_body, headers=dict(headers or {}))
             try:
                 response = self._engines.send(request, stream=stream)
             except httpx.TransportError as e:
-                self._let_go(rid)
+                aborted = let_go()
                 self._done(engine)
                 if engine is not None:
                     failed.add(engine)
@@ -209,12 +212,14 @@ class DirectClient:
                 last = ConnectionFailedError(
                     "engine_unreachable", f"engine {engine or sel.url} at {sel.url}: {e}", status=503, path=sel.url
                 )
+                if aborted:
+                    break
                 continue
             if response.status_code < 400:
-                return response, engine, rid
+                return response, engine, let_go
             response.read()
             response.close()
-            self._let_go(rid)
+            aborted = let_go()
             self._done(engine)
             error = error_from_response(response)
             if response.status_code != 503:
@@ -222,6 +227,8 @@ class DirectClient:
             if engine is not None:
                 failed.add(engine)
             last = error
+            if aborted:
+                break
         assert last is not None
         raise last
 
@@ -230,18 +237,18 @@ class DirectClient:
             self.selector.release(engine)
 
     def _json(self, path: str, body: Mapping[str, Any], headers: Mapping[str, str] | None) -> dict[str, Any]:
-        response, engine, rid = self._send(path, body, headers, stream=False)
+        response, engine, let_go = self._send(path, body, headers, stream=False)
         try:
             data: dict[str, Any] = response.json()
             return data
         finally:
-            self._let_go(rid)
+            let_go()
             self._done(engine)
 
     def _stream(
         self, path: str, body: Mapping[str, Any], headers: Mapping[str, str] | None
     ) -> Iterator[dict[str, Any]]:
-        response, engine, rid = self._send(path, body, headers, stream=True)
+        response, engine, let_go = self._send(path, body, headers, stream=True)
         try:
             for line in response.iter_lines():
                 if not line.startswith("data:"):
@@ -252,8 +259,17 @@ class DirectClient:
                 yield json.loads(data)
         finally:
             response.close()
-            self._let_go(rid)
+            let_go()
             self._done(engine)
+
+
+def _with_rid(body: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None]:
+    """Gives a single request without a rid one, the same for every attempt (a batch keeps the rids it has)."""
+    rid = body.get("rid")
+    if rid is None and not _is_batch(body):
+        rid = f"direct-{uuid.uuid4().hex}"
+        body = {**body, "rid": rid}
+    return body, rid if isinstance(rid, str) else None
 
 
 def _is_batch(body: Mapping[str, Any]) -> bool:

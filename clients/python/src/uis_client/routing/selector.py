@@ -36,6 +36,8 @@ class Selection:
     via_router: bool
     policy: ReplicaPolicy
     reason: Reason
+    #: The chosen replica's weight version in the snapshot (None: router mode, or none reported).
+    weight_version: str | None = None
 
 
 @dataclass
@@ -233,7 +235,7 @@ class ReplicaSelector:
         return best
 
     def _pick(self, model: ResolvedModel, cand: Candidate, reason: Reason) -> Selection:
-        return Selection(model.name, cand.url, cand.engine_id, False, model.policy, reason)
+        return Selection(model.name, cand.url, cand.engine_id, False, model.policy, reason, cand.weight_version)
 
 
 class _VersionKey:
