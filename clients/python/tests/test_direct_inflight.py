@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from uis_client import UisClient
+from uis_client import UisClient, UnavailableError
 from uis_client.direct import DirectClient
 from uis_client.rollout import Sample, VersionSpan
 
@@ -101,7 +101,7 @@ class Discovery:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def publish(self, revision: int, model: str, engine: str, url: str) -> None:
+    def publish(self, revision: int, model: str, engine: str, *urls: str) -> None:
         self.snapshot = {
             "schema_version": 2,
             "role": "rollout",
@@ -115,8 +115,9 @@ class Discovery:
                     "weight_version": model,
                     "max_staleness": 1,
                     "engines": [
-                        {"engine_id": "policy/0", "base_url": url, "state": "ready", "direct_eligible": True,
+                        {"engine_id": f"policy/{i}", "base_url": url, "state": "ready", "direct_eligible": True,
                          "weight_version": engine}
+                        for i, url in enumerate(urls)
                     ],
                 }
             },
@@ -218,3 +219,49 @@ def test_a_request_more_than_max_staleness_behind_is_aborted_with_its_partial_ou
     direct.resume(old, min_weight_version="3")
     assert old.finished and len(old.output_ids) == BUDGET and old.attempts == 2
     assert old.spans == [VersionSpan("1", 0, k), VersionSpan("3", k, BUDGET)]
+
+
+def test_an_aborted_request_whose_engine_then_answers_503_is_not_sent_to_another_replica(
+    sim: str, discovery: Discovery, direct: DirectClient
+) -> None:
+    """An engine going away holds the generation until the abort comes, then answers it 503."""
+    held: list[threading.Event] = []
+    arrived = threading.Event()
+
+    class Stub(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            if self.path == "/generate":
+                gone = threading.Event()
+                held.append(gone)
+                arrived.set()
+                gone.wait(60)
+                self.send_response(503)
+            else:
+                self.send_response(200)
+                for gone in held:
+                    gone.set()
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    stub = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    threading.Thread(target=stub.serve_forever, daemon=True).start()
+    try:
+        # Round robin: the stub (policy/0) first; the sim (policy/1) would take a retry.
+        discovery.publish(10, "1", "1", f"http://127.0.0.1:{stub.server_address[1]}", sim)
+        direct.refresh()
+        requests_before = _stats(sim)["requests"]
+        sample = _sample(4)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            running = pool.submit(direct.generate_sample, sample)
+            assert arrived.wait(30)
+            assert direct.abort(sample.rid) is True
+            with pytest.raises(UnavailableError):
+                running.result(timeout=60)
+        assert _stats(sim)["requests"] == requests_before
+    finally:
+        stub.shutdown()
+        stub.server_close()

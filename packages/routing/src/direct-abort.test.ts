@@ -1,6 +1,9 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { GenerateResponseSchema } from '@uis/sglang-engine';
 import { ManualClock, waitFor } from '@uis/sglang-engine/testing';
 import { type SimServer, startSimServer } from '@uis/sglang-sim';
+import { UisError } from '@uis/spec';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DirectClient, type FetchLike } from './direct-client.ts';
 import { RESEND_FIRST_MS, RESEND_LIMIT, RESEND_MAX_MS } from './direct-requests.ts';
@@ -144,6 +147,40 @@ describe('DirectClient.abort: an abort the engine drops (its rid not registered 
     } finally {
       sim.arrivals.release();
       await c.close();
+    }
+  });
+});
+
+describe('DirectClient.abort: an aborted request is not sent again elsewhere', { timeout: 30_000 }, () => {
+  it('its engine answers 503 after the abort: the caller gets that error, the other replica no request', async () => {
+    const sim = await startSimServer({ host: '127.0.0.1', port: 0 });
+    // An engine going away: it holds the generation until the abort comes, then answers it 503.
+    const held: http.ServerResponse[] = [];
+    const stub = http.createServer((req, res) => {
+      req.resume();
+      if (req.url === '/generate') held.push(res);
+      else {
+        res.writeHead(200).end();
+        for (const r of held.splice(0)) r.writeHead(503, { 'content-type': 'application/json' }).end('{}');
+      }
+    });
+    await new Promise<void>((resolve) => stub.listen(0, '127.0.0.1', resolve));
+    const stubUrl = `http://127.0.0.1:${(stub.address() as AddressInfo).port}`;
+    const c = new DirectClient({ engineUrls: [stubUrl, sim.url], clock: new ManualClock() });
+    try {
+      await sim.ready;
+      const answer = c.generate({ ...long, rid: 'aborted-then-503' }).catch((e: unknown) => e);
+      await waitFor(() => held.length === 1);
+      expect(await c.abort('aborted-then-503')).toBe(true);
+      const error = await answer;
+      expect(error).toBeInstanceOf(UisError);
+      expect((error as UisError).code).toBe('engine_unavailable');
+      expect(sim.stats().requests).toBe(0);
+    } finally {
+      await c.close();
+      stub.closeAllConnections();
+      await new Promise((resolve) => stub.close(resolve));
+      await sim.close();
     }
   });
 });

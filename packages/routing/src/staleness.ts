@@ -38,7 +38,8 @@ export class StalenessRule {
       const versions = [m.weight_version, ...m.engines.map((e) => e.weight_version)].filter(
         (v): v is string => typeof v === 'string',
       );
-      const known = this.#remember(model, versions);
+      // A copy: the bound counts the versions known on this topology, whenever it is asked.
+      const known = [...this.#remember(model, versions)];
       const max = m.max_staleness;
       if (max === undefined || versions.length === 0) continue;
       const newest = versions.reduce((a, b) => (compareWeightVersions(b, a) > 0 ? b : a));
