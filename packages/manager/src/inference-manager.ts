@@ -32,7 +32,7 @@ import type { Recovery } from './replicas/recovery.ts';
 import type { ReplicaTable } from './replicas/replica-table.ts';
 import type { Residency } from './replicas/residency.ts';
 import { ALL_TAGS, type Audit, type ManagerSnapshot } from './replicas/types.ts';
-import type { WeightSwitch } from './replicas/weight-switch.ts';
+import type { InPlaceResumes, WeightSwitch } from './replicas/weight-switch.ts';
 import type { WeightSync } from './replicas/weight-sync.ts';
 import { StalenessGuard } from './staleness.ts';
 import {
@@ -293,6 +293,11 @@ export class InferenceManager implements PhaseParticipant {
   /** The versions a replica served before each of its in-place switches after the `n`-th (see WeightSwitch). */
   servedBeforeInPlace(engineId: string, n: number): Array<string | null> {
     return this.#switches.servedBeforeInPlace(engineId, n);
+  }
+
+  /** The engine's continues after in-place pauses (see WeightSwitch.resumedInPlace). */
+  resumedInPlace(engineId: string): InPlaceResumes {
+    return this.#switches.resumedInPlace(engineId);
   }
 
   /** Whether a weight switch of the model runs now. */

@@ -193,7 +193,9 @@ const OpenAISamplingFields = {
   n: z.number().int().positive().nullish(),
   stop: z.union([z.string(), z.array(z.string())]).nullish(),
   stream: z.boolean().nullish(),
-  stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
+  stream_options: z
+    .looseObject({ include_usage: z.boolean().nullish(), continuous_usage_stats: z.boolean().nullish() })
+    .nullish(),
   seed: z.number().int().nullish(),
   logprobs: z.union([z.boolean(), z.number().int()]).nullish(),
   frequency_penalty: z.number().nullish(),

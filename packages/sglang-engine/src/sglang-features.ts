@@ -43,6 +43,9 @@ export interface SGLangFeatures {
    * (`[{version, start, end}]`, also `metadata.weight_versions` of OpenAI answers and on abort answers), set by
    * the scheduler's `compute_weight_version_spans` (first in 0.5.19; `AbortReq.weight_versions` marks it). */
   weightVersionSpans: boolean;
+  /** `stream_options.continuous_usage_stats`: every chunk of an OpenAI stream carries its usage so far (its
+   * `completion_tokens` counts the output tokens made up to it; first in 0.5.6). */
+  continuousUsageStats: boolean;
 }
 
 const has = (s: Surface, method: string, path: string) => hasRoute(s, method, path);
@@ -118,6 +121,7 @@ export function sglangFeatures(surface: Surface): SGLangFeatures {
     loadFrom: loadFrom(surface),
     abortAll: fieldOf(surface, 'AbortReq', 'abort_all'),
     weightVersionSpans: fieldOf(surface, 'AbortReq', 'weight_versions'),
+    continuousUsageStats: fieldOf(surface, 'StreamOptions', 'continuous_usage_stats'),
   };
 }
 
@@ -167,6 +171,7 @@ export function renderVersionTable(): string {
     ['static model offload (--enable-weights-cpu-backup)', (f) => yes(f.weightsCpuBackup)],
     ['load read from', (f) => f.loadFrom ?? 'none'],
     ['weight version spans on answers (meta_info.weight_versions)', (f) => yes(f.weightVersionSpans)],
+    ['usage on every OpenAI stream chunk (continuous_usage_stats)', (f) => yes(f.continuousUsageStats)],
   ];
   const header = `| uis feature | ${all.map((a) => a.release.version).join(' | ')} |`;
   const rule = `|---|${all.map(() => '---').join('|')}|`;

@@ -1,11 +1,12 @@
-import type {
-  ChatCompletionChunk,
-  ChatCompletionRequest,
-  ChatCompletionResponse,
-  ChatMessage,
-  FinishReason,
-  SamplingParams,
-  WeightVersionSpan,
+import {
+  type ChatCompletionChunk,
+  type ChatCompletionRequest,
+  type ChatCompletionResponse,
+  type ChatMessage,
+  type FinishReason,
+  featuresOf,
+  type SamplingParams,
+  type WeightVersionSpan,
 } from '@uis/sglang-engine';
 import type { SimSequence } from './request.ts';
 import { tokenText } from './tokenizer.ts';
@@ -85,6 +86,17 @@ function chatLogprobs(s: SimSequence, from: number, top: number) {
   return { content };
 }
 
+/** Whether a stream's chunks carry the usage so far: `stream_options.continuous_usage_stats`, on a release that
+ * has it (SGLang >= 0.5.6; older ones ignore the field). */
+export function continuousUsage(
+  r: Pick<ChatCompletionRequest, 'stream_options'>,
+  release: string | undefined,
+) {
+  return r.stream_options?.continuous_usage_stats === true && release !== undefined
+    ? (featuresOf(release)?.continuousUsageStats ?? false)
+    : false;
+}
+
 export function usageOf(s: SimSequence) {
   return {
     prompt_tokens: s.spec.inputIds.length,
@@ -129,6 +141,7 @@ export function chatChunk(
   wantLogprobs: boolean,
   top: number,
   final = false,
+  continuous = false,
 ): ChatCompletionChunk {
   const fin = final ? openAIFinish(s.finishReason) : { finish_reason: null, matched_stop: null };
   return {
@@ -144,6 +157,6 @@ export function chatChunk(
         ...fin,
       },
     ],
-    usage: null,
+    usage: continuous ? usageOf(s) : null,
   };
 }

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CompletionRequestSchema } from '@uis/sglang-engine';
-import { chatSampling, openAIFinish, openAIMetadata, usageOf } from './chat.ts';
+import { chatSampling, continuousUsage, openAIFinish, openAIMetadata, usageOf } from './chat.ts';
 import type { SimEngine } from './engine.ts';
 import { type Defaults, specFromSampling } from './generate.ts';
 import {
@@ -42,6 +42,7 @@ export function completionsHandler(ctx: CompletionsContext) {
     const ids = typeof r.prompt === 'string' ? encode(r.prompt) : (r.prompt as number[]);
     const echo = r.echo && typeof r.prompt === 'string' ? r.prompt : '';
     const ts = ctx.created();
+    const usage = continuousUsage(r, engine.options.simSglangVersion);
     const chunk = (s: SimSequence, text: string, last: boolean) => ({
       id: s.spec.rid,
       object: 'text_completion',
@@ -55,6 +56,7 @@ export function completionsHandler(ctx: CompletionsContext) {
           ...(last ? openAIFinish(s.finishReason) : { finish_reason: null, matched_stop: null }),
         },
       ],
+      usage: usage ? usageOf(s) : null,
     });
     let seq: SimSequence;
     try {

@@ -3,6 +3,7 @@ import {
   chatChunk,
   chatResponse,
   chatSampling,
+  continuousUsage,
   openAIMetadata,
   renderChatTemplate,
   usageOf,
@@ -122,24 +123,32 @@ export function chatHandler(ctx: RouteContext): Handler {
       } else {
         let sentChars = 0;
         let sentTokens = 0;
+        const usage = continuousUsage(r, engine.options.simSglangVersion);
+        const content = (s: SimSequence) =>
+          chatChunk(
+            s,
+            model,
+            ts,
+            { content: s.text.slice(sentChars) },
+            sentTokens,
+            wantLogprobs,
+            top,
+            false,
+            usage,
+          );
         const push = (s: SimSequence) => {
           if (s.text.length <= sentChars || s.outputIds.length % interval !== 0) return;
-          sseData(
-            res,
-            chatChunk(s, model, ts, { content: s.text.slice(sentChars) }, sentTokens, wantLogprobs, top),
-          );
+          sseData(res, content(s));
           sentChars = s.text.length;
           sentTokens = s.outputIds.length;
         };
         startSse(res);
         seq = engine.start(spec, push, (s) => {
           if (s.text.length > sentChars) {
-            sseData(res, {
-              ...chatChunk(s, model, ts, { content: s.text.slice(sentChars) }, sentTokens, wantLogprobs, top),
-            });
+            sseData(res, content(s));
             sentChars = s.text.length;
           }
-          const last = chatChunk(s, model, ts, {}, s.outputIds.length, false, 0, true);
+          const last = chatChunk(s, model, ts, {}, s.outputIds.length, false, 0, true, usage);
           sseData(res, last);
           if (r.stream_options?.include_usage) {
             sseData(res, {

@@ -38,6 +38,9 @@ export class Scheduler {
   private holding = false;
   private readonly held: SimSequence[] = [];
   private frozen = false;
+  /** A test's break point (see breakAt) and whether generation stands at it. */
+  private brk: { rid: string; tokens: number; reached: () => void } | null = null;
+  private broken = false;
   private scheduled = false;
   private timer: NodeJS.Timeout | null = null;
   private immediate: NodeJS.Immediate | null = null;
@@ -117,6 +120,20 @@ export class Scheduler {
     this.kick();
   }
 
+  /** A test's break point: every step stops once the sequence `rid` has `tokens` output tokens (each one already
+   * handed to its answer) until `unbreak()`; resolves then. Pause and continue leave it standing. */
+  breakAt(rid: string, tokens: number): Promise<void> {
+    return new Promise((reached) => {
+      this.brk = { rid, tokens, reached };
+    });
+  }
+
+  unbreak(): void {
+    this.brk = null;
+    this.broken = false;
+    this.kick();
+  }
+
   /** Aborts matching sequences; returns how many. */
   abortWhere(match: (s: SimSequence) => boolean): number {
     let n = 0;
@@ -169,7 +186,7 @@ export class Scheduler {
 
   private kick(): void {
     if (this.scheduled || this.frozen) return;
-    if (this.pausedMode !== null || (!this.inFlight && !this.busy)) {
+    if (this.pausedMode !== null || this.broken || (!this.inFlight && !this.busy)) {
       this.continuous = false;
       return;
     }
@@ -183,10 +200,11 @@ export class Scheduler {
     this.scheduled = false;
     this.timer = null;
     this.immediate = null;
-    if (this.frozen || this.pausedMode !== null) return;
+    if (this.frozen || this.pausedMode !== null || this.broken) return;
     if (this.inFlight) {
       this.inFlight = false;
       this.execute();
+      if (this.broken) return;
     }
     if (this.busy) {
       const now = this.config.now();
@@ -239,6 +257,11 @@ export class Scheduler {
       } else {
         s.onProgress(s);
         i++;
+      }
+      const brk = this.brk;
+      if (brk !== null && s.spec.rid === brk.rid && s.outputIds.length >= brk.tokens && !this.broken) {
+        this.broken = true;
+        brk.reached();
       }
     }
     this.counters.steps++;

@@ -6,6 +6,7 @@ import { sendSGLangError } from './http-util.ts';
 import { type SimOptions, type SimOptionsInput, SimOptionsSchema } from './options.ts';
 import { type HeadRendezvous, joinHead, listenHead, parseAddr, type WorkerRendezvous } from './rendezvous.ts';
 import { type Handler, headHandler, workerHandler } from './routes.ts';
+import type { Scheduler } from './scheduler.ts';
 
 const READY_LINE = 'The server is fired up and ready to roll!';
 
@@ -27,6 +28,9 @@ export interface SimServer {
   arrivals: Arrivals;
   /** Which weight version produced each output token of a finished request: [first token index, version]. */
   tokenVersions(rid: string): Array<[number, string]> | undefined;
+  /** A test's break point: `breakAt(rid, n)` stops generation once request `rid` has `n` output tokens, each
+   * already sent, until `unbreak()` (a switch's pause and continue leave it standing); resolves when reached. */
+  steps: Pick<Scheduler, 'breakAt' | 'unbreak'>;
   close(): Promise<void>;
 }
 
@@ -143,6 +147,7 @@ export async function startSimServer(
     },
     arrivals: engine.arrivals,
     tokenVersions: (rid) => engine.tokenVersions(rid),
+    steps: engine.scheduler,
     close: async () => {
       if (closed) return;
       closed = true;

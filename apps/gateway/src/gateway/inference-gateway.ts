@@ -32,7 +32,6 @@ import {
   type ForwardRoute,
   GENERATE_EDIT,
   InFlightCounter,
-  openAIEdit,
   type ParsedBody,
   ProxyErrorCode,
   type ProxyTarget,
@@ -44,6 +43,7 @@ import {
 } from '../proxy/index.ts';
 import type { UisTracing } from '../tracing/tracing.ts';
 import { holdRids, mountAbortRoute, releaseRids } from './abort-route.ts';
+import { AnswerVersions } from './answer-versions.ts';
 import { authorized, unauthorized } from './auth.ts';
 import { type GenrmHost, genrmCall, refusedModel } from './genrm-call.ts';
 import { openAIErrorBody } from './openai-surface.ts';
@@ -120,6 +120,7 @@ export class InferenceGateway {
   readonly inFlight: InFlightCounter;
   readonly pools: UpstreamPools;
   private readonly manager: InferenceManager;
+  private readonly versions: AnswerVersions;
   private readonly spec: InferenceRoleSpec;
   private readonly placements: readonly GroupPlacement[];
   private readonly selector: ReplicaSelector;
@@ -150,6 +151,7 @@ export class InferenceGateway {
 
   constructor(opts: InferenceGatewayOptions) {
     this.manager = opts.manager;
+    this.versions = new AnswerVersions(opts.manager);
     this.role = opts.manager.role;
     this.spec = opts.spec;
     this.placements = opts.placements ?? [];
@@ -377,21 +379,11 @@ export class InferenceGateway {
               return target;
             },
       traceparent: traced?.traceparent,
-      versions: path === '/generate' ? this.rawVersions : this.openAIVersions,
-      edit: edit ?? openAIEdit(model.servedName),
+      versions: path === '/generate' ? this.versions.raw : this.versions.openAI(body),
+      edit: edit ?? this.versions.openAIEdit(model.servedName, body),
       ...this.engineAuth(model.name),
     };
   }
-
-  /** The versions a request ran on before its last token's: those its replica served before each in-place switch
-   * since the request was picked. */
-  private earlierVersions(target: ProxyTarget): Array<string | null> {
-    if (target.inPlaceSwitches === undefined) return [];
-    return this.manager.servedBeforeInPlace(target.id, target.inPlaceSwitches);
-  }
-
-  private readonly rawVersions = { openai: false, earlier: (t: ProxyTarget) => this.earlierVersions(t) };
-  private readonly openAIVersions = { openai: true, earlier: (t: ProxyTarget) => this.earlierVersions(t) };
 
   /** Picks a replica by the model's policy; a replica the manager no longer admits (drain began after the
    * snapshot) is skipped. The admission also counts the request for the manager's drain. */
@@ -437,6 +429,7 @@ export class InferenceGateway {
         origin: this.originOf(sel.url),
         weightVersion: sel.weightVersion,
         inPlaceSwitches: this.manager.inPlaceSwitches(sel.engineId),
+        inPlaceResumes: this.manager.resumedInPlace(sel.engineId).count,
       };
     }
   }

@@ -15,6 +15,7 @@ import { type ForwardedBody, forwardedBody, type ParsedBody } from './body.ts';
 import { engineFailure, gaveUp } from './engine-failure.ts';
 import { asUisError, ProxyErrorCode, sendError } from './errors.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
+import type { OpenAIStreamVersions } from './openai-stream-versions.ts';
 import { ClientGoneError, canRelayChunked } from './relay-util.ts';
 import { nextId } from './request-id.ts';
 import { DEFAULT_RETRY_POLICY, retryableCode } from './retry.ts';
@@ -84,6 +85,8 @@ export class Exchange implements UpstreamHandler, Admittable {
   #tail: Buffer | undefined;
   #tailPrev: Buffer | undefined;
   #answer: Buffer | undefined;
+  /** An event stream whose weights the relay declares (its events rewritten as they pass). */
+  #rewrite: OpenAIStreamVersions | undefined;
   #retries: string[] | undefined;
   /** Set while the request waits out a retry's backoff (the client leaving aborts it). */
   #backoff: AbortController | undefined;
@@ -231,7 +234,17 @@ export class Exchange implements UpstreamHandler, Admittable {
       return;
     }
     const res = this.#res;
-    if (framing === 'chunked' && canRelayChunked(this.#req!, res) && controller.relayChunked()) {
+    const rewrite =
+      statusCode === 200 && typeof type === 'string' && type.startsWith('text/event-stream')
+        ? this.#route!.versions?.stream?.(this.#target!)
+        : undefined;
+    this.#rewrite = rewrite;
+    if (
+      rewrite === undefined &&
+      framing === 'chunked' &&
+      canRelayChunked(this.#req!, res) &&
+      controller.relayChunked()
+    ) {
       if (!this.#move('relay')) return;
       // The engine's chunks go out with their framing as they came; node must not frame them again.
       const out = servedBy(clientResponseHeaders(headers, this.#requestId, false), this.#target);
@@ -243,7 +256,10 @@ export class Exchange implements UpstreamHandler, Admittable {
       // A known length is kept (the bytes are relayed unchanged); otherwise node frames the stream itself.
       res.writeHead(
         statusCode,
-        servedBy(clientResponseHeaders(headers, this.#requestId, length !== undefined), this.#target),
+        servedBy(
+          clientResponseHeaders(headers, this.#requestId, length !== undefined && rewrite === undefined),
+          this.#target,
+        ),
       );
     }
     // The engine's first bytes usually come in the same read as its headers: they then leave in one write with
@@ -251,14 +267,16 @@ export class Exchange implements UpstreamHandler, Admittable {
     queueMicrotask(() => this.#flushHeaders());
   }
 
-  onResponseData(controller: UpstreamController, chunk: Buffer): void {
-    this.#bytesDown += chunk.length;
+  onResponseData(controller: UpstreamController, data: Buffer): void {
+    this.#bytesDown += data.length;
     const state = this.#state;
     if (state === 'buffering') {
-      this.#chunks.push(chunk);
+      this.#chunks.push(data);
       return;
     }
     if (!relaysStream(state)) return;
+    const chunk = this.#rewrite === undefined ? data : this.#rewrite.push(data);
+    if (chunk.length === 0) return;
     this.#tailPrev = this.#tail;
     this.#tail = chunk;
     let ok: boolean;
@@ -284,7 +302,7 @@ export class Exchange implements UpstreamHandler, Admittable {
     switch (this.#state) {
       case 'streaming':
       case 'relaying':
-        res.end();
+        res.end(this.#rewrite?.end());
         break;
       case 'buffering':
         if (!res.destroyed) {

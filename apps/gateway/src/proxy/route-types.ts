@@ -5,6 +5,7 @@ import type { BodyEdit, ParsedBody } from './body.ts';
 import type { BodyBudget } from './body-budget.ts';
 import type { ErrorBodyOf } from './errors.ts';
 import type { InFlightCounter } from './in-flight.ts';
+import type { OpenAIStreamVersions } from './openai-stream-versions.ts';
 import type { RetryPolicy } from './retry.ts';
 import type { UpstreamPools } from './upstream-pools.ts';
 import type { TokenUsage } from './usage.ts';
@@ -20,6 +21,8 @@ export interface ProxyTarget {
   /** How many in-place weight switches the replica had when picked: one more by the answer means the request ran
    * while its weights changed under it. */
   inPlaceSwitches?: number;
+  /** How many continues after in-place switches the replica had when picked (see OpenAIStreamVersions). */
+  inPlaceResumes?: number;
 }
 
 /** The gateway's routing decision; `excluding` holds targets that already failed for this request. */
@@ -37,7 +40,12 @@ export interface ForwardRoute {
   traceparent?: string | undefined;
   /** Declares the weights of a sized answer: `X-UIS-Weight-Version` from the answer's own version, both versions
    * of a request in-place switches spanned, and (`openai`) `system_fingerprint` in the body. */
-  versions?: { openai: boolean; earlier: (target: ProxyTarget) => ReadonlyArray<string | null> };
+  versions?: {
+    openai: boolean;
+    earlier: (target: ProxyTarget) => ReadonlyArray<string | null>;
+    /** An event stream's relay that declares its weights as it goes (OpenAI streams). */
+    stream?: (target: ProxyTarget) => OpenAIStreamVersions;
+  };
   /** The gateway that owns the request once routed, when it is not the handler's (the root OpenAI routes find
    * the role from the model): its in-flight counter and hooks count the request. */
   owner?: Pick<ServingProxyOptions, 'inFlight' | 'hooks' | 'admission' | 'retry'>;

@@ -25,12 +25,23 @@ interface Member {
   updateMs: number | null;
   /** Paused by this switch (continued exactly once). */
   paused: boolean;
+  /** Paused in place: its running requests go on with the weights it continues with. */
+  inPlace?: boolean;
   /** The version the engine reported after its update (read back by the update itself). */
   reported?: string | null;
   error?: string;
   /** When (switch clock) this member was stopped, its update answered, its version read back, it continued. */
   at: { stopped?: number; loaded?: number; readBack?: number; continued?: number };
 }
+
+/** An engine's continues after in-place pauses: how many so far, and the version it continued with at each of
+ * the last 16 (`to[to.length - 1]` is the `count`-th). */
+export interface InPlaceResumes {
+  count: number;
+  to: Array<string | null>;
+}
+
+const NO_RESUMES: InPlaceResumes = { count: 0, to: [] };
 
 /** Deadline of one pause / continue call. */
 const CONTROL = { timeoutMs: 60_000 };
@@ -50,6 +61,9 @@ export class WeightSwitch {
   /** In-place pauses per engine, each with the version the engine served before it (the last few): a request in
    * flight across one ran while its weights changed. */
   readonly #inPlace = new Map<string, { count: number; from: Array<string | null> }>();
+  /** Continues after in-place pauses per engine, each with the version the engine continued with (the last few):
+   * an answer's tokens relayed after the n-th were made by `to[n]` (see resumedInPlace). */
+  readonly #resumed = new Map<string, InPlaceResumes>();
   /** Models whose gateway admission is closed by a drain-mode switch. */
   readonly #closed = new Set<string>();
   /** Per model, each member's last update in a switch, in ms: the next switch stops and updates the slowest
@@ -85,6 +99,11 @@ export class WeightSwitch {
     const e = this.#inPlace.get(engineId);
     if (e === undefined || n >= e.count) return [];
     return e.from.slice(Math.max(0, e.from.length - (e.count - n)));
+  }
+
+  /** The in-place continues of an engine so far (the live record: a relay reads its count per event). */
+  resumedInPlace(engineId: string): InPlaceResumes {
+    return this.#resumed.get(engineId) ?? NO_RESUMES;
   }
 
   /** The model's switches, oldest first (the last HISTORY). */
@@ -294,6 +313,7 @@ export class WeightSwitch {
       }
       await x.engine.client.pauseGeneration(mode, CONTROL);
       x.paused = true;
+      x.inPlace = mode === 'in_place';
     } catch (e) {
       x.error = `pause_generation failed: ${errorMessage(e)}`;
     }
@@ -302,6 +322,14 @@ export class WeightSwitch {
   private async resume(x: Member, at: () => number): Promise<void> {
     if (!x.paused) return;
     x.paused = false;
+    // Counted before the call: whatever the engine streams after it comes from the weights it continues with.
+    if (x.inPlace) {
+      const r = this.#resumed.get(x.s.engineId) ?? { count: 0, to: [] };
+      r.count++;
+      r.to.push(x.reported !== undefined ? x.reported : x.s.weightVersion);
+      if (r.to.length > 16) r.to.shift();
+      this.#resumed.set(x.s.engineId, r);
+    }
     await x.engine.client.continueGeneration(CONTROL).catch((e: unknown) => {
       x.error ??= `continue_generation failed: ${errorMessage(e)}`;
     });
