@@ -13,6 +13,7 @@ import { cpus, getPriority, loadavg, setPriority } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { GATEWAY_FRONT_DEFAULT as DEFAULT_FRONT } from '@uis/spec';
 import { profileLines, profileOf, summarizeProfile } from './cpu-profile.ts';
 import type { LatencySummary, LoadResult } from './load-stats.ts';
 import { findNginx, startNginx } from './nginx.ts';
@@ -54,6 +55,8 @@ const { values: args } = parseArgs({
     'no-router': { type: 'boolean', default: false },
     /** Leave out the realistic workload's calibration column: a plain Node relay (bench/node-relay.ts). */
     'no-node-relay': { type: 'boolean', default: false },
+    /** Leave out the second calibration column: the same relay with a raw `net` front instead of node:http. */
+    'no-raw-relay': { type: 'boolean', default: false },
     /** Scheduling priority (nice, -20..19) of the bench and so of every process it starts, all columns alike:
      * a negative value (root) keeps other work on a shared machine from preempting the measured processes. */
     nice: { type: 'string' },
@@ -79,6 +82,9 @@ const { values: args } = parseArgs({
     /** Also run the whole stack without its self-protection (`gateway unprotected`: no circuit breakers, no
      * admission gate; the `gateway` column has both): what the protection costs. */
     unprotected: { type: 'boolean', default: false },
+    /** Also run the whole stack with the other serving front than the product's default (`gateway node front` or
+     * `gateway fast front`, see `gateway.front`): what the fast front saves. */
+    'other-front': { type: 'boolean', default: false },
   },
 });
 const ROLE = 'rollout';
@@ -174,6 +180,9 @@ async function gatewayVariants(): Promise<GatewayVariant[]> {
     ...(args['no-bare'] ? [] : [{ name: 'gateway bare', flags: ['--bare'] }]),
     ...(args.traced ? [{ name: 'gateway traced', flags: ['--otlp', await otlpSink()] }] : []),
     ...(args.unprotected ? [{ name: 'gateway unprotected', flags: ['--unprotected'] }] : []),
+    ...(args['other-front']
+      ? [{ name: OTHER_FRONT, flags: ['--front', DEFAULT_FRONT === 'fast' ? 'node' : 'fast'] }]
+      : []),
   ];
 }
 
@@ -245,8 +254,11 @@ const loopOf = (s: Record<string, unknown>): LoopDelay | undefined => {
 };
 
 /** The calibration column: the least a Node streaming relay does (bench/node-relay.ts). */
-async function startNodeRelay(engines: string[]): Promise<Proxy> {
-  const proc = start('node-relay', ...niced(tsx('node-relay.ts', ['--engines', engines.join(',')])));
+async function startNodeRelay(engines: string[], front: 'http' | 'raw'): Promise<Proxy> {
+  const proc = start(
+    `${front}-relay`,
+    ...niced(tsx('node-relay.ts', ['--engines', engines.join(','), '--front', front])),
+  );
   const { port } = await firstJsonLine<{ port: number }>(proc);
   const url = `http://127.0.0.1:${port}`;
   return { url, proc, cpuMs: async () => treeCpuMs(proc.pid), stats: statsOf(url) };
@@ -289,7 +301,8 @@ async function startProxies(
   const variants = await startVariants(engines.urls);
   const proxyNginx = 'bin' in nginx ? await startNginxProxy(nginx.bin, engines.urls) : undefined;
   const proxyRouter = 'python' in router ? await startRouter(router.python, engines.urls, niced) : undefined;
-  const nodeRelay = withNodeRelay ? await startNodeRelay(engines.urls) : undefined;
+  const nodeRelay = withNodeRelay ? await startNodeRelay(engines.urls, 'http') : undefined;
+  const rawRelay = args['no-raw-relay'] ? undefined : await startNodeRelay(engines.urls, 'raw');
   const stopAll = async (): Promise<void> => {
     const procs = [
       gateway.proc,
@@ -297,11 +310,12 @@ async function startProxies(
       proxyNginx?.proc,
       proxyRouter?.proc,
       nodeRelay?.proc,
+      rawRelay?.proc,
       ...engines.procs,
     ];
     await Promise.all(procs.filter((p) => p !== undefined).map(stop));
   };
-  return { gateway, variants, proxyNginx, proxyRouter, nodeRelay, stopAll };
+  return { gateway, variants, proxyNginx, proxyRouter, nodeRelay, rawRelay, stopAll };
 }
 
 async function streamLoad(
@@ -546,7 +560,7 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
     Number(args['decode-us']),
     Number(args['prefill-us']),
   );
-  const { gateway, variants, proxyNginx, proxyRouter, nodeRelay, stopAll } = await startProxies(
+  const { gateway, variants, proxyNginx, proxyRouter, nodeRelay, rawRelay, stopAll } = await startProxies(
     engines,
     nginx,
     router,
@@ -595,6 +609,14 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
             },
           ]
         : []),
+      ...(rawRelay
+        ? [
+            {
+              name: 'raw relay',
+              run: () => streamLoad([`${rawRelay.url}/v1/chat/completions`], body(SERVED), rawRelay),
+            },
+          ]
+        : []),
       // The gateway gets an alias so it really rewrites `model` (one parse + one serialize per request).
       {
         name: 'gateway',
@@ -627,6 +649,7 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
       'nginx',
       'sglang-router',
       'node relay',
+      'raw relay',
       'gateway',
       ...VARIANT_NAMES,
     ].map((name) => {
@@ -705,7 +728,8 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
   }
 }
 
-const VARIANT_NAMES = ['gateway bare', 'gateway traced', 'gateway unprotected'];
+const OTHER_FRONT = DEFAULT_FRONT === 'fast' ? 'gateway node front' : 'gateway fast front';
+const VARIANT_NAMES = ['gateway bare', 'gateway traced', 'gateway unprotected', OTHER_FRONT];
 
 /** Gateway processes whose CPU profile (`--cpu-prof`) is summarized once they stop. */
 const profiled: Array<{
@@ -747,16 +771,18 @@ function missingReason(name: string, nginx: Found<'bin'>, router: Found<'python'
   if (name === 'nginx' && 'missing' in nginx) return nginx.missing;
   if (name === 'sglang-router' && 'missing' in router) return router.missing;
   if (name === 'node relay' && args['no-node-relay']) return '--no-node-relay';
+  if (name === 'raw relay' && args['no-raw-relay']) return '--no-raw-relay';
   if (name === 'gateway bare' && args['no-bare']) return '--no-bare';
   if (name === 'gateway traced' && !args.traced) return 'needs --traced';
   if (name === 'gateway unprotected' && !args.unprotected) return 'needs --unprotected';
+  if (name === OTHER_FRONT && !args['other-front']) return 'needs --other-front';
   return 'not run';
 }
 
 async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<void> {
   const wrk = findWrk();
   const engines = await startEngines(Number(args['ceiling-engines']), 0, 0);
-  const { gateway, variants, proxyNginx, proxyRouter, nodeRelay, stopAll } = await startProxies(
+  const { gateway, variants, proxyNginx, proxyRouter, nodeRelay, rawRelay, stopAll } = await startProxies(
     engines,
     nginx,
     router,
@@ -847,6 +873,7 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
         ...(nodeRelay
           ? [{ name: 'node relay', run: () => run([`${nodeRelay.url}/generate`], nodeRelay) }]
           : []),
+        ...(rawRelay ? [{ name: 'raw relay', run: () => run([`${rawRelay.url}/generate`], rawRelay) }] : []),
         { name: 'gateway', run: () => run([`${gateway.url}/${ROLE}/generate`], gateway) },
         ...variants.map(({ name, proxy }) => ({
           name,
@@ -860,7 +887,15 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
     const medianRps = (r: CeilingRun | undefined) =>
       r === undefined ? undefined : median(rounds(r).map((x) => x.rps));
     const cpuUs = (x: CeilingRun) => (x.cpuMs === undefined ? undefined : (x.cpuMs * 1000) / x.requests);
-    const names = ['direct', 'nginx', 'sglang-router', 'node relay', 'gateway', ...VARIANT_NAMES];
+    const names = [
+      'direct',
+      'nginx',
+      'sglang-router',
+      'node relay',
+      'raw relay',
+      'gateway',
+      ...VARIANT_NAMES,
+    ];
     for (const { name, proxy } of [{ name: 'gateway', proxy: gateway }, ...variants])
       profiled.push({
         fromUs: proxy.windowFromUs,

@@ -9,13 +9,20 @@
  *   tsx node-relay.ts --port 0 --engines http://127.0.0.1:30001,http://127.0.0.1:30002
  * Prints `{"port": N}` once listening.
  */
-import { createServer, type ServerResponse } from 'node:http';
-import { connect, type Socket } from 'node:net';
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import { connect, createServer as createNetServer, type Socket } from 'node:net';
 import { parseArgs } from 'node:util';
 import { WindowStats } from './window-stats.ts';
 
 const { values } = parseArgs({
-  options: { port: { type: 'string', default: '0' }, engines: { type: 'string' } },
+  options: {
+    port: { type: 'string', default: '0' },
+    engines: { type: 'string' },
+    /** `http` (default): node:http in front. `raw`: a `net` server with a minimal HTTP/1.1 request parser on the
+     * socket's bytes (request line, headers, Content-Length body) and the answer written on the socket, no
+     * IncomingMessage/ServerResponse: what a raw serving front could save. */
+    front: { type: 'string', default: 'http' },
+  },
 });
 const engines = (values.engines ?? '')
   .split(',')
@@ -105,10 +112,42 @@ function link(engine: number): Link {
   return l;
 }
 
-function relay(l: Link, res: ServerResponse): void {
-  let pending: Buffer | undefined;
+/** Where an answer goes: node:http's ServerResponse, or the client socket itself (raw front). */
+interface Sink {
+  /** A sized answer, whole. */
+  sized(status: number, type: string, body: Buffer): void;
+  /** The head of a chunked answer and its first bytes (chunked framing as the engine sent it). */
+  chunkedHead(status: number, type: string, first: Buffer): void;
+  /** More chunked bytes, unchanged. */
+  more(b: Buffer): void;
+  /** The chunked answer ended (its last chunk already passed through `more`). */
+  end(): void;
+}
+
+function httpSink(res: ServerResponse): Sink {
   let raw: Socket | undefined;
-  /** A sized answer's bytes still to come (-1: chunked). */
+  return {
+    sized: (status, type, body) => {
+      res.writeHead(status, { 'content-type': type, 'content-length': body.length });
+      res.end(body);
+    },
+    chunkedHead: (status, type, first) => {
+      res.writeHead(status, { 'content-type': type, 'transfer-encoding': 'chunked' });
+      res.chunkedEncoding = false;
+      res.write(first);
+      raw = res.socket ?? undefined;
+    },
+    more: (b) => raw!.write(b),
+    end: () => res.end(),
+  };
+}
+
+function relay(l: Link, sink: Sink): void {
+  let pending: Buffer | undefined;
+  let chunked = false;
+  let status = 0;
+  let type = '';
+  /** A sized answer's bytes still to come (-1: head not seen yet, or chunked). */
   let left = -1;
   const end = new ChunkEnd();
   const done = () => {
@@ -116,7 +155,7 @@ function relay(l: Link, res: ServerResponse): void {
     idle[l.engine]!.push(l);
   };
   l.onData = (b) => {
-    if (raw === undefined && left < 0) {
+    if (!chunked && left < 0) {
       const buf = pending === undefined ? b : Buffer.concat([pending, b]);
       const at = buf.indexOf(HEAD_END);
       if (at === -1) {
@@ -125,63 +164,145 @@ function relay(l: Link, res: ServerResponse): void {
       }
       pending = undefined;
       const head = buf.toString('latin1', 0, at);
-      const status = Number(buf.toString('latin1', 9, 12));
-      const type = /\r\ncontent-type:\s*([^\r]*)/i.exec(head)?.[1] ?? 'text/plain';
+      status = Number(buf.toString('latin1', 9, 12));
+      type = /\r\ncontent-type:\s*([^\r]*)/i.exec(head)?.[1] ?? 'text/plain';
       const length = /\r\ncontent-length:\s*(\d+)/i.exec(head)?.[1];
       const body = buf.subarray(at + 4);
       if (length !== undefined) {
-        left = Number(length);
-        res.writeHead(status, { 'content-type': type, 'content-length': length });
+        left = Number(length) - body.length;
         pending = body;
-        left -= body.length;
         if (left <= 0) {
           done();
-          res.end(body);
+          sink.sized(status, type, body);
         }
         return;
       }
-      res.writeHead(status, { 'content-type': type, 'transfer-encoding': 'chunked' });
-      res.chunkedEncoding = false;
+      chunked = true;
       end.scan(body);
-      res.write(body);
-      raw = res.socket ?? undefined;
+      sink.chunkedHead(status, type, body);
     } else if (left >= 0) {
       pending = pending === undefined ? b : Buffer.concat([pending, b]);
       left -= b.length;
       if (left <= 0) {
         const body = pending;
         done();
-        res.end(body);
+        sink.sized(status, type, body);
       }
       return;
     } else {
       end.scan(b);
-      raw!.write(b);
+      sink.more(b);
     }
     if (end.done) {
       done();
-      res.end();
+      sink.end();
     }
   };
 }
 
 const windowStats = new WindowStats();
 let next = 0;
-const server = createServer((req, res) => {
-  if (req.url?.startsWith('/_bench/stats')) {
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify(req.url.includes('reset') ? windowStats.reset() : windowStats.read()));
-    return;
-  }
-  const parts: Buffer[] = [];
-  req.on('data', (c: Buffer) => parts.push(c));
-  req.on('end', () => {
-    const body = Buffer.concat(parts);
-    const engine = next++ % engines.length;
-    const l = link(engine);
-    const head = `POST ${req.url} HTTP/1.1\r\nhost: ${engines[engine]!.host}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`;
-    relay(l, res);
-    l.socket.write(Buffer.concat([Buffer.from(head, 'latin1'), body]));
+
+/** Sends `body` to the next engine (round robin) and relays its answer into `sink`. */
+function forward(url: string, body: Buffer, sink: Sink): void {
+  const engine = next++ % engines.length;
+  const l = link(engine);
+  const head = `POST ${url} HTTP/1.1\r\nhost: ${engines[engine]!.host}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`;
+  relay(l, sink);
+  l.socket.write(Buffer.concat([Buffer.from(head, 'latin1'), body]));
+}
+
+function statsBody(url: string): string {
+  return JSON.stringify(url.includes('reset') ? windowStats.reset() : windowStats.read());
+}
+
+function httpFront(): Server {
+  return createServer((req, res) => {
+    if (req.url?.startsWith('/_bench/stats')) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(statsBody(req.url));
+      return;
+    }
+    const parts: Buffer[] = [];
+    req.on('data', (c: Buffer) => parts.push(c));
+    req.on('end', () => forward(req.url ?? '/', Buffer.concat(parts), httpSink(res)));
   });
-});
-windowStats.listen(server, Number(values.port));
+}
+
+/** One client connection of the raw front: requests parsed from the socket's bytes, answered in order (a
+ * pipelined request waits in `buffered` until the answer before it ended). */
+class RawConn {
+  #buffered: Buffer | undefined;
+  #busy = false;
+  constructor(readonly socket: Socket) {
+    socket.on('data', (b: Buffer) => {
+      this.#buffered = this.#buffered === undefined ? b : Buffer.concat([this.#buffered, b]);
+      this.#next();
+    });
+    socket.on('error', () => {});
+  }
+
+  #next(): void {
+    const buf = this.#buffered;
+    if (this.#busy || buf === undefined) return;
+    const at = buf.indexOf(HEAD_END);
+    if (at === -1) return;
+    const lineEnd = buf.indexOf(CR);
+    const line = buf.toString('latin1', 0, lineEnd);
+    const sp1 = line.indexOf(' ');
+    const sp2 = line.lastIndexOf(' ');
+    const url = line.slice(sp1 + 1, sp2);
+    let length = 0;
+    for (let i = lineEnd + 2; i < at; ) {
+      const eol = buf.indexOf(CR, i);
+      const colon = buf.indexOf(58, i);
+      if (colon - i === 14 && buf.toString('latin1', i, colon).toLowerCase() === 'content-length')
+        length = Number(buf.toString('latin1', colon + 1, eol).trim());
+      i = eol + 2;
+    }
+    const end = at + 4 + length;
+    if (buf.length < end) return;
+    const body = buf.subarray(at + 4, end);
+    this.#buffered = end === buf.length ? undefined : buf.subarray(end);
+    this.#busy = true;
+    if (url.startsWith('/_bench/stats')) {
+      const b = Buffer.from(statsBody(url));
+      this.#sink().sized(200, 'application/json', b);
+      return;
+    }
+    forward(url, body, this.#sink());
+  }
+
+  #done(): void {
+    this.#busy = false;
+    this.#next();
+  }
+
+  #sink(): Sink {
+    const s = this.socket;
+    const head = (status: number, type: string, framing: string) =>
+      `HTTP/1.1 ${status} ${status === 200 ? 'OK' : 'X'}\r\ncontent-type: ${type}\r\n${framing}\r\nconnection: keep-alive\r\n\r\n`;
+    return {
+      sized: (status, type, body) => {
+        s.write(
+          Buffer.concat([Buffer.from(head(status, type, `content-length: ${body.length}`), 'latin1'), body]),
+        );
+        this.#done();
+      },
+      chunkedHead: (status, type, first) => {
+        s.write(
+          Buffer.concat([Buffer.from(head(status, type, 'transfer-encoding: chunked'), 'latin1'), first]),
+        );
+      },
+      more: (b) => s.write(b),
+      end: () => this.#done(),
+    };
+  }
+}
+
+function rawFront(): Server {
+  // WindowStats listens on a node:http Server; a net.Server has the same listen/connection/address surface.
+  return createNetServer({ noDelay: true }, (socket) => new RawConn(socket)) as unknown as Server;
+}
+
+windowStats.listen(values.front === 'raw' ? rawFront() : httpFront(), Number(values.port));

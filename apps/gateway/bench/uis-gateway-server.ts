@@ -10,7 +10,7 @@
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
 import { createControlPlane } from '@uis/control-plane';
-import { parseConfig } from '@uis/spec';
+import { GATEWAY_FRONT_DEFAULT as DEFAULT_FRONT, parseConfig } from '@uis/spec';
 import { createLogger, createTracing, UisServer } from '../src/index.ts';
 import { WindowStats } from './window-stats.ts';
 
@@ -28,6 +28,8 @@ const { values } = parseArgs({
      * column, what the protection costs. Otherwise each role has an admission limit high enough never to queue
      * at the bench's concurrency, so every request passes through the gate. */
     unprotected: { type: 'boolean', default: false },
+    /** `fast`: the fast serving front before node:http (`gateway.front: fast`); `node`: node:http alone. */
+    front: { type: 'string', default: DEFAULT_FRONT },
   },
 });
 const engines = (values.engines ?? '').split(',').filter((u) => u !== '');
@@ -89,6 +91,7 @@ const server = createServer({ keepAliveTimeout: 120_000 }, (req, res) => {
   }
   listener(req, res);
 });
+if (values.front === 'fast') uis.attachFastFront(server, listener);
 windowStats.listen(server, Number(values.port));
 const stop = () => {
   server.closeAllConnections();

@@ -126,6 +126,9 @@ export type RetryConfig = z.infer<typeof RetryConfigSchema>;
 export const LauncherKindSchema = z.enum(['sim', 'local', 'external', 'ray']);
 export type LauncherKind = z.infer<typeof LauncherKindSchema>;
 
+/** `gateway.front` when the config does not say (the gateway's own default too). */
+export const GATEWAY_FRONT_DEFAULT: 'fast' | 'node' = 'node';
+
 export const GatewayConfigSchema = z
   .object({
     host: z.string().min(1).default('127.0.0.1'),
@@ -213,6 +216,10 @@ export const GatewayConfigSchema = z
     ray: RayGatewayConfigSchema.optional(),
     /** One log line per serving request: role, model, replica, status, latency, tokens, request id. */
     access_log: z.boolean().default(false),
+    /** What parses client requests: `fast` serves the serving routes (generate, chat, completions) on raw sockets
+     * with a strict parser of its own and hands every other request, and any it does not fully understand, to
+     * node:http; `node`: node:http parses every request. */
+    front: z.enum(['fast', 'node']).default(GATEWAY_FRONT_DEFAULT),
     /** OpenTelemetry tracing; off when absent. */
     tracing: TracingConfigSchema.optional(),
   })

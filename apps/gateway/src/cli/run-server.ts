@@ -214,6 +214,7 @@ export async function runServer(opts: RunServerOptions): Promise<void> {
     adminToken: token,
     logger,
     accessLog: opts.config.gateway?.access_log ?? false,
+    ...(opts.config.gateway === undefined ? {} : { front: opts.config.gateway.front }),
     tracing: await createTracing(opts.config.gateway?.tracing),
     ...(servingToken ? { servingToken } : {}),
     ...(scaleToken ? { scaleToken } : {}),

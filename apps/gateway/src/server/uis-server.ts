@@ -1,16 +1,10 @@
 import { once } from 'node:events';
-import {
-  createServer,
-  type IncomingMessage,
-  type Server,
-  type ServerResponse,
-  STATUS_CODES,
-} from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import { trpcServer } from '@hono/trpc-server';
 import { buildAppRouter, ChangeFeed, type ControlPlane, commandRoutes } from '@uis/control-plane';
-import { asRole, type Clock, type ConsoleState, type ErrorCode, type Role, UisError } from '@uis/spec';
+import { asRole, type Clock, type ConsoleState, GATEWAY_FRONT_DEFAULT, type Role, UisError } from '@uis/spec';
 import { Hono } from 'hono';
 import pino from 'pino';
 import { createAdminApi } from '../admin/admin-api.ts';
@@ -27,7 +21,6 @@ import { mountDocs } from '../openapi/docs-routes.ts';
 import { CONSOLE_DIST } from '../package-paths.ts';
 import {
   type AdmissionOptions,
-  answeredOnSocket,
   BodyBudget,
   createCombinedListener,
   DEFAULT_MAX_BODY_BYTES,
@@ -46,7 +39,9 @@ import { ConsoleJournal } from '../trpc/console-journal.ts';
 import { consoleState } from '../trpc/console-state.ts';
 import { gpuTimeUpdates, timeSeriesUpdates } from '../trpc/observability-feeds.ts';
 import { bodyGuard } from './body-guard.ts';
+import { answerClientError } from './client-error.ts';
 import { consoleHandler } from './console-static.ts';
+import { FastFront } from './fast-front.ts';
 import { HealthProbe, replicaTargets } from './health-probe.ts';
 import { humanDestination } from './log-format.ts';
 import {
@@ -58,6 +53,7 @@ import {
 import { allowedMethods, methodNotAllowed, type RouteEntry } from './unmatched.ts';
 
 const DEFAULT_BODY_TIMEOUT_MS = 60_000;
+const KEEP_ALIVE_TIMEOUT_MS = 120_000;
 
 export interface UisServerOptions {
   plane: ControlPlane;
@@ -104,6 +100,9 @@ export interface UisServerOptions {
   /** Per-request metrics and the console's time series (default on). Off only to measure what they cost (the
    * gateway bench's `gateway bare` column); `/metrics` still answers, without serving series. */
   servingObservability?: boolean;
+  /** What parses requests (`gateway.front`, default GATEWAY_FRONT_DEFAULT): `fast` serves the serving routes on raw sockets with a
+   * strict parser of its own and hands everything else to node:http; `node`: node:http parses every request. */
+  front?: 'fast' | 'node';
   /** OpenTelemetry tracing (made from `gateway.tracing` by `createTracing`); the server flushes and stops it on
    * close. Absent: no span is made anywhere. */
   tracing?: UisTracing | undefined;
@@ -136,6 +135,9 @@ export class UisServer {
   /** The serving fast path's routes (served before Hono sees a request). */
   readonly routes = new FastRoutes();
   private server: Server | null = null;
+  private fast: FastFront | null = null;
+  private readonly front: 'fast' | 'node';
+  private readonly maxBodyBytes: number;
   private readonly probe: HealthProbe | null;
   private readonly unsubscribe: Array<() => void> = [];
   private readonly bodyTimeoutMs: number;
@@ -152,6 +154,8 @@ export class UisServer {
     this.pools = new UpstreamPools(opts.upstream);
     this.logger = opts.logger ?? createLogger();
     this.bodyTimeoutMs = opts.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
+    this.front = opts.front ?? GATEWAY_FRONT_DEFAULT;
+    this.maxBodyBytes = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.bodyBudget = new BodyBudget(opts.bodyBudgetBytes);
     this.authFailures = opts.authFailures ?? new AuthFailureLimiter();
     this.guard = guardOptions(opts, this.authFailures, this.logger);
@@ -391,21 +395,40 @@ export class UisServer {
     );
   }
 
+  private headersTimeoutMs(): number {
+    return Math.min(60_000, this.bodyTimeoutMs);
+  }
+
+  /** Puts the fast serving front before `server`, whose requests `listener` (this server's `requestListener`)
+   * answers: the serving routes' requests in its subset are parsed on the raw socket, the rest by node:http. */
+  attachFastFront(server: Server, listener: (req: IncomingMessage, res: ServerResponse) => void): void {
+    this.fast = new FastFront(server, {
+      listener,
+      accepts: (method, path) => this.routes.match(method, path) !== undefined,
+      maxBodyBytes: this.maxBodyBytes,
+      headersTimeoutMs: this.headersTimeoutMs(),
+      requestTimeoutMs: this.bodyTimeoutMs,
+      keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
+    });
+  }
+
   /** Listens (port 0: ephemeral). Resolves with the base URL. */
   async listen(port = 0, host = '127.0.0.1'): Promise<{ url: string; port: number }> {
     // The request (headers and body) must arrive within the body deadline, checked every second; the answer may
     // take as long as it takes (hour-long generations are never cut for taking long).
+    const listener = this.requestListener();
     const server = createServer(
       {
-        keepAliveTimeout: 120_000,
+        keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
         requestTimeout: this.bodyTimeoutMs,
-        headersTimeout: Math.min(60_000, this.bodyTimeoutMs),
+        headersTimeout: this.headersTimeoutMs(),
         connectionsCheckingInterval: Math.min(1000, this.bodyTimeoutMs),
       },
-      this.requestListener(),
+      listener,
     );
     server.on('clientError', answerClientError);
     this.server = server;
+    if (this.front === 'fast') this.attachFastFront(server, listener);
     server.listen(port, host);
     await once(server, 'listening');
     const bound = (server.address() as AddressInfo).port;
@@ -430,52 +453,15 @@ export class UisServer {
     if (server) {
       const closed = new Promise<void>((r) => server.close(() => r()));
       server.closeIdleConnections();
+      this.fast?.closeIdle();
       const deadline = Date.now() + (opts.graceMs ?? 0);
       while (this.inFlight() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
       server.closeAllConnections();
+      this.fast?.closeAll();
+      this.fast = null;
       await closed;
     }
     await this.pools.close();
     await this.tracing?.shutdown();
   }
-}
-
-/** The JSON answers to what node's HTTP parser refuses, by error code (anything else: 400 `invalid_http`). */
-const PARSER_REFUSALS: Record<string, { code: ErrorCode; path?: string; message: string }> = {
-  HPE_HEADER_OVERFLOW: {
-    code: 'headers_too_large',
-    path: 'headers',
-    message: 'request headers are too large; send fewer or shorter headers',
-  },
-  ERR_HTTP_REQUEST_TIMEOUT: {
-    code: 'request_timeout',
-    path: 'body',
-    message: "the request (headers and body) did not arrive within the gateway's deadline; send it faster",
-  },
-};
-
-/** node's answer to a request its HTTP parser refuses (bad request line, header bytes, chunk framing, headers too
- * large or too slow) is a bare status line without a body: this one carries the product's JSON error. A socket in the
- * middle of a response is only closed, as node does; an idle keep-alive socket that answered earlier requests still
- * gets the error (a pooled client would otherwise see a bare close on a reused connection). */
-function answerClientError(err: Error & { code?: string }, socket: Socket): void {
-  // node's own test (`_http_server.js` socketOnError): the response in flight on this socket, if any.
-  const inFlight = (socket as Socket & { _httpMessage?: { headersSent: boolean } | null })._httpMessage;
-  if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
-    socket.destroy();
-    return;
-  }
-  const known = err.code === undefined ? undefined : PARSER_REFUSALS[err.code];
-  const refusal = new UisError(
-    known ?? {
-      code: 'invalid_http',
-      message: `the request is not valid HTTP/1.1 (${err.code ?? err.message}); fix the client's request framing`,
-    },
-  );
-  answeredOnSocket(socket, refusal);
-  const body = JSON.stringify(refusal.toJSON());
-  socket.end(
-    `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\ncontent-type: application/json\r\n` +
-      `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-  );
 }

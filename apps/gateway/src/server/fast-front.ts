@@ -1,0 +1,257 @@
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { UisError } from '@uis/spec';
+import { answeredOnSocket } from '../proxy/index.ts';
+import { type FastHeadRules, parseFastHead } from './fast-head.ts';
+import { FastRequest, FastResponse } from './fast-message.ts';
+
+type Listener = (req: IncomingMessage, res: ServerResponse) => void;
+
+export interface FastFrontOptions extends FastHeadRules {
+  /** The server's whole request listener (Host check, auth limiter, routes): the fast front calls it with its own
+   * request and response objects, which carry the part of node's that the serving routes use. */
+  listener: Listener;
+  /** Deadline of a request head (408 after it), as node's `headersTimeout`. */
+  headersTimeoutMs: number;
+  /** Deadline of a whole request, head and body, as node's `requestTimeout`. */
+  requestTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this, as node's `keepAliveTimeout`. */
+  keepAliveTimeoutMs: number;
+}
+
+/**
+ * The serving front on raw sockets: it takes the server's connections, parses each request head itself when it is
+ * in the strict subset `parseFastHead` accepts (the serving routes, as clients send them), and answers through
+ * `FastRequest`/`FastResponse` instead of node's IncomingMessage/ServerResponse and their streams (what node:http
+ * costs per request even in a bare relay). Anything else, at a request boundary, goes to node:http unchanged: the
+ * bytes are put back on the socket and node's own connection listener takes the connection from then on, so node's
+ * parser, its limits and its refusals answer whatever this front does not fully understand. Requests on one
+ * connection are answered one at a time, in order (pipelined ones wait, the socket paused).
+ */
+export class FastFront {
+  readonly #conns = new Set<FastConn>();
+  readonly #server: Server;
+  readonly #node: (socket: Socket) => void;
+  readonly #sweep: NodeJS.Timeout;
+  readonly keepAliveHeader: string;
+
+  constructor(
+    server: Server,
+    readonly opts: FastFrontOptions,
+  ) {
+    this.#server = server;
+    // node:http installs its connection listener when the server is made: it is kept to hand connections over.
+    const [node] = server.listeners('connection') as Array<(socket: Socket) => void>;
+    if (node === undefined) throw new Error('node:http server without its connection listener');
+    this.#node = node;
+    server.removeListener('connection', node);
+    server.prependListener('connection', (socket: Socket) => this.#accept(socket));
+    this.keepAliveHeader = `Connection: keep-alive\r\nKeep-Alive: timeout=${Math.floor(opts.keepAliveTimeoutMs / 1000)}\r\n`;
+    this.#sweep = setInterval(() => this.#expire(Date.now()), 1000);
+    this.#sweep.unref();
+  }
+
+  #accept(socket: Socket): void {
+    const conn = new FastConn(socket, this);
+    this.#conns.add(conn);
+    socket.on('close', () => this.#conns.delete(conn));
+  }
+
+  /** Gives `conn`'s socket to node:http with `bytes` (unparsed, at a request boundary) in front of what follows. */
+  handOff(conn: FastConn, bytes: Buffer | undefined): void {
+    this.#conns.delete(conn);
+    conn.release();
+    const socket = conn.socket;
+    if (bytes !== undefined) socket.unshift(bytes);
+    this.#node.call(this.#server, socket);
+    socket.resume();
+  }
+
+  /** Connections between requests are closed (a graceful close lets the others finish their answer). */
+  closeIdle(): void {
+    for (const c of this.#conns) if (c.idle) c.socket.destroy();
+  }
+
+  closeAll(): void {
+    clearInterval(this.#sweep);
+    for (const c of this.#conns) c.socket.destroy();
+    this.#conns.clear();
+  }
+
+  #expire(now: number): void {
+    for (const c of this.#conns) c.expire(now);
+  }
+}
+
+/** The 408 node's path answers for a request that did not arrive in time (see uis-server's answerClientError). */
+function requestTimeout(): UisError {
+  return new UisError({
+    code: 'request_timeout',
+    path: 'body',
+    message: "the request (headers and body) did not arrive within the gateway's deadline; send it faster",
+  });
+}
+
+/** One client connection while the fast front serves it. */
+class FastConn {
+  #buf: Buffer | undefined;
+  #req: FastRequest | undefined;
+  #res: FastResponse | undefined;
+  /** Body bytes of the current request still to come. */
+  #bodyLeft = 0;
+  /** When the request being read began (its first byte seen), 0 when none is. */
+  #readingSince = 0;
+  #headDone = false;
+  #idleSince = Date.now();
+  #closing = false;
+  readonly #onData = (b: Buffer) => this.#data(b);
+  readonly #onEnd = () => this.#ended();
+  readonly #onClose = () => this.#closed();
+  readonly #onError = () => {}; // a reset client: `close` follows and ends what is in flight
+
+  constructor(
+    readonly socket: Socket,
+    private readonly front: FastFront,
+  ) {
+    socket.on('data', this.#onData);
+    socket.on('error', this.#onError);
+    socket.on('end', this.#onEnd);
+    socket.on('close', this.#onClose);
+  }
+
+  /** Stops listening to the socket: node:http takes it. */
+  release(): void {
+    this.#closing = true;
+    const s = this.socket;
+    s.removeListener('data', this.#onData);
+    s.removeListener('error', this.#onError);
+    s.removeListener('end', this.#onEnd);
+    s.removeListener('close', this.#onClose);
+  }
+
+  get idle(): boolean {
+    return this.#req === undefined && this.#readingSince === 0;
+  }
+
+  #data(b: Buffer): void {
+    if (this.#closing) return;
+    if (this.#req !== undefined && this.#bodyLeft > 0) {
+      const take = Math.min(this.#bodyLeft, b.length);
+      this.#body(take === b.length ? b : b.subarray(0, take));
+      if (take === b.length) return;
+      b = b.subarray(take);
+    }
+    this.#buf = this.#buf === undefined ? b : Buffer.concat([this.#buf, b]);
+    if (this.#res === undefined && this.#req === undefined) {
+      if (this.#readingSince === 0) this.#readingSince = Date.now();
+      this.#next();
+    } else {
+      this.socket.pause(); // a pipelined request waits for the answer before it
+    }
+  }
+
+  /** Parses the next request from the buffered bytes, if the connection is free. */
+  #next(): void {
+    const buf = this.#buf;
+    if (buf === undefined || this.#req !== undefined || this.#closing) return;
+    const head = parseFastHead(buf, this.front.opts);
+    if (head === 'more') return;
+    if (head === 'node') {
+      this.front.handOff(this, buf);
+      return;
+    }
+    this.#buf = buf.length === head.headBytes ? undefined : buf.subarray(head.headBytes);
+    this.#headDone = true;
+    const req = new FastRequest(head, this.socket);
+    const res = new FastResponse(this.socket, !head.close, this.front.keepAliveHeader, this);
+    this.#req = req;
+    this.#res = res;
+    this.#bodyLeft = head.contentLength;
+    this.front.opts.listener(req as unknown as IncomingMessage, res as unknown as ServerResponse);
+    if (this.#bodyLeft === 0) {
+      this.#bodyDone();
+      return;
+    }
+    const rest = this.#buf;
+    if (rest === undefined) return;
+    this.#buf = undefined;
+    this.#data(rest);
+  }
+
+  #body(chunk: Buffer): void {
+    this.#bodyLeft -= chunk.length;
+    this.#req!.body(chunk);
+    if (this.#bodyLeft === 0) this.#bodyDone();
+  }
+
+  #bodyDone(): void {
+    this.#readingSince = 0;
+    this.#headDone = false;
+    this.#req!.ended();
+    // Answered before its body ended (a refusal): the connection is free now.
+    if (this.#res === undefined) this.#free();
+  }
+
+  /** The request and its answer are done: the next one may be read. */
+  #free(): void {
+    this.#req = undefined;
+    this.#idleSince = Date.now();
+    if (this.#buf !== undefined) this.#readingSince = this.#idleSince;
+    this.socket.resume();
+    this.#next();
+  }
+
+  /** The current answer was written whole. */
+  answered(keepAlive: boolean): void {
+    this.#res = undefined;
+    if (this.#bodyLeft > 0) {
+      // Answered before its body arrived (a refusal): the rest of the body is read and dropped, as node does,
+      // unless the connection closes after this answer.
+      if (!keepAlive) this.#finishSocket();
+      return;
+    }
+    if (!keepAlive) {
+      this.#finishSocket();
+      return;
+    }
+    this.#free();
+  }
+
+  #finishSocket(): void {
+    this.#closing = true;
+    this.socket.end();
+    this.socket.destroySoon();
+  }
+
+  #ended(): void {
+    // The client sent its last byte: a request cut short is over; the connection closes (node's default).
+    if (this.#bodyLeft > 0) this.#req?.closed();
+    this.#closing = true;
+    this.socket.end();
+  }
+
+  #closed(): void {
+    if (this.#bodyLeft > 0) this.#req?.closed();
+    this.#res?.socketClosed();
+  }
+
+  expire(now: number): void {
+    const opts = this.front.opts;
+    if (this.#readingSince !== 0) {
+      const limit = this.#headDone ? opts.requestTimeoutMs : opts.headersTimeoutMs;
+      if (now - this.#readingSince < limit) return;
+      const err = requestTimeout();
+      answeredOnSocket(this.socket, err);
+      const body = JSON.stringify(err.toJSON());
+      if (this.#res === undefined || !this.#res.headersSent)
+        this.socket.end(
+          `HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+        );
+      else this.socket.destroy();
+      this.#closing = true;
+      if (this.#bodyLeft > 0) this.#req?.closed();
+      return;
+    }
+    if (this.#req === undefined && now - this.#idleSince >= opts.keepAliveTimeoutMs) this.socket.destroy();
+  }
+}
