@@ -208,6 +208,12 @@ export const InferenceModelSpecSchema = z
      * numbers are counted by their difference, others by the distinct versions between (see versionsBehind in
      * @uis/routing). Unset: no bound beyond the model's version. Refused for static models. */
     max_staleness: z.number().int().nonnegative().optional(),
+    /** OpenAI streams (`/v1/chat/completions`, `/v1/completions`) of this model say which weights made each chunk
+     * and where they changed: the gateway asks the engine for `stream_options.continuous_usage_stats` and rewrites
+     * each event (about 2 us of gateway CPU per event, plus the relay of the engine's own chunk framing it gives
+     * up). false: streams are relayed as the engine sends them, their version in `X-UIS-Weight-Version` only.
+     * Static models are never rewritten: their weights never change. */
+    openai_stream_versions: z.boolean().default(true),
     /** The key this model's engines check (SGLang `--api-key`): launched engines get it, and the gateway and the
      * manager send it as their bearer token. Clients never see it, and their own credentials never reach an
      * engine. */

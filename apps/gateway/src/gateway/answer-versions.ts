@@ -1,4 +1,5 @@
 import type { InferenceManager } from '@uis/manager';
+import type { InferenceModelSpec } from '@uis/spec';
 import { type BodyEdit, openAIEdit, type ParsedBody } from '../proxy/body.ts';
 import { OpenAIStreamVersions } from '../proxy/openai-stream-versions.ts';
 import type { ForwardRoute, ProxyTarget } from '../proxy/route-types.ts';
@@ -15,7 +16,16 @@ export class AnswerVersions {
   readonly raw: Versions;
   readonly #openAI: Versions;
 
-  constructor(private readonly manager: InferenceManager) {
+  /** Models whose OpenAI streams are rewritten (`openai_stream_versions`, weights that can change). */
+  readonly #rewritten: ReadonlySet<string>;
+
+  constructor(
+    private readonly manager: InferenceManager,
+    models: ReadonlyArray<Pick<InferenceModelSpec, 'name' | 'weight_source' | 'openai_stream_versions'>>,
+  ) {
+    this.#rewritten = new Set(
+      models.filter((m) => m.openai_stream_versions && m.weight_source !== 'static').map((m) => m.name),
+    );
     const earlier = (t: ProxyTarget) =>
       t.inPlaceSwitches === undefined ? [] : manager.servedBeforeInPlace(t.id, t.inPlaceSwitches);
     this.raw = { openai: false, earlier };
@@ -24,8 +34,8 @@ export class AnswerVersions {
 
   /** The declaration of an OpenAI route's answer: per request for a stream (whether the client asked for the
    * usage counts itself), shared otherwise. */
-  openAI(body: ParsedBody): Versions {
-    const strip = this.#streamUsage(body);
+  openAI(model: string, body: ParsedBody): Versions {
+    const strip = this.#streamUsage(model, body);
     if (strip === undefined) return this.#openAI;
     const manager = this.manager;
     return {
@@ -41,18 +51,19 @@ export class AnswerVersions {
   }
 
   /** The OpenAI edit (the served model name), and for a stream the usage counts on every chunk. */
-  openAIEdit(servedName: string, body: ParsedBody): BodyEdit {
+  openAIEdit(model: string, servedName: string, body: ParsedBody): BodyEdit {
     const edit = openAIEdit(servedName);
-    const strip = this.#streamUsage(body);
+    const strip = this.#streamUsage(model, body);
     if (strip !== true) return edit;
     const options = body.get('stream_options') as Record<string, unknown> | null | undefined;
     return { ...edit, set: { ...edit.set, stream_options: { ...options, continuous_usage_stats: true } } };
   }
 
-  /** For an OpenAI stream: true when the gateway adds the usage counts (the client did not ask for them), false
-   * when the client did; undefined: not a stream, or `stream_options` the engine refuses anyway (not an object). */
-  #streamUsage(body: ParsedBody): boolean | undefined {
-    if (body.fields.stream !== true) return undefined;
+  /** For an OpenAI stream of a rewritten model: true when the gateway adds the usage counts (the client did not
+   * ask for them), false when the client did; undefined: not one, or `stream_options` the engine refuses anyway
+   * (not an object). */
+  #streamUsage(model: string, body: ParsedBody): boolean | undefined {
+    if (body.fields.stream !== true || !this.#rewritten.has(model)) return undefined;
     const options = body.get('stream_options');
     if (options === undefined || options === null) return true;
     if (typeof options !== 'object' || Array.isArray(options)) return undefined;

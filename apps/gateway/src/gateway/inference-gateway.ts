@@ -151,7 +151,7 @@ export class InferenceGateway {
 
   constructor(opts: InferenceGatewayOptions) {
     this.manager = opts.manager;
-    this.versions = new AnswerVersions(opts.manager);
+    this.versions = new AnswerVersions(opts.manager, opts.spec.models);
     this.role = opts.manager.role;
     this.spec = opts.spec;
     this.placements = opts.placements ?? [];
@@ -379,8 +379,8 @@ export class InferenceGateway {
               return target;
             },
       traceparent: traced?.traceparent,
-      versions: path === '/generate' ? this.versions.raw : this.versions.openAI(body),
-      edit: edit ?? this.versions.openAIEdit(model.servedName, body),
+      versions: path === '/generate' ? this.versions.raw : this.versions.openAI(model.name, body),
+      edit: edit ?? this.versions.openAIEdit(model.name, model.servedName, body),
       ...this.engineAuth(model.name),
     };
   }

@@ -12,7 +12,6 @@ const DONE = Buffer.from('data: [DONE]');
 const USAGE = Buffer.from('"usage":');
 const COMPLETION_TOKENS = Buffer.from('"completion_tokens":');
 const CHOICES = Buffer.from('"choices":');
-const NO_CHOICES = Buffer.from('"choices":[]');
 const NULL = Buffer.from('null');
 const EMPTY = Buffer.alloc(0);
 
@@ -96,41 +95,42 @@ export class OpenAIStreamVersions {
   }
 
   #event(ev: Buffer, out: Buffer[]): void {
-    if (ev.indexOf(DONE) === 0) {
+    if (!startsWith(ev, DATA)) {
+      out.push(ev);
+      return;
+    }
+    if (ev[DATA.length] === 0x5b && startsWith(ev, DONE)) {
       out.push(ev);
       const final = this.#finalEvent();
       if (final !== undefined) out.push(final);
       return;
     }
-    if (ev.indexOf(DATA) !== 0 || ev[DATA.length] !== 0x7b) {
+    // Chunks only (an error event is left as it is): `"choices"` comes before `usage` in SGLang's chunks.
+    const choices = ev[DATA.length] === 0x7b ? ev.indexOf(CHOICES) : -1;
+    if (choices === -1) {
       out.push(ev);
       return;
     }
     this.#observeResumes();
-    const usage = ev.lastIndexOf(USAGE);
-    let body = ev;
-    if (usage !== -1 && ev[usage + USAGE.length] === 0x7b) {
+    // `system_fingerprint` goes last in a chunk (SGLang's have none): before its closing brace.
+    let brace = ev.length - 3;
+    while (brace > choices && ev[brace] !== 0x7d) brace--;
+    let from = 0;
+    const usage = ev.lastIndexOf(USAGE, brace);
+    if (usage > choices && ev[usage + USAGE.length] === 0x7b) {
       const open = usage + USAGE.length;
       const close = closingBrace(ev, open);
       const n = close === -1 ? -1 : countIn(ev, open, close);
       if (n >= 0) this.#tokens = n;
-      // The final usage chunk (no choices) is the client's own (`include_usage`): kept.
-      if (this.stripUsage && close !== -1 && ev.indexOf(NO_CHOICES) === -1)
-        body = Buffer.concat([ev.subarray(0, open), NULL, ev.subarray(close + 1)]);
+      // The final usage chunk (`"choices":[]`) is the client's own (`include_usage`): kept.
+      const none = ev[choices + CHOICES.length] === 0x5b && ev[choices + CHOICES.length + 1] === 0x5d;
+      if (this.stripUsage && close !== -1 && close < brace && !none) {
+        out.push(ev.subarray(0, open), NULL);
+        from = close + 1;
+      }
     }
-    // `system_fingerprint` goes last in a chunk (SGLang's have none), before its closing brace; an error event
-    // is left as it is.
-    if (body.indexOf(CHOICES) === -1) {
-      out.push(body);
-      return;
-    }
-    let brace = body.length - 3;
-    while (brace > 0 && body[brace] !== 0x7d) brace--;
-    if (brace <= 0) {
-      out.push(body);
-      return;
-    }
-    out.push(body.subarray(0, brace), this.#fingerprint, body.subarray(brace));
+    if (brace <= choices) out.push(ev.subarray(from));
+    else out.push(ev.subarray(from, brace), this.#fingerprint, ev.subarray(brace));
   }
 
   /** A continue since the last event: the tokens from here on are the continued version's. */
@@ -156,6 +156,10 @@ export class OpenAIStreamVersions {
         : { weight_version: d.version, weight_versions: d.spans };
     return Buffer.from(`event: uis_weight_versions\ndata: ${JSON.stringify(body)}\n\n`);
   }
+}
+
+function startsWith(b: Buffer, prefix: Buffer): boolean {
+  return b.length >= prefix.length && b.compare(prefix, 0, prefix.length, 0, prefix.length) === 0;
 }
 
 function fingerprintOf(version: string | null): Buffer {
