@@ -1,3 +1,4 @@
+import { StreamVersionSpans } from '@uis/routing';
 import type { DiscoverySnapshot } from '@uis/spec';
 import { describe, expect, it } from 'vitest';
 import { gatewayOnSims, singleRolloutConfig } from '../testing/fixtures.ts';
@@ -67,12 +68,14 @@ function post(url: string, body: unknown, headers: Record<string, string> = {}) 
   });
 }
 
-function suite(release: string, spans: boolean) {
-  describe(`the token index of a version change, SGLang ${release}`, { timeout: 120_000 }, () => {
+function suite(release: string, spans: boolean, front: 'fast' | 'node') {
+  describe(`the token index of a version change, SGLang ${release}, ${front} front`, {
+    timeout: 120_000,
+  }, () => {
     const gw = gatewayOnSims({
       config: singleRolloutConfig(1),
       sim: { simDecodeUsPerToken: 1000, simSglangVersion: release },
-      server: { adminToken: TOKEN, healthProbeMs: 0 },
+      server: { adminToken: TOKEN, healthProbeMs: 0, front },
     });
 
     async function engine() {
@@ -232,8 +235,43 @@ function suite(release: string, spans: boolean) {
       expect(plain.events.map((e) => e.system_fingerprint)).toEqual(['v3', 'v3', 'v3']);
       expect(plain.events.map((e) => e.usage)).toEqual([null, null, null]);
     });
+
+    it('a native /generate stream: its finished chunk (0.5.19+) or its chunks versions (older) split at the token', async () => {
+      const { version: from } = await engine();
+      const chunks: Array<{ meta_info: Record<string, unknown> }> = [];
+      let reader: SseReader | undefined;
+      const { sim, run } = await switchAt('gen-s', 'v4', () => {
+        const last = reader?.events.at(-1) as { meta_info?: { completion_tokens?: number } } | undefined;
+        return last?.meta_info?.completion_tokens === AT;
+      });
+      reader = new SseReader(
+        post(`${gw.url}/rollout/generate`, {
+          rid: 'gen-s',
+          text: 'f',
+          stream: true,
+          sampling_params: { max_new_tokens: 40, ignore_eos: true },
+        }),
+      );
+      await run();
+      await reader.done;
+      chunks.push(...(reader.events as typeof chunks));
+      const expected = truth(sim, 'gen-s', 40);
+      expect(expected).toEqual([
+        { version: from, start: 0, end: AT },
+        { version: 'v4', start: AT, end: 40 },
+      ]);
+      const derived = new StreamVersionSpans();
+      for (const c of chunks) derived.add(c);
+      expect(derived.spans).toEqual(expected);
+      const finished = chunks.at(-1)?.meta_info;
+      if (spans) expect(finished?.weight_versions).toEqual(expected);
+      else expect(finished?.weight_versions).toBeUndefined();
+      // A native stream is the engine's own: nothing after [DONE].
+      expect(reader.afterDone).toBe(0);
+    });
   });
 }
 
-suite('0.5.17', false);
-suite('0.5.23', true);
+// Each release on one of the gateway's two request fronts (the stream relay is shared).
+suite('0.5.17', false, 'node');
+suite('0.5.23', true, 'fast');
