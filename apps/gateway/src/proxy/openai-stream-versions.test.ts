@@ -86,6 +86,16 @@ describe('OpenAIStreamVersions', () => {
     });
   });
 
+  it('names the versions without an index when several choices count their tokens each', () => {
+    const resumes: InPlaceResumes = { count: 0, to: [] };
+    const s = new OpenAIStreamVersions(true, () => resumes, 'v1', 0);
+    s.push(Buffer.from(chunk('a', 1) + chunk('b', 1).replace('"index":0', '"index":1')));
+    resumes.count = 1;
+    resumes.to = ['v2'];
+    const out = events(relay(s, [chunk('c', 2), DONE]));
+    expect(out.at(-1)?.data).toEqual({ weight_version: 'v2', uis_weight_versions: ['v1', 'v2'] });
+  });
+
   it('leaves out a version that made no token (picked while its replica was paused)', () => {
     const resumes: InPlaceResumes = { count: 0, to: [] };
     const s = new OpenAIStreamVersions(true, () => resumes, 'v1', 0);

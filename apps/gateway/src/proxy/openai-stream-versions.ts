@@ -23,10 +23,10 @@ const EMPTY = Buffer.alloc(0);
  * made by the version the engine continued with. Each chunk gets `system_fingerprint` (its version), the usage the
  * client did not ask for goes back to `null` (what SGLang sends without it), and an answer made by more than one
  * version gets one event `uis_weight_versions` after `data: [DONE]` (where clients that stop at it never see it)
- * with the whole answer's spans (SGLang's shape), or, when the engine sent no counts (0.5.2), its versions in
- * order without the index. Exact when every token made before a switch's pause has
- * reached the gateway before the continue (the pause lasts the whole weight update); the same holds for the
- * `weight_version` SGLang stamps on native chunks (its tokenizer manager's value when the chunk passes).
+ * with the whole answer's spans (SGLang's shape), or, when the engine sent no counts (0.5.2) or several choices
+ * count their tokens each, its versions in order without the index. Exact when every token made before a switch's
+ * pause has reached the gateway before the continue (the pause lasts the whole weight update); the same holds for
+ * the `weight_version` SGLang stamps on native chunks (its tokenizer manager's value when the chunk passes).
  */
 export class OpenAIStreamVersions {
   #pending: Buffer = EMPTY;
@@ -37,6 +37,8 @@ export class OpenAIStreamVersions {
   #tokens = -1;
   readonly #runs: Array<{ version: string | null; start: number }>;
   #fingerprint: Buffer;
+  /** A chunk of another choice than the first was seen. */
+  #several = false;
 
   constructor(
     /** The client did not ask for `continuous_usage_stats`: the counts are the gateway's, not the client's. */
@@ -76,7 +78,7 @@ export class OpenAIStreamVersions {
     const versions: Array<string | null> = [];
     for (const r of this.#runs) if (versions[versions.length - 1] !== r.version) versions.push(r.version);
     const total = this.#tokens;
-    if (total < 0) return { version: this.#version, spans: null, versions };
+    if (total < 0 || this.#several) return { version: this.#version, spans: null, versions };
     const spans: VersionSpan[] = [];
     for (let i = 0; i < this.#runs.length; i++) {
       const r = this.#runs[i] as { version: string | null; start: number };
@@ -112,6 +114,8 @@ export class OpenAIStreamVersions {
       return;
     }
     this.#observeResumes();
+    // Several choices (`n` > 1, a list of prompts) count their tokens each: one count is no index for them.
+    if (!this.#several && !firstChoice(ev, choices + CHOICES.length)) this.#several = true;
     // `system_fingerprint` goes last in a chunk (SGLang's have none): before its closing brace.
     let brace = ev.length - 3;
     while (brace > choices && ev[brace] !== 0x7d) brace--;
@@ -156,6 +160,17 @@ export class OpenAIStreamVersions {
         : { weight_version: d.version, weight_versions: d.spans };
     return Buffer.from(`event: uis_weight_versions\ndata: ${JSON.stringify(body)}\n\n`);
   }
+}
+
+const FIRST_CHOICE = Buffer.from('[{"index":0,');
+const NO_CHOICE = Buffer.from('[]');
+
+/** Whether the choices at `at` are none or only the first (`[{"index":0,...}]`, SGLang's order). */
+function firstChoice(b: Buffer, at: number): boolean {
+  return (
+    b.compare(FIRST_CHOICE, 0, FIRST_CHOICE.length, at, at + FIRST_CHOICE.length) === 0 ||
+    b.compare(NO_CHOICE, 0, NO_CHOICE.length, at, at + NO_CHOICE.length) === 0
+  );
 }
 
 function startsWith(b: Buffer, prefix: Buffer): boolean {
