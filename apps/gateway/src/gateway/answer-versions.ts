@@ -43,7 +43,8 @@ export class AnswerVersions {
       stream: (t) =>
         new OpenAIStreamVersions(
           strip,
-          () => manager.resumedInPlace(t.id),
+          // An SGLang router's pick: the gateway does not know which engine made the tokens.
+          t.inPlaceResumes === undefined ? null : () => manager.resumedInPlace(t.id),
           t.weightVersion ?? null,
           t.inPlaceResumes ?? 0,
         ),

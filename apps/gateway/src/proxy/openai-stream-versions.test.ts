@@ -96,6 +96,14 @@ describe('OpenAIStreamVersions', () => {
     expect(out.at(-1)?.data).toEqual({ weight_version: 'v2', uis_weight_versions: ['v1', 'v2'] });
   });
 
+  it('behind an SGLang router (engine unknown) only takes the counts back out', () => {
+    const s = new OpenAIStreamVersions(true, null, 'v1', 0);
+    const out = events(relay(s, [chunk('a', 1), chunk('b', 2), DONE]));
+    expect(
+      out.map((e) => (e.data === '[DONE]' ? e.data : [e.data.usage, e.data.system_fingerprint])),
+    ).toEqual([[null, undefined], [null, undefined], '[DONE]']);
+  });
+
   it('leaves out a version that made no token (picked while its replica was paused)', () => {
     const resumes: InPlaceResumes = { count: 0, to: [] };
     const s = new OpenAIStreamVersions(true, () => resumes, 'v1', 0);

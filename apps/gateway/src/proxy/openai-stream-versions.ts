@@ -43,7 +43,9 @@ export class OpenAIStreamVersions {
   constructor(
     /** The client did not ask for `continuous_usage_stats`: the counts are the gateway's, not the client's. */
     private readonly stripUsage: boolean,
-    private readonly resumes: () => InPlaceResumes,
+    /** The replica's continues; null when the gateway does not know the engine (an SGLang router chose it):
+     * the counts are then only taken back out, and nothing is declared that the gateway cannot know. */
+    private readonly resumes: (() => InPlaceResumes) | null,
     /** The replica's version and continue count when the request was picked. */
     version: string | null,
     resumesAtPick: number,
@@ -51,7 +53,7 @@ export class OpenAIStreamVersions {
     this.#seen = resumesAtPick;
     this.#version = version;
     this.#runs = [{ version, start: 0 }];
-    this.#fingerprint = fingerprintOf(version);
+    this.#fingerprint = resumes === null ? EMPTY : fingerprintOf(version);
   }
 
   /** The bytes to relay for `chunk` (whole events only; a partial one waits for its end). */
@@ -103,7 +105,7 @@ export class OpenAIStreamVersions {
     }
     if (ev[DATA.length] === 0x5b && startsWith(ev, DONE)) {
       out.push(ev);
-      const final = this.#finalEvent();
+      const final = this.resumes === null ? undefined : this.#finalEvent();
       if (final !== undefined) out.push(final);
       return;
     }
@@ -139,6 +141,7 @@ export class OpenAIStreamVersions {
 
   /** A continue since the last event: the tokens from here on are the continued version's. */
   #observeResumes(): void {
+    if (this.resumes === null) return;
     const r = this.resumes();
     if (r.count === this.#seen) return;
     this.#seen = r.count;
