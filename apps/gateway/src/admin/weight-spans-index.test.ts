@@ -269,6 +269,26 @@ function suite(release: string, spans: boolean, front: 'fast' | 'node') {
       // A native stream is the engine's own: nothing after [DONE].
       expect(reader.afterDone).toBe(0);
     });
+
+    it('a non-streamed answer stopped at a known token: spans to that token (0.5.19+), or its versions only', async () => {
+      const { version: from } = await engine();
+      // Nothing to wait for once it stands: a non-streamed answer has sent nothing yet.
+      const { sim, run } = await switchAt('gen-known', 'v5', () => true);
+      const answer = post(`${gw.url}/rollout/generate`, {
+        rid: 'gen-known',
+        text: 'g',
+        sampling_params: { max_new_tokens: 40, ignore_eos: true },
+      });
+      await run();
+      const body = (await (await answer).json()) as { meta_info: Record<string, unknown> };
+      expect(truth(sim, 'gen-known', 40)).toEqual([
+        { version: from, start: 0, end: AT },
+        { version: 'v5', start: AT, end: 40 },
+      ]);
+      if (spans) expect(body.meta_info.weight_versions).toEqual(truth(sim, 'gen-known', 40));
+      else expect(body.meta_info.uis_weight_versions).toEqual([from, 'v5']);
+      expect(body.meta_info.weight_version).toBe('v5');
+    });
   });
 }
 
