@@ -14,8 +14,8 @@ export type WeightSwitchMode = z.infer<typeof WeightSwitchModeSchema>;
 export const WeightSwitchRequestSchema = z.strictObject({
   mode: WeightSwitchModeSchema,
   /** `forbid` (default): no replica generates at the new version while another still generates at the old one
-   * (every replica is paused before the first update and continued after the last). `allow`: each replica
-   * continues as soon as its own update is read back. */
+   * (each replica is paused before its update, and none continues before every update is read back). `allow`:
+   * each replica continues as soon as its own update is read back. */
   mixed_versions: z.enum(['forbid', 'allow']).default('forbid'),
   /** A replica whose update fails is quarantined either way; `quarantine` (default): the others finish on the new
    * version; `rollback`: the others go back to the version they served. */
@@ -66,7 +66,9 @@ export const WeightSwitchRecordSchema = z
     slowest_update_ms: z.number().nonnegative(),
     /** When each phase ended, in milliseconds from the command (the last member's, for a per-member phase): every
      * member stopped (drained and paused), its update answered, its version read back; the commit (versions,
-     * quarantines, target); every member continued; the topology published. Where a switch's time went. */
+     * quarantines, target); the topology published (the whole model on its new version: what the switch's time
+     * is measured to); every member continued (after the publication with `mixed_versions: forbid`). Where a
+     * switch's time went. */
     phases_ms: z.object({
       stopped: z.number().nonnegative(),
       loaded: z.number().nonnegative(),

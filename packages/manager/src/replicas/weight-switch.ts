@@ -1,3 +1,4 @@
+import { setImmediate as turn } from 'node:timers/promises';
 import type { SGLangEngine, WeightUpdate } from '@uis/sglang-engine';
 import { type Clock, groupTp, UisError } from '@uis/spec';
 import type { InFlightTracker } from '../in-flight.ts';
@@ -48,8 +49,9 @@ const CONTROL = { timeoutMs: 60_000 };
 
 /**
  * The fleet weight switch: one operation per model that moves every resident replica from version N to N+1 with a
- * mode (drain, pause_in_place, abort). With `mixed_versions: forbid` every replica is stopped before the first
- * update and continued after the last, so no replica generates at N+1 while another generates at N; each replica's
+ * mode (drain, pause_in_place, abort). With `mixed_versions: forbid` each replica is stopped before its update and
+ * none continues before the last update is read back, so no replica generates at N+1 while another generates at N;
+ * the new topology is published before the continues (the model is on N+1 from then on); each replica's
  * version is read back; a replica whose update fails is quarantined (never eligible until an operator restarts
  * it); `on_failure` rolls the others back or lets them finish on N+1. The slots' versions, the model's target and
  * the published topology move once, at the end. Owns `slot.quarantined`, the running switch of each model and
@@ -183,26 +185,34 @@ export class WeightSwitch {
     const phases: Phases = { stopped: 0, loaded: 0, read_back: 0, committed: 0, continued: 0, published: 0 };
     try {
       // 1. Each member stops (drained first in drain mode) and updates at once: a paused member generates nothing,
-      // so updating it while another still finishes on N mixes no versions; only continuing must wait (forbid)
-      // until every member is updated. With `allow`, each continues as soon as its own update is read back.
-      // Slowest first (by each engine's last update; never timed counts as slowest): the fan-out of pauses takes
-      // time, and the switch lasts as long as its latest-finishing update, so the long updates start first.
+      // so updating it while another still finishes on N mixes no versions; only continuing must wait (forbid) until
+      // every member is updated. With `allow`, each continues as soon as its own update is read back.
+      // Slowest first (by each engine's last update; never timed counts as slowest): the switch lasts as long as its
+      // latest-finishing update, so the long updates start first. One stop is sent per event-loop turn, not all in
+      // one burst: an answer that arrived meanwhile sends its member's update at once, so the slowest member's update
+      // reaches its engine behind a few pauses, not behind the whole fan-out (an engine answers its calls in order).
       const known = this.#lastUpdateMs.get(name);
       const last = (x: Member) => known?.get(x.s.engineId) ?? Number.MAX_SAFE_INTEGER;
       const order = [...members].sort((a, b) => last(b) - last(a));
-      const paused = order.map(async (x) => {
-        if (drain) await this.waitIdle(x, deadlineMs);
-        await this.pause(x, policy);
-        x.at.stopped = at();
-      });
-      void Promise.all(paused).then(() => this.#closed.delete(name));
-      await Promise.all(
-        order.map(async (x, i) => {
-          await paused[i];
-          await this.update(x, engineWeightUpdate(req.update, x.s.engineId), at);
-          if (!forbid) await this.resume(x, at);
-        }),
-      );
+      const stopped: Array<Promise<void>> = [];
+      const updated: Array<Promise<void>> = [];
+      for (const x of order) {
+        if (stopped.length > 0) await turn();
+        const stop = (async () => {
+          if (drain) await this.waitIdle(x, deadlineMs);
+          await this.pause(x, policy);
+          x.at.stopped = at();
+        })();
+        stopped.push(stop);
+        updated.push(
+          stop.then(async () => {
+            await this.update(x, engineWeightUpdate(req.update, x.s.engineId), at);
+            if (!forbid) await this.resume(x, at);
+          }),
+        );
+      }
+      void Promise.all(stopped).then(() => this.#closed.delete(name));
+      await Promise.all(updated);
       const failed = members.filter((x) => !x.ok);
       const succeeded = members.filter((x) => x.ok);
       let outcome: WeightSwitchOutcome = failed.length === 0 ? 'switched' : 'quarantined';
@@ -231,13 +241,13 @@ export class WeightSwitch {
         m.replay = req.update.source === 'disk' || req.update.source === 'version' ? req.update : null;
       }
       phases.committed = at();
-      // Continuing and publishing need nothing of each other: a request routed to a member by the new topology
-      // before its continue lands waits in the engine's queue, on the new weights.
-      const continued = forbid ? Promise.all(members.map((x) => this.resume(x, at))) : undefined;
+      // The whole model is on the new version once this topology is out: every member is updated and read back
+      // (or rolled back, or quarantined), so it is published before the members continue, and a request routed to
+      // a member whose continue has not landed yet waits in that engine's queue, to run on the new weights.
       await this.routers.sync();
       this.publication.publish();
       phases.published = at();
-      await continued;
+      if (forbid) await Promise.all(members.map((x) => this.resume(x, at)));
       this.#lastUpdateMs.set(
         name,
         new Map(members.flatMap((x) => (x.ok && x.updateMs !== null ? [[x.s.engineId, x.updateMs]] : []))),
@@ -287,6 +297,7 @@ export class WeightSwitch {
   /** Drain mode: a member's requests in flight through the gateway finish (up to the deadline); requests of direct
    * clients, which the gateway cannot see end, are then paused in place with whatever is left. */
   private async waitIdle(x: Member, deadlineMs: number): Promise<void> {
+    if (this.inFlight.count(x.s.engineId) === 0) return;
     // Woken by the member's last release (no polling interval in the critical path), or by the deadline.
     const stop = new AbortController();
     try {
