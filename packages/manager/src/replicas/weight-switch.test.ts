@@ -93,7 +93,7 @@ async function recorded() {
 }
 
 describe('weight switch order', { timeout: 120_000 }, () => {
-  it('pauses and updates the members slowest first, by each one’s update in the last switch', async () => {
+  it('pauses and updates the members slowest first, by each one’s fastest update in its last three switches', async () => {
     const { switchTo, pauses } = await recorded();
     // Never timed: the members' own order.
     const first = await switchTo('v1', {
@@ -109,12 +109,17 @@ describe('weight switch order', { timeout: 120_000 }, () => {
       ['policy/2', 200],
       ['policy/3', 300],
     ]);
-    // The last switch's times order the next one: the member it found slowest starts first.
-    await switchTo('v2', { 'policy/0': 500, 'policy/1': 100, 'policy/2': 200, 'policy/3': 300 });
+    // The member found slowest starts first.
+    await switchTo('v2', { 'policy/0': 500, 'policy/1': 150, 'policy/2': 250, 'policy/3': 50 });
     expect(pauses()).toEqual(['policy/1', 'policy/3', 'policy/2', 'policy/0']);
-    // Only the last switch counts: policy/0 was fastest before and slowest now.
-    await switchTo('v3', { 'policy/0': 100, 'policy/1': 100, 'policy/2': 200, 'policy/3': 300 });
-    expect(pauses()).toEqual(['policy/0', 'policy/3', 'policy/2', 'policy/1']);
+    // One slow switch (policy/0 at 500) does not make it the slowest: its fastest recent update (100) counts.
+    await switchTo('v3', { 'policy/0': 400, 'policy/1': 400, 'policy/2': 400, 'policy/3': 400 });
+    expect(pauses()).toEqual(['policy/2', 'policy/1', 'policy/0', 'policy/3']);
+    await switchTo('v4', { 'policy/0': 400, 'policy/1': 400, 'policy/2': 400, 'policy/3': 400 });
+    expect(pauses()).toEqual(['policy/2', 'policy/1', 'policy/0', 'policy/3']);
+    // Three switches later v1's times are forgotten: policy/0 has been slow in each of v2-v4.
+    await switchTo('v5', { 'policy/0': 100, 'policy/1': 100, 'policy/2': 100, 'policy/3': 100 });
+    expect(pauses()).toEqual(['policy/0', 'policy/2', 'policy/1', 'policy/3']);
   });
 
   it('publishes the new topology once every member is updated, then continues them', async () => {

@@ -44,6 +44,13 @@ export interface InPlaceResumes {
 
 const NO_RESUMES: InPlaceResumes = { count: 0, to: [] };
 
+/** Switches whose update times predict a member's next one (see slowestFirst). */
+const RECENT = 3;
+
+/** Stops sent per event-loop turn (see stopAndUpdate): few enough that the first answers are handled early, many
+ * enough that a busy process (the gateway's traffic shares the loop) takes few turns for a 64-wide fan-out. */
+const STOPS_PER_TURN = 8;
+
 /** Deadline of one pause / continue call. */
 const CONTROL = { timeoutMs: 60_000 };
 
@@ -68,9 +75,9 @@ export class WeightSwitch {
   readonly #resumed = new Map<string, InPlaceResumes>();
   /** Models whose gateway admission is closed by a drain-mode switch. */
   readonly #closed = new Set<string>();
-  /** Per model, each member's last update in a switch, in ms: the next switch stops and updates the slowest
-   * first. Replaced by each switch's members, so replicas that left are forgotten. */
-  readonly #lastUpdateMs = new Map<string, Map<string, number>>();
+  /** Per model, each member's updates in its last RECENT switches, in ms, oldest first: the next switch stops and
+   * updates the slowest first. Replaced by each switch's members, so replicas that left are forgotten. */
+  readonly #updateMs = new Map<string, Map<string, number[]>>();
   #nextId = 0;
 
   constructor(
@@ -143,12 +150,11 @@ export class WeightSwitch {
 
   async switch(m: ModelRuntime, req: ParsedWeightSwitch): Promise<WeightSwitchRecord> {
     const name = m.spec.name;
-    const policy = req.mode === 'abort' ? 'abort' : 'in_place';
     const slots = this.replicas.slotsOf(name);
     // Refused before any replica is touched: a replica whose release cannot pause or update this way would fail
     // mid-switch.
     for (const s of slots) {
-      s.engine?.checkDrain(policy);
+      s.engine?.checkDrain(req.mode === 'abort' ? 'abort' : 'in_place');
       s.engine?.checkWeightUpdate(req.update.source, 'update');
     }
     const members: Member[] = slots
@@ -177,42 +183,12 @@ export class WeightSwitch {
     const t0 = this.clock.now();
     const startedAt = Date.now();
     const forbid = req.mixed_versions === 'forbid';
-    const drain = req.mode === 'drain';
-    const deadlineMs = req.deadline_ms ?? this.drainDeadlineMs;
     // Drain: the gateway admits nothing new to the model until every member is paused.
-    if (drain) this.#closed.add(name);
+    if (req.mode === 'drain') this.#closed.add(name);
     const at = (): number => this.clock.now() - t0;
     const phases: Phases = { stopped: 0, loaded: 0, read_back: 0, committed: 0, continued: 0, published: 0 };
     try {
-      // 1. Each member stops (drained first in drain mode) and updates at once: a paused member generates nothing,
-      // so updating it while another still finishes on N mixes no versions; only continuing must wait (forbid) until
-      // every member is updated. With `allow`, each continues as soon as its own update is read back.
-      // Slowest first (by each engine's last update; never timed counts as slowest): the switch lasts as long as its
-      // latest-finishing update, so the long updates start first. One stop is sent per event-loop turn, not all in
-      // one burst: an answer that arrived meanwhile sends its member's update at once, so the slowest member's update
-      // reaches its engine behind a few pauses, not behind the whole fan-out (an engine answers its calls in order).
-      const known = this.#lastUpdateMs.get(name);
-      const last = (x: Member) => known?.get(x.s.engineId) ?? Number.MAX_SAFE_INTEGER;
-      const order = [...members].sort((a, b) => last(b) - last(a));
-      const stopped: Array<Promise<void>> = [];
-      const updated: Array<Promise<void>> = [];
-      for (const x of order) {
-        if (stopped.length > 0) await turn();
-        const stop = (async () => {
-          if (drain) await this.waitIdle(x, deadlineMs);
-          await this.pause(x, policy);
-          x.at.stopped = at();
-        })();
-        stopped.push(stop);
-        updated.push(
-          stop.then(async () => {
-            await this.update(x, engineWeightUpdate(req.update, x.s.engineId), at);
-            if (!forbid) await this.resume(x, at);
-          }),
-        );
-      }
-      void Promise.all(stopped).then(() => this.#closed.delete(name));
-      await Promise.all(updated);
+      await this.stopAndUpdate(name, members, req, at);
       const failed = members.filter((x) => !x.ok);
       const succeeded = members.filter((x) => x.ok);
       let outcome: WeightSwitchOutcome = failed.length === 0 ? 'switched' : 'quarantined';
@@ -248,10 +224,7 @@ export class WeightSwitch {
       this.publication.publish();
       phases.published = at();
       if (forbid) await Promise.all(members.map((x) => this.resume(x, at)));
-      this.#lastUpdateMs.set(
-        name,
-        new Map(members.flatMap((x) => (x.ok && x.updateMs !== null ? [[x.s.engineId, x.updateMs]] : []))),
-      );
+      this.remember(name, members);
       for (const x of members) {
         phases.stopped = Math.max(phases.stopped, x.at.stopped ?? 0);
         phases.loaded = Math.max(phases.loaded, x.at.loaded ?? 0);
@@ -264,6 +237,64 @@ export class WeightSwitch {
       // A switch that threw half-way still lets every member generate again.
       await Promise.allSettled(members.map((x) => this.resume(x, at)));
     }
+  }
+
+  /** 1. Each member stops (drained first in drain mode) and updates at once: a paused member generates nothing, so
+   * updating it while another still finishes on N mixes no versions; only continuing must wait (forbid) until
+   * every member is updated. With `allow`, each continues as soon as its own update is read back.
+   * Slowest first: the switch lasts as long as its latest-finishing update, so the long updates start first. The
+   * stops go out STOPS_PER_TURN per event-loop turn, not all in one burst: the answers that arrived meanwhile send
+   * their members' updates at once, so the slowest members' updates leave behind a few pauses, not behind the
+   * whole fan-out. */
+  private async stopAndUpdate(
+    name: string,
+    members: Member[],
+    req: ParsedWeightSwitch,
+    at: () => number,
+  ): Promise<void> {
+    const policy = req.mode === 'abort' ? 'abort' : 'in_place';
+    const deadlineMs = req.deadline_ms ?? this.drainDeadlineMs;
+    const stopped: Array<Promise<void>> = [];
+    const updated: Array<Promise<void>> = [];
+    for (const x of this.slowestFirst(name, members)) {
+      if (stopped.length > 0 && stopped.length % STOPS_PER_TURN === 0) await turn();
+      const stop = (async () => {
+        if (req.mode === 'drain') await this.waitIdle(x, deadlineMs);
+        await this.pause(x, policy);
+        x.at.stopped = at();
+      })();
+      stopped.push(stop);
+      updated.push(
+        stop.then(async () => {
+          await this.update(x, engineWeightUpdate(req.update, x.s.engineId), at);
+          if (req.mixed_versions === 'allow') await this.resume(x, at);
+        }),
+      );
+    }
+    void Promise.all(stopped).then(() => this.#closed.delete(name));
+    await Promise.all(updated);
+  }
+
+  /** The members, the one predicted slowest first: by each one's fastest update in its last RECENT switches (a
+   * loaded machine only adds to an engine's time, so the least of a few is the engine's own; one slow switch
+   * does not reorder the next); never timed counts as slowest. */
+  private slowestFirst(name: string, members: Member[]): Member[] {
+    const known = this.#updateMs.get(name);
+    const predicted = (x: Member) => {
+      const times = known?.get(x.s.engineId);
+      return times === undefined ? Number.MAX_SAFE_INTEGER : Math.min(...times);
+    };
+    return [...members].sort((a, b) => predicted(b) - predicted(a));
+  }
+
+  /** Keeps each member's update time for the next switch's order (a failed member's is no prediction). */
+  private remember(name: string, members: Member[]): void {
+    const known = this.#updateMs.get(name);
+    const next = new Map<string, number[]>();
+    for (const x of members)
+      if (x.ok && x.updateMs !== null)
+        next.set(x.s.engineId, [...(known?.get(x.s.engineId) ?? []), x.updateMs].slice(-RECENT));
+    this.#updateMs.set(name, next);
   }
 
   /** Each member's version as read back, its record, and its quarantine (a failed member, or one that reports
