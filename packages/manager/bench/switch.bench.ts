@@ -2,15 +2,16 @@
  * The fleet weight switch at 64 engines: time from the command to the whole model on the new version (every
  * replica updated and read back, the commit, and the new topology published: from then on every request is routed
  * to the new version), as a ratio to the slowest single engine's update measured in the same round by the same
- * client path: right after each switch, the engine that was
- * slowest in it updates alone (the manager's own SGLangEngine, its update call and its version read back, nothing
- * else running). Engines update in parallel, so that is the floor. One row per mode; target <= 1.1. The publication is seen
- * from outside the switch (the manager's registry, as discovery and the gateway see it); beside it, the time to the
- * command's answer, after every member was also continued (the members' continue fan-out follows the publication:
- * a request routed to a member not yet continued waits in its engine's queue). Each engine's
- * update takes a modelled 100-200 ms (sim `--sim-onload-ms`, different per engine). The manager keeps its audit
- * log in a SQLite file, as uis-server does. `update_weights` (the per-replica update without a pause or a barrier)
- * is printed beside it as the reference.
+ * client path: right after each switch, of the engines modelled slowest the one that was slowest in it updates
+ * alone (the manager's own SGLangEngine, its update call and its version read back, nothing else running).
+ * Engines update in parallel, so that is the floor. (Not simply the engine slowest in the switch: on a loaded
+ * machine that can be a 160 ms engine held up by the fan-out, whose 160 ms alone is no floor.) One row per mode;
+ * target <= 1.1. The publication is seen from outside the switch (the manager's registry, as discovery and the
+ * gateway see it); beside it, the time to the command's answer, after every member was also continued (the
+ * members' continue fan-out follows the publication: a request routed to a member not yet continued waits in its
+ * engine's queue). Each engine's update takes a modelled 100-200 ms (sim `--sim-onload-ms`, different per engine).
+ * The manager keeps its audit log in a SQLite file, as uis-server does. `update_weights` (the per-replica update
+ * without a pause or a barrier) is printed beside it as the reference.
  *
  * Printed: per mode the median and every round, and where the time went: each phase's end (the last member's)
  * from the command, as the switch records it (`phases_ms`): stopped (drained + paused), loaded (update answered),
@@ -116,12 +117,15 @@ interface Round {
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
+const modelled = new Map(replicas.map((r, k) => [r.engine_id, onloadMs(k)]));
+const maxModelled = Math.max(...modelled.values());
 const slowestEngine = (rec: { engines: Array<{ engine_id: string; update_ms: number | null }> }) =>
-  rec.engines.reduce((a, b) => ((b.update_ms ?? 0) > (a.update_ms ?? 0) ? b : a)).engine_id;
+  rec.engines
+    .filter((e) => modelled.get(e.engine_id) === maxModelled)
+    .reduce((a, b) => ((b.update_ms ?? 0) > (a.update_ms ?? 0) ? b : a)).engine_id;
 
 type Run = () => Promise<{ slowest: string; inSwitch: number; rec?: WeightSwitchRecord }>;
 
-/** One switch (or update) and the floor measured right after it. */
 /** The manager's event loop during the switch: its longest stall (64 connections' answers handled in a row). */
 const loop = monitorEventLoopDelay({ resolution: 1 });
 loop.enable();
@@ -135,6 +139,7 @@ function publishedAt(target: string): { at: () => number; stop: () => void } {
   return { at: () => at, stop };
 }
 
+/** One switch (or update) and the floor measured right after it. */
 async function measure(run: Run): Promise<Round> {
   const seen = publishedAt(`v${version + 1}`);
   loop.reset();
@@ -174,9 +179,8 @@ const runs: Array<{ name: string; run: Run }> = [
     run: async () => {
       // The manager's update does not time each engine: the floor is the engine modelled slowest.
       await manager.updateWeights('policy', update());
-      const times = replicas.map((_, i) => onloadMs(i));
       return {
-        slowest: replicas[times.indexOf(Math.max(...times))]?.engine_id as string,
+        slowest: [...modelled].find(([, ms]) => ms === maxModelled)?.[0] as string,
         inSwitch: Number.NaN,
       };
     },
