@@ -127,7 +127,7 @@ export const LauncherKindSchema = z.enum(['sim', 'local', 'external', 'ray']);
 export type LauncherKind = z.infer<typeof LauncherKindSchema>;
 
 /** `gateway.front` when the config does not say (the gateway's own default too). */
-export const GATEWAY_FRONT_DEFAULT: 'fast' | 'node' = 'node';
+export const GATEWAY_FRONT_DEFAULT: 'fast' | 'node' = 'fast';
 
 export const GatewayConfigSchema = z
   .object({
