@@ -188,6 +188,7 @@ export class WeightSwitch {
     const at = (): number => this.clock.now() - t0;
     const phases: Phases = { stopped: 0, loaded: 0, read_back: 0, committed: 0, continued: 0, published: 0 };
     try {
+      // 1. Every member stopped and updated, each at its own pace (see stopAndUpdate).
       await this.stopAndUpdate(name, members, req, at);
       const failed = members.filter((x) => !x.ok);
       const succeeded = members.filter((x) => x.ok);
@@ -239,7 +240,7 @@ export class WeightSwitch {
     }
   }
 
-  /** 1. Each member stops (drained first in drain mode) and updates at once: a paused member generates nothing, so
+  /** Each member stops (drained first in drain mode) and updates at once: a paused member generates nothing, so
    * updating it while another still finishes on N mixes no versions; only continuing must wait (forbid) until
    * every member is updated. With `allow`, each continues as soon as its own update is read back.
    * Slowest first: the switch lasts as long as its latest-finishing update, so the long updates start first. The
