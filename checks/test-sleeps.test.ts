@@ -28,7 +28,7 @@ const LISTED: Array<{ file: string; line: string; reason: string }> = [
       'asserts that a paused engine makes no progress: an absence of steps over real time (the simulator schedules on real timers, not on the injected clock)',
   },
   {
-    file: 'clients/python/tests/test_rollout.py',
+    file: 'clients/python/tests/conditions.py',
     line: 'time.sleep(0.02)',
     reason:
       'the poll step of wait_until, the Python twin of waitFor: it waits on a condition in the uis process (a rid the gateway holds, tokens a stream delivered), never for a guessed time',

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -26,18 +26,12 @@ from uis_client import UisClient, UnavailableError
 from uis_client.direct import DirectClient
 from uis_client.rollout import Sample, VersionSpan
 
+from .conditions import wait_until
+
 REPO = Path(__file__).resolve().parents[3]
 SIM_BIN = REPO / "packages/sglang-sim/bin/sglang-sim.mjs"
 #: 10 ms per token: a request of BUDGET tokens runs 4 s, long enough to still run when it is aborted.
 BUDGET = 400
-
-
-def wait_until(check: Callable[[], bool], timeout_s: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.fixture(scope="module")

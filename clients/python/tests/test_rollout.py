@@ -6,9 +6,7 @@ from the direct client. The ``Sample`` bookkeeping itself is checked on answers 
 from __future__ import annotations
 
 import threading
-import time
 import uuid
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import httpx
@@ -18,17 +16,11 @@ from uis_client import UisClient
 from uis_client.direct import DirectClient
 from uis_client.rollout import Sample, VersionSpan
 
+from .conditions import wait_until
+
 #: 6 s of the demo's 4 ms decode steps: long enough that the abort lands while every request still runs.
 BUDGET = 1500
 PROMPT = [11, 12, 13, 14]
-
-
-def wait_until(check: Callable[[], bool], timeout_s: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def _sample(i: int) -> Sample:
