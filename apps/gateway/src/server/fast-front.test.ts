@@ -2,6 +2,7 @@ import { connect, type Socket } from 'node:net';
 import { type ControlPlane, createControlPlane, InProcessSimLauncher } from '@uis/control-plane';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { singleRolloutConfig } from '../testing/fixtures.ts';
+import { FastResponse } from './fast-message.ts';
 import { UisServer } from './uis-server.ts';
 
 // The fast serving front against node:http: the same request bytes through a server with `front: fast` and one with
@@ -273,5 +274,19 @@ describe('fast front connections', { timeout: 60_000 }, () => {
       )?.[1];
     await expect.poll(counted, { timeout: 30_000 }).toBe('1');
     expect(servers.fast.server.inFlight()).toBe(0);
+  });
+});
+
+describe('FastResponse heads', () => {
+  const owner = { answered: () => {} };
+  const res = () => new FastResponse({} as Socket, true, 'Connection: keep-alive\r\n', owner);
+
+  it('refuses a header value or name that would inject a header, as node does', () => {
+    expect(() => res().writeHead(200, ['x-weight-version', 'v1\r\nset-cookie: a=b'])).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_CHAR' }),
+    );
+    expect(() => res().writeHead(200, { 'x bad': '1' })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_HTTP_TOKEN' }),
+    );
   });
 });

@@ -74,9 +74,10 @@ export function parseFastHead(buf: Buffer, rules: FastHeadRules): HeadParse {
   let lines = 0;
   for (let at = lineEnd + 1; at < end + 2; ) {
     if (++lines > MAX_HEADER_LINES) return 'node';
-    const parsed = headerLine(buf, at);
-    if (parsed === undefined) return 'node';
-    const { name, value, next } = parsed;
+    const next = headerLine(buf, at);
+    if (next === -1) return 'node';
+    const name = lineName;
+    const value = lineValue;
     const lower = name.toLowerCase();
     if (headers[lower] !== undefined || REFUSED.has(lower)) return 'node';
     if (lower === 'content-length') {
@@ -122,11 +123,16 @@ function requestLine(
   return rules.accepts(method, path) ? { method, url } : undefined;
 }
 
-/** One `name: value CRLF` line at `at`; undefined when it is not in the subset. */
-function headerLine(buf: Buffer, at: number): { name: string; value: string; next: number } | undefined {
+/** The last line `headerLine` read (module state: the parse is synchronous; no object per header). */
+let lineName = '';
+let lineValue = '';
+
+/** Reads one `name: value CRLF` line at `at` into lineName/lineValue; the next line's start, or -1 when the line
+ * is not in the subset. */
+function headerLine(buf: Buffer, at: number): number {
   let i = at;
   while (TOKEN[buf[i]!] === 1) i++;
-  if (i === at || buf[i] !== COLON) return undefined;
+  if (i === at || buf[i] !== COLON) return -1;
   const name = buf.toString('latin1', at, i);
   i++;
   while (buf[i] === SP || buf[i] === HTAB) i++;
@@ -135,12 +141,14 @@ function headerLine(buf: Buffer, at: number): { name: string; value: string; nex
   for (;;) {
     const c = buf[i]!;
     if (c === CR) break;
-    if ((c < SP && c !== HTAB) || c >= 127) return undefined;
+    if ((c < SP && c !== HTAB) || c >= 127) return -1;
     i++;
     if (c !== SP && c !== HTAB) to = i;
   }
-  if (buf[i + 1] !== LF) return undefined;
-  return { name, value: buf.toString('latin1', from, to), next: i + 2 };
+  if (buf[i + 1] !== LF) return -1;
+  lineName = name;
+  lineValue = buf.toString('latin1', from, to);
+  return i + 2;
 }
 
 /** An all-digit length no larger than `max`, else -1. */

@@ -86,6 +86,29 @@ function date(): string {
   return dateLine;
 }
 
+const SIZED = 1;
+const CHUNKED = 2;
+const DATED = 4;
+/** node's checks in writeHead (`checkIsHttpToken`, `checkInvalidHeaderChar`). */
+const TOKEN_NAME = /^[\^_`a-zA-Z\-0-9!#$%&'*+.|~]+$/;
+const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
+/** Header names seen, lower-cased once (the serving path writes the same dozen names). */
+const LOWER = new Map<string, string>();
+const STATUS_LINES = new Map<number, string>();
+
+function statusLine(status: number): string {
+  let line = STATUS_LINES.get(status);
+  if (line === undefined) {
+    line = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'unknown'}\r\n`;
+    STATUS_LINES.set(status, line);
+  }
+  return line;
+}
+
+function invalidHeader(code: string, message: string): TypeError {
+  return Object.assign(new TypeError(message), { code });
+}
+
 const CHUNK_END = Buffer.from('\r\n');
 const LAST_CHUNK = Buffer.from('0\r\n\r\n');
 
@@ -112,6 +135,9 @@ export class FastResponse extends Events {
   #head: string | undefined;
   #noBody = false;
   #closed = false;
+  /** The head being built by writeHead, and what its headers said about the framing (SIZED, CHUNKED, DATED). */
+  #lines = '';
+  #framing = 0;
 
   constructor(
     readonly socket: Socket,
@@ -136,45 +162,57 @@ export class FastResponse extends Events {
 
   writeHead(status: number, headers?: OutgoingHttpHeader[] | Record<string, OutgoingHttpHeader>): this {
     this.statusCode = status;
-    let lines = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'unknown'}\r\n`;
-    let sized = false;
-    let chunked = false;
-    let dated = false;
-    const add = (name: string, value: OutgoingHttpHeader) => {
-      const lower = name.toLowerCase();
-      if (lower === 'content-length') sized = true;
-      else if (lower === 'transfer-encoding') chunked = true;
-      else if (lower === 'date') dated = true;
-      if (Array.isArray(value)) for (const v of value) lines += `${name}: ${v}\r\n`;
-      else lines += `${name}: ${value}\r\n`;
-    };
-    const given = new Set<string>();
+    this.#lines = statusLine(status);
+    this.#framing = 0;
+    const pending = this.#pending;
+    const given = pending === undefined ? undefined : new Set<string>();
     if (Array.isArray(headers)) {
-      for (let i = 0; i < headers.length; i += 2) {
-        const name = String(headers[i]);
-        given.add(name.toLowerCase());
-        add(name, headers[i + 1]!);
-      }
+      for (let i = 0; i < headers.length; i += 2) this.#header(String(headers[i]), headers[i + 1]!, given);
     } else if (headers !== undefined) {
-      for (const name in headers) {
-        given.add(name.toLowerCase());
-        add(name, headers[name]!);
-      }
+      for (const name in headers) this.#header(name, headers[name]!, given);
     }
-    if (this.#pending !== undefined)
-      for (const name in this.#pending) if (!given.has(name)) add(name, this.#pending[name]!);
+    if (pending !== undefined)
+      for (const name in pending) if (!given!.has(name)) this.#header(name, pending[name]!, undefined);
     this.#noBody = status === 204 || status === 304 || status < 200;
-    if (!this.#noBody && !sized && !chunked) {
+    let lines = this.#lines;
+    const chunked = (this.#framing & CHUNKED) !== 0;
+    if (!this.#noBody && !chunked && (this.#framing & SIZED) === 0) {
       lines += 'Transfer-Encoding: chunked\r\n';
-      chunked = true;
+      this.chunkedEncoding = true;
+    } else {
+      this.chunkedEncoding = chunked && !this.#noBody;
     }
-    this.chunkedEncoding = chunked && !this.#noBody;
     // node's own Date only when the answer carries none (an engine's is relayed).
-    if (!dated) lines += date();
+    if ((this.#framing & DATED) === 0) lines += date();
     lines += this.shouldKeepAlive ? this.keepAliveHeader : 'Connection: close\r\n';
     this.#head = `${lines}\r\n`;
+    this.#lines = '';
     this.headersSent = true;
     return this;
+  }
+
+  /** One header into the head being built, checked as node's writeHead checks it (a name of token bytes, a
+   * value without CR, LF or other control bytes: no header injection from an engine's or a config's text). */
+  #header(name: string, value: OutgoingHttpHeader, given: Set<string> | undefined): void {
+    let lower = LOWER.get(name);
+    if (lower === undefined) {
+      if (!TOKEN_NAME.test(name))
+        throw invalidHeader('ERR_INVALID_HTTP_TOKEN', `Header name must be a valid HTTP token ["${name}"]`);
+      lower = name.toLowerCase();
+      if (LOWER.size < 256) LOWER.set(name, lower);
+    }
+    given?.add(lower);
+    if (lower === 'content-length') this.#framing |= SIZED;
+    else if (lower === 'transfer-encoding') this.#framing |= CHUNKED;
+    else if (lower === 'date') this.#framing |= DATED;
+    if (Array.isArray(value)) for (const v of value) this.#value(name, String(v));
+    else this.#value(name, String(value));
+  }
+
+  #value(name: string, value: string): void {
+    if (BAD_VALUE.test(value))
+      throw invalidHeader('ERR_INVALID_CHAR', `Invalid character in header content ["${name}"]`);
+    this.#lines += `${name}: ${value}\r\n`;
   }
 
   flushHeaders(): void {
