@@ -2,6 +2,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { UisError } from '@uis/spec';
 import { answeredOnSocket } from '../proxy/index.ts';
+import { answerClientError } from './client-error.ts';
 import { type FastHeadRules, parseFastHead } from './fast-head.ts';
 import { FastRequest, FastResponse } from './fast-message.ts';
 
@@ -90,6 +91,11 @@ function requestTimeout(): UisError {
     path: 'body',
     message: "the request (headers and body) did not arrive within the gateway's deadline; send it faster",
   });
+}
+
+/** node's parser error for a connection ended in the middle of a request (answered 400 `invalid_http`). */
+function cutShort(): Error & { code: string } {
+  return Object.assign(new Error('Parse Error: Invalid EOF state'), { code: 'HPE_INVALID_EOF_STATE' });
 }
 
 /** One client connection while the fast front serves it. */
@@ -225,6 +231,12 @@ class FastConn {
 
   #ended(): void {
     // The client sent its last byte: a request cut short is over; the connection closes (node's default).
+    // node's parser refuses a head or body cut short by the client's end: its 400 (not the 500 of a failed body
+    // read), as answerClientError makes it.
+    const res = this.#res;
+    const cut =
+      this.#req === undefined ? this.#buf !== undefined : this.#bodyLeft > 0 && res?.headersSent === false;
+    if (cut) answerClientError(cutShort(), this.socket);
     if (this.#bodyLeft > 0) this.#req?.closed();
     this.#closing = true;
     this.socket.end();

@@ -82,7 +82,7 @@ export function parseFastHead(buf: Buffer, rules: FastHeadRules): HeadParse {
     if (headers[lower] !== undefined || REFUSED.has(lower)) return 'node';
     if (lower === 'content-length') {
       contentLength = digits(value, rules.maxBodyBytes);
-      if (contentLength < 0) return 'node';
+      if (contentLength < 0 || tabAfterValue(buf, next)) return 'node';
     } else if (lower === 'connection') {
       const v = value.toLowerCase();
       if (v !== 'keep-alive' && v !== 'close') return 'node';
@@ -149,6 +149,13 @@ function headerLine(buf: Buffer, at: number): number {
   lineName = name;
   lineValue = buf.toString('latin1', from, to);
   return i + 2;
+}
+
+/** Whether the value of the line ending at `next` has a tab after it: node's parser refuses one after a
+ * Content-Length (HPE_INVALID_CONTENT_LENGTH), though it takes spaces there and tabs before. */
+function tabAfterValue(buf: Buffer, next: number): boolean {
+  for (let j = next - 3; buf[j] === SP || buf[j] === HTAB; j--) if (buf[j] === HTAB) return true;
+  return false;
 }
 
 /** An all-digit length no larger than `max`, else -1. */
