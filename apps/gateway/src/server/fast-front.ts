@@ -105,8 +105,9 @@ class FastConn {
   #res: FastResponse | undefined;
   /** Body bytes of the current request still to come. */
   #bodyLeft = 0;
-  /** When the request being read began (its first byte seen), 0 when none is. */
-  #readingSince = 0;
+  /** When the request being read began (its first byte seen), 0 when none is. A new connection counts from its
+   * accept, as node's head deadline does: one that never sends a byte gets the 408 then, not the idle timeout. */
+  #readingSince = Date.now();
   #headDone = false;
   #idleSince = Date.now();
   #closing = false;
@@ -136,7 +137,7 @@ class FastConn {
   }
 
   get idle(): boolean {
-    return this.#req === undefined && this.#readingSince === 0;
+    return this.#req === undefined && this.#buf === undefined;
   }
 
   #data(b: Buffer): void {
