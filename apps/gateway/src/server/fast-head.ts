@@ -72,13 +72,16 @@ export function parseFastHead(buf: Buffer, rules: FastHeadRules): HeadParse {
   let contentLength = -1;
   let close = false;
   let lines = 0;
+  // One string for the header block; names and values are slices of it (one call into the buffer, not two per line).
+  block = buf.toString('latin1', lineEnd + 1, end + 2);
+  blockAt = lineEnd + 1;
   for (let at = lineEnd + 1; at < end + 2; ) {
     if (++lines > MAX_HEADER_LINES) return 'node';
     const next = headerLine(buf, at);
     if (next === -1) return 'node';
     const name = lineName;
     const value = lineValue;
-    const lower = name.toLowerCase();
+    const lower = lineLower;
     if (headers[lower] !== undefined || REFUSED.has(lower)) return 'node';
     if (lower === 'content-length') {
       contentLength = digits(value, rules.maxBodyBytes);
@@ -117,23 +120,55 @@ function requestLine(
     if (c <= SP || c >= 127) return undefined;
     if (c === 63 && query === -1) query = i;
   }
-  const method = buf.toString('latin1', 0, sp);
-  const url = buf.toString('latin1', sp + 1, versionAt);
+  const text = buf.toString('latin1', 0, versionAt);
+  const method = text.slice(0, sp);
+  const url = text.slice(sp + 1);
   const path = query === -1 ? url : url.slice(0, query - sp - 1);
   return rules.accepts(method, path) ? { method, url } : undefined;
 }
 
 /** The last line `headerLine` read (module state: the parse is synchronous; no object per header). */
 let lineName = '';
+let lineLower = '';
 let lineValue = '';
+/** The header block as text, and where it starts in the buffer. */
+let block = '';
+let blockAt = 0;
+
+/** A header name as its bytes were spelled, with its lower case: the same two strings for every request that
+ * spells it so (a fresh string per header, hashed and internalized again as each request's header key, was most
+ * of the parse's time). */
+interface KnownName {
+  bytes: Uint8Array;
+  name: string;
+  lower: string;
+}
+/** Spellings by a hash of their bytes, bounded: past the bound new spellings are made per request, still right. */
+const NAMES = new Map<number, KnownName>();
+const MAX_NAMES = 256;
+
+function nameAt(buf: Buffer, at: number, end: number, hash: number): KnownName {
+  const known = NAMES.get(hash);
+  if (known !== undefined && known.bytes.length === end - at) {
+    let j = 0;
+    while (j < known.bytes.length && known.bytes[j] === buf[at + j]) j++;
+    if (j === known.bytes.length) return known;
+  }
+  // Its own string (a slice would keep the whole head it came from alive in the cache).
+  const name = buf.toString('latin1', at, end);
+  const fresh = { bytes: Uint8Array.prototype.slice.call(buf, at, end), name, lower: name.toLowerCase() };
+  if (known === undefined && NAMES.size < MAX_NAMES) NAMES.set(hash, fresh);
+  return fresh;
+}
 
 /** Reads one `name: value CRLF` line at `at` into lineName/lineValue; the next line's start, or -1 when the line
  * is not in the subset. */
 function headerLine(buf: Buffer, at: number): number {
   let i = at;
-  while (TOKEN[buf[i]!] === 1) i++;
+  let hash = 0;
+  for (let c = buf[i]!; TOKEN[c] === 1; c = buf[++i]!) hash = (Math.imul(hash, 31) + c) | 0;
   if (i === at || buf[i] !== COLON) return -1;
-  const name = buf.toString('latin1', at, i);
+  const known = nameAt(buf, at, i, hash);
   i++;
   while (buf[i] === SP || buf[i] === HTAB) i++;
   const from = i;
@@ -146,8 +181,9 @@ function headerLine(buf: Buffer, at: number): number {
     if (c !== SP && c !== HTAB) to = i;
   }
   if (buf[i + 1] !== LF) return -1;
-  lineName = name;
-  lineValue = buf.toString('latin1', from, to);
+  lineName = known.name;
+  lineLower = known.lower;
+  lineValue = block.slice(from - blockAt, to - blockAt);
   return i + 2;
 }
 
