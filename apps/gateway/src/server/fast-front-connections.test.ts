@@ -241,11 +241,16 @@ describe.each(FRONTS)('%s front: slow and vanishing clients', { timeout: 60_000 
     socket.pause();
     // The kernel's buffers fill first; from then on the gateway holds what it could not write.
     await expect.poll(() => served.writableLength, { timeout: 30_000 }).toBeGreaterThan(0);
+    // While another client reads a whole 20k-token stream from the same engine, the unread one's buffer is
+    // sampled at each of its chunks.
     let most = 0;
-    for (let i = 0; i < 40; i++) {
+    const other = await open(servers[front].port);
+    other.socket.on('data', () => {
       most = Math.max(most, served.writableLength);
-      await new Promise((r) => setTimeout(r, 25));
-    }
+    });
+    other.socket.write(post('/rollout/v1/chat/completions', longStream.replace('200000', '20000')));
+    expect((await other.reader.next())?.status).toBe(200);
+    other.socket.destroy();
     expect(servers[front].server.inFlight()).toBe(1);
     // A relay that ignored backpressure would hold megabytes here (200k events, ~150 bytes each, at 50 us a token).
     expect(most).toBeLessThan(1024 * 1024);
