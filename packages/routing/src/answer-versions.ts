@@ -43,31 +43,82 @@ export function answerVersionSpans(answer: unknown): TokenVersionSpan[] {
 }
 
 /**
- * The spans of a streamed `/generate` answer, chunk by chunk (each chunk repeats the output so far): a chunk's new
- * tokens are recorded under its `weight_version`, the engine's when it sent them (exact with one chunk per token,
- * SGLang's default `--stream-interval 1`), so a stream across an in-place switch is split where the version
- * changed even from a release without spans; the finished chunk's `weight_versions`, when given, replace them.
+ * The spans of a streamed answer, event by event: give `add` the data of every event up to the stream's end (not
+ * only up to `[DONE]`: the uis gateway sends its spans after it).
+ * - `/generate` chunks (each repeats the output so far): a chunk's new tokens are recorded under its
+ *   `weight_version`, the engine's when it sent them (exact with one chunk per token, SGLang's default
+ *   `--stream-interval 1`), so a stream across an in-place switch is split where the version changed even from a
+ *   release without spans; the finished chunk's `weight_versions`, when given, replace them.
+ * - OpenAI chunks (chat or completions, through the gateway): a chunk's tokens are recorded under its
+ *   `system_fingerprint`, the version the gateway says made them; counted by `usage.completion_tokens` when the
+ *   client asked for `stream_options.continuous_usage_stats`, else one per chunk with text. The event
+ *   `uis_weight_versions` the gateway sends after `[DONE]` when several versions made the answer replaces them
+ *   with the engine's spans, or, when it names the versions without an index (SGLang 0.5.2, `n` > 1), makes the
+ *   answer one span of unknown version (null). Several fingerprints without that event and without counts are
+ *   also one unknown span: a count of chunks is no token index.
  */
 export class StreamVersionSpans {
   #spans: TokenVersionSpan[] = [];
   #seen = 0;
+  /** The answer's spans from the gateway's final event (null: none came). */
+  #final: TokenVersionSpan[] | null = null;
+  /** OpenAI chunks came without token counts. */
+  #uncounted = false;
 
   add(chunk: unknown): void {
-    if (!isObj(chunk) || !isObj(chunk.meta_info)) return;
-    const meta = chunk.meta_info;
-    const produced = producedOf(chunk, meta);
-    if (Array.isArray(meta.weight_versions) && meta.weight_versions.length > 0) {
-      this.#spans = answerVersionSpans(chunk);
-    } else if (produced > this.#seen) {
-      const version = typeof meta.weight_version === 'string' ? meta.weight_version : null;
-      const last = this.#spans[this.#spans.length - 1];
-      if (last !== undefined && last.version === version && last.end === this.#seen) last.end = produced;
-      else this.#spans.push({ version, start: this.#seen, end: produced });
-    }
-    this.#seen = produced;
+    if (!isObj(chunk)) return;
+    if (Array.isArray(chunk.choices)) this.#openAI(chunk, chunk.choices);
+    else if (isObj(chunk.meta_info)) this.#generate(chunk, chunk.meta_info);
+    else this.#finalEvent(chunk);
   }
 
   get spans(): TokenVersionSpan[] {
+    if (this.#final !== null) return this.#final.map((s) => ({ ...s }));
+    if (this.#uncounted && new Set(this.#spans.map((s) => s.version)).size > 1)
+      return [{ version: null, start: 0, end: this.#seen }];
     return this.#spans.map((s) => ({ ...s }));
   }
+
+  #generate(chunk: Obj, meta: Obj): void {
+    const produced = producedOf(chunk, meta);
+    if (Array.isArray(meta.weight_versions) && meta.weight_versions.length > 0) {
+      this.#spans = answerVersionSpans(chunk);
+    } else this.#record(typeof meta.weight_version === 'string' ? meta.weight_version : null, produced);
+    this.#seen = produced;
+  }
+
+  #record(version: string | null, produced: number): void {
+    if (produced <= this.#seen) return;
+    const last = this.#spans[this.#spans.length - 1];
+    if (last !== undefined && last.version === version && last.end === this.#seen) last.end = produced;
+    else this.#spans.push({ version, start: this.#seen, end: produced });
+  }
+
+  #openAI(chunk: Obj, choices: unknown[]): void {
+    const usage = chunk.usage;
+    let produced = this.#seen;
+    if (isObj(usage) && typeof usage.completion_tokens === 'number') produced = usage.completion_tokens;
+    else if (choices.some(hasText)) {
+      this.#uncounted = true;
+      produced++;
+    }
+    this.#record(typeof chunk.system_fingerprint === 'string' ? chunk.system_fingerprint : null, produced);
+    this.#seen = Math.max(this.#seen, produced);
+  }
+
+  /** `{weight_version, weight_versions}` or `{weight_version, uis_weight_versions}`, the gateway's last event. */
+  #finalEvent(event: Obj): void {
+    const given = event.weight_versions;
+    if (Array.isArray(given) && given.length > 0 && given.every(isSpan))
+      this.#final = given.map((s) => ({ version: s.version, start: s.start, end: s.end }));
+    else if (Array.isArray(event.uis_weight_versions) && event.uis_weight_versions.length > 1)
+      this.#final = [{ version: null, start: 0, end: this.#seen }];
+  }
+}
+
+/** A first choice's chunk with output text (chat `delta.content` or completions `text`); the role chunk has none. */
+function hasText(c: unknown): boolean {
+  if (!isObj(c) || (c.index !== undefined && c.index !== 0)) return false;
+  const text = isObj(c.delta) ? c.delta.content : c.text;
+  return typeof text === 'string' && text !== '';
 }
