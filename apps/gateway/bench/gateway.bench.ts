@@ -198,7 +198,7 @@ async function startGateway(
   variant: GatewayVariant = { name: 'gateway', flags: [] },
 ): Promise<Proxy> {
   const proc = start(
-    variant.name.replace(' ', '-'),
+    variant.name.replaceAll(' ', '-'),
     ...niced(
       tsx(
         args.gateway === 'core' ? 'gateway-server.ts' : 'uis-gateway-server.ts',
