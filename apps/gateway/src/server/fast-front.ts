@@ -221,6 +221,8 @@ class FastConn {
       this.#finishSocket();
       return;
     }
+    // The client left while the answer went out: nothing more is read from this connection.
+    if (this.socket.destroyed) return;
     this.#free();
   }
 
