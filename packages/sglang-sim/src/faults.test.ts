@@ -30,6 +30,7 @@ describe('fault injection', () => {
       fail_weight_updates: 0,
       hold_arrivals: true,
       arrivals_waiting: 0,
+      at_break: false,
     });
     const answer = post(s.url, '/generate', { ...short, rid: 'held-http' });
     await waitFor(
@@ -42,6 +43,17 @@ describe('fault injection', () => {
     expect(GenerateResponseSchema.parse((await answer).json).output_ids).toHaveLength(3);
     // As FastAPI answers a body its model refuses.
     expect((await post(s.url, '/sim/faults', { hold_arrivals: 'yes' })).status).toBe(422);
+  });
+
+  it('the break point over HTTP (break_at, at_break, unbreak): the engine stands at a known token of a request', async () => {
+    const s = await start({ simDecodeUsPerToken: 1000 });
+    await post(s.url, '/sim/faults', { break_at: { rid: 'brk-http', tokens: 2 } });
+    const answer = post(s.url, '/generate', { ...short, rid: 'brk-http' });
+    await waitFor(async () => ((await get(s.url, '/sim/faults')).json as { at_break: boolean }).at_break);
+    expect(s.stats().running).toBe(1);
+    expect((await post(s.url, '/sim/faults', { unbreak: true })).json).toMatchObject({ at_break: false });
+    expect(GenerateResponseSchema.parse((await answer).json).output_ids).toHaveLength(3);
+    expect((await post(s.url, '/sim/faults', { break_at: { rid: 'x', tokens: 0 } })).status).toBe(422);
   });
 
   it('--sim-crash-after N serves N requests, then dies in the middle of the next stream', async () => {

@@ -13,6 +13,8 @@ import { type Handler, type RouteContext, routeContext } from './route-context.t
 const SimFaultsSchema = z.strictObject({
   fail_weight_updates: z.number().int().nonnegative().optional(),
   hold_arrivals: z.boolean().optional(),
+  break_at: z.strictObject({ rid: z.string().min(1), tokens: z.number().int().positive() }).optional(),
+  unbreak: z.literal(true).optional(),
 });
 
 export type { Handler } from './route-context.ts';
@@ -246,11 +248,13 @@ export function headHandler(engine: SimEngine, options: SimOptions): Handler {
   routes.set('GET /sim/stats', (_q, res) => sendJson(res, 200, engine.stats()));
   // Simulator-only fault injection for engines in other processes (the Python client's tests): the next n weight
   // updates fail; generation requests wait before their rid is registered while arrivals are held (an abort of
-  // one is dropped, as SGLang drops it), `arrivals_waiting` of them now.
+  // one is dropped, as SGLang drops it), `arrivals_waiting` of them now; the break point (`steps.breakAt`): every
+  // step stops once request `rid` has `tokens` output tokens, `at_break` while it stands there, until `unbreak`.
   const faults = () => ({
     fail_weight_updates: engine.failWeightUpdates,
     hold_arrivals: engine.arrivals.held,
     arrivals_waiting: engine.arrivals.waiting,
+    at_break: engine.scheduler.atBreak,
   });
   routes.set('GET /sim/faults', (_q, res) => sendJson(res, 200, faults()));
   routes.set('POST /sim/faults', async (req, res) => {
@@ -259,6 +263,8 @@ export function headHandler(engine: SimEngine, options: SimOptions): Handler {
     if (b.fail_weight_updates !== undefined) engine.failWeightUpdates = b.fail_weight_updates;
     if (b.hold_arrivals === true) engine.arrivals.hold();
     if (b.hold_arrivals === false) engine.arrivals.release();
+    if (b.unbreak) engine.scheduler.unbreak();
+    if (b.break_at !== undefined) void engine.scheduler.breakAt(b.break_at.rid, b.break_at.tokens);
     sendJson(res, 200, faults());
   });
 

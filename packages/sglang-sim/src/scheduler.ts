@@ -128,6 +128,11 @@ export class Scheduler {
     });
   }
 
+  /** The break point stands: every step waits for `unbreak()`. */
+  get atBreak(): boolean {
+    return this.broken;
+  }
+
   unbreak(): void {
     this.brk = null;
     this.broken = false;

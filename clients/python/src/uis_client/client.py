@@ -16,11 +16,12 @@ import httpx
 from . import _calls
 from ._calls import Call
 from ._commands_gen import Commands
-from ._transport import Settings, run_sync
+from ._transport import Settings, request_args, run_sync
 from .direct import DirectClient
 from .discovery import DiscoverySnapshot
 from ._models_gen import AbortRequestResult
 from .errors import NotFoundError, UisError
+from .openai_stream import OpenAIStream
 from .models import Batch, BatchSample, Health, Lease, ModelList, UpdateWeightsBody, WeightUpdate
 from .rollout import Sample, min_version_headers
 from .watcher import DiscoveryWatcher
@@ -85,6 +86,25 @@ class UisClient(Commands):
     ) -> dict[str, Any]:
         """OpenAI chat through the role's gateway (``client.openai(role)`` for the official client)."""
         return self.run(_calls.serve(role, "v1/chat/completions", body, headers))
+
+    def chat_completions_stream(
+        self, role: str, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> OpenAIStream:
+        """A streamed OpenAI chat through the role's gateway, read to the stream's end (past ``[DONE]``): its chunks,
+        then ``.spans``, which output tokens each weight version made (see ``uis_client.openai_stream``)."""
+        return self._openai_stream(role, "v1/chat/completions", body, headers)
+
+    def completions_stream(
+        self, role: str, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> OpenAIStream:
+        """A streamed OpenAI completion through the role's gateway; as ``chat_completions_stream``."""
+        return self._openai_stream(role, "v1/completions", body, headers)
+
+    def _openai_stream(
+        self, role: str, path: str, body: dict[str, Any], headers: dict[str, str] | None
+    ) -> OpenAIStream:
+        args = request_args(self.settings, _calls.serve(role, path, {**body, "stream": True}, headers), None)
+        return OpenAIStream(self._http.send(self._http.build_request(**args), stream=True))
 
     def abort(self, role: str, rid: str) -> bool:
         """Aborts request ``rid`` at the replica the gateway sent it to; its caller gets the partial output
