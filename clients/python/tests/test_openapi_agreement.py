@@ -100,6 +100,8 @@ HELPERS = {
     "barrier_future": "wait_barrier in a background thread",
     "batch_results": "get_batch page by page",
     "chat_completions": "serving through the gateway",
+    "chat_completions_stream": "a streamed chat through the gateway, read past [DONE] (uis_client.openai_stream)",
+    "completions_stream": "a streamed completion through the gateway, read past [DONE] (uis_client.openai_stream)",
     "close": "closes the HTTP client",
     "aclose": "closes the HTTP client",
     "direct": "the DirectClient (routing in the caller)",
