@@ -5,6 +5,7 @@ the answer exactly there. The reading itself is checked on events shaped as the 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -12,11 +13,12 @@ from typing import Any
 import httpx
 import pytest
 
-from uis_client import UisClient
-from uis_client.openai_stream import OpenAIStream, OpenAIStreamVersions
+from uis_client import AsyncUisClient, UisClient
+from uis_client.openai_stream import AsyncOpenAIStream, OpenAIStream, OpenAIStreamVersions
 from uis_client.rollout import VersionSpan
 
 from .conditions import wait_until
+from .conftest import Service
 
 AT = 5
 N = 30
@@ -31,38 +33,53 @@ def _faults(engines: list[str], **change: object) -> list[dict[str, Any]]:
     return out
 
 
+CHAT = {"messages": [{"role": "user", "content": "a"}]}
+
+
 @pytest.mark.parametrize(
     ("kind", "body", "counted"),
     [
         # As the OpenAI SDKs send it: no token counts, only the event after [DONE] gives the index.
-        ("chat", {"messages": [{"role": "user", "content": "a"}]}, False),
+        ("chat_completions", CHAT, False),
         # Continuous usage: the chunks' own counts split it too.
         ("completions", {"prompt": "b", "stream_options": {"continuous_usage_stats": True}}, True),
+        ("async chat_completions", CHAT, False),
     ],
 )
 def test_an_openai_stream_across_an_in_place_switch_is_split_at_the_token_the_engine_stood_at(
-    client: UisClient, kind: str, body: dict[str, Any], counted: bool
+    client: UisClient, service: Service, kind: str, body: dict[str, Any], counted: bool
 ) -> None:
     client.wait_barrier("rollout", group="actor")
     policy = client.engines("rollout").models["policy"]
     before = policy.weight_version
     engines = [e.base_url for e in policy.engines if e.base_url is not None]
-    rid = f"oa-{kind}-{uuid.uuid4().hex[:8]}"
+    rid = f"oa-{kind.replace(' ', '-')}-{uuid.uuid4().hex[:8]}"
+    method = f"{kind.removeprefix('async ')}_stream"
     after = f"oa-{uuid.uuid4().hex[:8]}"
     request = {"model": "policy", "rid": rid, "max_tokens": N, "ignore_eos": True, **body}
     up_to_done = OpenAIStreamVersions()
     chunks: list[dict[str, Any]] = []
     _faults(engines, break_at={"rid": rid, "tokens": AT})
-    try:
-        stream: OpenAIStream = getattr(client, f"{kind.replace('chat', 'chat_completions')}_stream")("rollout", request)
+    streams: list[OpenAIStream | AsyncOpenAIStream] = []
 
-        def read() -> None:
-            for chunk in stream:
+    def read() -> None:
+        stream: OpenAIStream = getattr(client, method)("rollout", request)
+        streams.append(stream)
+        for chunk in stream:
+            chunks.append(chunk)
+            up_to_done.add(chunk)
+
+    async def read_async() -> None:
+        async with AsyncUisClient(service.url, admin_token=service.token) as c:
+            stream: AsyncOpenAIStream = await getattr(c, method)("rollout", request)
+            streams.append(stream)
+            async for chunk in stream:
                 chunks.append(chunk)
                 up_to_done.add(chunk)
 
+    try:
         with ThreadPoolExecutor(max_workers=1) as pool:
-            reading = pool.submit(read)
+            reading = pool.submit(asyncio.run, read_async()) if kind.startswith("async") else pool.submit(read)
             wait_until(lambda: any(f["at_break"] for f in _faults(engines)), what=f"the engine at token {AT} of {rid}")
             switched = client.switch_weights(
                 "rollout",
@@ -77,6 +94,7 @@ def test_an_openai_stream_across_an_in_place_switch_is_split_at_the_token_the_en
         _faults(engines, unbreak=True)
 
     truth = [VersionSpan(before, 0, AT), VersionSpan(after, AT, N)]
+    [stream] = streams
     assert stream.spans == truth
     assert stream.versions.versions == [before, after]
     # The chunks are the answer's (no event in them), each with the version that made it.
@@ -86,7 +104,7 @@ def test_an_openai_stream_across_an_in_place_switch_is_split_at_the_token_the_en
     assert up_to_done.spans == (truth if counted else [VersionSpan(None, 0, N)])
 
     # One version: no event, the fingerprints name every token's version.
-    with getattr(client, f"{kind.replace('chat', 'chat_completions')}_stream")(
+    with getattr(client, method)(
         "rollout", {**request, "rid": f"{rid}-plain", "max_tokens": 4}
     ) as plain:
         assert len(list(plain)) >= 4

@@ -13,10 +13,11 @@ import httpx
 from . import _calls
 from ._calls import Call
 from ._commands_gen import AsyncCommands
-from ._transport import Settings, run_async
+from ._transport import Settings, request_args, run_async
 from .discovery import DiscoverySnapshot
 from ._models_gen import AbortRequestResult
 from .errors import NotFoundError, UisError
+from .openai_stream import AsyncOpenAIStream
 from .models import Batch, BatchSample, Health, Lease, ModelList, UpdateWeightsBody, WeightUpdate
 from .rollout import Sample, min_version_headers
 from .watcher import watch_async
@@ -75,6 +76,24 @@ class AsyncUisClient(AsyncCommands):
         self, role: str, body: dict[str, Any], headers: dict[str, str] | None = None
     ) -> dict[str, Any]:
         return await self.run(_calls.serve(role, "v1/chat/completions", body, headers))
+
+    async def chat_completions_stream(
+        self, role: str, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> AsyncOpenAIStream:
+        """``UisClient.chat_completions_stream``: ``async for`` its chunks, then ``.spans``."""
+        return await self._openai_stream(role, "v1/chat/completions", body, headers)
+
+    async def completions_stream(
+        self, role: str, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> AsyncOpenAIStream:
+        """``UisClient.completions_stream``: ``async for`` its chunks, then ``.spans``."""
+        return await self._openai_stream(role, "v1/completions", body, headers)
+
+    async def _openai_stream(
+        self, role: str, path: str, body: dict[str, Any], headers: dict[str, str] | None
+    ) -> AsyncOpenAIStream:
+        args = request_args(self.settings, _calls.serve(role, path, {**body, "stream": True}, headers), None)
+        return await AsyncOpenAIStream.open(await self._http.send(self._http.build_request(**args), stream=True))
 
     async def abort(self, role: str, rid: str) -> bool:
         """``UisClient.abort``: False when no request with ``rid`` is in flight (it finished first)."""

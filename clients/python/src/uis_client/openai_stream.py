@@ -13,7 +13,7 @@ end (which is the end: no event follows a one-version answer), yields the chunks
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 import httpx
@@ -92,44 +92,55 @@ class OpenAIStreamVersions:
             self._final = [VersionSpan(None, 0, self._seen)]
 
 
-class OpenAIStream:
-    """The chunks of one streamed OpenAI answer through the gateway (an error answer raises before the first);
-    ``spans`` once read to the end. Close it (or use ``with``) when stopping early."""
+class _Stream:
+    """What the sync and async streams share: each event's data read into ``versions``, the chunks passed on."""
 
-    def __init__(self, response: httpx.Response) -> None:
-        if response.status_code >= 400:
-            response.read()
-            response.close()
-            raise error_from_response(response)
-        self._response = response
+    def __init__(self) -> None:
         self.versions = OpenAIStreamVersions()
+        self._data: list[str] = []
 
     @property
     def spans(self) -> list[VersionSpan]:
         return self.versions.spans
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        try:
-            data: list[str] = []
-            for line in self._response.iter_lines():
-                if line.startswith("data:"):
-                    data.append(line[6:] if line.startswith("data: ") else line[5:])
-                elif line == "" and data:
-                    yield from self._event("\n".join(data))
-                    data = []
-            if data:
-                yield from self._event("\n".join(data))
-        finally:
-            self._response.close()
+    def _line(self, line: str) -> list[dict[str, Any]]:
+        """The chunks an SSE line completes (an event ends at an empty line)."""
+        if line.startswith("data:"):
+            self._data.append(line[6:] if line.startswith("data: ") else line[5:])
+            return []
+        return self._event() if line == "" else []
 
-    def _event(self, data: str) -> Iterator[dict[str, Any]]:
-        if data == "[DONE]":
-            return
+    def _event(self) -> list[dict[str, Any]]:
+        data, self._data = "\n".join(self._data), []
+        if data in ("", "[DONE]"):
+            return []
         event = json.loads(data)
         self.versions.add(event)
         # Every chunk (an error event too) but the gateway's versions event, which is this reader's.
         if "choices" in event or not ("weight_versions" in event or "uis_weight_versions" in event):
-            yield event
+            return [event]
+        return []
+
+
+class OpenAIStream(_Stream):
+    """The chunks of one streamed OpenAI answer through the gateway (an error answer raises before the first);
+    ``spans`` once read to the end. Close it (or use ``with``) when stopping early."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__()
+        if response.status_code >= 400:
+            response.read()
+            response.close()
+            raise error_from_response(response)
+        self._response = response
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        try:
+            for line in self._response.iter_lines():
+                yield from self._line(line)
+            yield from self._event()
+        finally:
+            self._response.close()
 
     def close(self) -> None:
         self._response.close()
@@ -139,6 +150,42 @@ class OpenAIStream:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class AsyncOpenAIStream(_Stream):
+    """``OpenAIStream`` for ``AsyncUisClient``: ``async for chunk in stream``, then ``stream.spans``."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__()
+        self._response = response
+
+    @classmethod
+    async def open(cls, response: httpx.Response) -> AsyncOpenAIStream:
+        """The stream of an answer; an error answer raises."""
+        if response.status_code >= 400:
+            await response.aread()
+            await response.aclose()
+            raise error_from_response(response)
+        return cls(response)
+
+    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        try:
+            async for line in self._response.aiter_lines():
+                for chunk in self._line(line):
+                    yield chunk
+            for chunk in self._event():
+                yield chunk
+        finally:
+            await self._response.aclose()
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
+
+    async def __aenter__(self) -> AsyncOpenAIStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 def _has_text(choice: Any) -> bool:
