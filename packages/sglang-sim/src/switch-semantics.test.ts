@@ -71,7 +71,12 @@ describe('switch semantics of the simulator', () => {
   it('an injected load failure answers 400 and keeps the old weights and version', async () => {
     const s = await start({ weightVersion: 'v1' });
     const armed = await post(s.url, '/sim/faults', { fail_weight_updates: 1 });
-    expect(armed.json).toEqual({ fail_weight_updates: 1, hold_arrivals: false, arrivals_waiting: 0 });
+    expect(armed.json).toEqual({
+      fail_weight_updates: 1,
+      hold_arrivals: false,
+      arrivals_waiting: 0,
+      at_break: false,
+    });
     const failed = await update(s, 'v2');
     expect(failed.status).toBe(400);
     expect(failed.json).toMatchObject({ success: false });
