@@ -6,6 +6,8 @@ import type { ForwardRoute, ProxyTarget } from '../proxy/route-types.ts';
 
 type Versions = NonNullable<ForwardRoute['versions']>;
 
+const NO_EARLIER: ReadonlyArray<string | null> = Object.freeze([]);
+
 /**
  * How a route declares the weights of its answers. Sized answers: the versions a request ran on before its last
  * token's are those its replica served before each in-place switch since it was picked. OpenAI streams, whose
@@ -26,8 +28,11 @@ export class AnswerVersions {
     this.#rewritten = new Set(
       models.filter((m) => m.openai_stream_versions && m.weight_source !== 'static').map((m) => m.name),
     );
+    // Most requests end with no in-place switch since their pick: one count read, no list made.
     const earlier = (t: ProxyTarget) =>
-      t.inPlaceSwitches === undefined ? [] : manager.servedBeforeInPlace(t.id, t.inPlaceSwitches);
+      t.inPlaceSwitches === undefined || manager.inPlaceSwitches(t.id) <= t.inPlaceSwitches
+        ? NO_EARLIER
+        : manager.servedBeforeInPlace(t.id, t.inPlaceSwitches);
     this.raw = { openai: false, earlier };
     this.#openAI = { openai: true, earlier };
   }

@@ -45,7 +45,7 @@ interface ServedChildren {
   ttft: HistogramChild;
   prompt: CounterChild;
   generation: CounterChild;
-  byStatus: Map<string, CounterChild>;
+  byStatus: Map<string | number, CounterChild>;
 }
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800];
@@ -294,14 +294,13 @@ export class GatewayMetrics {
   }
 
   observeRequest(e: ObservedRequest): void {
-    const labels = { role: e.role, model: e.model };
     const c = this.#children(e.role, e.model);
     // A stream the engine cut after its 200 went out is not a success: `status="cut"` (its kind is in
-    // uis_upstream_errors_total).
-    const status = e.upstreamError !== undefined && e.status > 0 && e.status < 400 ? 'cut' : String(e.status);
+    // uis_upstream_errors_total). Children are keyed by the status number itself (no label text per request).
+    const status = e.upstreamError !== undefined && e.status > 0 && e.status < 400 ? 'cut' : e.status;
     let requests = c.byStatus.get(status);
     if (requests === undefined) {
-      requests = this.requests.labels({ ...labels, status });
+      requests = this.requests.labels({ role: e.role, model: e.model, status: String(status) });
       c.byStatus.set(status, requests);
     }
     requests.inc();
@@ -312,8 +311,9 @@ export class GatewayMetrics {
       c.generation.inc(e.usage.completion);
     }
     if (e.retries !== undefined)
-      for (const reason of e.retries) this.upstreamRetries.inc({ ...labels, reason });
-    if (e.upstreamError !== undefined) this.upstreamErrors.inc({ ...labels, kind: e.upstreamError });
+      for (const reason of e.retries) this.upstreamRetries.inc({ role: e.role, model: e.model, reason });
+    if (e.upstreamError !== undefined)
+      this.upstreamErrors.inc({ role: e.role, model: e.model, kind: e.upstreamError });
   }
 
   text(): Promise<string> {

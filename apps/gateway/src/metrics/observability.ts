@@ -35,15 +35,15 @@ export class Observability {
   }
 
   served(r: ServedSample): void {
-    this.ring.record({
-      role: r.role,
-      model: r.model,
-      status: r.status,
-      totalMs: r.totalMs,
-      ttftMs: r.ttftMs,
-      tokens: r.usage === undefined ? 0 : r.usage.completion,
-      at: r.at,
-    });
+    this.ring.add(
+      r.role,
+      r.model,
+      r.status,
+      r.totalMs,
+      r.ttftMs,
+      r.usage === undefined ? 0 : r.usage.completion,
+      r.at,
+    );
   }
 
   /** A new audit event (`live`), or one read back at startup (the GPU-time view only: metrics count from now). */

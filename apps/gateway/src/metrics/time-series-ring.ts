@@ -78,6 +78,7 @@ interface Series {
  */
 export class TimeSeriesRing {
   readonly #series = new Map<string, Series>();
+  #last: Series | undefined;
 
   constructor(
     readonly windowS = 900,
@@ -87,13 +88,31 @@ export class TimeSeriesRing {
   ) {}
 
   record(s: RingSample): void {
-    const key = `${s.role}\u0000${s.model}`;
-    let series = this.#series.get(key);
-    if (series === undefined) {
-      series = { role: s.role, model: s.model, slots: new Array(this.windowS) };
-      this.#series.set(key, series);
+    this.add(s.role, s.model, s.status, s.totalMs, s.ttftMs, s.tokens, s.at);
+  }
+
+  /** `record` without a sample object (the serving path calls this once per request). */
+  add(
+    role: string,
+    model: string,
+    status: number,
+    totalMs: number,
+    ttftMs: number | undefined,
+    tokens: number,
+    at: number,
+  ): void {
+    // Requests come in runs of one role and model: the last series is checked before building a key.
+    let series = this.#last;
+    if (series === undefined || series.role !== role || series.model !== model) {
+      const key = `${role}\u0000${model}`;
+      series = this.#series.get(key);
+      if (series === undefined) {
+        series = { role, model, slots: new Array(this.windowS) };
+        this.#series.set(key, series);
+      }
+      this.#last = series;
     }
-    const second = Math.floor(s.at / 1000);
+    const second = Math.floor(at / 1000);
     const index = second % this.windowS;
     let slot = series.slots[index];
     if (slot === undefined) {
@@ -102,15 +121,15 @@ export class TimeSeriesRing {
     }
     if (slot.second !== second) slot.reset(second);
     slot.requests++;
-    slot.tokens += s.tokens;
-    if (s.status >= 400 || s.status === 0) {
-      const k = String(s.status);
+    slot.tokens += tokens;
+    if (status >= 400 || status === 0) {
+      const k = String(status);
       slot.errors.set(k, (slot.errors.get(k) ?? 0) + 1);
     }
-    slot.latency[bucketOf(s.totalMs)]!++;
+    slot.latency[bucketOf(totalMs)]!++;
     slot.latencyCount++;
-    if (s.ttftMs !== undefined) {
-      slot.ttft[bucketOf(s.ttftMs)]!++;
+    if (ttftMs !== undefined) {
+      slot.ttft[bucketOf(ttftMs)]!++;
       slot.ttftCount++;
     }
   }

@@ -300,6 +300,9 @@ function isJsonSpace(byte: number): boolean {
   return byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09;
 }
 
+/** No member's value replaced (an edit that only removes keys, most requests'): shared, never written. */
+const NOTHING_REPLACED: ReadonlyMap<ScannedMember, string> = new Map();
+
 /** Bytes to forward: `prefix` (latin-1 text, often empty) then `bytes`. */
 export interface ForwardedBody {
   prefix: string;
@@ -307,6 +310,16 @@ export interface ForwardedBody {
 }
 
 const LATIN1 = /^[\x20-\xff]*$/;
+
+/** Whether `id` is only ASCII letters, digits and dashes (JSON.stringify only quotes it). */
+function plainId(id: string): boolean {
+  for (let i = 0; i < id.length; i++) {
+    const c = id.charCodeAt(i);
+    if (!((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || c === 0x2d))
+      return false;
+  }
+  return true;
+}
 
 /** Inserts `"rid": ...` right after the opening brace of a JSON object we already checked (so we know `rid` is
  * absent and the text is an object): the brace and the rid become a prefix, the client's bytes after the brace
@@ -317,9 +330,11 @@ function spliceRid(raw: Buffer, rid: string): ForwardedBody {
   let next = open + 1;
   while (next < raw.length && isJsonSpace(raw[next]!)) next++;
   const empty = raw[next] === CLOSE_BRACE;
-  const prefix = `{"rid":${JSON.stringify(rid)}${empty ? '' : ','}`;
   const rest = raw.subarray(open + 1);
-  // An id of ours is ASCII; any other text goes in as UTF-8 bytes.
+  // An id of ours (nextId: hex digits and dashes) is its own JSON text, ASCII: no stringify and no check.
+  if (plainId(rid)) return { prefix: empty ? `{"rid":"${rid}"` : `{"rid":"${rid}",`, bytes: rest };
+  const prefix = `{"rid":${JSON.stringify(rid)}${empty ? '' : ','}`;
+  // Any other text that is latin-1 goes as the prefix; the rest in as UTF-8 bytes.
   if (LATIN1.test(prefix)) return { prefix, bytes: rest };
   return { prefix: '', bytes: Buffer.concat([Buffer.from(prefix), rest]) };
 }
@@ -339,9 +354,11 @@ export function forwardedBody(
   const raw = body.raw;
   const dropped: ScannedMember[] = [];
   if (edit?.remove) for (const m of members) if (edit.remove.includes(m.key)) dropped.push(m);
-  const replaced = new Map<ScannedMember, string>();
+  let replaced: ReadonlyMap<ScannedMember, string> = NOTHING_REPLACED;
   let added = '';
   if (edit?.set) {
+    const map = new Map<ScannedMember, string>();
+    replaced = map;
     for (const key in edit.set) {
       const text = JSON.stringify(edit.set[key]);
       let first: ScannedMember | undefined;
@@ -356,7 +373,7 @@ export function forwardedBody(
       // Where JSON.parse + JSON.stringify would put it: in the first one's place, once.
       if (first === undefined) added += `,${JSON.stringify(key)}:${text}`;
       else {
-        replaced.set(first, text);
+        map.set(first, text);
         for (const m of members) if (m !== first && m.key === key && !dropped.includes(m)) dropped.push(m);
       }
     }

@@ -317,9 +317,7 @@ export class Exchange implements UpstreamHandler, Admittable {
           } else {
             const target = this.#target!;
             const read = readAnswerVersions(body);
-            const declared = declarationOf(read, target.weightVersion ?? null, () =>
-              versions.earlier(target),
-            );
+            const declared = declarationOf(read, target.weightVersion ?? null, versions.earlier, target);
             const sent = body;
             // A release without spans that ran across in-place switches: the versions, not where they changed.
             if (read.spans === null && declared.earlier.length > 0) {
@@ -329,7 +327,8 @@ export class Exchange implements UpstreamHandler, Admittable {
             if (versions.openai && declared.weightVersion !== null)
               body = withFingerprint(body, declared.weightVersion);
             const out = clientResponseHeaders(this.#respHeaders ?? {}, this.#requestId, body === sent);
-            out.push('x-uis-engine-id', target.id, ...declarationHeaders(declared));
+            out.push('x-uis-engine-id', target.id);
+            declarationHeaders(declared, out);
             res.writeHead(this.#status, out);
           }
           this.#firstOutAt = performance.now() - this.#start;

@@ -24,6 +24,49 @@ describe('weight declaration', () => {
     expect(readAnswerVersions(Buffer.from(body)).version).toBe(expected);
   });
 
+  // The spans are read byte by byte when SGLang wrote them plainly; every other text goes through JSON.parse.
+  // Both must read the same: the reference is the parse of the text up to the list's first ']'.
+  it.each([
+    '[{"version": "v1", "start": 0, "end": 4}, {"version": "v2", "start": 4, "end": 9}]',
+    '[ {"end":9,"start":4,"version":"v2"} ]',
+    '[{"version":"v1","start":0,"end":4},\n{"version":"v2","start":4,"end":9}]',
+    '[]',
+    '[{"version":"v1","start":0,"end":4,"x":1}]',
+    '[{"version":"v1","start":0,"version":"v2","end":4}]',
+    '[{"version":"v\\u0031","start":0,"end":4}]',
+    '[{"version":"v1","start":-1,"end":4}]',
+    '[{"version":"v1","start":0.5,"end":4}]',
+    '[{"version":"v1","start":1e2,"end":4}]',
+    '[{"version":"v1","start":01,"end":4}]',
+    '[{"version":"v1","start":0,"end":123456789012345678}]',
+    '[{"version":"v]1","start":0,"end":4}]',
+    '[{"version":"v1","start":0}]',
+    '[{"version":"v1","start":0,"end":4},]',
+    '[{"version":"\u00e9t\u00e9","start":0,"end":4}]',
+    '[{"version":1,"start":0,"end":4}]',
+    '[{"version":"v1","start":0,"end":4}',
+  ])('reads the spans %s as their JSON parse does', (list) => {
+    const text = JSON.parse(`"${list.replaceAll('"', '\\"').replaceAll('\n', '\\n')}"`) as string;
+    const body = Buffer.from(`{"meta_info":{"weight_version":"v","weight_versions":${text}}}`);
+    const close = text.indexOf(']');
+    let expected: unknown = null;
+    try {
+      const parsed = JSON.parse(text.slice(0, close + 1)) as Array<Record<string, unknown>>;
+      const ok =
+        parsed.length > 0 &&
+        parsed.every(
+          (s) => typeof s.version === 'string' && Number.isInteger(s.start) && Number.isInteger(s.end),
+        );
+      expected = ok ? parsed : null;
+    } catch {
+      expected = null;
+    }
+    const read = readAnswerVersions(body);
+    expect(read.spans).toEqual(expected);
+    if (expected !== null)
+      expect(read.end).toBe(body.indexOf(text) + Buffer.byteLength(text.slice(0, close + 1)));
+  });
+
   it("reads SGLang's spans and declares their versions, ignoring what the replica served", () => {
     const read = readAnswerVersions(
       Buffer.from(`{"metadata":{"weight_version":"v2","weight_versions":${spans2}}}`),
@@ -32,13 +75,16 @@ describe('weight declaration', () => {
       { version: 'v1', start: 0, end: 4 },
       { version: 'v2', start: 4, end: 9 },
     ]);
-    const d = declarationOf(read, 'v9', () => ['v0']);
+    const d = declarationOf(read, 'v9', () => ['v0'], undefined);
     expect(d).toEqual({ weightVersion: 'v2', earlier: ['v1'] });
     expect(declarationHeaders(d)).toEqual(['x-uis-weight-version', 'v2', 'x-uis-weight-versions', 'v1,v2']);
     // Without spans: the answer's version (else the replica's) and the versions served before in-place switches.
     const plain = readAnswerVersions(Buffer.from('{"meta_info":{"weight_version":"v2"}}'));
-    expect(declarationOf(plain, 'v9', () => ['v1'])).toEqual({ weightVersion: 'v2', earlier: ['v1'] });
-    expect(declarationOf(readAnswerVersions(Buffer.from('{}')), 'v9', () => [])).toEqual({
+    expect(declarationOf(plain, 'v9', (t: string) => [t], 'v1')).toEqual({
+      weightVersion: 'v2',
+      earlier: ['v1'],
+    });
+    expect(declarationOf(readAnswerVersions(Buffer.from('{}')), 'v9', () => [], undefined)).toEqual({
       weightVersion: 'v9',
       earlier: [],
     });

@@ -54,6 +54,8 @@ export function readAnswerVersions(body: Buffer): AnswerVersions {
 
 function spansAt(body: Buffer, i: number): AnswerVersions {
   if (body[i] !== 0x5b) return NONE;
+  const quick = quickSpans(body, i);
+  if (quick !== undefined) return quick;
   // A span holds no array, so the first ']' closes the list (a version with a ']' in it fails the parse below).
   const close = body.indexOf(0x5d, i);
   if (close === -1) return NONE;
@@ -68,6 +70,83 @@ function spansAt(body: Buffer, i: number): AnswerVersions {
   return { version: (spans[spans.length - 1] as VersionSpan).version, spans, end: close + 1 };
 }
 
+/** Bytes of `"version"`, `"start"`, `"end"` after their opening quote (what SGLang writes in each span). */
+const VERSION = Buffer.from('version"');
+const START = Buffer.from('start"');
+const END = Buffer.from('end"');
+
+const isWs = (c: number | undefined) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+
+function keyIs(body: Buffer, at: number, key: Buffer): boolean {
+  for (let k = 0; k < key.length; k++) if (body[at + k] !== key[k]) return false;
+  return true;
+}
+
+/**
+ * The spans list as SGLang writes it (`[{"version": "v", "start": 0, "end": 8}, ...]`: each span exactly those
+ * three keys, plain digits, versions without escapes), read byte by byte with no parse and no intermediate text:
+ * the answer of every sized request from SGLang >= 0.5.19 has one. Anything else (an escape, another key, a
+ * repeat, a sign or fraction) is undefined, and the JSON parse above decides; a ']' inside a version is NONE,
+ * as the parse up to the first ']' makes it.
+ */
+function quickSpans(body: Buffer, i: number): AnswerVersions | undefined {
+  const spans: VersionSpan[] = [];
+  i++;
+  while (isWs(body[i])) i++;
+  if (body[i] === 0x5d) return NONE;
+  for (;;) {
+    if (body[i] !== 0x7b) return undefined;
+    i++;
+    let version: string | undefined;
+    let start = -1;
+    let end = -1;
+    for (let n = 0; n < 3; n++) {
+      while (isWs(body[i])) i++;
+      if (body[i] !== 0x22) return undefined;
+      i++;
+      let which: number;
+      if (version === undefined && keyIs(body, i, VERSION)) which = 0;
+      else if (start < 0 && keyIs(body, i, START)) which = 1;
+      else if (end < 0 && keyIs(body, i, END)) which = 2;
+      else return undefined;
+      i += which === 0 ? VERSION.length : which === 1 ? START.length : END.length;
+      while (isWs(body[i])) i++;
+      if (body[i] !== 0x3a) return undefined;
+      i++;
+      while (isWs(body[i])) i++;
+      if (which === 0) {
+        if (body[i] !== 0x22) return undefined;
+        const from = ++i;
+        for (let c = body[i]; c !== 0x22; c = body[++i]) {
+          if (c === undefined || c === 0x5c || c < 0x20) return undefined;
+          if (c === 0x5d) return NONE;
+        }
+        version = body.toString('utf8', from, i);
+        i++;
+      } else {
+        const from = i;
+        let v = 0;
+        for (let c = body[i]; c !== undefined && c >= 0x30 && c <= 0x39; c = body[++i]) v = v * 10 + c - 0x30;
+        // JSON numbers have no leading zeros; a fraction, exponent or sign goes to the parse.
+        if (i === from || (body[from] === 0x30 && i > from + 1) || i - from > 15) return undefined;
+        if (which === 1) start = v;
+        else end = v;
+      }
+      while (isWs(body[i])) i++;
+      if (n < 2 && body[i++] !== 0x2c) return undefined;
+    }
+    if (body[i] !== 0x7d) return undefined;
+    i++;
+    spans.push({ version: version as string, start, end });
+    while (isWs(body[i])) i++;
+    if (body[i] === 0x5d) break;
+    if (body[i] !== 0x2c) return undefined;
+    i++;
+    while (isWs(body[i])) i++;
+  }
+  return { version: (spans[spans.length - 1] as VersionSpan).version, spans, end: i + 1 };
+}
+
 const isSpan = (s: unknown): boolean =>
   typeof s === 'object' &&
   s !== null &&
@@ -75,31 +154,45 @@ const isSpan = (s: unknown): boolean =>
   Number.isInteger((s as VersionSpan).start) &&
   Number.isInteger((s as VersionSpan).end);
 
+/** Shared: most answers ran on one version. */
+const NO_EARLIER: ReadonlyArray<string | null> = Object.freeze([]);
+
 /** The declaration of an answer: the engine's spans when it sent them (the versions before the last span's), else
- * the versions the replica served before the in-place switches the request was in flight across. */
-export function declarationOf(
+ * the versions the replica served before the in-place switches the request was in flight across (`earlier` of
+ * `target`, asked only then). */
+export function declarationOf<T>(
   read: AnswerVersions,
   fallbackVersion: string | null,
-  earlier: () => ReadonlyArray<string | null>,
+  earlier: (target: T) => ReadonlyArray<string | null>,
+  target: T,
 ): WeightDeclaration {
-  if (read.spans !== null)
-    return { weightVersion: read.version, earlier: read.spans.slice(0, -1).map((s) => s.version) };
-  return { weightVersion: read.version ?? fallbackVersion, earlier: earlier() };
+  const spans = read.spans;
+  if (spans === null) return { weightVersion: read.version ?? fallbackVersion, earlier: earlier(target) };
+  if (spans.length === 1) return { weightVersion: read.version, earlier: NO_EARLIER };
+  const before: string[] = [];
+  for (let i = 0; i < spans.length - 1; i++) before.push((spans[i] as VersionSpan).version);
+  return { weightVersion: read.version, earlier: before };
 }
 
 /** The versions a declaration names, oldest first, once each (consecutive repeats dropped). */
 export function declaredVersions(d: WeightDeclaration): string[] {
   const all: string[] = [];
-  for (const v of [...d.earlier, d.weightVersion]) if (v !== null && all[all.length - 1] !== v) all.push(v);
+  for (const v of d.earlier) if (v !== null && all[all.length - 1] !== v) all.push(v);
+  const last = d.weightVersion;
+  if (last !== null && all[all.length - 1] !== last) all.push(last);
   return all;
 }
 
-/** The headers that declare the versions: `X-UIS-Weight-Version` (the last token's) and, for a request in-place
- * switches spanned, `X-UIS-Weight-Versions: <started on>,...,<finished on>` (each version it was in flight on). */
-export function declarationHeaders(d: WeightDeclaration): OutgoingHttpHeader[] {
-  const out: OutgoingHttpHeader[] = [];
+/** The headers that declare the versions, added to `out`: `X-UIS-Weight-Version` (the last token's) and, for a
+ * request in-place switches spanned, `X-UIS-Weight-Versions: <started on>,...,<finished on>` (each version it was
+ * in flight on). */
+export function declarationHeaders(
+  d: WeightDeclaration,
+  out: OutgoingHttpHeader[] = [],
+): OutgoingHttpHeader[] {
   if (d.weightVersion === null) return out;
   out.push('x-uis-weight-version', d.weightVersion);
+  if (d.earlier.length === 0) return out;
   const all = declaredVersions(d);
   if (all.length > 1) out.push('x-uis-weight-versions', all.join(','));
   return out;
