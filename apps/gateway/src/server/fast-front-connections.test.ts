@@ -259,6 +259,26 @@ describe.each(FRONTS)('%s front: slow and vanishing clients', { timeout: 60_000 
   });
 });
 
+describe.each(FRONTS)('%s front: a client that pipelines and never reads', { timeout: 60_000 }, (front) => {
+  it('is held to a bounded buffer of answers: no request is read while the answers before it wait', async () => {
+    const before = servers[front].sockets.length;
+    const { socket } = await open(servers[front].port);
+    await expect.poll(() => servers[front].sockets.length).toBeGreaterThan(before);
+    const served = servers[front].sockets.at(-1)!;
+    socket.pause();
+    // Refused before any token is checked (403, ~300 bytes each): 40k of them are ~12 MB of answers, well over
+    // what the kernel's loopback buffers take; the ~7 MB of requests fit in them while the server does not read.
+    const one = post('/rollout/generate', '{}').replace('Host: 127.0.0.1', 'Host: evil.example');
+    let most = 0;
+    for (let i = 0; i < 40; i++) {
+      await write(socket, one.repeat(1000));
+      most = Math.max(most, served.writableLength);
+    }
+    expect(most).toBeLessThan(1024 * 1024);
+    socket.destroy();
+  });
+});
+
 describe('fast front: nothing left behind', { timeout: 120_000 }, () => {
   const connections = () =>
     new Promise<number>((r, j) => servers.fast.http.getConnections((e, n) => (e ? j(e) : r(n))));

@@ -115,6 +115,12 @@ class FastConn {
   readonly #onEnd = () => this.#ended();
   readonly #onClose = () => this.#closed();
   readonly #onError = () => {}; // a reset client: `close` follows and ends what is in flight
+  /** Waiting for the answers written to drain before reading the next request. */
+  #draining = false;
+  readonly #onDrain = () => {
+    this.#draining = false;
+    this.#free();
+  };
 
   constructor(
     readonly socket: Socket,
@@ -160,7 +166,7 @@ class FastConn {
   /** Parses the next request from the buffered bytes, if the connection is free. */
   #next(): void {
     const buf = this.#buf;
-    if (buf === undefined || this.#req !== undefined || this.#closing) return;
+    if (buf === undefined || this.#req !== undefined || this.#closing || this.#draining) return;
     const head = parseFastHead(buf, this.front.opts);
     if (head === 'more') return;
     if (head === 'node') {
@@ -204,6 +210,14 @@ class FastConn {
     this.#req = undefined;
     this.#idleSince = Date.now();
     if (this.#buf !== undefined) this.#readingSince = this.#idleSince;
+    // As node does, no next request is read while the answers before it wait to be written: a client that
+    // pipelines and never reads holds one socket buffer of answers, not all of them.
+    if (this.socket.writableNeedDrain) {
+      this.#draining = true;
+      this.socket.pause();
+      this.socket.once('drain', this.#onDrain);
+      return;
+    }
     this.socket.resume();
     this.#next();
   }
