@@ -148,12 +148,17 @@ export class InferenceGateway {
   /** This role's admission limit (absent: unlimited). */
   readonly admission: AdmissionGate | undefined;
   private readonly genrmHost: GenrmHost<ResolvedModel, RequestKeys>;
+  /** Each model's engine key (`engine_api_key`), for the models whose engines check one. */
+  private readonly engineKeys: ReadonlyMap<string, string>;
 
   constructor(opts: InferenceGatewayOptions) {
     this.manager = opts.manager;
     this.versions = new AnswerVersions(opts.manager, opts.spec.models);
     this.role = opts.manager.role;
     this.spec = opts.spec;
+    this.engineKeys = new Map(
+      opts.spec.models.flatMap((m) => (m.engine_api_key === undefined ? [] : [[m.name, m.engine_api_key]])),
+    );
     this.placements = opts.placements ?? [];
     this.ownsPools = opts.pools === undefined;
     this.pools = opts.pools ?? new UpstreamPools();
@@ -167,15 +172,9 @@ export class InferenceGateway {
         ? { passHeaders: new Set(opts.passHeaders.map((h) => h.toLowerCase())) }
         : {}),
       hooks: {
-        onDispatch: (rid, target, requestId) =>
-          holdRids(
-            this.manager.requests,
-            rid,
-            this.requests.modelOf(requestId) ?? '(none)',
-            target,
-            requestId,
-          ),
-        onClientAbort: (rid, target, requestId) => this.abortAtEngine(rid, target, requestId),
+        onDispatch: (rid, target, requestId, model) =>
+          holdRids(this.manager.requests, rid, model ?? '(none)', target, requestId),
+        onClientAbort: (rid, target, requestId, model) => this.abortAtEngine(rid, target, requestId, model),
         onComplete: (e) => {
           releaseRids(this.manager.requests, e.rid, e.requestId);
           this.requests.completed(e);
@@ -213,7 +212,7 @@ export class InferenceGateway {
       keys: (body, req) => this.keys(body, req),
       resolveModel: (keys, body, res) => this.resolveModel(keys, body, res),
       pick: (model, keys, res, excluding) => this.pick(model, keys, res, excluding),
-      abortAtEngine: (rid, target, requestId) => this.abortAtEngine(rid, target, requestId),
+      abortAtEngine: (rid, target, requestId) => this.abortAtEngine(rid, target, requestId, undefined),
       retry: opts.retry ?? DEFAULT_RETRY_POLICY,
       attemptFailed: (target) => this.attemptFailed(target),
       trace: (req, requestId) => {
@@ -334,15 +333,9 @@ export class InferenceGateway {
     return model;
   }
 
-  /** The model's engine key, when its engines check one (`engine_api_key`). */
-  private engineAuth(model: string): { engineApiKey?: string } {
-    const key = this.spec.models.find((m) => m.name === model)?.engine_api_key;
-    return key === undefined ? {} : { engineApiKey: key };
-  }
-
-  /** The same key as a raw header pair for the gateway's own engine calls (abort_request). */
-  private engineAuthHeader(model: string | undefined): string[] {
-    const key = model === undefined ? undefined : this.engineAuth(model).engineApiKey;
+  /** The model's engine key as a raw header pair for the gateway's own engine calls (abort_request). */
+  private engineAuthHeader(model: string): string[] {
+    const key = this.engineKeys.get(model);
     return key === undefined ? [] : ['authorization', `Bearer ${key}`];
   }
 
@@ -359,13 +352,14 @@ export class InferenceGateway {
     if (model instanceof UisError) {
       // A refused known model (sleeping, draining) still counts under its name in the metrics.
       const known = refusedModel(model);
-      if (known !== undefined) this.requests.begin(requestId, known);
+      if (known !== undefined) this.requests.refused(requestId, known);
       return model;
     }
     const traced = this.tracing?.request(this.role, req.url ?? path, requestId, req.headers.traceparent);
-    this.requests.begin(requestId, model.name, traced);
-    return {
+    if (traced !== undefined) this.requests.traced(requestId, traced);
+    const route: ForwardRoute = {
       path,
+      model: model.name,
       pick:
         traced === undefined
           ? (excluding) => this.pick(model, keys, res, excluding)
@@ -381,8 +375,10 @@ export class InferenceGateway {
       traceparent: traced?.traceparent,
       versions: path === '/generate' ? this.versions.raw : this.versions.openAI(model.name, body),
       edit: edit ?? this.versions.openAIEdit(model.name, model.servedName, body),
-      ...this.engineAuth(model.name),
     };
+    const key = this.engineKeys.get(model.name);
+    if (key !== undefined) route.engineApiKey = key;
+    return route;
   }
 
   /** Picks a replica by the model's policy; a replica the manager no longer admits (drain began after the
@@ -450,8 +446,13 @@ export class InferenceGateway {
     if (!target.id.startsWith(ROUTER_PREFIX)) this.breakers.failure(target.id);
   }
 
-  private abortAtEngine(rid: string | string[], target: ProxyTarget, requestId: string): void {
-    const model = this.requests.modelOf(requestId) ?? '(none)';
+  private abortAtEngine(
+    rid: string | string[],
+    target: ProxyTarget,
+    requestId: string,
+    routed: string | undefined,
+  ): void {
+    const model = routed ?? '(none)';
     this.metrics?.clientAborts.inc({ role: this.role, model });
     const rids = Array.isArray(rid) ? rid : [rid];
     this.manager.requests.counted(model, 'client_disconnect', rids.length);
@@ -466,7 +467,7 @@ export class InferenceGateway {
               'application/json',
               'x-request-id',
               requestId,
-              ...this.engineAuthHeader(this.requests.modelOf(requestId)),
+              ...this.engineAuthHeader(model),
             ],
             body: Buffer.from(JSON.stringify({ rid: one })),
           },

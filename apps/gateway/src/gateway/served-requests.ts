@@ -37,26 +37,32 @@ export interface ServedRequestsOptions {
 /** The end of one role's serving requests: which model and trace each request in flight has, and, when it ends,
  * its replica's circuit, the metrics, the trace, the console's history, the access log and the log line. */
 export class ServedRequests {
+  /** The model of each refused request of a known model (a routed request carries its model itself). */
   private readonly models = new Map<string, string>();
   private readonly traces = new Map<string, RequestTrace>();
 
   constructor(private readonly opts: ServedRequestsOptions) {}
 
-  /** Records the model (a refused known model too) and trace of a request the gateway routes. */
-  begin(requestId: string, model: string, trace?: RequestTrace): void {
+  /** Records the model of a request refused before it was routed (a sleeping or draining model still counts
+   * under its name). */
+  refused(requestId: string, model: string): void {
     this.models.set(requestId, model);
-    if (trace !== undefined) this.traces.set(requestId, trace);
   }
 
-  modelOf(requestId: string): string | undefined {
-    return this.models.get(requestId);
+  /** Records the trace of a request the gateway routes (tracing on). */
+  traced(requestId: string, trace: RequestTrace): void {
+    this.traces.set(requestId, trace);
   }
 
   /** The proxy's end of a request. */
   completed(e: CompletionEvent): void {
     this.judge(e);
-    const model = this.models.get(e.requestId) ?? '(none)';
-    this.models.delete(e.requestId);
+    let model = e.model;
+    if (this.models.size > 0 && model === undefined) {
+      model = this.models.get(e.requestId);
+      this.models.delete(e.requestId);
+    }
+    model ??= '(none)';
     if (this.traces.size > 0) this.endTrace(e, model);
     // The first byte handed to the client: for a stream, the first token (headers leave with it).
     const ttfbMs = e.firstByteOutMs ?? e.ttfbMs;

@@ -181,7 +181,8 @@ export class Exchange implements UpstreamHandler, Admittable {
     this.#target = target;
     this.#attempts++;
     this.#opts.inFlight?.acquire(target.id);
-    if (this.#rid !== undefined) this.#opts.hooks?.onDispatch?.(this.#rid, target, this.#requestId);
+    if (this.#rid !== undefined)
+      this.#opts.hooks?.onDispatch?.(this.#rid, target, this.#requestId, this.#route?.model);
   }
 
   #dispatch(): void {
@@ -444,7 +445,8 @@ export class Exchange implements UpstreamHandler, Admittable {
         const controller = this.#controller;
         // Told before the call ends: ending it completes the request, whose model (the abort's metric label and
         // engine key) is forgotten then.
-        if (this.#rid !== undefined) this.#opts.hooks?.onClientAbort?.(this.#rid, target, this.#requestId);
+        if (this.#rid !== undefined)
+          this.#opts.hooks?.onClientAbort?.(this.#rid, target, this.#requestId, this.#route?.model);
         // The engine pool ends the call at once (onResponseError); before it started, at its first event.
         if (controller === undefined) this.#move('abandon');
         else controller.abort(new ClientGoneError());
@@ -464,6 +466,7 @@ export class Exchange implements UpstreamHandler, Admittable {
     const streamed = relaysStream(from);
     onComplete({
       requestId: this.#requestId,
+      model: this.#route?.model,
       rid: this.#rid,
       target: this.#target,
       status,

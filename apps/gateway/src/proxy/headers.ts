@@ -38,7 +38,7 @@ function isHopByHop(lower: string): boolean {
 
 /** Names listed in a `Connection` header (`Connection: close, x-foo`) are hop-by-hop for this message. */
 function connectionTokens(value: string | string[] | undefined): Set<string> | undefined {
-  if (value === undefined) return undefined;
+  if (value === undefined || value === 'keep-alive' || value === 'close') return undefined;
   // The usual values name only hop-by-hop options, which are dropped anyway: no set to build per request.
   if (typeof value === 'string' && /^\s*(?:keep-alive|close)\s*$/i.test(value)) return undefined;
   const joined = Array.isArray(value) ? value.join(',') : value;

@@ -32,6 +32,9 @@ export type PickTarget = (excluding?: ReadonlySet<string>) => ProxyTarget | UisE
 export interface ForwardRoute {
   /** Engine path, e.g. `/generate` or `/v1/chat/completions`. */
   path: string;
+  /** The model the request was routed to (its metric label, its engine abort's key): carried with the request
+   * instead of kept in a map by request id. */
+  model?: string;
   pick: PickTarget;
   edit?: BodyEdit;
   /** The key the model's engines were started with (SGLang `--api-key`), sent as their bearer token. */
@@ -95,6 +98,8 @@ export type ForwardOutcome = 'ok' | 'client_abort' | 'error';
 /** One per client request, after it ended one way or another: what metrics need. */
 export interface CompletionEvent {
   requestId: string;
+  /** The route's model, when the request was routed. */
+  model: string | undefined;
   rid: string | string[] | undefined;
   /** The last engine tried, if any. */
   target: ProxyTarget | undefined;
@@ -127,9 +132,9 @@ export interface CompletionEvent {
 
 export interface ProxyHooks {
   /** The request (its `rid`, given or injected) was sent to `target` (again on each retry): who holds it now. */
-  onDispatch?(rid: string | string[], target: ProxyTarget, requestId: string): void;
+  onDispatch?(rid: string | string[], target: ProxyTarget, requestId: string, model?: string): void;
   /** The client left before the engine finished: the gateway asks that engine to abort `rid`. */
-  onClientAbort?(rid: string | string[], target: ProxyTarget, requestId: string): void;
+  onClientAbort?(rid: string | string[], target: ProxyTarget, requestId: string, model?: string): void;
   onComplete?(event: CompletionEvent): void;
   /** An attempt failed before any byte reached the client and the request goes to another engine. */
   onAttemptFailed?(target: ProxyTarget, code: string): void;
