@@ -1,11 +1,10 @@
 import type { Server } from 'node:http';
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { Writable } from 'node:stream';
-import { type ControlPlane, createControlPlane, InProcessSimLauncher } from '@uis/control-plane';
 import pino from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { singleRolloutConfig } from '../testing/fixtures.ts';
-import { UisServer } from './uis-server.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { type Answer, bothFronts, openRaw } from '../testing/raw-http.ts';
+import type { UisServer } from './uis-server.ts';
 
 // The fast serving front's connections under stress, side by side with node:http on the same plane: heads cut at
 // every byte, slow clients (the head and body deadline), clients that leave or reset mid-request, a client that
@@ -14,128 +13,46 @@ import { UisServer } from './uis-server.ts';
 
 const SERVING = 'fast-front-connections-token';
 const BODY_TIMEOUT_MS = 2000;
-const launcher = new InProcessSimLauncher({ simDecodeUsPerToken: 50 });
-let plane: ControlPlane;
 type Front = 'fast' | 'node';
 const FRONTS: Front[] = ['fast', 'node'];
+const logs: Record<Front, string[]> = { fast: [], node: [] };
+const fronts = bothFronts({
+  simDecodeUsPerToken: 50,
+  server: {
+    adminToken: 'fast-front-connections-admin',
+    servingToken: SERVING,
+    maxBodyBytes: 4096,
+    bodyTimeoutMs: BODY_TIMEOUT_MS,
+    healthProbeMs: 0,
+    accessLog: true,
+  },
+  extra: (front) => ({
+    logger: pino(
+      { level: 'info' },
+      new Writable({
+        write(chunk: Buffer, _enc, done) {
+          logs[front].push(...chunk.toString().split('\n').filter(Boolean));
+          done();
+        },
+      }),
+    ),
+  }),
+});
+/** Each front's server, its node:http server, the sockets it accepted and its log lines. */
 const servers = {} as Record<
   Front,
   { server: UisServer; port: number; http: Server; sockets: Socket[]; log: string[] }
 >;
-
-beforeAll(async () => {
-  plane = await createControlPlane({ config: singleRolloutConfig(), launcher });
+beforeAll(() => {
   for (const front of FRONTS) {
-    const log: string[] = [];
-    const sink = new Writable({
-      write(chunk: Buffer, _enc, done) {
-        log.push(...chunk.toString().split('\n').filter(Boolean));
-        done();
-      },
-    });
-    const server = new UisServer({
-      plane,
-      adminToken: 'fast-front-connections-admin',
-      servingToken: SERVING,
-      maxBodyBytes: 4096,
-      bodyTimeoutMs: BODY_TIMEOUT_MS,
-      healthProbeMs: 0,
-      accessLog: true,
-      logger: pino({ level: 'info' }, sink),
-      front,
-    });
-    const { port } = await server.listen(0);
+    const { server, port } = fronts[front];
     const http = (server as unknown as { server: Server }).server;
     const sockets: Socket[] = [];
     http.on('connection', (s: Socket) => sockets.push(s));
-    servers[front] = { server, port, http, sockets, log };
+    servers[front] = { server, port, http, sockets, log: logs[front] };
   }
-}, 60_000);
-
-afterAll(async () => {
-  for (const s of Object.values(servers)) await s.server.close();
-  await plane?.stop();
-  await launcher.closeAll();
 });
-
-interface Answer {
-  status: number;
-  headers: Record<string, string>;
-  body: Buffer;
-}
-
-/** Reads HTTP/1.1 answers off a socket (Content-Length or chunked). */
-class AnswerReader {
-  #buf = Buffer.alloc(0);
-  closed = false;
-  #wake: (() => void) | undefined;
-
-  constructor(socket: Socket) {
-    socket.on('data', (b: Buffer) => {
-      this.#buf = Buffer.concat([this.#buf, b]);
-      this.#wake?.();
-    });
-    socket.on('close', () => {
-      this.closed = true;
-      this.#wake?.();
-    });
-    socket.on('error', () => {});
-  }
-
-  async #until<T>(take: () => T | undefined): Promise<T | undefined> {
-    for (;;) {
-      const got = take();
-      if (got !== undefined || this.closed) return got;
-      await new Promise<void>((r) => {
-        this.#wake = r;
-      });
-    }
-  }
-
-  async next(): Promise<Answer | undefined> {
-    const headEnd = await this.#until(() => {
-      const at = this.#buf.indexOf('\r\n\r\n');
-      return at === -1 ? undefined : at;
-    });
-    if (headEnd === undefined) return undefined;
-    const lines = this.#buf.toString('latin1', 0, headEnd).split('\r\n');
-    const status = Number(lines[0]!.split(' ')[1]);
-    const headers: Record<string, string> = {};
-    for (const l of lines.slice(1)) {
-      const c = l.indexOf(':');
-      headers[l.slice(0, c).toLowerCase()] = l.slice(c + 1).trim();
-    }
-    this.#buf = this.#buf.subarray(headEnd + 4);
-    if (headers['content-length'] !== undefined) {
-      const n = Number(headers['content-length']);
-      await this.#until(() => (this.#buf.length >= n ? true : undefined));
-      const body = this.#buf.subarray(0, n);
-      this.#buf = this.#buf.subarray(n);
-      return { status, headers, body };
-    }
-    const parts: Buffer[] = [];
-    for (;;) {
-      const size = await this.#until(() => {
-        const at = this.#buf.indexOf('\r\n');
-        if (at === -1) return undefined;
-        const n = Number.parseInt(this.#buf.toString('latin1', 0, at), 16);
-        return this.#buf.length >= at + 2 + n + 2 ? { at, n } : undefined;
-      });
-      if (size === undefined) return { status, headers, body: Buffer.concat(parts) };
-      parts.push(this.#buf.subarray(size.at + 2, size.at + 2 + size.n));
-      this.#buf = this.#buf.subarray(size.at + 2 + size.n + 2);
-      if (size.n === 0) return { status, headers, body: Buffer.concat(parts) };
-    }
-  }
-}
-
-async function open(port: number): Promise<{ socket: Socket; reader: AnswerReader }> {
-  const socket = connect({ host: '127.0.0.1', port });
-  socket.setNoDelay(true);
-  const reader = new AnswerReader(socket);
-  await new Promise<void>((r) => socket.once('connect', () => r()));
-  return { socket, reader };
-}
+const open = openRaw;
 
 /** Writes `bytes` and lets the event loop turn, so the next write reaches the server as another read. */
 async function write(socket: Socket, bytes: string | Buffer): Promise<void> {

@@ -1,9 +1,7 @@
-import { connect, type Socket } from 'node:net';
-import { type ControlPlane, createControlPlane, InProcessSimLauncher } from '@uis/control-plane';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { singleRolloutConfig } from '../testing/fixtures.ts';
+import type { Socket } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { type Answer, bothFronts, openRaw } from '../testing/raw-http.ts';
 import { FastResponse } from './fast-message.ts';
-import { UisServer } from './uis-server.ts';
 
 // The fast serving front against node:http: the same request bytes through a server with `front: fast` and one with
 // `front: node` get the same status, the same JSON error (code, path, message) and, for refusals, the same body.
@@ -12,118 +10,16 @@ import { UisServer } from './uis-server.ts';
 
 const SERVING = 'fast-front-serving-token';
 const LIMIT = 2048;
-const launcher = new InProcessSimLauncher({ simDecodeUsPerToken: 1000 });
-let plane: ControlPlane;
-const servers: Record<'fast' | 'node', { server: UisServer; port: number }> = {} as never;
-
-beforeAll(async () => {
-  plane = await createControlPlane({ config: singleRolloutConfig(), launcher });
-  for (const front of ['fast', 'node'] as const) {
-    const server = new UisServer({
-      plane,
-      adminToken: 'fast-front-admin-token',
-      servingToken: SERVING,
-      maxBodyBytes: LIMIT,
-      healthProbeMs: 0,
-      front,
-    });
-    const { port } = await server.listen(0);
-    servers[front] = { server, port };
-  }
-}, 60_000);
-
-afterAll(async () => {
-  for (const s of Object.values(servers)) await s.server.close();
-  await plane?.stop();
-  await launcher.closeAll();
+const servers = bothFronts({
+  simDecodeUsPerToken: 1000,
+  server: {
+    adminToken: 'fast-front-admin-token',
+    servingToken: SERVING,
+    maxBodyBytes: LIMIT,
+    healthProbeMs: 0,
+  },
 });
-
-interface Answer {
-  status: number;
-  headers: Record<string, string>;
-  body: Buffer;
-}
-
-/** Reads HTTP/1.1 answers off a socket (Content-Length, chunked, or to the close). */
-class AnswerReader {
-  #buf = Buffer.alloc(0);
-  #closed = false;
-  #wake: (() => void) | undefined;
-
-  constructor(socket: Socket) {
-    socket.on('data', (b: Buffer) => {
-      this.#buf = Buffer.concat([this.#buf, b]);
-      this.#wake?.();
-    });
-    socket.on('close', () => {
-      this.#closed = true;
-      this.#wake?.();
-    });
-    socket.on('error', () => {});
-  }
-
-  async #until<T>(take: () => T | undefined): Promise<T | undefined> {
-    for (;;) {
-      const got = take();
-      if (got !== undefined || this.#closed) return got;
-      await new Promise<void>((r) => {
-        this.#wake = r;
-      });
-    }
-  }
-
-  /** The next answer; undefined when the connection closed without one. */
-  async next(): Promise<Answer | undefined> {
-    const headEnd = await this.#until(() => {
-      const at = this.#buf.indexOf('\r\n\r\n');
-      return at === -1 ? undefined : at;
-    });
-    if (headEnd === undefined) return undefined;
-    const lines = this.#buf.toString('latin1', 0, headEnd).split('\r\n');
-    const status = Number(lines[0]!.split(' ')[1]);
-    const headers: Record<string, string> = {};
-    for (const l of lines.slice(1)) {
-      const c = l.indexOf(':');
-      headers[l.slice(0, c).toLowerCase()] = l.slice(c + 1).trim();
-    }
-    this.#buf = this.#buf.subarray(headEnd + 4);
-    // An interim answer (`100 Continue` to `Expect`) comes before the answer.
-    if (status < 200) return this.next();
-    if (headers['content-length'] !== undefined) {
-      const n = Number(headers['content-length']);
-      await this.#until(() => (this.#buf.length >= n ? true : undefined));
-      const body = this.#buf.subarray(0, n);
-      this.#buf = this.#buf.subarray(n);
-      return { status, headers, body };
-    }
-    if (headers['transfer-encoding'] === 'chunked') {
-      const parts: Buffer[] = [];
-      for (;;) {
-        const size = await this.#until(() => {
-          const at = this.#buf.indexOf('\r\n');
-          if (at === -1) return undefined;
-          const n = Number.parseInt(this.#buf.toString('latin1', 0, at), 16);
-          return this.#buf.length >= at + 2 + n + 2 ? { at, n } : undefined;
-        });
-        if (size === undefined) return { status, headers, body: Buffer.concat(parts) };
-        parts.push(this.#buf.subarray(size.at + 2, size.at + 2 + size.n));
-        this.#buf = this.#buf.subarray(size.at + 2 + size.n + 2);
-        if (size.n === 0) return { status, headers, body: Buffer.concat(parts) };
-      }
-    }
-    await this.#until(() => undefined);
-    const body = this.#buf;
-    this.#buf = Buffer.alloc(0);
-    return { status, headers, body };
-  }
-}
-
-async function open(port: number): Promise<{ socket: Socket; reader: AnswerReader }> {
-  const socket = connect({ host: '127.0.0.1', port });
-  const reader = new AnswerReader(socket);
-  await new Promise<void>((r) => socket.once('connect', () => r()));
-  return { socket, reader };
-}
+const open = openRaw;
 
 /** The first answer to `bytes` on a fresh connection. */
 async function send(port: number, bytes: string | Buffer): Promise<Answer | undefined> {
