@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from .errors import error_from_response
-from .rollout import VersionSpan
+from .rollout import VersionSpan, versions_in_order
 
 
 class OpenAIStreamVersions:
@@ -53,11 +53,7 @@ class OpenAIStreamVersions:
     @property
     def versions(self) -> list[str | None]:
         """The versions that made the answer, in order."""
-        out: list[str | None] = []
-        for s in self.spans:
-            if not out or out[-1] != s.version:
-                out.append(s.version)
-        return out
+        return versions_in_order(self.spans)
 
     def add(self, event: Mapping[str, Any]) -> None:
         choices = event.get("choices")

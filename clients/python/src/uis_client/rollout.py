@@ -34,6 +34,15 @@ class VersionSpan:
     end: int
 
 
+def versions_in_order(spans: list[VersionSpan]) -> list[str | None]:
+    """The versions of ``spans``, in order, each once per run."""
+    out: list[str | None] = []
+    for s in spans:
+        if not out or out[-1] != s.version:
+            out.append(s.version)
+    return out
+
+
 def _new_rid() -> str:
     return f"rollout-{uuid.uuid4().hex}"
 
@@ -87,11 +96,7 @@ class Sample:
     @property
     def versions(self) -> list[str | None]:
         """The weight versions that produced the output, in order."""
-        out: list[str | None] = []
-        for s in self.spans:
-            if not out or out[-1] != s.version:
-                out.append(s.version)
-        return out
+        return versions_in_order(self.spans)
 
     def version_of(self, index: int) -> str | None:
         """The weight version that produced output token ``index``."""
