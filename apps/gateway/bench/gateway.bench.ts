@@ -644,15 +644,7 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
     const d = results.direct!.load;
     const rps = (l: LoadResult) => l.requests / l.durationS;
     const cpuCount = cpus().length;
-    const cols: Column[] = [
-      'direct',
-      'nginx',
-      'sglang-router',
-      'node relay',
-      'raw relay',
-      'gateway',
-      ...VARIANT_NAMES,
-    ].map((name) => {
+    const cols: Column[] = COLUMN_NAMES.map((name) => {
       const r = results[name];
       if (r === undefined) return { name, skipped: missingReason(name, nginx, router) };
       const l = r.load;
@@ -730,6 +722,16 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
 
 const OTHER_FRONT = DEFAULT_FRONT === 'fast' ? 'gateway node front' : 'gateway fast front';
 const VARIANT_NAMES = ['gateway bare', 'gateway traced', 'gateway unprotected', OTHER_FRONT];
+/** Every column of both tables, in print order. */
+const COLUMN_NAMES = [
+  'direct',
+  'nginx',
+  'sglang-router',
+  'node relay',
+  'raw relay',
+  'gateway',
+  ...VARIANT_NAMES,
+];
 
 /** Gateway processes whose CPU profile (`--cpu-prof`) is summarized once they stop. */
 const profiled: Array<{
@@ -887,15 +889,7 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
     const medianRps = (r: CeilingRun | undefined) =>
       r === undefined ? undefined : median(rounds(r).map((x) => x.rps));
     const cpuUs = (x: CeilingRun) => (x.cpuMs === undefined ? undefined : (x.cpuMs * 1000) / x.requests);
-    const names = [
-      'direct',
-      'nginx',
-      'sglang-router',
-      'node relay',
-      'raw relay',
-      'gateway',
-      ...VARIANT_NAMES,
-    ];
+    const names = COLUMN_NAMES;
     for (const { name, proxy } of [{ name: 'gateway', proxy: gateway }, ...variants])
       profiled.push({
         fromUs: proxy.windowFromUs,
