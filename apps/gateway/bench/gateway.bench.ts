@@ -6,35 +6,19 @@
  * Every process (engines, nginx, gateway, load generator) is separate, so none shares the gateway's event loop.
  */
 
-import { existsSync } from 'node:fs';
 import { createServer as createHttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { cpus, getPriority, loadavg, setPriority } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { GATEWAY_FRONT_DEFAULT as DEFAULT_FRONT } from '@uis/spec';
 import { profileLines, profileOf, summarizeProfile } from './cpu-profile.ts';
+import { defaultEngineKind, startEngines as launchEngines, startGatewayProc, tsx } from './launch.ts';
 import type { LatencySummary, LoadResult } from './load-stats.ts';
 import { findNginx, startNginx } from './nginx.ts';
-import {
-  firstJsonLine,
-  freePort,
-  jsonLines,
-  type Proc,
-  start,
-  stop,
-  stopAll,
-  treeCpuMs,
-  waitHttpOk,
-} from './procs.ts';
+import { firstJsonLine, freePort, jsonLines, type Proc, start, stop, stopAll, treeCpuMs } from './procs.ts';
 import { findRouter, startRouter } from './sglang-router.ts';
 import { findWrk, runWrk, type WrkResult, wrkScript } from './wrk.ts';
-
-const here = dirname(fileURLToPath(import.meta.url));
-const repo = resolve(here, '../../..');
-const simCli = join(repo, 'packages/sglang-sim/bin/sglang-sim.mjs');
-const simSource = join(repo, 'packages/sglang-sim/src/cli.ts');
 
 const { values: args } = parseArgs({
   options: {
@@ -91,48 +75,10 @@ const ROLE = 'rollout';
 const SERVED = 'sim-model';
 const durationS = Number(args.duration);
 const warmupS = Number(args.warmup);
-const engineKind = args.engine === 'auto' ? (existsSync(simSource) ? 'sim' : 'mini') : args.engine;
+const engineKind = args.engine === 'auto' ? defaultEngineKind() : (args.engine as 'sim' | 'mini');
 
-/** `node --import tsx <bench file> ...args`, so TypeScript bench entries run without a build. */
-const tsx = (file: string, rest: string[], nodeArgs: string[] = []): [string, string[]] => [
-  process.execPath,
-  [...nodeArgs, '--import', 'tsx', join(here, file), ...rest],
-];
-
-async function startEngines(
-  count: number,
-  decodeUs: number,
-  prefillUs: number,
-): Promise<{ urls: string[]; procs: Proc[] }> {
-  const procs: Proc[] = [];
-  const urls: string[] = [];
-  for (let i = 0; i < count; i++) {
-    const port = await freePort();
-    const flags = [
-      '--host',
-      '127.0.0.1',
-      '--port',
-      String(port),
-      '--served-model-name',
-      SERVED,
-      '--sim-decode-us-per-token',
-      String(decodeUs),
-      '--sim-prefill-us-per-token',
-      String(prefillUs),
-      '--sim-max-running-requests',
-      '4096',
-      '--skip-server-warmup',
-    ];
-    const proc =
-      engineKind === 'sim'
-        ? start(`engine-${i}`, process.execPath, [simCli, ...flags], repo)
-        : start(`engine-${i}`, ...tsx('mini-engine.ts', flags));
-    procs.push(proc);
-    urls.push(`http://127.0.0.1:${port}`);
-  }
-  await Promise.all(urls.map((u) => waitHttpOk(`${u}/health`)));
-  return { urls, procs };
-}
+const startEngines = (count: number, decodeUs: number, prefillUs: number) =>
+  launchEngines({ count, kind: engineKind, served: SERVED, decodeUs, prefillUs });
 
 interface Proxy {
   url: string;
@@ -197,29 +143,27 @@ async function startGateway(
   engines: string[],
   variant: GatewayVariant = { name: 'gateway', flags: [] },
 ): Promise<Proxy> {
-  const proc = start(
-    variant.name.replaceAll(' ', '-'),
-    ...niced(
-      tsx(
-        args.gateway === 'core' ? 'gateway-server.ts' : 'uis-gateway-server.ts',
-        ['--engines', engines.join(','), '--model', SERVED, '--role', ROLE, ...variant.flags],
-        [
-          ...(args['gateway-node-args'] ?? '').split(',').filter((a) => a !== ''),
-          ...(args['cpu-prof'] === undefined
-            ? []
-            : [
-                '--cpu-prof',
-                '--cpu-prof-dir',
-                resolve(args['cpu-prof']),
-                '--cpu-prof-interval',
-                String(args['cpu-prof-interval']),
-              ]),
-        ],
-      ),
-    ),
-  );
-  const { port } = await firstJsonLine<{ port: number }>(proc);
-  const url = `http://127.0.0.1:${port}`;
+  const { proc, url } = await startGatewayProc({
+    name: variant.name.replaceAll(' ', '-'),
+    kind: args.gateway === 'core' ? 'core' : 'uis',
+    engines,
+    served: SERVED,
+    role: ROLE,
+    flags: variant.flags,
+    nodeArgs: [
+      ...(args['gateway-node-args'] ?? '').split(',').filter((a) => a !== ''),
+      ...(args['cpu-prof'] === undefined
+        ? []
+        : [
+            '--cpu-prof',
+            '--cpu-prof-dir',
+            resolve(args['cpu-prof']),
+            '--cpu-prof-interval',
+            String(args['cpu-prof-interval']),
+          ]),
+    ],
+    wrap: niced,
+  });
   const stats = statsOf(url);
   const proxy: Proxy = {
     url,

@@ -106,13 +106,23 @@ const TICKS_PER_S = 100;
 
 /** CPU time (user + system, ms) of a process and its direct children, from /proc. */
 export function treeCpuMs(pid: number): number {
-  let ms = cpuMs(pid);
+  const t = treeCpuTimes(pid);
+  return t.userMs + t.systemMs;
+}
+
+/** User and system CPU time (ms) of a process and its direct children, from /proc (utime, stime). */
+export function treeCpuTimes(pid: number): { userMs: number; systemMs: number } {
+  const t = cpuTimes(pid);
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const stat = readStat(Number(entry));
-    if (stat !== undefined && Number(stat[1]) === pid) ms += cpuMs(Number(entry));
+    if (stat !== undefined && Number(stat[1]) === pid) {
+      const c = cpuTimes(Number(entry));
+      t.userMs += c.userMs;
+      t.systemMs += c.systemMs;
+    }
   }
-  return ms;
+  return t;
 }
 
 function readStat(pid: number): string[] | undefined {
@@ -125,10 +135,10 @@ function readStat(pid: number): string[] | undefined {
   }
 }
 
-function cpuMs(pid: number): number {
+function cpuTimes(pid: number): { userMs: number; systemMs: number } {
   const f = readStat(pid);
-  if (f === undefined) return 0;
-  return ((Number(f[11]) + Number(f[12])) * 1000) / TICKS_PER_S;
+  if (f === undefined) return { userMs: 0, systemMs: 0 };
+  return { userMs: (Number(f[11]) * 1000) / TICKS_PER_S, systemMs: (Number(f[12]) * 1000) / TICKS_PER_S };
 }
 
 export async function waitHttpOk(url: string, timeoutMs = 60_000): Promise<void> {
