@@ -16,8 +16,19 @@ import { profileLines, profileOf, summarizeProfile } from './cpu-profile.ts';
 import { defaultEngineKind, startEngines as launchEngines, startGatewayProc, tsx } from './launch.ts';
 import type { LatencySummary, LoadResult } from './load-stats.ts';
 import { findNginx, startNginx } from './nginx.ts';
-import { firstJsonLine, freePort, jsonLines, type Proc, start, stop, stopAll, treeCpuMs } from './procs.ts';
+import {
+  type CpuTimes,
+  firstJsonLine,
+  freePort,
+  jsonLines,
+  type Proc,
+  start,
+  stop,
+  stopAll,
+  treeCpuTimes,
+} from './procs.ts';
 import { findRouter, startRouter } from './sglang-router.ts';
+import { findStrace, type SyscallCounts, syscallsDuring } from './syscalls.ts';
 import { findWrk, runWrk, type WrkResult, wrkScript } from './wrk.ts';
 
 const { values: args } = parseArgs({
@@ -69,6 +80,9 @@ const { values: args } = parseArgs({
     /** Also run the whole stack with the other serving front than the product's default (`gateway node front` or
      * `gateway fast front`, see `gateway.front`): what the fast front saves. */
     'other-front': { type: 'boolean', default: false },
+    /** After the ceiling's rounds, count each proxy's syscalls per request with `strace -f -c` over a wrk window of
+     * this many seconds (nginx, the relays, the gateway): where a process's system time goes. */
+    strace: { type: 'string' },
   },
 });
 const ROLE = 'rollout';
@@ -83,7 +97,8 @@ const startEngines = (count: number, decodeUs: number, prefillUs: number) =>
 interface Proxy {
   url: string;
   proc: Proc;
-  cpuMs(): Promise<number>;
+  /** CPU time of the process (and its direct children: nginx's workers), user and system apart, from /proc. */
+  cpu(): CpuTimes;
   /** The gateway's own view of the last measured window (phases, event-loop delay, pools); `reset` starts one. */
   stats?(reset: boolean): Promise<Record<string, unknown>>;
   /** The first measured window's start on the process's monotonic clock (us): its CPU profile starts there. */
@@ -171,7 +186,7 @@ async function startGateway(
     // Read from /proc like the other proxies, not fetched from the gateway: the fetch sent at a window's start
     // could be held until the window's end (a lone request from the otherwise idle bench process), and the
     // window's CPU came out ~0 (0.001 ms/request for the whole stack's streaming column).
-    cpuMs: async () => treeCpuMs(proc.pid),
+    cpu: () => treeCpuTimes(proc.pid),
     // Window diagnostics: the core server adds request phases and pool churn from its own completion hook; the
     // whole stack reports CPU, context switches, event-loop delay and GC.
     stats: async (reset: boolean) => {
@@ -205,7 +220,7 @@ async function startNodeRelay(engines: string[], front: 'http' | 'raw'): Promise
   );
   const { port } = await firstJsonLine<{ port: number }>(proc);
   const url = `http://127.0.0.1:${port}`;
-  return { url, proc, cpuMs: async () => treeCpuMs(proc.pid), stats: statsOf(url) };
+  return { url, proc, cpu: () => treeCpuTimes(proc.pid), stats: statsOf(url) };
 }
 
 async function startNginxProxy(bin: string, engines: string[]): Promise<Proxy> {
@@ -229,7 +244,7 @@ async function startNginxProxy(bin: string, engines: string[]): Promise<Proxy> {
       await new Promise((r) => setTimeout(r, 100));
     }
   }
-  return { url, proc, cpuMs: async () => treeCpuMs(proc.pid) };
+  return { url, proc, cpu: () => treeCpuTimes(proc.pid) };
 }
 
 /** Runs the streaming load generator; CPU of the proxy is sampled exactly around the measured window. */
@@ -266,7 +281,7 @@ async function streamLoad(
   urls: string[],
   body: string,
   proxy: Proxy | undefined,
-): Promise<{ load: LoadResult; cpuMs?: number; loop?: LoopDelay }> {
+): Promise<{ load: LoadResult; loop?: LoopDelay } & WindowCpu> {
   // The window's event-loop delay and GC start before the load does (its ramp included, every column alike): a
   // reset sent at the measured window's start was answered only at its end in most rounds (the process busy with
   // 512 streams), and the window read came out empty.
@@ -287,15 +302,15 @@ async function streamLoad(
     ]),
   );
   let load: LoadResult | undefined;
-  let cpu0: Promise<number> | undefined;
-  let cpuEnd: Promise<number> | undefined;
+  let cpu0: CpuTimes | undefined;
+  let cpuEnd: CpuTimes | undefined;
   let loop: Promise<LoopDelay | undefined> | undefined;
   const exit = await jsonLines(proc, (v) => {
     const line = v as { phase?: string } & LoadResult;
     if (line.phase === 'start') {
-      cpu0 = proxy?.cpuMs();
+      cpu0 = proxy?.cpu();
     } else if (line.phase === 'end') {
-      cpuEnd = proxy?.cpuMs();
+      cpuEnd = proxy?.cpu();
       loop = proxy?.stats?.(false).then(
         (s) => {
           diagnostics.push(diagnosticLine(s, proxy?.proc.name ?? '-'));
@@ -320,22 +335,22 @@ async function streamLoad(
   const delay = await loop;
   const withLoop = delay === undefined ? {} : { loop: delay };
   if (proxy === undefined || cpu0 === undefined || cpuEnd === undefined) return { load, ...withLoop };
-  return { load, cpuMs: (await cpuEnd) - (await cpu0), ...withLoop };
+  return { load, ...windowCpu(cpu0, cpuEnd), ...withLoop };
 }
 
 async function wrkLoad(
   urls: string[],
   body: string,
   proxy: Proxy | undefined,
-): Promise<{ load: WrkResult; cpuMs?: number; loop?: LoopDelay }> {
+): Promise<{ load: WrkResult; loop?: LoopDelay } & WindowCpu> {
   const script = wrkScript(body);
   const conns = Number(args['ceiling-concurrency']);
   const per = Math.max(1, Math.floor(conns / urls.length));
   await Promise.all(urls.map((u) => runWrk(u, per, Math.max(1, warmupS), script)));
   await proxy?.stats?.(true);
-  const cpu0 = await proxy?.cpuMs();
+  const cpu0 = proxy?.cpu();
   const runs = await Promise.all(urls.map((u) => runWrk(u, per, durationS, script)));
-  const cpu1 = await proxy?.cpuMs();
+  const cpu1 = proxy?.cpu();
   const stats = await proxy?.stats?.(false);
   const loop = stats === undefined ? undefined : loopOf(stats);
   // Several wrk processes (direct to several engines): sum the rates, weight p50 by requests, keep the worst p99.
@@ -352,8 +367,15 @@ async function wrkLoad(
   const withLoop = loop === undefined ? {} : { loop };
   return cpu0 === undefined || cpu1 === undefined
     ? { load, ...withLoop }
-    : { load, cpuMs: cpu1 - cpu0, ...withLoop };
+    : { load, ...windowCpu(cpu0, cpu1), ...withLoop };
 }
+
+/** A measured window's CPU: `cpuMs` user + system, `sysMs` of it in the kernel (syscalls, loopback delivery). */
+type WindowCpu = { cpuMs?: number; sysMs?: number };
+const windowCpu = (a: CpuTimes, b: CpuTimes) => ({
+  cpuMs: b.userMs + b.systemMs - a.userMs - a.systemMs,
+  sysMs: b.systemMs - a.systemMs,
+});
 
 /** One line of gateway phase percentiles: where the time between request-in and first-byte-out went. */
 function diagnosticLine(s: Record<string, unknown>, name: string): string {
@@ -415,6 +437,7 @@ function mergeSummary(list: LatencySummary[]): LatencySummary {
 type StreamRun = {
   load: LoadResult;
   cpuMs?: number;
+  sysMs?: number;
   loop?: LoopDelay;
   totalP99ByRound?: number[];
   cpuByRound?: string;
@@ -450,7 +473,6 @@ const cpuByRound = (runs: Array<{ cpuMs?: number; requests: number }>, digits: n
 function mergeStream(runs: StreamRun[]): StreamRun {
   const sum = (k: 'durationS' | 'requests' | 'errors' | 'events' | 'chunks') =>
     runs.reduce((a, r) => a + r.load[k], 0);
-  const cpu = runs.every((r) => r.cpuMs !== undefined) ? runs.reduce((a, r) => a + r.cpuMs!, 0) : undefined;
   return {
     load: {
       durationS: sum('durationS'),
@@ -462,7 +484,7 @@ function mergeStream(runs: StreamRun[]): StreamRun {
       totalMs: mergeSummary(runs.map((r) => r.load.totalMs)),
       gapMs: mergeSummary(runs.map((r) => r.load.gapMs)),
     },
-    ...(cpu === undefined ? {} : { cpuMs: cpu }),
+    ...sumCpu(runs),
     totalP99ByRound: runs.map((r) => r.load.totalMs.p99),
     cpuByRound: cpuByRound(
       runs.map((r) => ({ ...(r.cpuMs === undefined ? {} : { cpuMs: r.cpuMs }), requests: r.load.requests })),
@@ -470,6 +492,27 @@ function mergeStream(runs: StreamRun[]): StreamRun {
     ),
     rounds: runs,
   };
+}
+
+/** The CPU fields of a window, when it has them. */
+const cpuOf = (r: WindowCpu): WindowCpu =>
+  r.cpuMs === undefined || r.sysMs === undefined ? {} : { cpuMs: r.cpuMs, sysMs: r.sysMs };
+/** The CPU of several windows, when every one has it. */
+const sumCpu = (runs: WindowCpu[]): WindowCpu =>
+  runs.every((r) => r.cpuMs !== undefined && r.sysMs !== undefined)
+    ? { cpuMs: runs.reduce((a, r) => a + r.cpuMs!, 0), sysMs: runs.reduce((a, r) => a + r.sysMs!, 0) }
+    : {};
+/** `user + system` per unit, each the median over rounds: where a process's CPU goes, in V8/libuv or in the
+ * kernel. */
+function splitCell(rounds: WindowCpu[], units: (i: number) => number): string {
+  const per = (k: 'user' | 'sys') =>
+    rounds.flatMap((r, i) =>
+      r.cpuMs === undefined || r.sysMs === undefined
+        ? []
+        : [((k === 'sys' ? r.sysMs : r.cpuMs - r.sysMs) * 1000) / Math.max(1, units(i))],
+    );
+  const user = per('user');
+  return user.length === 0 ? '-' : `${f(median(user), 1)} + ${f(median(per('sys')), 1)}`;
 }
 
 type Column = { name: string; cells: Record<string, string> } | { name: string; skipped: string };
@@ -631,6 +674,8 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
                   ),
                   1,
                 ),
+          'proxy CPU us/event, user + system: medians':
+            name === 'direct' ? '-' : splitCell(r.rounds ?? [], (i) => r.rounds![i]!.load.events),
           'event-loop delay p99 / max ms: median (by round)': loopCell(r.rounds ?? []),
           // Every stream of an engine gets its token in the same decode step: the proxy relays bursts of
           // (concurrency) events that it, the engines and the load generator work off on the same cores. The
@@ -746,6 +791,7 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
       p50: number;
       p99: number;
       cpuMs?: number;
+      sysMs?: number;
       cpuByRound?: string;
       loop?: LoopDelay;
       rounds?: CeilingRun[];
@@ -758,7 +804,7 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
           ...l,
           p50: l.p50Ms,
           p99: l.p99Ms,
-          ...(r.cpuMs === undefined ? {} : { cpuMs: r.cpuMs }),
+          ...cpuOf(r),
           ...(r.loop === undefined ? {} : { loop: r.loop }),
         };
       }
@@ -775,7 +821,7 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
         timeouts: 0,
         p50: l.totalMs.p50,
         p99: l.totalMs.p99,
-        ...(r.cpuMs === undefined ? {} : { cpuMs: r.cpuMs }),
+        ...cpuOf(r),
         ...(r.loop === undefined ? {} : { loop: r.loop }),
       };
     };
@@ -784,9 +830,6 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
       const durationS = runs.reduce((a, r) => a + r.durationS, 0);
       const weighted = (k: 'p50' | 'p99') =>
         runs.reduce((a, r) => a + r[k] * r.requests, 0) / Math.max(1, requests);
-      const cpu = runs.every((r) => r.cpuMs !== undefined)
-        ? runs.reduce((a, r) => a + r.cpuMs!, 0)
-        : undefined;
       return {
         rps: requests / durationS,
         durationS,
@@ -795,7 +838,7 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
         timeouts: runs.reduce((a, r) => a + r.timeouts, 0),
         p50: weighted('p50'),
         p99: weighted('p99'),
-        ...(cpu === undefined ? {} : { cpuMs: cpu }),
+        ...sumCpu(runs),
         cpuByRound: cpuByRound(runs, 4),
         rounds: runs,
       };
@@ -863,6 +906,8 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
                 ),
           'proxy CPU us/request: median (by round)':
             name === 'direct' ? '-' : medianCell(rounds(r).map(cpuUs), 1),
+          'proxy CPU us/request, user + system: medians':
+            name === 'direct' ? '-' : splitCell(rounds(r), (i) => rounds(r)[i]!.requests),
           'event-loop delay p99 / max ms: median (by round)': loopCell(rounds(r)),
           'requests/s (all rounds)': f(r.rps, 0),
           errors: r.timeouts === 0 ? String(r.errors) : `${r.errors} (${r.timeouts} wrk 2 s timeouts)`,
@@ -887,9 +932,78 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
         ROUTER_NOTE,
       ],
     );
+    if (args.strace !== undefined)
+      await printSyscalls(
+        [
+          { name: 'nginx', proxy: proxyNginx, path: `/${ROLE}/generate` },
+          { name: 'node relay', proxy: nodeRelay, path: '/generate' },
+          { name: 'raw relay', proxy: rawRelay, path: '/generate' },
+          { name: 'gateway', proxy: gateway, path: `/${ROLE}/generate` },
+          ...variants.map(({ name, proxy }) => ({ name, proxy, path: `/${ROLE}/generate` })),
+        ],
+        body,
+      );
   } finally {
     await stopAll();
   }
+}
+
+/** Syscalls per request of each proxy under the ceiling's load (`--strace S`), one wrk window each. */
+async function printSyscalls(
+  columns: Array<{ name: string; proxy: Proxy | undefined; path: string }>,
+  body: string,
+): Promise<void> {
+  const strace = findStrace();
+  if ('missing' in strace) {
+    console.log(`\n- syscalls not counted: ${strace.missing}`);
+    return;
+  }
+  const script = wrkScript(body);
+  const counted: Array<{ name: string; counts: SyscallCounts & { requests: number } }> = [];
+  for (const { name, proxy, path } of columns) {
+    if (proxy === undefined) continue;
+    const counts = await syscallsDuring(
+      proxy.proc.pid,
+      async () =>
+        (
+          await runWrk(
+            `${proxy.url}${path}`,
+            Number(args['ceiling-concurrency']),
+            Number(args.strace),
+            script,
+          )
+        ).requests,
+    );
+    counted.push({ name, counts });
+  }
+  // Rows: the total and every syscall that is among some column's six most frequent.
+  const top = new Set(
+    counted.flatMap(({ counts }) =>
+      Object.entries(counts.calls)
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, 6)
+        .map(([k]) => k),
+    ),
+  );
+  const per = (c: SyscallCounts & { requests: number }, n: number | undefined) =>
+    f((n ?? 0) / Math.max(1, c.requests), 2);
+  const cols: Column[] = counted.map(({ name, counts }) => ({
+    name,
+    cells: {
+      'requests in the window': String(counts.requests),
+      'syscalls/request': per(counts, counts.total),
+      ...Object.fromEntries([...top].map((k) => [`${k}/request`, per(counts, counts.calls[k])])),
+    },
+  }));
+  if (cols.length === 0) return;
+  printTable(
+    `syscalls per request under the ceiling's load (strace -f -c, ${args.strace} s of wrk per column)`,
+    Object.keys((cols[0] as { cells: Record<string, string> }).cells),
+    cols,
+    [
+      'strace slows the traced process several times: its request rate here means nothing, and a slower process batches more per wakeup (epoll_wait per request reads low); calls per write/read are what this is for',
+    ],
+  );
 }
 
 async function main(): Promise<void> {

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { defaultEngineKind, REPO, startEngines, startGatewayProc, tsx } from './launch.ts';
 import type { LoadResult } from './load-stats.ts';
-import { jsonLines, type Proc, start, stopAll, treeCpuTimes } from './procs.ts';
+import { type CpuTimes, jsonLines, type Proc, start, stopAll, treeCpuTimes } from './procs.ts';
 import { findWrk, runWrk, wrkScript } from './wrk.ts';
 
 const { values: args } = parseArgs({
@@ -147,8 +147,8 @@ async function streamWindow(side: Side, body: string, seconds: number): Promise<
       body,
     ]),
   );
-  let c0: { userMs: number; systemMs: number } | undefined;
-  let c1: { userMs: number; systemMs: number } | undefined;
+  let c0: CpuTimes | undefined;
+  let c1: CpuTimes | undefined;
   let load: LoadResult | undefined;
   const exit = await jsonLines(proc, (v) => {
     const line = v as { phase?: string } & LoadResult;

@@ -104,25 +104,31 @@ export function freePort(): Promise<number> {
 
 const TICKS_PER_S = 100;
 
-/** CPU time (user + system, ms) of a process and its direct children, from /proc. */
-export function treeCpuMs(pid: number): number {
-  const t = treeCpuTimes(pid);
-  return t.userMs + t.systemMs;
+export interface CpuTimes {
+  userMs: number;
+  systemMs: number;
 }
 
 /** User and system CPU time (ms) of a process and its direct children, from /proc (utime, stime). */
-export function treeCpuTimes(pid: number): { userMs: number; systemMs: number } {
+export function treeCpuTimes(pid: number): CpuTimes {
   const t = cpuTimes(pid);
+  for (const child of childPids(pid)) {
+    const c = cpuTimes(child);
+    t.userMs += c.userMs;
+    t.systemMs += c.systemMs;
+  }
+  return t;
+}
+
+/** The direct children of a process (nginx's workers), from /proc. */
+export function childPids(pid: number): number[] {
+  const out: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const stat = readStat(Number(entry));
-    if (stat !== undefined && Number(stat[1]) === pid) {
-      const c = cpuTimes(Number(entry));
-      t.userMs += c.userMs;
-      t.systemMs += c.systemMs;
-    }
+    if (stat !== undefined && Number(stat[1]) === pid) out.push(Number(entry));
   }
-  return t;
+  return out;
 }
 
 function readStat(pid: number): string[] | undefined {
@@ -135,7 +141,7 @@ function readStat(pid: number): string[] | undefined {
   }
 }
 
-function cpuTimes(pid: number): { userMs: number; systemMs: number } {
+function cpuTimes(pid: number): CpuTimes {
   const f = readStat(pid);
   if (f === undefined) return { userMs: 0, systemMs: 0 };
   return { userMs: (Number(f[11]) * 1000) / TICKS_PER_S, systemMs: (Number(f[12]) * 1000) / TICKS_PER_S };

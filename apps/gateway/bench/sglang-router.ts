@@ -1,7 +1,7 @@
 /** The real SGLang router (`python3 -m sglang_router.launch_router`) as a bench column, in front of the same
  * engines as the other columns. */
 import { execFileSync } from 'node:child_process';
-import { freePort, type Proc, start, treeCpuMs } from './procs.ts';
+import { type CpuTimes, freePort, type Proc, start, treeCpuTimes } from './procs.ts';
 
 export function findRouter(): { python: string } | { missing: string } {
   try {
@@ -19,7 +19,7 @@ export async function startRouter(
   engines: string[],
   /** Wraps the command (e.g. `nice -n N`), as the bench does for every proxy. */
   wrap: (cmd: [string, string[]]) => [string, string[]] = (c) => c,
-): Promise<{ url: string; proc: Proc; cpuMs(): Promise<number> }> {
+): Promise<{ url: string; proc: Proc; cpu(): CpuTimes }> {
   const port = await freePort();
   const metrics = await freePort();
   const argv = [
@@ -57,5 +57,5 @@ export async function startRouter(
     await new Promise((r) => setTimeout(r, 200));
   }
   // The router is one multi-threaded process: /proc/<pid>/stat counts every thread.
-  return { url, proc, cpuMs: async () => treeCpuMs(proc.pid) };
+  return { url, proc, cpu: () => treeCpuTimes(proc.pid) };
 }
