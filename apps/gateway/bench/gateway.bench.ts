@@ -13,12 +13,11 @@ import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { GATEWAY_FRONT_DEFAULT as DEFAULT_FRONT } from '@uis/spec';
 import { profileLines, profileOf, summarizeProfile } from './cpu-profile.ts';
-import { defaultEngineKind, startEngines as launchEngines, startGatewayProc, tsx } from './launch.ts';
+import { defaultEngineKind, startEngines as launchEngines, startServerProc, tsx } from './launch.ts';
 import type { LatencySummary, LoadResult } from './load-stats.ts';
 import { findNginx, startNginx } from './nginx.ts';
 import {
   type CpuTimes,
-  firstJsonLine,
   freePort,
   jsonLines,
   type Proc,
@@ -158,7 +157,7 @@ async function startGateway(
   engines: string[],
   variant: GatewayVariant = { name: 'gateway', flags: [] },
 ): Promise<Proxy> {
-  const { proc, url } = await startGatewayProc({
+  const { proc, url } = await startServerProc({
     name: variant.name.replaceAll(' ', '-'),
     kind: args.gateway === 'core' ? 'core' : 'uis',
     engines,
@@ -214,12 +213,14 @@ const loopOf = (s: Record<string, unknown>): LoopDelay | undefined => {
 
 /** The calibration column: the least a Node streaming relay does (bench/node-relay.ts). */
 async function startNodeRelay(engines: string[], front: 'http' | 'raw'): Promise<Proxy> {
-  const proc = start(
-    `${front}-relay`,
-    ...niced(tsx('node-relay.ts', ['--engines', engines.join(','), '--front', front])),
-  );
-  const { port } = await firstJsonLine<{ port: number }>(proc);
-  const url = `http://127.0.0.1:${port}`;
+  const { proc, url } = await startServerProc({
+    name: `${front}-relay`,
+    kind: front === 'raw' ? 'raw relay' : 'node relay',
+    engines,
+    served: SERVED,
+    role: ROLE,
+    wrap: niced,
+  });
   return { url, proc, cpu: () => treeCpuTimes(proc.pid), stats: statsOf(url) };
 }
 

@@ -64,11 +64,14 @@ export async function startEngines(o: EngineOptions): Promise<{ urls: string[]; 
   return { urls, procs };
 }
 
-export interface GatewayLaunch {
+/** The bench's servers: the product's whole stack (`uis`, uis-gateway-server.ts), the forwarding core (`core`,
+ * gateway-server.ts), and the calibration relays (node-relay.ts with a raw `net` front or node:http). */
+export type ServerKind = 'uis' | 'core' | 'raw relay' | 'node relay';
+
+export interface ServerLaunch {
   /** Process name (bench output, errors). */
   name: string;
-  /** `uis`: the product's whole stack (uis-gateway-server.ts); `core`: the forwarding core (gateway-server.ts). */
-  kind: 'uis' | 'core';
+  kind: ServerKind;
   engines: string[];
   served: string;
   role: string;
@@ -80,15 +83,22 @@ export interface GatewayLaunch {
   wrap?: (cmd: [string, string[]]) => [string, string[]];
 }
 
-/** A bench gateway process, up once it printed its port. */
-export async function startGatewayProc(g: GatewayLaunch): Promise<{ proc: Proc; url: string }> {
+/** The path prefix of a server's serving routes (`/generate` is under it): the gateways serve per role. */
+export const servingPrefix = (kind: ServerKind, role: string): string =>
+  kind === 'uis' || kind === 'core' ? `/${role}` : '';
+
+/** A bench server process, up once it printed its port. */
+export async function startServerProc(g: ServerLaunch): Promise<{ proc: Proc; url: string }> {
   const benchDir = g.benchDir ?? BENCH_DIR;
-  const cmd = tsx(
-    g.kind === 'core' ? 'gateway-server.ts' : 'uis-gateway-server.ts',
-    ['--engines', g.engines.join(','), '--model', g.served, '--role', g.role, ...(g.flags ?? [])],
-    g.nodeArgs ?? [],
-    benchDir,
-  );
+  const engines = ['--engines', g.engines.join(',')];
+  const [file, rest] =
+    g.kind === 'uis' || g.kind === 'core'
+      ? [
+          g.kind === 'core' ? 'gateway-server.ts' : 'uis-gateway-server.ts',
+          [...engines, '--model', g.served, '--role', g.role],
+        ]
+      : ['node-relay.ts', [...engines, '--front', g.kind === 'raw relay' ? 'raw' : 'http']];
+  const cmd = tsx(file, [...rest, ...(g.flags ?? [])], g.nodeArgs ?? [], benchDir);
   // cwd: the checkout's apps/gateway, so `--import tsx` and the server's imports resolve in that checkout.
   const proc = start(g.name, ...(g.wrap ?? ((c) => c))(cmd), dirname(benchDir));
   const { port } = await firstJsonLine<{ port: number }>(proc);

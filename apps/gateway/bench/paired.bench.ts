@@ -13,7 +13,15 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync
 import { loadavg, setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { defaultEngineKind, REPO, startEngines, startGatewayProc, tsx } from './launch.ts';
+import {
+  defaultEngineKind,
+  REPO,
+  type ServerKind,
+  servingPrefix,
+  startEngines,
+  startServerProc,
+  tsx,
+} from './launch.ts';
 import type { LoadResult } from './load-stats.ts';
 import { type CpuTimes, jsonLines, type Proc, start, stopAll, treeCpuTimes } from './procs.ts';
 import { findWrk, runWrk, wrkScript } from './wrk.ts';
@@ -39,6 +47,10 @@ const { values: args } = parseArgs({
     /** Extra uis-gateway-server flags for one side (e.g. --front,node). */
     'new-flags': { type: 'string', default: '' },
     'base-flags': { type: 'string', default: '' },
+    /** What both sides run: `uis` (the product's whole stack), `core` (the forwarding core), `raw-relay` or
+     * `node-relay` (the calibration relays, bench/node-relay.ts): to measure a node flag or an I/O strategy on the
+     * least Node does before on the gateway. */
+    server: { type: 'string', default: 'uis' },
     /** Scheduling priority of the bench and everything it starts. */
     nice: { type: 'string' },
   },
@@ -49,6 +61,18 @@ const durationS = Number(args.duration);
 const warmupS = Number(args.warmup);
 /** Removes the base worktree; set while it exists (an interrupted run removes it too). */
 let removeBase: (() => void) | undefined;
+const SERVERS: Record<string, ServerKind> = {
+  uis: 'uis',
+  core: 'core',
+  'raw-relay': 'raw relay',
+  'node-relay': 'node relay',
+};
+const server: ServerKind =
+  SERVERS[args.server] ??
+  (() => {
+    throw new Error(`--server: one of ${Object.keys(SERVERS).join(', ')}`);
+  })();
+const prefix = servingPrefix(server, ROLE);
 const list = (s: string | undefined) => (s ?? '').split(',').filter((a) => a !== '');
 
 interface Side {
@@ -118,7 +142,7 @@ function linkBuiltDependencies(dir: string): void {
 /** One side's wrk window (the ceiling's POST /generate), CPU read from /proc around it. */
 async function wrkWindow(side: Side, script: string, seconds: number): Promise<Window> {
   const c0 = treeCpuTimes(side.proc.pid);
-  const r = await runWrk(`${side.url}/${ROLE}/generate`, Number(args.connections), seconds, script);
+  const r = await runWrk(`${side.url}${prefix}/generate`, Number(args.connections), seconds, script);
   const c1 = treeCpuTimes(side.proc.pid);
   return {
     units: r.requests,
@@ -136,7 +160,7 @@ async function streamWindow(side: Side, body: string, seconds: number): Promise<
     `load-${side.name}`,
     ...tsx('stream-load.ts', [
       '--urls',
-      `${side.url}/${ROLE}/v1/chat/completions`,
+      `${side.url}${prefix}/v1/chat/completions`,
       '--concurrency',
       String(args['stream-concurrency']),
       '--duration',
@@ -205,9 +229,9 @@ async function main(): Promise<void> {
       prefillUs: args.stream ? 200 : 0,
     });
     const launch = async (name: 'new' | 'base', benchDir: string | undefined): Promise<Side> => {
-      const { proc, url } = await startGatewayProc({
-        name: `gateway-${name}`,
-        kind: 'uis',
+      const { proc, url } = await startServerProc({
+        name: `${args.server}-${name}`,
+        kind: server,
         engines: engines.urls,
         served: SERVED,
         role: ROLE,
@@ -222,9 +246,10 @@ async function main(): Promise<void> {
     const script = wrkScript(
       JSON.stringify({ text: 'The capital of France is', sampling_params: { max_new_tokens: 8 } }),
     );
-    // The gateway gets an alias so it really rewrites `model`, as in `pnpm bench`'s streaming table.
+    // The gateway gets an alias so it really rewrites `model`, as in `pnpm bench`'s streaming table; a relay
+    // forwards the body as it is.
     const streamBody = JSON.stringify({
-      model: 'bench-alias',
+      model: prefix === '' ? SERVED : 'bench-alias',
       messages: [{ role: 'user', content: 'Write a haiku about GPUs.' }],
       stream: true,
       max_tokens: Number(args['stream-tokens']),
@@ -233,7 +258,7 @@ async function main(): Promise<void> {
       args.stream ? streamWindow(s, streamBody, seconds) : wrkWindow(s, script, seconds);
     const unit = args.stream ? 'SSE event' : 'request';
     console.log(
-      `paired bench (${args.stream ? `stream: ${args['stream-concurrency']} chat streams of ${args['stream-tokens']} tokens` : `ceiling: wrk ${args.connections} connections, POST /generate`} per side, ${engines.urls.length} sim engine(s) shared): ` +
+      `paired bench, ${server} (${args.stream ? `stream: ${args['stream-concurrency']} chat streams of ${args['stream-tokens']} tokens` : `ceiling: wrk ${args.connections} connections, POST /generate`} per side, ${engines.urls.length} sim engine(s) shared): ` +
         `new = ${head.slice(0, 9)}${dirty ? ' + uncommitted changes' : ''} (this tree${args['new-node-args'] ? `, node ${args['new-node-args']}` : ''}${args['new-flags'] ? `, ${args['new-flags']}` : ''}), ` +
         `base = ${args.base} ${base.commit.slice(0, 9)}${args['base-node-args'] ? ` (node ${args['base-node-args']})` : ''}${args['base-flags'] ? ` (${args['base-flags']})` : ''}; ` +
         `${args.rounds} rounds of ${durationS} s after ${warmupS} s warm-up; load average ${loadavg()
