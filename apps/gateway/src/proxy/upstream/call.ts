@@ -1,12 +1,6 @@
 import type { Socket } from 'node:net';
-import {
-  type BodyFraming,
-  ChunkedScanner,
-  ProtocolError,
-  parseResponseHead,
-  type ResponseHead,
-  requestHead,
-} from './http1.ts';
+import type { HeadMemo } from './head-memo.ts';
+import { type BodyFraming, ChunkedScanner, ProtocolError, type ResponseHead, requestHead } from './http1.ts';
 import type { SweepClock, UpstreamController, UpstreamHandler, UpstreamRequest } from './pool-types.ts';
 import { UpstreamError } from './upstream-error.ts';
 
@@ -40,6 +34,8 @@ export interface CallPool {
   /** The engine's `Host` header value. */
   readonly host: string;
   readonly clock: SweepClock;
+  /** The engine's answer heads seen before (they repeat). */
+  readonly heads: HeadMemo;
   /** Takes a call that fails while queued out of the queue. */
   unqueue(call: Call): void;
   /** Sends a call once more on a fresh socket (its reused socket closed before any answer). */
@@ -155,7 +151,7 @@ export class Call implements UpstreamController {
     let head: ResponseHead | undefined;
     for (;;) {
       try {
-        head = parseResponseHead(data, this.req.method ?? 'POST');
+        head = this.pool.heads.parse(data, this.req.method ?? 'POST');
       } catch (e) {
         this.fail(e as Error);
         return;

@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import { Call, STATE_CONNECTING, STATE_QUEUED } from './call.ts';
 import { Connection } from './connection.ts';
+import { HeadMemo } from './head-memo.ts';
 import type {
   EnginePoolOptions,
   EnginePoolStats,
@@ -38,6 +39,7 @@ export class EnginePool {
   readonly hostname: string;
   readonly port: number;
   readonly secure: boolean;
+  readonly heads = new HeadMemo();
   readonly #conns = new Set<Connection>();
   /** Idle sockets, most recently used last (reused first: they are the warmest). */
   readonly #idle: Connection[] = [];

@@ -133,6 +133,21 @@ function headEnd(buf: Buffer, limit: number): number {
   return -1;
 }
 
+/** How the answer's body is delimited (RFC 9112 6.3). */
+export function bodyFraming(
+  requestMethod: string,
+  status: number,
+  hasTransferEncoding: boolean,
+  chunked: boolean,
+  contentLength: number | undefined,
+): BodyFraming {
+  if (requestMethod === 'HEAD' || status === 204 || status === 304 || (status >= 100 && status < 200))
+    return 'none';
+  if (hasTransferEncoding) return chunked ? 'chunked' : 'close';
+  if (contentLength !== undefined) return contentLength === 0 ? 'none' : 'length';
+  return 'close';
+}
+
 /**
  * Parses a response head from `buf` (the bytes received so far). Returns undefined while the blank line has not
  * arrived; throws ProtocolError on anything that is not an HTTP/1.x response head. One pass over the head's text,
@@ -200,12 +215,7 @@ export function parseResponseHead(buf: Buffer, requestMethod = 'POST'): Response
         break;
     }
   }
-  let framing: BodyFraming;
-  if (requestMethod === 'HEAD' || status === 204 || status === 304 || (status >= 100 && status < 200))
-    framing = 'none';
-  else if (hasTransferEncoding) framing = chunked ? 'chunked' : 'close';
-  else if (contentLength !== undefined) framing = contentLength === 0 ? 'none' : 'length';
-  else framing = 'close';
+  const framing = bodyFraming(requestMethod, status, hasTransferEncoding, chunked, contentLength);
   const keepAlive =
     framing !== 'close' &&
     !connectionClose &&
