@@ -242,7 +242,11 @@ export class FastResponse extends Events {
       return ok;
     }
     if (head === undefined) return s.write(b);
-    return s.write(Buffer.concat([Buffer.from(head, 'latin1'), b]));
+    // Head and body in one buffer, one write: the body copied once behind the head's latin1 bytes.
+    const out = Buffer.allocUnsafe(head.length + b.length);
+    out.write(head, 0, 'latin1');
+    out.set(b, head.length);
+    return s.write(out);
   }
 
   end(chunk?: Buffer | string): this {
