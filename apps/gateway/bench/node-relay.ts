@@ -22,6 +22,10 @@ const { values } = parseArgs({
      * socket's bytes (request line, headers, Content-Length body) and the answer written on the socket, no
      * IncomingMessage/ServerResponse: what a raw serving front could save. */
     front: { type: 'string', default: 'http' },
+    /** How a head and its body go out, on both sides of the raw front (the paired bench compares them): `concat`
+     * (default), one Buffer made of both; `string`, one latin1 string (node writes a short string from its stack,
+     * with no Buffer); `cork`, two writes under cork (one writev). */
+    write: { type: 'string', default: 'concat' },
   },
 });
 const engines = (values.engines ?? '')
@@ -29,6 +33,19 @@ const engines = (values.engines ?? '')
   .filter((u) => u !== '')
   .map((u) => new URL(u));
 if (engines.length === 0) throw new Error('--engines is required');
+
+/** One head and its body onto a socket, as `--write` says. */
+const writeMessage: (s: Socket, head: string, body: Buffer) => void =
+  values.write === 'string'
+    ? (s, head, body) => s.write(head + body.toString('latin1'), 'latin1')
+    : values.write === 'cork'
+      ? (s, head, body) => {
+          s.cork();
+          s.write(head, 'latin1');
+          s.write(body);
+          s.uncork();
+        }
+      : (s, head, body) => s.write(Buffer.concat([Buffer.from(head, 'latin1'), body]));
 
 const CR = 13;
 const LF = 10;
@@ -209,7 +226,7 @@ function forward(url: string, body: Buffer, sink: Sink): void {
   const l = link(engine);
   const head = `POST ${url} HTTP/1.1\r\nhost: ${engines[engine]!.host}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`;
   relay(l, sink);
-  l.socket.write(Buffer.concat([Buffer.from(head, 'latin1'), body]));
+  writeMessage(l.socket, head, body);
 }
 
 function statsBody(url: string): string {
@@ -284,15 +301,11 @@ class RawConn {
       `HTTP/1.1 ${status} ${status === 200 ? 'OK' : 'X'}\r\ncontent-type: ${type}\r\n${framing}\r\nconnection: keep-alive\r\n\r\n`;
     return {
       sized: (status, type, body) => {
-        s.write(
-          Buffer.concat([Buffer.from(head(status, type, `content-length: ${body.length}`), 'latin1'), body]),
-        );
+        writeMessage(s, head(status, type, `content-length: ${body.length}`), body);
         this.#done();
       },
       chunkedHead: (status, type, first) => {
-        s.write(
-          Buffer.concat([Buffer.from(head(status, type, 'transfer-encoding: chunked'), 'latin1'), first]),
-        );
+        writeMessage(s, head(status, type, 'transfer-encoding: chunked'), first);
       },
       more: (b) => s.write(b),
       end: () => this.#done(),

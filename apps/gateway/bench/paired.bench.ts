@@ -88,6 +88,7 @@ interface Window {
   durationS: number;
   userMs: number;
   systemMs: number;
+  minorFaults: number;
   errors: number;
 }
 
@@ -150,6 +151,7 @@ async function wrkWindow(side: Side, script: string, seconds: number): Promise<W
     durationS: r.durationS,
     userMs: c1.userMs - c0.userMs,
     systemMs: c1.systemMs - c0.systemMs,
+    minorFaults: c1.minorFaults - c0.minorFaults,
     errors: r.errors,
   };
 }
@@ -188,6 +190,7 @@ async function streamWindow(side: Side, body: string, seconds: number): Promise<
     durationS: load.durationS,
     userMs: c1.userMs - c0.userMs,
     systemMs: c1.systemMs - c0.systemMs,
+    minorFaults: c1.minorFaults - c0.minorFaults,
     errors: load.errors,
   };
 }
@@ -293,10 +296,11 @@ async function main(): Promise<void> {
       console.log(`round ${r + 1}: new/base ${f(ratio, 3)}`);
     }
     printRounds(unit, rows);
-    const sumCpu = (ws: Window[], k: 'userMs' | 'systemMs') => ws.reduce((a, w) => a + w[k], 0);
+    const sumCpu = (ws: Window[], k: 'userMs' | 'systemMs' | 'minorFaults') =>
+      ws.reduce((a, w) => a + w[k], 0);
     const units = (ws: Window[]) => ws.reduce((a, w) => a + w.units, 0);
     const allRounds = (ws: Window[]) =>
-      `${f(((sumCpu(ws, 'userMs') + sumCpu(ws, 'systemMs')) * 1000) / units(ws))} us/${unit} (user ${f((sumCpu(ws, 'userMs') * 1000) / units(ws))}, system ${f((sumCpu(ws, 'systemMs') * 1000) / units(ws))})`;
+      `${f(((sumCpu(ws, 'userMs') + sumCpu(ws, 'systemMs')) * 1000) / units(ws))} us/${unit} (user ${f((sumCpu(ws, 'userMs') * 1000) / units(ws))}, system ${f((sumCpu(ws, 'systemMs') * 1000) / units(ws))}; ${f(sumCpu(ws, 'minorFaults') / units(ws), 3)} minor faults/${unit})`;
     console.log(
       `\nmedian new/base CPU per ${unit}: ${f(median(ratios.total), 3)} (user ${f(median(ratios.user), 3)}, system ${f(median(ratios.system), 3)}); ` +
         `all rounds: new ${allRounds(keep.new)}, base ${allRounds(keep.base)}; load average ${loadavg()

@@ -107,6 +107,8 @@ const TICKS_PER_S = 100;
 export interface CpuTimes {
   userMs: number;
   systemMs: number;
+  /** Minor page faults (kernel time that is no syscall: fresh pages the heap touches). */
+  minorFaults: number;
 }
 
 /** User and system CPU time (ms) of a process and its direct children, from /proc (utime, stime). */
@@ -116,6 +118,7 @@ export function treeCpuTimes(pid: number): CpuTimes {
     const c = cpuTimes(child);
     t.userMs += c.userMs;
     t.systemMs += c.systemMs;
+    t.minorFaults += c.minorFaults;
   }
   return t;
 }
@@ -143,8 +146,12 @@ function readStat(pid: number): string[] | undefined {
 
 function cpuTimes(pid: number): CpuTimes {
   const f = readStat(pid);
-  if (f === undefined) return { userMs: 0, systemMs: 0 };
-  return { userMs: (Number(f[11]) * 1000) / TICKS_PER_S, systemMs: (Number(f[12]) * 1000) / TICKS_PER_S };
+  if (f === undefined) return { userMs: 0, systemMs: 0, minorFaults: 0 };
+  return {
+    userMs: (Number(f[11]) * 1000) / TICKS_PER_S,
+    systemMs: (Number(f[12]) * 1000) / TICKS_PER_S,
+    minorFaults: Number(f[7]),
+  };
 }
 
 export async function waitHttpOk(url: string, timeoutMs = 60_000): Promise<void> {
