@@ -51,6 +51,9 @@ const { values: args } = parseArgs({
     'no-node-relay': { type: 'boolean', default: false },
     /** Leave out the second calibration column: the same relay with a raw `net` front instead of node:http. */
     'no-raw-relay': { type: 'boolean', default: false },
+    /** Also the floor under both relays: the same process passing bytes through with no HTTP at all (`tcp relay`,
+     * node-relay.ts `--front tcp`), the least a Node proxy does per request. */
+    'tcp-relay': { type: 'boolean', default: false },
     /** Scheduling priority (nice, -20..19) of the bench and so of every process it starts, all columns alike:
      * a negative value (root) keeps other work on a shared machine from preempting the measured processes. */
     nice: { type: 'string' },
@@ -212,16 +215,23 @@ const loopOf = (s: Record<string, unknown>): LoopDelay | undefined => {
 };
 
 /** The calibration column: the least a Node streaming relay does (bench/node-relay.ts). */
-async function startNodeRelay(engines: string[], front: 'http' | 'raw'): Promise<Proxy> {
+async function startNodeRelay(engines: string[], front: 'http' | 'raw' | 'tcp'): Promise<Proxy> {
   const { proc, url } = await startServerProc({
     name: `${front}-relay`,
-    kind: front === 'raw' ? 'raw relay' : 'node relay',
+    kind: front === 'http' ? 'node relay' : 'raw relay',
     engines,
     served: SERVED,
     role: ROLE,
+    flags: front === 'tcp' ? ['--front', 'tcp'] : [],
     wrap: niced,
   });
-  return { url, proc, cpu: () => treeCpuTimes(proc.pid), stats: statsOf(url) };
+  // The tcp relay passes every request to the engine, its own stats request too.
+  return {
+    url,
+    proc,
+    cpu: () => treeCpuTimes(proc.pid),
+    ...(front === 'tcp' ? {} : { stats: statsOf(url) }),
+  };
 }
 
 async function startNginxProxy(bin: string, engines: string[]): Promise<Proxy> {
@@ -263,6 +273,7 @@ async function startProxies(
   const proxyRouter = 'python' in router ? await startRouter(router.python, engines.urls, niced) : undefined;
   const nodeRelay = withNodeRelay ? await startNodeRelay(engines.urls, 'http') : undefined;
   const rawRelay = args['no-raw-relay'] ? undefined : await startNodeRelay(engines.urls, 'raw');
+  const tcpRelay = args['tcp-relay'] ? await startNodeRelay(engines.urls, 'tcp') : undefined;
   const stopAll = async (): Promise<void> => {
     const procs = [
       gateway.proc,
@@ -271,11 +282,12 @@ async function startProxies(
       proxyRouter?.proc,
       nodeRelay?.proc,
       rawRelay?.proc,
+      tcpRelay?.proc,
       ...engines.procs,
     ];
     await Promise.all(procs.filter((p) => p !== undefined).map(stop));
   };
-  return { gateway, variants, proxyNginx, proxyRouter, nodeRelay, rawRelay, stopAll };
+  return { gateway, variants, proxyNginx, proxyRouter, nodeRelay, rawRelay, tcpRelay, stopAll };
 }
 
 async function streamLoad(
@@ -548,12 +560,8 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
     Number(args['decode-us']),
     Number(args['prefill-us']),
   );
-  const { gateway, variants, proxyNginx, proxyRouter, nodeRelay, rawRelay, stopAll } = await startProxies(
-    engines,
-    nginx,
-    router,
-    !args['no-node-relay'],
-  );
+  const { gateway, variants, proxyNginx, proxyRouter, nodeRelay, rawRelay, tcpRelay, stopAll } =
+    await startProxies(engines, nginx, router, !args['no-node-relay']);
   const body = (model: string) =>
     JSON.stringify({
       model,
@@ -602,6 +610,14 @@ async function realistic(nginx: Found<'bin'>, router: Found<'python'>): Promise<
             {
               name: 'raw relay',
               run: () => streamLoad([`${rawRelay.url}/v1/chat/completions`], body(SERVED), rawRelay),
+            },
+          ]
+        : []),
+      ...(tcpRelay
+        ? [
+            {
+              name: 'tcp relay',
+              run: () => streamLoad([`${tcpRelay.url}/v1/chat/completions`], body(SERVED), tcpRelay),
             },
           ]
         : []),
@@ -719,6 +735,7 @@ const COLUMN_NAMES = [
   'sglang-router',
   'node relay',
   'raw relay',
+  'tcp relay',
   'gateway',
   ...VARIANT_NAMES,
 ];
@@ -764,6 +781,7 @@ function missingReason(name: string, nginx: Found<'bin'>, router: Found<'python'
   if (name === 'sglang-router' && 'missing' in router) return router.missing;
   if (name === 'node relay' && args['no-node-relay']) return '--no-node-relay';
   if (name === 'raw relay' && args['no-raw-relay']) return '--no-raw-relay';
+  if (name === 'tcp relay' && !args['tcp-relay']) return 'needs --tcp-relay';
   if (name === 'gateway bare' && args['no-bare']) return '--no-bare';
   if (name === 'gateway traced' && !args.traced) return 'needs --traced';
   if (name === 'gateway unprotected' && !args.unprotected) return 'needs --unprotected';
@@ -774,12 +792,8 @@ function missingReason(name: string, nginx: Found<'bin'>, router: Found<'python'
 async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<void> {
   const wrk = findWrk();
   const engines = await startEngines(Number(args['ceiling-engines']), 0, 0);
-  const { gateway, variants, proxyNginx, proxyRouter, nodeRelay, rawRelay, stopAll } = await startProxies(
-    engines,
-    nginx,
-    router,
-    !args['no-node-relay'],
-  );
+  const { gateway, variants, proxyNginx, proxyRouter, nodeRelay, rawRelay, tcpRelay, stopAll } =
+    await startProxies(engines, nginx, router, !args['no-node-relay']);
   const body = JSON.stringify({ text: 'The capital of France is', sampling_params: { max_new_tokens: 8 } });
   try {
     type CeilingRun = {
@@ -864,6 +878,7 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
           ? [{ name: 'node relay', run: () => run([`${nodeRelay.url}/generate`], nodeRelay) }]
           : []),
         ...(rawRelay ? [{ name: 'raw relay', run: () => run([`${rawRelay.url}/generate`], rawRelay) }] : []),
+        ...(tcpRelay ? [{ name: 'tcp relay', run: () => run([`${tcpRelay.url}/generate`], tcpRelay) }] : []),
         { name: 'gateway', run: () => run([`${gateway.url}/${ROLE}/generate`], gateway) },
         ...variants.map(({ name, proxy }) => ({
           name,
@@ -939,6 +954,7 @@ async function ceiling(nginx: Found<'bin'>, router: Found<'python'>): Promise<vo
           { name: 'nginx', proxy: proxyNginx, path: `/${ROLE}/generate` },
           { name: 'node relay', proxy: nodeRelay, path: '/generate' },
           { name: 'raw relay', proxy: rawRelay, path: '/generate' },
+          { name: 'tcp relay', proxy: tcpRelay, path: '/generate' },
           { name: 'gateway', proxy: gateway, path: `/${ROLE}/generate` },
           ...variants.map(({ name, proxy }) => ({ name, proxy, path: `/${ROLE}/generate` })),
         ],

@@ -20,7 +20,8 @@ const { values } = parseArgs({
     engines: { type: 'string' },
     /** `http` (default): node:http in front. `raw`: a `net` server with a minimal HTTP/1.1 request parser on the
      * socket's bytes (request line, headers, Content-Length body) and the answer written on the socket, no
-     * IncomingMessage/ServerResponse: what a raw serving front could save. */
+     * IncomingMessage/ServerResponse: what a raw serving front could save. `tcp`: no HTTP, bytes passed through
+     * on a connection of its own per client (see tcpFront). */
     front: { type: 'string', default: 'http' },
     /** How a head and its body go out, on both sides of the raw front (the paired bench compares them): `concat`
      * (default), one Buffer made of both; `string`, one latin1 string (node writes a short string from its stack,
@@ -318,4 +319,38 @@ function rawFront(): Server {
   return createNetServer({ noDelay: true }, (socket) => new RawConn(socket)) as unknown as Server;
 }
 
-windowStats.listen(values.front === 'raw' ? rawFront() : httpFront(), Number(values.port));
+/** `tcp`: no HTTP at all. Each client connection gets its own engine connection and the bytes pass through both
+ * ways unchanged (per request one read and one write each way, nothing parsed): the least a Node proxy can do per
+ * request, the floor under every HTTP front. Serves no `/_bench/stats` (that request would go to the engine). */
+function tcpFront(): Server {
+  let turn = 0;
+  return createNetServer({ noDelay: true }, (client) => {
+    const u = engines[turn++ % engines.length]!;
+    const engine = connect({
+      host: u.hostname,
+      port: Number(u.port),
+      noDelay: true,
+      onread: {
+        buffer: READ_BUFFER,
+        callback: (n, buf) => {
+          const data = Buffer.allocUnsafe(n);
+          data.set(buf.subarray(0, n));
+          client.write(data);
+          return true;
+        },
+      },
+    });
+    client.on('data', (b: Buffer) => engine.write(b));
+    const close = () => {
+      client.destroy();
+      engine.destroy();
+    };
+    for (const s of [client, engine]) {
+      s.on('error', close);
+      s.on('close', close);
+    }
+  }) as unknown as Server;
+}
+
+const fronts: Record<string, () => Server> = { raw: rawFront, http: httpFront, tcp: tcpFront };
+windowStats.listen((fronts[values.front] ?? httpFront)(), Number(values.port));
