@@ -27,8 +27,11 @@ const { values } = parseArgs({
      * (default), one Buffer made of both; `string`, one latin1 string (node writes a short string from its stack,
      * with no Buffer); `cork`, two writes under cork (one writev). */
     write: { type: 'string', default: 'concat' },
+    /** `off`: Nagle's algorithm left on for the raw and tcp fronts' sockets, both sides (default: TCP_NODELAY). */
+    nodelay: { type: 'string', default: 'on' },
   },
 });
+const noDelay = values.nodelay !== 'off';
 const engines = (values.engines ?? '')
   .split(',')
   .filter((u) => u !== '')
@@ -110,7 +113,7 @@ function link(engine: number): Link {
   l.socket = connect({
     host: u.hostname,
     port: Number(u.port),
-    noDelay: true,
+    noDelay,
     onread: {
       buffer: READ_BUFFER,
       callback: (n, buf) => {
@@ -316,7 +319,7 @@ class RawConn {
 
 function rawFront(): Server {
   // WindowStats listens on a node:http Server; a net.Server has the same listen/connection/address surface.
-  return createNetServer({ noDelay: true }, (socket) => new RawConn(socket)) as unknown as Server;
+  return createNetServer({ noDelay }, (socket) => new RawConn(socket)) as unknown as Server;
 }
 
 /** `tcp`: no HTTP at all. Each client connection gets its own engine connection and the bytes pass through both
@@ -324,12 +327,12 @@ function rawFront(): Server {
  * request, the floor under every HTTP front. Serves no `/_bench/stats` (that request would go to the engine). */
 function tcpFront(): Server {
   let turn = 0;
-  return createNetServer({ noDelay: true }, (client) => {
+  return createNetServer({ noDelay }, (client) => {
     const u = engines[turn++ % engines.length]!;
     const engine = connect({
       host: u.hostname,
       port: Number(u.port),
-      noDelay: true,
+      noDelay,
       onread: {
         buffer: READ_BUFFER,
         callback: (n, buf) => {
