@@ -67,6 +67,45 @@ describe('weight declaration', () => {
       expect(read.end).toBe(body.indexOf(text) + Buffer.byteLength(text.slice(0, close + 1)));
   });
 
+  it('finds the last weight_version wherever it is, near the end or far before it', () => {
+    const key = Buffer.from('"weight_version');
+    for (const tail of [0, 1, 200, 230, 240, 241, 242, 250, 255, 256, 257, 300, 5000])
+      for (const gap of [0, 1, 10, 300]) {
+        const body = Buffer.from(
+          `{"a":{"weight_version":"old"},${'x'.repeat(gap)}"meta_info":{"weight_version":"v${tail}"},"t":"${'y'.repeat(tail)}"}`,
+        );
+        const read = readAnswerVersions(body);
+        expect(read.version, `tail ${tail} gap ${gap}`).toBe(`v${tail}`);
+        expect(read.end).toBe(body.lastIndexOf(key) + key.length + 4 + `v${tail}`.length);
+      }
+    expect(readAnswerVersions(Buffer.from(`{"t":"${'y'.repeat(1000)}"}`)).version).toBeNull();
+    expect(readAnswerVersions(Buffer.from('"weight_versio')).version).toBeNull();
+  });
+
+  it('reads each answer its own version (the last one read is kept as text, not mistaken for the next)', () => {
+    const answer = (v: string) =>
+      Buffer.from(
+        `{"meta_info":{"weight_version":"${v}","weight_versions":[{"version":"${v}","start":0,"end":4}]}}`,
+      );
+    const long = `v${'9'.repeat(70)}`;
+    // [the version as JSON text, as read]: an escape goes through the parse.
+    for (const [text, v] of [
+      ['v1', 'v1'],
+      ['v2', 'v2'],
+      ['v2', 'v2'],
+      ['v1', 'v1'],
+      ['w1', 'w1'],
+      ['\\u00e9t\\u00e9', '\u00e9t\u00e9'],
+      ['été', 'été'],
+      ['ete', 'ete'],
+      [long, long],
+      [long, long],
+      ['v1', 'v1'],
+      ['', ''],
+    ])
+      expect(readAnswerVersions(answer(text!)).spans?.[0]?.version, text).toBe(v);
+  });
+
   it("reads SGLang's spans and declares their versions, ignoring what the replica served", () => {
     const read = readAnswerVersions(
       Buffer.from(`{"metadata":{"weight_version":"v2","weight_versions":${spans2}}}`),

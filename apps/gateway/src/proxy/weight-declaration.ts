@@ -36,7 +36,7 @@ const NONE: AnswerVersions = { version: null, spans: null, end: 0 };
  * answer's own (a batch answers one per prompt).
  */
 export function readAnswerVersions(body: Buffer): AnswerVersions {
-  const at = body.lastIndexOf(KEY);
+  const at = lastKey(body);
   if (at === -1) return NONE;
   let i = at + KEY.length;
   const spans = body[i] === 0x73; // "weight_versions"
@@ -74,6 +74,40 @@ function spansAt(body: Buffer, i: number): AnswerVersions {
 const VERSION = Buffer.from('version"');
 const START = Buffer.from('start"');
 const END = Buffer.from('end"');
+
+/** Where SGLang puts the field: at the answer's end (meta_info is its last key). */
+const NEAR_END_BYTES = 256;
+
+/** `body.lastIndexOf(KEY)`: the last bytes in a byte loop (the field is there, and it spares a call into C++
+ * per answer), the rest, if the key is not among them, by the search. */
+function lastKey(body: Buffer): number {
+  const near = Math.max(0, body.length - NEAR_END_BYTES);
+  for (let at = body.length - KEY.length; at >= near; at--)
+    if (body[at] === 0x22 && keyIs(body, at, KEY)) return at;
+  return near === 0 ? -1 : body.lastIndexOf(KEY, near - 1);
+}
+
+/** The last version read, as bytes and text: a replica serves one version for many answers (no string made
+ * per answer). */
+const lastVersion = Buffer.alloc(64);
+let lastVersionLength = -1;
+let lastVersionText = '';
+
+function versionText(body: Buffer, from: number, to: number): string {
+  const n = to - from;
+  if (n === lastVersionLength) {
+    let k = 0;
+    while (k < n && body[from + k] === lastVersion[k]) k++;
+    if (k === n) return lastVersionText;
+  }
+  const text = body.toString('utf8', from, to);
+  if (n <= lastVersion.length) {
+    body.copy(lastVersion, 0, from, to);
+    lastVersionLength = n;
+    lastVersionText = text;
+  }
+  return text;
+}
 
 const isWs = (c: number | undefined) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 
@@ -121,7 +155,7 @@ function quickSpans(body: Buffer, i: number): AnswerVersions | undefined {
           if (c === undefined || c === 0x5c || c < 0x20) return undefined;
           if (c === 0x5d) return NONE;
         }
-        version = body.toString('utf8', from, i);
+        version = versionText(body, from, i);
         i++;
       } else {
         const from = i;
