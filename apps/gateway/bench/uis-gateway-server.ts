@@ -28,6 +28,9 @@ const { values } = parseArgs({
      * column, what the protection costs. Otherwise each role has an admission limit high enough never to queue
      * at the bench's concurrency, so every request passes through the gate. */
     unprotected: { type: 'boolean', default: false },
+    /** The model's weights can change (`weight_source: disk`): its OpenAI streams are rewritten to declare their
+     * versions (`openai_stream_versions`), what that costs per SSE event. */
+    'stream-versions': { type: 'boolean', default: false },
     /** `fast`: the fast serving front before node:http (`gateway.front: fast`); `node`: node:http alone. */
     front: { type: 'string', default: DEFAULT_FRONT },
   },
@@ -50,7 +53,7 @@ const config = parseConfig({
         {
           name: model,
           model_path: `/bench/${model}`,
-          weight_source: 'static',
+          weight_source: values['stream-versions'] ? 'disk' : 'static',
           engine_groups: [{ num_gpus: engines.length, gpus_per_engine: 1 }],
         },
       ],

@@ -240,14 +240,11 @@ export class Exchange implements UpstreamHandler, Admittable {
         ? this.#route!.versions?.stream?.(this.#target!)
         : undefined;
     this.#rewrite = rewrite;
-    if (
-      rewrite === undefined &&
-      framing === 'chunked' &&
-      canRelayChunked(this.#req!, res) &&
-      controller.relayChunked()
-    ) {
+    if (framing === 'chunked' && canRelayChunked(this.#req!, res) && controller.relayChunked()) {
       if (!this.#move('relay')) return;
-      // The engine's chunks go out with their framing as they came; node must not frame them again.
+      // The engine's chunks go out with their framing as they came (rewritten: one chunk per read, made by the
+      // rewrite); node must not frame them again.
+      rewrite?.reframe();
       const out = servedBy(clientResponseHeaders(headers, this.#requestId, false), this.#target);
       out.push('transfer-encoding', 'chunked');
       res.writeHead(statusCode, out);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { type InPlaceResumes, OpenAIStreamVersions } from './openai-stream-versions.ts';
+import { ChunkedScanner } from './upstream/http1.ts';
 
 // SGLang's chunk shapes (serving_completions.py, model_dump_json: usage last, null when not asked for).
 const usage = (n: number) =>
@@ -116,5 +117,63 @@ describe('OpenAIStreamVersions', () => {
       '[DONE]',
     ]);
     expect(s.declared().spans).toEqual([{ version: 'v2', start: 0, end: 2 }]);
+  });
+
+  it('reframed: a chunked body cut at every byte gives the same events, one chunk per read, then the last chunk', () => {
+    const events = [chunk('a', 1), chunk('b', 2), usageChunk(2), DONE, 'event: x\ndata: {}\n\n'];
+    // uvicorn's framing: one chunk per event; the last event is cut in two chunks.
+    const last = events.at(-1)!;
+    const pieces = [...events.slice(0, -1), last.slice(0, 5), last.slice(5)];
+    const wire = Buffer.from(
+      `${pieces.map((p) => `${p.length.toString(16)}\r\n${p}\r\n`).join('')}0\r\n\r\n`,
+    );
+    const whole = new OpenAIStreamVersions(true, () => ({ count: 0, to: [] }), 'v1', 0);
+    const want = whole.push(Buffer.from(events.join(''))).toString() + whole.end().toString();
+    for (let cut1 = 1; cut1 < wire.length; cut1++) {
+      for (const cut2 of [cut1 + 1, cut1 + 9, wire.length]) {
+        const s = new OpenAIStreamVersions(true, () => ({ count: 0, to: [] }), 'v1', 0);
+        s.reframe();
+        const reads = [wire.subarray(0, cut1), wire.subarray(cut1, cut2), wire.subarray(cut2)];
+        const out = [...reads.map((r) => s.push(r)), s.end()];
+        // Every output is empty or whole chunks: decoded in one go, it is the rewrite of the whole stream.
+        const decoded: string[] = [];
+        const scanner = new ChunkedScanner();
+        for (const o of out) {
+          if (o.length === 0) continue;
+          const before = decoded.length;
+          const end = scanner.scan(o, 0, (d) => decoded.push(d.toString()));
+          expect(decoded.length > before || end === o.length, `cuts ${cut1}/${cut2}`).toBe(true);
+        }
+        expect(scanner.done, `cuts ${cut1}/${cut2}`).toBe(true);
+        expect(decoded.join(''), `cuts ${cut1}/${cut2}`).toBe(want);
+      }
+    }
+  });
+
+  it('reframed: several events in one read leave in one chunk', () => {
+    const s = new OpenAIStreamVersions(true, () => ({ count: 0, to: [] }), 'v1', 0);
+    s.reframe();
+    const a = chunk('a', 1);
+    const b = chunk('b', 2);
+    const out = s.push(
+      Buffer.from(`${a.length.toString(16)}\r\n${a}\r\n${b.length.toString(16)}\r\n${b}\r\n`),
+    );
+    const text = out.toString();
+    const size = Number.parseInt(text.slice(0, text.indexOf('\r\n')), 16);
+    expect(text.length).toBe(text.indexOf('\r\n') + 2 + size + 2);
+    const sent = events(text.slice(text.indexOf('\r\n') + 2, -2));
+    expect(sent.map((e) => [e.data.system_fingerprint, e.data.usage])).toEqual([
+      ['v1', null],
+      ['v1', null],
+    ]);
+    expect(s.end().toString()).toBe('0\r\n\r\n');
+  });
+
+  it('takes chunks too short to hold a choice as they are', () => {
+    const s = new OpenAIStreamVersions(true, () => ({ count: 0, to: [] }), 'v1', 0);
+    const short = 'data: {"choices":[]}\n\ndata: {"choices":[\n\n';
+    expect(relay(s, [short])).toBe(
+      'data: {"choices":[],"system_fingerprint":"v1"}\n\ndata: {"choices":[\n\n',
+    );
   });
 });

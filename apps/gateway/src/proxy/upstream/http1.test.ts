@@ -93,6 +93,36 @@ describe('ChunkedScanner', () => {
     }
   });
 
+  it('relays an event stream cut at every byte exactly as the engine sent it', () => {
+    // SSE events as uvicorn frames them (one chunk each, sizes of one to three hex digits, both cases), then the
+    // last chunk; what follows the body is not part of it.
+    const events = ['data: {"a":1}\n\n', `data: ${'x'.repeat(300)}\n\n`, `data: ${'y'.repeat(28)}\n\n`];
+    const sizes = [events[0]!.length.toString(16), events[1]!.length.toString(16).toUpperCase(), '0024'];
+    const body = `${events.map((e, i) => `${sizes[i]}\r\n${e}\r\n`).join('')}0\r\n\r\n`;
+    const bytes = Buffer.from(`${body}HTTP/1.1 200 OK\r\n`, 'latin1');
+    for (let cut1 = 1; cut1 < body.length; cut1++) {
+      for (const cut2 of [cut1 + 1, cut1 + 2, cut1 + 7, body.length]) {
+        const relayed = new ChunkedScanner();
+        const decoded = new ChunkedScanner();
+        const out: Buffer[] = [];
+        const data: string[] = [];
+        let ended = false;
+        for (const part of [bytes.subarray(0, cut1), bytes.subarray(cut1, cut2), bytes.subarray(cut2)]) {
+          if (ended) break;
+          const end = relayed.scan(part);
+          expect(
+            decoded.scan(part, 0, (s) => data.push(s.toString('latin1'))),
+            `cuts ${cut1}/${cut2}`,
+          ).toBe(end);
+          out.push(end === -1 ? part : part.subarray(0, end));
+          ended = end !== -1;
+        }
+        expect(Buffer.concat(out).toString('latin1'), `cuts ${cut1}/${cut2}`).toBe(body);
+        expect(data.join('')).toBe(events.join(''));
+      }
+    }
+  });
+
   it('without a data callback only follows the framing (the relay forwards the reads as they are)', () => {
     const scanner = new ChunkedScanner();
     expect(scanner.scan(Buffer.from(wire.slice(0, 20)))).toBe(-1);
@@ -107,7 +137,17 @@ describe('ChunkedScanner', () => {
   });
 
   it('refuses broken framing', () => {
-    for (const bad of ['zz\r\n', '\r\n', '2\r\nabc\r\n', '2\r\nab\rX', '12345678901234\r\n', '0\r\n\rX'])
+    for (const bad of [
+      'zz\r\n',
+      '\r\n',
+      '2\rXab',
+      '2\r\nabX\r\n',
+      '2\r\nab\r\r',
+      '2\r\nabc\r\n',
+      '2\r\nab\rX',
+      '12345678901234\r\n',
+      '0\r\n\rX',
+    ])
       expect(() => new ChunkedScanner().scan(Buffer.from(bad)), JSON.stringify(bad)).toThrow(ProtocolError);
   });
 });
