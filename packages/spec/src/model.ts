@@ -210,9 +210,9 @@ export const InferenceModelSpecSchema = z
     max_staleness: z.number().int().nonnegative().optional(),
     /** OpenAI streams (`/v1/chat/completions`, `/v1/completions`) of this model say which weights made each chunk
      * and where they changed: the gateway asks the engine for `stream_options.continuous_usage_stats` and rewrites
-     * each event (about 2 us of gateway CPU per event, plus the relay of the engine's own chunk framing it gives
-     * up). false: streams are relayed as the engine sends them, their version in `X-UIS-Weight-Version` only.
-     * Static models are never rewritten: their weights never change. */
+     * each event (about 2 us of gateway CPU per event; still one write per engine read). false: streams are
+     * relayed as the engine sends them, their version in `X-UIS-Weight-Version` only. Static models are never
+     * rewritten: their weights never change. */
     openai_stream_versions: z.boolean().default(true),
     /** The key this model's engines check (SGLang `--api-key`): launched engines get it, and the gateway and the
      * manager send it as their bearer token. Clients never see it, and their own credentials never reach an
