@@ -176,4 +176,16 @@ describe('OpenAIStreamVersions', () => {
       'data: {"choices":[],"system_fingerprint":"v1"}\n\ndata: {"choices":[\n\n',
     );
   });
+
+  it('finds the counts wherever the usage is in the chunk', () => {
+    const resumes: InPlaceResumes = { count: 0, to: [] };
+    const s = new OpenAIStreamVersions(true, () => resumes, 'v1', 0);
+    const notLast = chunk('a', 1).replace(/"usage":(\{.*\})\}\n\n$/, '"usage":$1,"x":{"y":2}}\n\n');
+    const out = events(relay(s, [notLast, chunk('b', 2), DONE]));
+    expect(out.slice(0, 2).map((e) => [e.data.usage, e.data.x, e.data.system_fingerprint])).toEqual([
+      [null, { y: 2 }, 'v1'],
+      [null, undefined, 'v1'],
+    ]);
+    expect(s.declared().spans).toEqual([{ version: 'v1', start: 0, end: 2 }]);
+  });
 });

@@ -212,10 +212,24 @@ export class OpenAIStreamVersions {
     let brace = e - 3;
     while (brace > choices && b[brace] !== 0x7d) brace--;
     let from = s;
-    const usage = findLast(b, USAGE, brace, choices + 1);
-    if (usage > choices && b[usage + USAGE.length] === 0x7b) {
-      const open = usage + USAGE.length;
-      const close = closingBrace(b, open, e);
+    // SGLang's usage is a chunk's last member: its object ends just before the chunk's closing brace, and is
+    // found back from there in one pass.
+    let open = -1;
+    let close = -1;
+    if (b[brace - 1] === 0x7d) {
+      open = openingBrace(b, brace - 1, choices);
+      if (open !== -1 && matchAt(b, open - USAGE.length, open, USAGE)) close = brace - 1;
+      else open = -1;
+    }
+    if (open === -1) {
+      // Elsewhere, or null: the chunk's last `"usage":`.
+      const usage = findLast(b, USAGE, brace, choices + 1);
+      if (usage !== -1 && b[usage + USAGE.length] === 0x7b) {
+        open = usage + USAGE.length;
+        close = closingBrace(b, open, e);
+      }
+    }
+    if (open !== -1) {
       const n = close === -1 ? -1 : countIn(b, open, close);
       if (n >= 0) this.#tokens = n;
       // The final usage chunk (`"choices":[]`) is the client's own (`include_usage`): kept.
@@ -293,6 +307,17 @@ function matchAt(b: Buffer, at: number, end: number, pattern: Buffer): boolean {
 
 function fingerprintOf(version: string | null): Buffer {
   return version === null ? EMPTY : Buffer.from(`,"system_fingerprint":${JSON.stringify(version)}`);
+}
+
+/** The `{` after `min` opening the object that `}` at `close` ends, or -1 (backwards, as `closingBrace`). */
+function openingBrace(b: Buffer, close: number, min: number): number {
+  let depth = 0;
+  for (let i = close; i > min; i--) {
+    const c = b[i];
+    if (c === 0x7d) depth++;
+    else if (c === 0x7b && --depth === 0) return i;
+  }
+  return -1;
 }
 
 /** The `}` before `end` closing the object that opens at `open` (usage holds numbers, null and objects of them). */
