@@ -94,7 +94,7 @@ const server = createServer({ keepAliveTimeout: 120_000 }, (req, res) => {
   }
   listener(req, res);
 });
-if (values.front === 'fast') uis.attachFastFront(server, listener);
+if (values.front === 'fast') uis.attachFastFront(server);
 windowStats.listen(server, Number(values.port));
 const stop = () => {
   server.closeAllConnections();

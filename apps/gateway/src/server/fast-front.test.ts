@@ -174,8 +174,49 @@ describe('fast front connections', { timeout: 60_000 }, () => {
 });
 
 describe('FastResponse heads', () => {
-  const owner = { answered: () => {} };
+  const owner = { ending: () => {} };
   const res = () => new FastResponse({} as Socket, true, 'Connection: keep-alive\r\n', owner);
+
+  /** A response on a socket that records each write (one entry per socket write call). */
+  function recorded() {
+    const writes: string[] = [];
+    const socket = {
+      destroyed: false,
+      writable: true,
+      write: (b: Buffer | string) => writes.push(typeof b === 'string' ? b : b.toString('latin1')) > 0,
+    };
+    return {
+      writes,
+      res: new FastResponse(socket as unknown as Socket, true, 'Connection: keep-alive\r\n', owner),
+    };
+  }
+
+  it('writes a sized answer, head and body, in one socket write', () => {
+    const { writes, res } = recorded();
+    res.writeHead(200, ['content-type', 'application/json', 'content-length', '2', 'date', 'D']);
+    res.end(Buffer.from('{}'));
+    expect(writes).toEqual([
+      'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\ndate: D\r\nConnection: keep-alive\r\n\r\n{}',
+    ]);
+  });
+
+  it('writes each chunk of a framed stream in one socket write: the head with the first, the last chunk with the end', () => {
+    const { writes, res } = recorded();
+    res.writeHead(200, ['content-type', 'text/event-stream', 'date', 'D']);
+    res.write(Buffer.from('data: 1\n\n'));
+    res.write(Buffer.alloc(0));
+    res.write('data: 2\n\n');
+    res.end(Buffer.from('data: [DONE]\n\n'));
+    expect(writes).toEqual([
+      'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ndate: D\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n9\r\ndata: 1\n\n\r\n',
+      '9\r\ndata: 2\n\n\r\n',
+      'e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n',
+    ]);
+    const ended = recorded();
+    ended.res.writeHead(204, { date: 'D' });
+    ended.res.end();
+    expect(ended.writes).toEqual(['HTTP/1.1 204 No Content\r\ndate: D\r\nConnection: keep-alive\r\n\r\n']);
+  });
 
   it('refuses a header value or name that would inject a header, as node does', () => {
     expect(() => res().writeHead(200, ['x-weight-version', 'v1\r\nset-cookie: a=b'])).toThrow(

@@ -1,17 +1,16 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { UisError } from '@uis/spec';
-import { answeredOnSocket } from '../proxy/index.ts';
+import { answeredOnSocket, type FastHandler } from '../proxy/index.ts';
 import { answerClientError } from './client-error.ts';
-import { type FastHeadRules, parseFastHead } from './fast-head.ts';
+import { FastHeadParser, type FastHeadRules } from './fast-head.ts';
 import { FastRequest, FastResponse } from './fast-message.ts';
 
-type Listener = (req: IncomingMessage, res: ServerResponse) => void;
-
 export interface FastFrontOptions extends FastHeadRules {
-  /** The server's whole request listener (Host check, auth limiter, routes): the fast front calls it with its own
-   * request and response objects, which carry the part of node's that the serving routes use. */
-  listener: Listener;
+  /** Answers a parsed request: the server's checks before any route (Host, auth limiter), then `route`, the fast
+   * route the parse found. The front passes its own request and response objects, which carry the part of node's
+   * that the serving routes use. */
+  serve(req: IncomingMessage, res: ServerResponse, route: FastHandler): void;
   /** Deadline of a request head (408 after it), as node's `headersTimeout`. */
   headersTimeoutMs: number;
   /** Deadline of a whole request, head and body, as node's `requestTimeout`. */
@@ -35,12 +34,14 @@ export class FastFront {
   readonly #node: (socket: Socket) => void;
   readonly #sweep: NodeJS.Timeout;
   readonly keepAliveHeader: string;
+  readonly parser: FastHeadParser;
 
   constructor(
     server: Server,
     readonly opts: FastFrontOptions,
   ) {
     this.#server = server;
+    this.parser = new FastHeadParser(opts);
     // node:http installs its connection listener when the server is made: it is kept to hand connections over.
     const [node] = server.listeners('connection') as Array<(socket: Socket) => void>;
     if (node === undefined) throw new Error('node:http server without its connection listener');
@@ -111,6 +112,8 @@ class FastConn {
   #headDone = false;
   #idleSince = Date.now();
   #closing = false;
+  /** The socket is paused by this connection (a pipelined request waits, or the answers drain). */
+  #paused = false;
   readonly #onData = (b: Buffer) => this.#data(b);
   readonly #onEnd = () => this.#ended();
   readonly #onClose = () => this.#closed();
@@ -120,6 +123,12 @@ class FastConn {
   readonly #onDrain = () => {
     this.#draining = false;
     this.#free();
+  };
+  /** After the call that ended an answer (one function per connection, not a closure per answer). */
+  readonly #afterEnd = () => {
+    const res = this.#res!;
+    res.finished();
+    this.#answered(res.shouldKeepAlive);
   };
 
   constructor(
@@ -159,28 +168,34 @@ class FastConn {
       if (this.#readingSince === 0) this.#readingSince = Date.now();
       this.#next();
     } else {
-      this.socket.pause(); // a pipelined request waits for the answer before it
+      this.#pause(); // a pipelined request waits for the answer before it
     }
+  }
+
+  #pause(): void {
+    this.#paused = true;
+    this.socket.pause();
   }
 
   /** Parses the next request from the buffered bytes, if the connection is free. */
   #next(): void {
     const buf = this.#buf;
     if (buf === undefined || this.#req !== undefined || this.#closing || this.#draining) return;
-    const head = parseFastHead(buf, this.front.opts);
+    const front = this.front;
+    const head = front.parser.parse(buf);
     if (head === 'more') return;
     if (head === 'node') {
-      this.front.handOff(this, buf);
+      front.handOff(this, buf);
       return;
     }
     this.#buf = buf.length === head.headBytes ? undefined : buf.subarray(head.headBytes);
     this.#headDone = true;
     const req = new FastRequest(head, this.socket);
-    const res = new FastResponse(this.socket, !head.close, this.front.keepAliveHeader, this);
+    const res = new FastResponse(this.socket, !head.close, front.keepAliveHeader, this);
     this.#req = req;
     this.#res = res;
     this.#bodyLeft = head.contentLength;
-    this.front.opts.listener(req as unknown as IncomingMessage, res as unknown as ServerResponse);
+    front.opts.serve(req as unknown as IncomingMessage, res as unknown as ServerResponse, head.route);
     if (this.#bodyLeft === 0) {
       this.#bodyDone();
       return;
@@ -214,16 +229,24 @@ class FastConn {
     // pipelines and never reads holds one socket buffer of answers, not all of them.
     if (this.socket.writableNeedDrain) {
       this.#draining = true;
-      this.socket.pause();
+      this.#pause();
       this.socket.once('drain', this.#onDrain);
       return;
     }
-    this.socket.resume();
+    if (this.#paused) {
+      this.#paused = false;
+      this.socket.resume();
+    }
     this.#next();
   }
 
+  /** The current answer's `end()` was called. */
+  ending(): void {
+    queueMicrotask(this.#afterEnd);
+  }
+
   /** The current answer was written whole. */
-  answered(keepAlive: boolean): void {
+  #answered(keepAlive: boolean): void {
     this.#res = undefined;
     if (this.#bodyLeft > 0) {
       // Answered before its body arrived (a refusal): the rest of the body is read and dropped, as node does,

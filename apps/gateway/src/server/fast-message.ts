@@ -3,69 +3,85 @@ import type { Socket } from 'node:net';
 import type { FastHead } from './fast-head.ts';
 
 type Listener = (arg?: unknown) => void;
+/** The listeners of one event: a request's events have one each (the body reader's, the exchange's), so no array
+ * and no entry object is made for them. */
+type Slot = Listener | Listener[] | undefined;
 
-/** The few events the serving path listens to, without an EventEmitter per request: listeners in one array. */
-class Events {
-  #on: Array<{ event: string; fn: Listener; once: boolean }> | undefined;
+function added(slot: Slot, fn: Listener): Slot {
+  if (slot === undefined) return fn;
+  if (typeof slot === 'function') return [slot, fn];
+  slot.push(fn);
+  return slot;
+}
 
-  on(event: string, fn: Listener): this {
-    this.#on ??= [];
-    this.#on.push({ event, fn, once: false });
-    return this;
-  }
+function fire(slot: Slot, arg?: unknown): void {
+  if (typeof slot === 'function') slot(arg);
+  else if (slot !== undefined) for (const fn of slot.slice()) fn(arg);
+}
 
-  once(event: string, fn: Listener): this {
-    this.#on ??= [];
-    this.#on.push({ event, fn, once: true });
-    return this;
-  }
-
-  protected emit(event: string, arg?: unknown): void {
-    const list = this.#on;
-    if (list === undefined) return;
-    for (let i = 0; i < list.length; i++) {
-      const l = list[i]!;
-      if (l.event !== event) continue;
-      if (l.once) list.splice(i--, 1);
-      l.fn(arg);
-    }
-  }
+function onceOnly(event: string): void {
+  // Every other event of these objects happens at most once, where `once` and `on` are the same.
+  if (event === 'data') throw new Error("once('data') is not supported on the fast front's requests");
 }
 
 /**
  * A request the fast front parsed, with the part of IncomingMessage the serving path reads: method, url, headers,
- * rawHeaders, HTTP version, socket, and the body as `data`/`end` events (`close` when the client leaves first).
+ * rawHeaders, HTTP version, socket, and the body as `data`/`end` events (`close` once, when the client leaves
+ * first). `error` is never emitted (a client gone is its `close`), so its listeners are not kept.
  */
-export class FastRequest extends Events {
+export class FastRequest {
   readonly method: string;
   readonly url: string;
   readonly headers: IncomingHttpHeaders;
   readonly rawHeaders: string[];
-  readonly httpVersionMajor = 1;
-  readonly httpVersionMinor = 1;
+  #onData: Slot;
+  #onEnd: Slot;
+  #onClose: Slot;
+  #closed = false;
 
   constructor(
     head: FastHead,
     readonly socket: Socket,
   ) {
-    super();
     this.method = head.method;
     this.url = head.url;
     this.headers = head.headers;
     this.rawHeaders = head.rawHeaders;
   }
 
+  get httpVersionMajor(): number {
+    return 1;
+  }
+
+  get httpVersionMinor(): number {
+    return 1;
+  }
+
+  on(event: string, fn: Listener): this {
+    if (event === 'data') this.#onData = added(this.#onData, fn);
+    else if (event === 'end') this.#onEnd = added(this.#onEnd, fn);
+    else if (event === 'close') this.#onClose = added(this.#onClose, fn);
+    return this;
+  }
+
+  once(event: string, fn: Listener): this {
+    onceOnly(event);
+    return this.on(event, fn);
+  }
+
   /** Body bytes (the front reads them whether or not a listener takes them, as node dumps an unread body). */
   body(chunk: Buffer): void {
-    this.emit('data', chunk);
+    fire(this.#onData, chunk);
   }
 
   ended(): void {
-    this.emit('end');
+    fire(this.#onEnd);
   }
 
   closed(): void {
-    this.emit('close');
+    if (this.#closed) return;
+    this.#closed = true;
+    fire(this.#onClose);
   }
 
   /** node's `resume()` drains an unread body; the front always reads the body to its end. */
@@ -109,13 +125,19 @@ function invalidHeader(code: string, message: string): TypeError {
   return Object.assign(new TypeError(message), { code });
 }
 
+const NO_BYTES = Buffer.alloc(0);
 const CHUNK_END = Buffer.from('\r\n');
 const LAST_CHUNK = Buffer.from('0\r\n\r\n');
+const CHUNK_END_LAST = Buffer.from('\r\n0\r\n\r\n');
+/** A body up to this size is copied behind its head (or chunk size) into one buffer; a larger one goes out corked
+ * (still one writev), uncopied. */
+const COPY_MAX = 64 * 1024;
 
 /** Callbacks of the connection a response belongs to. */
 export interface ResponseOwner {
-  /** The answer was written whole (`keepAlive`: the connection may take the next request). */
-  answered(keepAlive: boolean): void;
+  /** `end()` was called: the owner calls `finished()` after the current call returns, then takes the next
+   * request. */
+  ending(): void;
 }
 
 /**
@@ -123,9 +145,10 @@ export interface ResponseOwner {
  * object), `setHeader` before it, `write`/`end` with node's framing (Content-Length as given; otherwise chunked,
  * unless the caller turns `chunkedEncoding` off to relay an engine's own chunk framing), `flushHeaders`,
  * `destroy`, `headersSent`/`writableFinished`/`destroyed`, and the `close`/`finish`/`drain` events. Its head carries
- * what node's does: Date and the connection's keep-alive or close.
+ * what node's does: Date and the connection's keep-alive or close. Each write is one socket write: the head leaves
+ * with the first body bytes, a chunk with its size line and its end (and the last chunk with `end`).
  */
-export class FastResponse extends Events {
+export class FastResponse {
   statusCode = 200;
   shouldKeepAlive: boolean;
   chunkedEncoding = false;
@@ -138,6 +161,8 @@ export class FastResponse extends Events {
   /** The head being built by writeHead, and what its headers said about the framing (SIZED, CHUNKED, DATED). */
   #lines = '';
   #framing = 0;
+  #onClose: Slot;
+  #onFinish: Slot;
 
   constructor(
     readonly socket: Socket,
@@ -145,13 +170,25 @@ export class FastResponse extends Events {
     private readonly keepAliveHeader: string,
     private readonly owner: ResponseOwner,
   ) {
-    super();
     this.shouldKeepAlive = keepAlive;
   }
 
   /** Nothing more can be written (node's `destroyed` also covers a socket already ended). */
   get destroyed(): boolean {
     return this.socket.destroyed || !this.socket.writable;
+  }
+
+  on(event: string, fn: Listener): this {
+    if (event === 'close') this.#onClose = added(this.#onClose, fn);
+    else if (event === 'finish') this.#onFinish = added(this.#onFinish, fn);
+    return this;
+  }
+
+  once(event: string, fn: Listener): this {
+    // `drain` is the socket's: the serving path waits on it only while a write was refused.
+    if (event === 'drain') this.socket.once('drain', fn);
+    else this.on(event, fn);
+    return this;
   }
 
   setHeader(name: string, value: OutgoingHttpHeader): this {
@@ -223,29 +260,39 @@ export class FastResponse extends Events {
 
   write(chunk: Buffer | string): boolean {
     if (!this.headersSent) this.writeHead(this.statusCode);
-    return this.#out(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+    return this.#out(typeof chunk === 'string' ? Buffer.from(chunk) : chunk, false);
   }
 
-  #out(b: Buffer): boolean {
+  /** `b` with the head not sent yet and its chunk framing (`last`: and the last chunk), in one socket write. */
+  #out(b: Buffer, last: boolean): boolean {
     const s = this.socket;
     if (s.destroyed || !s.writable) return true;
-    const head = this.#head;
+    // Head values are latin1 (writeHead refuses others): its length is its byte count.
+    let before = this.#head ?? '';
     this.#head = undefined;
-    if (this.#noBody || b.length === 0) return head === undefined ? true : s.write(head, 'latin1');
+    const size = this.#noBody ? 0 : b.length;
+    let after: Buffer | undefined;
     if (this.chunkedEncoding) {
+      if (size > 0) {
+        before += `${size.toString(16)}\r\n`;
+        after = last ? CHUNK_END_LAST : CHUNK_END;
+      } else if (last) {
+        after = LAST_CHUNK;
+      }
+    }
+    if (before === '' && after === undefined) return size === 0 ? true : s.write(b);
+    if (size > COPY_MAX) {
       s.cork();
-      if (head !== undefined) s.write(head, 'latin1');
-      s.write(`${b.length.toString(16)}\r\n`, 'latin1');
-      s.write(b);
-      const ok = s.write(CHUNK_END);
+      if (before !== '') s.write(before, 'latin1');
+      let ok = s.write(b);
+      if (after !== undefined) ok = s.write(after);
       s.uncork();
       return ok;
     }
-    if (head === undefined) return s.write(b);
-    // Head and body in one buffer, one write: the body copied once behind the head's latin1 bytes.
-    const out = Buffer.allocUnsafe(head.length + b.length);
-    out.write(head, 0, 'latin1');
-    out.set(b, head.length);
+    const out = Buffer.allocUnsafe(before.length + size + (after === undefined ? 0 : after.length));
+    out.write(before, 0, 'latin1');
+    if (size > 0) out.set(b, before.length);
+    if (after !== undefined) out.set(after, before.length + size);
     return s.write(out);
   }
 
@@ -255,17 +302,17 @@ export class FastResponse extends Events {
       const n = chunk === undefined ? 0 : Buffer.byteLength(chunk);
       this.writeHead(this.statusCode, { 'content-length': n });
     }
-    if (chunk !== undefined) this.#out(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
-    else if (this.#head !== undefined) this.#out(Buffer.alloc(0));
-    if (this.chunkedEncoding && this.socket.writable) this.socket.write(LAST_CHUNK);
+    this.#out(chunk === undefined ? NO_BYTES : typeof chunk === 'string' ? Buffer.from(chunk) : chunk, true);
     this.writableFinished = true;
     // node's `finish` and `close` come after the call that ended the answer, never inside it.
-    queueMicrotask(() => {
-      this.emit('finish');
-      this.#close();
-      this.owner.answered(this.shouldKeepAlive);
-    });
+    this.owner.ending();
     return this;
+  }
+
+  /** After the call that ended the answer: `finish`, then `close`. */
+  finished(): void {
+    fire(this.#onFinish);
+    this.#close();
   }
 
   /** The client left (or the connection was cut) before the answer ended. */
@@ -276,18 +323,11 @@ export class FastResponse extends Events {
   #close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    this.emit('close');
+    fire(this.#onClose);
   }
 
   destroy(_err?: Error): this {
     this.socket.destroy();
-    return this;
-  }
-
-  override once(event: string, fn: Listener): this {
-    // `drain` is the socket's: the serving path waits on it only while a write was refused.
-    if (event === 'drain') this.socket.once('drain', fn);
-    else super.once(event, fn);
     return this;
   }
 }

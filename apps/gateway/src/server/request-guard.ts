@@ -5,8 +5,6 @@ import { type Clock, systemClock, UisError } from '@uis/spec';
 import { authorized, bearerToken } from '../gateway/auth.ts';
 import { sendError } from '../proxy/index.ts';
 
-type Listener = (req: IncomingMessage, res: ServerResponse) => void;
-
 /** Failed authentications a client may make per window before it is refused with 429. */
 const MAX_FAILURES = 10;
 const WINDOW_MS = 10_000;
@@ -162,9 +160,12 @@ function readerOf(url: string): string | undefined {
  * valid token passes at once; without one, a client that failed authentication too often is refused for the rest of
  * the window (429 + Retry-After; the console's sign-in, whose token is in its body, asks the limiter itself after
  * checking it); with a serving token, the console API and `/metrics` need it (or the admin token) like discovery does. Every 401
- * any route answers counts as a failed authentication of the client's address.
+ * any route answers counts as a failed authentication of the client's address. The guard answers a refusal itself
+ * and returns false; true: the request goes on to its route.
  */
-export function guardRequests(next: Listener, opts: RequestGuardOptions): Listener {
+export function requestGuard(
+  opts: RequestGuardOptions,
+): (req: IncomingMessage, res: ServerResponse) => boolean {
   const { hosts, limiter, readTokens, tokens } = opts;
   const counted = (req: IncomingMessage, res: ServerResponse, url: string) => {
     const header = req.headers.authorization;
@@ -206,12 +207,12 @@ export function guardRequests(next: Listener, opts: RequestGuardOptions): Listen
         ),
         undefined,
       );
-      return;
+      return false;
     }
     // Requests that may authenticate are counted; open serving without tokens skips the bookkeeping.
     const url = req.url ?? '/';
     const auth = req.headers.authorization !== undefined || readTokens.length > 0 || url.startsWith('/admin');
-    if (auth && !counted(req, res, url)) return;
+    if (auth && !counted(req, res, url)) return false;
     // checkToken is the console's sign-in: it carries the token in its input, and a wrong one is a counted 401.
     const reader = readerOf(url);
     if (readTokens.length > 0 && reader !== undefined) {
@@ -227,9 +228,9 @@ export function guardRequests(next: Listener, opts: RequestGuardOptions): Listen
           ),
           undefined,
         );
-        return;
+        return false;
       }
     }
-    next(req, res);
+    return true;
   };
 }

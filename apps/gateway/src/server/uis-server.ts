@@ -44,12 +44,7 @@ import { consoleHandler } from './console-static.ts';
 import { FastFront } from './fast-front.ts';
 import { HealthProbe, replicaTargets } from './health-probe.ts';
 import { humanDestination } from './log-format.ts';
-import {
-  AuthFailureLimiter,
-  guardOptions,
-  guardRequests,
-  type RequestGuardOptions,
-} from './request-guard.ts';
+import { AuthFailureLimiter, guardOptions, type RequestGuardOptions, requestGuard } from './request-guard.ts';
 import { allowedMethods, methodNotAllowed, type RouteEntry } from './unmatched.ts';
 
 const DEFAULT_BODY_TIMEOUT_MS = 60_000;
@@ -147,6 +142,8 @@ export class UisServer {
   readonly authFailures: AuthFailureLimiter;
   /** The Host allow-list, the limiter and the tokens every request is checked against first. */
   private readonly guard: RequestGuardOptions;
+  /** Those checks: false when the guard answered the request itself. */
+  private readonly passes: (req: IncomingMessage, res: ServerResponse) => boolean;
 
   constructor(opts: UisServerOptions) {
     const plane = opts.plane;
@@ -159,6 +156,7 @@ export class UisServer {
     this.bodyBudget = new BodyBudget(opts.bodyBudgetBytes);
     this.authFailures = opts.authFailures ?? new AuthFailureLimiter();
     this.guard = guardOptions(opts, this.authFailures, this.logger);
+    this.passes = requestGuard(this.guard);
     const maxJsonDepth = opts.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH;
     // First, so it runs before every framework route: the serving fast path applies the same rules itself.
     this.app.use(
@@ -389,22 +387,30 @@ export class UisServer {
   /** The node:http request listener of everything (serving fast path first, then Hono), for callers that run
    * their own server. */
   requestListener(): (req: IncomingMessage, res: ServerResponse) => void {
-    return guardRequests(
-      createCombinedListener({ serving: this.routes, fallback: getRequestListener(this.app.fetch) }),
-      this.guard,
-    );
+    const routes = createCombinedListener({
+      serving: this.routes,
+      fallback: getRequestListener(this.app.fetch),
+    });
+    const passes = this.passes;
+    return (req, res) => {
+      if (passes(req, res)) routes(req, res);
+    };
   }
 
   private headersTimeoutMs(): number {
     return Math.min(60_000, this.bodyTimeoutMs);
   }
 
-  /** Puts the fast serving front before `server`, whose requests `listener` (this server's `requestListener`)
-   * answers: the serving routes' requests in its subset are parsed on the raw socket, the rest by node:http. */
-  attachFastFront(server: Server, listener: (req: IncomingMessage, res: ServerResponse) => void): void {
+  /** Puts the fast serving front before `server` (whose listener is this server's `requestListener`): the serving
+   * routes' requests in its subset are parsed on the raw socket, checked as the listener checks them, and go
+   * straight to the route the parse found; the rest go to node:http. */
+  attachFastFront(server: Server): void {
+    const passes = this.passes;
     this.fast = new FastFront(server, {
-      listener,
-      accepts: (method, path) => this.routes.match(method, path) !== undefined,
+      serve: (req, res, route) => {
+        if (passes(req, res)) route(req, res);
+      },
+      route: (method, path) => this.routes.match(method, path),
       maxBodyBytes: this.maxBodyBytes,
       headersTimeoutMs: this.headersTimeoutMs(),
       requestTimeoutMs: this.bodyTimeoutMs,
@@ -428,7 +434,7 @@ export class UisServer {
     );
     server.on('clientError', answerClientError);
     this.server = server;
-    if (this.front === 'fast') this.attachFastFront(server, listener);
+    if (this.front === 'fast') this.attachFastFront(server);
     server.listen(port, host);
     await once(server, 'listening');
     const bound = (server.address() as AddressInfo).port;
