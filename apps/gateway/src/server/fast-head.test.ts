@@ -211,6 +211,24 @@ describe('FastHeadParser', () => {
     expect(typeof single === 'object' && single.headers['x-late-3']).toBe('1');
   });
 
+  it('reads each value from its own bytes when the last request sent another one under the same name', () => {
+    const parser = routed();
+    const long = 'v'.repeat(100);
+    const sent = [
+      ['Host: a', 'X-Id: 1', `X-Long: ${long}`, 'Authorization: Bearer t1'],
+      ['Host: b', 'X-Id: 1', `X-Long: ${long}w`, 'Authorization: Bearer t2'],
+      ['Host: b', 'X-Id: 22', `X-Long: ${long}`, 'Authorization: Bearer t2'],
+      ['Host: a', 'X-Id: 2', 'X-Long:', 'Authorization: Bearer t1'],
+    ];
+    for (const lines of [...sent, ...sent]) {
+      const got = parser.parse(Buffer.from(head(['Content-Length: 2', ...lines])));
+      if (typeof got === 'string') throw new Error(got);
+      expect(got.rawHeaders.slice(2)).toEqual(
+        lines.flatMap((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()]),
+      );
+    }
+  });
+
   it("keeps each server's routes (the request-line cache is per parser)", () => {
     const other: FastHandler = () => {};
     const a = routed();

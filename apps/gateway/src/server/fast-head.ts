@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { FastHandler } from '../proxy/index.ts';
+import { CREDENTIAL_HEADERS, type FastHandler } from '../proxy/index.ts';
 
 /** node's default `maxHeaderSize` (request line and headers): a longer head goes to node, which answers 431. */
 export const NODE_MAX_HEADER_BYTES = 16 * 1024;
@@ -70,7 +70,17 @@ interface LowerName {
   seen: number;
   /** The one object of its name (false past the bound: another may have the same text). */
   shared: boolean;
+  /** The last value read under this name, as bytes and as the string made of them: a client sends the same Host,
+   * Content-Type, User-Agent... on every request, which then get the same string (no string made, and compared by
+   * identity downstream). Never kept for credentials (a byte comparison with another request's token would time
+   * its common prefix). */
+  value: string;
+  /** Its bytes (its first `valueLength`); undefined: not kept. */
+  valueBytes: Uint8Array | undefined;
+  valueLength: number;
 }
+/** Longer values are made per request. */
+const MAX_KEPT_VALUE_BYTES = 64;
 
 /** A header name as its bytes were spelled, with its lower case: the same strings for every request that spells it
  * so (a fresh string per header, hashed and internalized again as each request's header key, was most of the
@@ -101,7 +111,16 @@ function lowerName(text: string): LowerName {
             ? REFUSED
             : PLAIN;
   const shared = LOWERS.size < MAX_NAMES;
-  const lower = { text, kind, seen: 0, shared };
+  const keeps = shared && !CREDENTIAL_HEADERS.has(text);
+  const lower = {
+    text,
+    kind,
+    seen: 0,
+    shared,
+    value: '',
+    valueBytes: keeps ? new Uint8Array(MAX_KEPT_VALUE_BYTES) : undefined,
+    valueLength: 0,
+  };
   if (shared) LOWERS.set(text, lower);
   return lower;
 }
@@ -126,6 +145,8 @@ const MAX_LINE_BYTES = 256;
 
 /** The parse's per-line results (module state: a parse is synchronous and leaves nothing behind). */
 const lineNames: KnownName[] = [];
+/** Each line's value when it is its name's last one (undefined: made from the bytes). */
+const lineValues: Array<string | undefined> = [];
 const valueFrom = new Int32Array(MAX_HEADER_LINES);
 const valueTo = new Int32Array(MAX_HEADER_LINES);
 /** Numbers each parse, for LowerName.seen. */
@@ -138,8 +159,8 @@ let parseNumber = 0;
  * exactly one all-digit Content-Length within the body limit, no Transfer-Encoding, Expect, Upgrade or TE,
  * Connection only `keep-alive` or `close`, and the whole head within node's header limit. Anything else is `node`:
  * node's own parser answers it, so its refusals stay the product's answer (request smuggling needs two parsers
- * that disagree; this one agrees with node or steps aside). One pass over the head's bytes; the header block
- * becomes one string whose slices are the values.
+ * that disagree; this one agrees with node or steps aside). One pass over the head's bytes; names, routed request
+ * lines and repeated values are the strings made for them before.
  */
 export class FastHeadParser {
   readonly #rules: FastHeadRules;
@@ -274,6 +295,7 @@ export class FastHeadParser {
           host = true;
       }
       lineNames[count] = known;
+      lineValues[count] = keptValue(lower, buf, from, to);
       valueFrom[count] = from;
       valueTo[count] = to;
       count++;
@@ -281,8 +303,6 @@ export class FastHeadParser {
     }
     const headBytes = at + 2;
     if (headBytes > NODE_MAX_HEADER_BYTES || contentLength < 0 || !host) return 'node';
-    // One string for the header block; the values are slices of it (one call into the buffer, not one per line).
-    const block = buf.toString('latin1', start, at);
     const headers: IncomingHttpHeaders = {};
     const rawHeaders: string[] = [];
     let close = false;
@@ -291,7 +311,7 @@ export class FastHeadParser {
       const lower = known.lower.text;
       // A name made for this request alone may repeat another one's lower case unseen by the stamps.
       if (unshared && headers[lower] !== undefined) return 'node';
-      const value = block.slice(valueFrom[k]! - start, valueTo[k]! - start);
+      const value = lineValues[k] ?? newValue(buf, valueFrom[k]!, valueTo[k]!, known.lower);
       if (k === connection) {
         const v = value.toLowerCase();
         if (v !== 'keep-alive' && v !== 'close') return 'node';
@@ -311,6 +331,26 @@ export class FastHeadParser {
     head.headBytes = headBytes;
     return head;
   }
+}
+
+/** A value not kept from the last request, made from its bytes (and kept when it may be). */
+function newValue(buf: Buffer, from: number, to: number, lower: LowerName): string {
+  const value = buf.toString('latin1', from, to);
+  const kept = lower.valueBytes;
+  if (kept !== undefined && to - from <= MAX_KEPT_VALUE_BYTES) {
+    for (let i = from; i < to; i++) kept[i - from] = buf[i]!;
+    lower.valueLength = to - from;
+    lower.value = value;
+  }
+  return value;
+}
+
+/** The value under `lower` the last request sent, if these bytes are it. */
+function keptValue(lower: LowerName, buf: Buffer, from: number, to: number): string | undefined {
+  const kept = lower.valueBytes;
+  if (kept === undefined || lower.valueLength !== to - from) return undefined;
+  for (let i = from; i < to; i++) if (kept[i - from] !== buf[i]) return undefined;
+  return lower.value;
 }
 
 function nameAt(buf: Buffer, at: number, end: number, hash: number): KnownName {
