@@ -94,7 +94,7 @@ function expectSame(memo: HeadMemo, buf: Buffer, method: string, why: string): v
   expect(keys(fast), why).toEqual(keys(full));
 }
 
-describe('HeadMemo', () => {
+describe('HeadMemo', { timeout: 60_000 }, () => {
   it('gives what the full parser gives, whatever head taught it and whatever head follows', () => {
     for (const method of ['POST', 'HEAD']) {
       for (const [i, teacher] of CORPUS.entries()) {
