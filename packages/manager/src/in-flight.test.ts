@@ -32,3 +32,21 @@ describe('in-flight requests per engine', () => {
     await expect(t.idle('e0', AbortSignal.abort())).resolves.toBeUndefined();
   });
 });
+
+describe('admit (the gateway counts without a release closure)', () => {
+  it('counts what the engine admits and refuses the rest without counting; release ends the count', async () => {
+    const t = new InFlightTracker((id) => id !== 'draining');
+    expect(t.admit('e0')).toBe(true);
+    expect(t.admit('e0')).toBe(true);
+    expect(t.admit('draining')).toBe(false);
+    expect(t.count('e0')).toBe(2);
+    expect(t.count('draining')).toBe(0);
+    expect(() => t.acquire('draining')).toThrow(/accepts no new work/);
+    const idle = t.idle('e0');
+    t.release('e0');
+    expect(t.count('e0')).toBe(1);
+    t.release('e0');
+    await idle;
+    expect(t.total()).toBe(0);
+  });
+});

@@ -4,20 +4,20 @@ import { UisError } from '@uis/spec';
  * answer (or stream) ends; drain waits for these counts to reach zero. `acquire` refuses (503) an engine the
  * manager no longer admits work for, so no request slips in after a drain began. */
 export class InFlightTracker {
-  private readonly counts = new Map<string, number>();
+  /** A counter object per engine with requests in flight: one map lookup per admit and release, no set. */
+  private readonly counts = new Map<string, { n: number }>();
   private readonly waiters = new Set<() => void>();
 
   constructor(private readonly admits: (engineId: string) => boolean = () => true) {}
 
   /** Counts one request; returns its release function (idempotent). Throws 503 `replica_not_admitting`. */
   acquire(engineId: string): () => void {
-    if (!this.admits(engineId))
+    if (!this.admit(engineId))
       throw new UisError({
         code: 'replica_not_admitting',
         path: engineId,
         message: `${engineId} accepts no new work (draining, sleeping or not at the target weight version)`,
       });
-    this.counts.set(engineId, (this.counts.get(engineId) ?? 0) + 1);
     let released = false;
     return () => {
       if (released) return;
@@ -26,10 +26,19 @@ export class InFlightTracker {
     };
   }
 
+  /** Counts one request when `engineId` admits work (false: it does not, nothing counted); the caller releases it.
+   * The gateway's form of `acquire`: no release closure and no error made per request. */
+  admit(engineId: string): boolean {
+    if (!this.admits(engineId)) return false;
+    const c = this.counts.get(engineId);
+    if (c === undefined) this.counts.set(engineId, { n: 1 });
+    else c.n++;
+    return true;
+  }
+
   release(engineId: string): void {
-    const n = (this.counts.get(engineId) ?? 0) - 1;
-    if (n <= 0) this.counts.delete(engineId);
-    else this.counts.set(engineId, n);
+    const c = this.counts.get(engineId);
+    if (c !== undefined && --c.n <= 0) this.counts.delete(engineId);
     // Called once per request: no copy when nobody waits (a drain is rare).
     if (this.waiters.size > 0) for (const w of [...this.waiters]) w();
   }
@@ -59,12 +68,12 @@ export class InFlightTracker {
   }
 
   count(engineId: string): number {
-    return this.counts.get(engineId) ?? 0;
+    return this.counts.get(engineId)?.n ?? 0;
   }
 
   total(): number {
     let n = 0;
-    for (const v of this.counts.values()) n += v;
+    for (const c of this.counts.values()) n += c.n;
     return n;
   }
 }

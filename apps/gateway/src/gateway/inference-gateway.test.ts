@@ -485,6 +485,9 @@ describe('InferenceGateway over HTTP with sglang-sim engines', { timeout: 60_000
 
   it('answers 503 + Retry-After for a sleeping model, and no engine sees the request', async () => {
     const judge = ['judge/0'];
+    // Resolved while ready first: the drain's publish must not leave that resolution in use.
+    const ready = await post('/genrm/generate', { text: 'raw', sampling_params: { max_new_tokens: 1 } });
+    expect(ready.status).toBe(200);
     const drained = await post('/admin/roles/genrm/drain', {}, { authorization: `Bearer ${ADMIN}` });
     expect(drained.status).toBe(200);
     const before = simRequests(judge);

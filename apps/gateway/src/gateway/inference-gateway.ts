@@ -33,7 +33,6 @@ import {
   GENERATE_EDIT,
   InFlightCounter,
   type ParsedBody,
-  ProxyErrorCode,
   type ProxyTarget,
   type RetryPolicy,
   rolePaths,
@@ -45,10 +44,12 @@ import type { UisTracing } from '../tracing/tracing.ts';
 import { holdRids, mountAbortRoute, releaseRids } from './abort-route.ts';
 import { AnswerVersions } from './answer-versions.ts';
 import { authorized, unauthorized } from './auth.ts';
+import { GatewayRoute } from './gateway-route.ts';
 import { type GenrmHost, genrmCall, refusedModel } from './genrm-call.ts';
 import { openAIErrorBody } from './openai-surface.ts';
 import { modelList, mountReadRoutes } from './read-routes.ts';
 import { type BreakerOptions, ReplicaBreakers } from './replica-breakers.ts';
+import { ReplicaTargets } from './replica-targets.ts';
 import { ROUTER_PREFIX, type ServedRequest, ServedRequests } from './served-requests.ts';
 
 export type { ServedRequest } from './served-requests.ts';
@@ -135,8 +136,13 @@ export class InferenceGateway {
   /** Model of each forwarded request id, for the completion metrics. */
   private readonly tracing: UisTracing | undefined;
   private readonly requests: ServedRequests;
-  /** Traced requests in flight, by request id (tracing on only). */
-  private readonly origins = new Map<string, string>();
+  /** Each replica's and router's target, made once per replica state (not per request). */
+  private readonly targets = new ReplicaTargets();
+  /** The last model resolved, for the snapshot and the names it was resolved from: requests come in runs of one
+   * model, and a snapshot does not change until the next publish. */
+  private lastResolved:
+    | { snapshot: object; model: string | undefined; routeKey: string | undefined; resolved: ResolvedModel }
+    | undefined;
   private readonly ownsPools: boolean;
   /** Ends the abort count of this gateway's metrics (the manager outlives a gateway in tests). */
   private readonly stopCounting: () => void = () => undefined;
@@ -298,7 +304,8 @@ export class InferenceGateway {
     res: ServerResponse,
   ): ForwardRoute | UisError {
     const route = this.resolve(body, req, requestId, res, path, undefined);
-    return route instanceof UisError ? route : { ...route, owner: this.owner };
+    if (!(route instanceof UisError)) route.owner = this.owner;
+    return route;
   }
 
   /** Serving token check (when configured). */
@@ -326,8 +333,22 @@ export class InferenceGateway {
   }
 
   private resolveModel(keys: RequestKeys, body: ParsedBody, res: ServerResponse): ResolvedModel | UisError {
-    const model = resolveModel(this.manager.registry.snapshot(), keys, this.spec.routing);
-    if (model instanceof UisError) return this.refuse(model, res);
+    const snapshot = this.manager.registry.snapshot();
+    const last = this.lastResolved;
+    let model: ResolvedModel | UisError;
+    // resolveModel reads only the snapshot (never changed in place), the two names and the role's fixed rules.
+    if (
+      last !== undefined &&
+      last.snapshot === snapshot &&
+      last.model === keys.model &&
+      last.routeKey === keys.routeKey
+    )
+      model = last.resolved;
+    else {
+      model = resolveModel(snapshot, keys, this.spec.routing);
+      if (model instanceof UisError) return this.refuse(model, res);
+      this.lastResolved = { snapshot, model: keys.model, routeKey: keys.routeKey, resolved: model };
+    }
     // Only cache_aware routes on the prompt: other policies spare building a chat's text per request.
     if (model.policy === 'cache_aware') keys.prompt = promptText(body.json);
     return model;
@@ -346,7 +367,7 @@ export class InferenceGateway {
     res: ServerResponse,
     path: string,
     edit: ForwardRoute['edit'],
-  ): ForwardRoute | UisError {
+  ): GatewayRoute | UisError {
     const keys = this.keys(body, req);
     const model = this.resolveModel(keys, body, res);
     if (model instanceof UisError) {
@@ -357,25 +378,16 @@ export class InferenceGateway {
     }
     const traced = this.tracing?.request(this.role, req.url ?? path, requestId, req.headers.traceparent);
     if (traced !== undefined) this.requests.traced(requestId, traced);
-    const route: ForwardRoute = {
+    const route = new GatewayRoute(
       path,
-      model: model.name,
-      pick:
-        traced === undefined
-          ? (excluding) => this.pick(model, keys, res, excluding)
-          : (excluding) => {
-              const target = this.pick(model, keys, res, excluding);
-              // The proxy picks again only after an unreachable engine.
-              traced.attempt(
-                target instanceof UisError ? undefined : target.id,
-                excluding === undefined ? undefined : ProxyErrorCode.engineUnreachable,
-              );
-              return target;
-            },
-      traceparent: traced?.traceparent,
-      versions: path === '/generate' ? this.versions.raw : this.versions.openAI(model.name, body),
-      edit: edit ?? this.versions.openAIEdit(model.name, model.servedName, body),
-    };
+      model,
+      keys,
+      res,
+      this,
+      path === '/generate' ? this.versions.raw : this.versions.openAI(model.name, body),
+      edit ?? this.versions.openAIEdit(model.name, model.servedName, body),
+      traced,
+    );
     const key = this.engineKeys.get(model.name);
     if (key !== undefined) route.engineApiKey = key;
     return route;
@@ -383,7 +395,7 @@ export class InferenceGateway {
 
   /** Picks a replica by the model's policy; a replica the manager no longer admits (drain began after the
    * snapshot) is skipped. The admission also counts the request for the manager's drain. */
-  private pick(
+  pick(
     model: ResolvedModel,
     keys: RequestKeys,
     res: ServerResponse,
@@ -391,20 +403,21 @@ export class InferenceGateway {
   ): ProxyTarget | UisError {
     let exclude = excluding;
     for (;;) {
-      const sel = this.selector.select(model, {
-        affinityKey: keys.affinityKey,
-        sessionKey: keys.sessionKey,
-        minWeightVersion: keys.minWeightVersion,
-        prompt: keys.prompt,
-        exclude,
-      });
+      // The keys are the selector's request as they are (no copy) until a replica is excluded.
+      const sel = this.selector.select(
+        model,
+        exclude === undefined
+          ? keys
+          : {
+              affinityKey: keys.affinityKey,
+              sessionKey: keys.sessionKey,
+              minWeightVersion: keys.minWeightVersion,
+              prompt: keys.prompt,
+              exclude,
+            },
+      );
       if (sel instanceof UisError) return this.refuse(sel, res);
-      if (sel.engineId === null)
-        return {
-          id: `${ROUTER_PREFIX}${model.name}`,
-          origin: this.originOf(sel.url),
-          weightVersion: sel.weightVersion,
-        };
+      if (sel.engineId === null) return this.targets.router(model.name, sel.url, sel.weightVersion);
       // An open circuit skips its replica (one request probes it once its open time is up).
       if (!this.breakers.allows(sel.engineId)) {
         const next = new Set(exclude);
@@ -412,33 +425,20 @@ export class InferenceGateway {
         exclude = next;
         continue;
       }
-      try {
-        this.manager.inFlight.acquire(sel.engineId);
-      } catch {
+      if (!this.manager.inFlight.admit(sel.engineId)) {
         const next = new Set(exclude);
         next.add(sel.engineId);
         exclude = next;
         continue;
       }
-      return {
-        id: sel.engineId,
-        origin: this.originOf(sel.url),
-        weightVersion: sel.weightVersion,
-        inPlaceSwitches: this.manager.inPlaceSwitches(sel.engineId),
-        inPlaceResumes: this.manager.resumedInPlace(sel.engineId).count,
-      };
+      return this.targets.engine(
+        sel.engineId,
+        sel.url,
+        sel.weightVersion,
+        this.manager.inPlaceSwitches(sel.engineId),
+        this.manager.resumedInPlace(sel.engineId).count,
+      );
     }
-  }
-
-  /** A replica's origin; URLs are few and stable, so each is parsed once, not per request. */
-  private originOf(url: string): string {
-    let origin = this.origins.get(url);
-    if (origin === undefined) {
-      origin = new URL(url).origin;
-      if (this.origins.size >= 1024) this.origins.clear();
-      this.origins.set(url, origin);
-    }
-    return origin;
   }
 
   /** An attempt failed and the request went to another replica: the failed replica's circuit counts it. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TimeSeriesRing } from './time-series-ring.ts';
+import { bucketOf, TimeSeriesRing } from './time-series-ring.ts';
 
 const T0 = 1_700_000_000_000;
 const req = (at: number, totalMs: number, extra: Partial<Parameters<TimeSeriesRing['record']>[0]> = {}) => ({
@@ -57,5 +57,23 @@ describe('TimeSeriesRing', () => {
     ring.record(req(T0 + 5_000, 10));
     const later = ring.update(T0 + 6_000);
     expect(later.series[0]?.points.map((p) => p.requests_per_s)).toEqual([0, 0, 0, 0, 1]);
+  });
+});
+
+describe('bucketOf', () => {
+  it('is the first bucket whose bound is at least the latency, at every bound, beside it and between bounds', () => {
+    const bounds: number[] = [];
+    for (let b = 1; b < 2_000_000; b *= 1.5) bounds.push(b);
+    bounds.push(Number.POSITIVE_INFINITY);
+    const walk = (ms: number) => {
+      let i = 0;
+      while (ms > bounds[i]!) i++;
+      return i;
+    };
+    const values = [Number.NaN, -5, 0, 0.5, 1, 3e6, Number.POSITIVE_INFINITY];
+    for (const b of bounds.slice(0, -1))
+      values.push(b, b * (1 - 1e-15), b * (1 + 1e-15), b * 0.999, b * 1.001, b * 1.25);
+    for (let ms = 0; ms < 5000; ms += 0.37) values.push(ms);
+    for (const ms of values) expect([ms, bucketOf(ms)]).toEqual([ms, walk(ms)]);
   });
 });

@@ -55,12 +55,14 @@ export class AdmissionGate {
 
   /** A request that held a slot ended: the longest waiter gets it. */
   leave(): void {
-    for (const [next, timer] of this.#waiting) {
-      clearTimeout(timer);
-      this.#waiting.delete(next);
-      next.admitted();
-      return;
-    }
+    // No iterator made when nobody waits (every request leaves; few ever wait).
+    if (this.#waiting.size > 0)
+      for (const [next, timer] of this.#waiting) {
+        clearTimeout(timer);
+        this.#waiting.delete(next);
+        next.admitted();
+        return;
+      }
     this.#active--;
   }
 

@@ -309,40 +309,24 @@ export interface ForwardedBody {
   bytes: Buffer;
 }
 
-const LATIN1 = /^[\x20-\xff]*$/;
-
-/** Whether `id` is only ASCII letters, digits and dashes (JSON.stringify only quotes it). */
-function plainId(id: string): boolean {
-  for (let i = 0; i < id.length; i++) {
-    const c = id.charCodeAt(i);
-    if (!((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || c === 0x2d))
-      return false;
-  }
-  return true;
-}
-
 /** Inserts `"rid": ...` right after the opening brace of a JSON object we already checked (so we know `rid` is
  * absent and the text is an object): the brace and the rid become a prefix, the client's bytes after the brace
- * stay where they are (the engine client writes both into its one buffer). */
+ * stay where they are (the engine client writes both into its one buffer). The rid is one of ours (`nextId`: hex
+ * digits and dashes), its own JSON text in ASCII: no stringify and no check. */
 function spliceRid(raw: Buffer, rid: string): ForwardedBody {
   let open = 0;
   while (open < raw.length && raw[open] !== OPEN_BRACE) open++;
   let next = open + 1;
   while (next < raw.length && isJsonSpace(raw[next]!)) next++;
   const empty = raw[next] === CLOSE_BRACE;
-  const rest = raw.subarray(open + 1);
-  // An id of ours (nextId: hex digits and dashes) is its own JSON text, ASCII: no stringify and no check.
-  if (plainId(rid)) return { prefix: empty ? `{"rid":"${rid}"` : `{"rid":"${rid}",`, bytes: rest };
-  const prefix = `{"rid":${JSON.stringify(rid)}${empty ? '' : ','}`;
-  // Any other text that is latin-1 goes as the prefix; the rest in as UTF-8 bytes.
-  if (LATIN1.test(prefix)) return { prefix, bytes: rest };
-  return { prefix: '', bytes: Buffer.concat([Buffer.from(prefix), rest]) };
+  return { prefix: empty ? `{"rid":"${rid}"` : `{"rid":"${rid}",`, bytes: raw.subarray(open + 1) };
 }
 
 /**
  * The bytes to forward: the original bytes when nothing changes; a splice when only a rid is added; otherwise the
  * object rebuilt from its members' own bytes: removed keys left out, a set key's value replaced where it was (or
  * added at the end), then the rid (the members nobody edits keep their bytes as the client sent them).
+ * `injectRid` is an id of ours (`nextId`).
  */
 export function forwardedBody(
   body: ParsedBody,

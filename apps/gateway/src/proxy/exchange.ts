@@ -16,8 +16,8 @@ import { engineFailure, gaveUp } from './engine-failure.ts';
 import { asUisError, ProxyErrorCode, sendError } from './errors.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
 import type { OpenAIStreamVersions } from './openai-stream-versions.ts';
+import { ownedOptions } from './owned-options.ts';
 import { ClientGoneError, canRelayChunked } from './relay-util.ts';
-import { nextId } from './request-id.ts';
 import { DEFAULT_RETRY_POLICY, retryableCode } from './retry.ts';
 import type { ForwardOutcome, ForwardRoute, ProxyTarget, ServingProxyOptions } from './route-types.ts';
 import {
@@ -131,8 +131,8 @@ export class Exchange implements UpstreamHandler, Admittable {
     this.#controller?.abort(new ClientGoneError());
   }
 
-  /** Starts forwarding `body` along `route`. */
-  begin(req: IncomingMessage, body: ParsedBody, route: ForwardRoute): void {
+  /** Starts forwarding `body` along `route`, with `inject` as its rid when it names none. */
+  begin(req: IncomingMessage, body: ParsedBody, route: ForwardRoute, inject: string | undefined): void {
     this.#bodyAt = performance.now() - this.#start;
     if (this.#state === 'client_gone') {
       this.#finish('client_abort', 0, undefined);
@@ -140,9 +140,7 @@ export class Exchange implements UpstreamHandler, Admittable {
     }
     this.#route = route;
     this.#req = req;
-    if (route.owner !== undefined) this.#opts = { ...this.#opts, ...route.owner };
-    let inject: string | undefined;
-    if (body.fields.rid === undefined && this.#opts.injectRid !== false) inject = nextId();
+    if (route.owner !== undefined) this.#opts = ownedOptions(this.#opts, route.owner);
     this.#rid = body.fields.rid ?? inject;
     this.#body = forwardedBody(body, route.edit, inject);
     this.#upstreamHeaders = upstreamRequestHeaders(

@@ -95,6 +95,21 @@ describe('forwarding', () => {
     expect(seen[0]!.headers['content-length']).toBe(String(Buffer.byteLength(seen[0]!.raw)));
   });
 
+  it('injects its own request id as the rid, and a fresh id when the client named the request', async () => {
+    await post(`${gw.url}/r/generate`, '{"text":"a"}');
+    const ours = seen[0]!.headers['x-request-id'];
+    expect(ours).toMatch(/^[0-9a-f-]{36}$/);
+    expect((JSON.parse(seen[0]!.raw) as { rid: string }).rid).toBe(ours);
+    // A client's id need not be unique; the rid an engine keys its requests by must be.
+    await post(`${gw.url}/r/generate`, '{"text":"b"}', { 'x-request-id': 'client-1' });
+    await post(`${gw.url}/r/generate`, '{"text":"c"}', { 'x-request-id': 'client-1' });
+    const rids = [1, 2].map((i) => (JSON.parse(seen[i]!.raw) as { rid: string }).rid);
+    expect(seen[1]!.headers['x-request-id']).toBe('client-1');
+    expect(rids[0]).toMatch(/^[0-9a-f-]{36}$/);
+    expect(rids[1]).toMatch(/^[0-9a-f-]{36}$/);
+    expect(new Set([ours, ...rids]).size).toBe(3);
+  });
+
   it('forwards the exact bytes when nothing changes, and splices a rid without re-serializing', async () => {
     const keep = '{ "text" :  "a\\u00e9",\n "rid": "r1" }';
     await post(`${gw.url}/r/generate`, keep);

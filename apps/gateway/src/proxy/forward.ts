@@ -32,7 +32,8 @@ export function createServingHandler(options: ServingProxyOptions, resolve: Reso
   return (req, res) => {
     const start = performance.now();
     const given = req.headers['x-request-id'];
-    const requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : newId();
+    const kept = typeof given === 'string' && REQUEST_ID.test(given);
+    const requestId = kept ? given : newId();
     const exchange = new Exchange(res, options, start, requestId);
     collectBody(
       req,
@@ -54,7 +55,12 @@ export function createServingHandler(options: ServingProxyOptions, resolve: Reso
           const route = resolve(body, req, requestId, res);
           if (route instanceof UisError) return exchange.refuse(route);
           if ('respond' in route) return route.respond(res);
-          exchange.begin(req, body, route);
+          // An id of ours is unique, so it is also the rid injected (one id per request, not two); a client's
+          // need not be.
+          let inject: string | undefined;
+          if (body.fields.rid === undefined && options.injectRid !== false)
+            inject = kept || options.newId !== undefined ? nextId() : requestId;
+          exchange.begin(req, body, route, inject);
         } catch (e) {
           exchange.refuse(asUisError(e));
         }
