@@ -105,12 +105,9 @@ interface Link {
 }
 const idle: Link[][] = engines.map(() => []);
 
-function link(engine: number): Link {
-  const reused = idle[engine]!.pop();
-  if (reused !== undefined) return reused;
-  const u = engines[engine]!;
-  const l: Link = { engine, onData: () => {}, socket: undefined as unknown as Socket };
-  l.socket = connect({
+/** A kept-alive engine connection read with `onread` into the one shared buffer, each read copied out for `onData`. */
+function engineConnection(u: URL, onData: (data: Buffer) => void): Socket {
+  return connect({
     host: u.hostname,
     port: Number(u.port),
     noDelay,
@@ -119,11 +116,18 @@ function link(engine: number): Link {
       callback: (n, buf) => {
         const data = Buffer.allocUnsafe(n);
         data.set(buf.subarray(0, n));
-        l.onData(data);
+        onData(data);
         return true;
       },
     },
   });
+}
+
+function link(engine: number): Link {
+  const reused = idle[engine]!.pop();
+  if (reused !== undefined) return reused;
+  const l: Link = { engine, onData: () => {}, socket: undefined as unknown as Socket };
+  l.socket = engineConnection(engines[engine]!, (data) => l.onData(data));
   l.socket.on('error', () => {});
   l.socket.on('close', () => {
     const list = idle[engine]!;
@@ -328,21 +332,7 @@ function rawFront(): Server {
 function tcpFront(): Server {
   let turn = 0;
   return createNetServer({ noDelay }, (client) => {
-    const u = engines[turn++ % engines.length]!;
-    const engine = connect({
-      host: u.hostname,
-      port: Number(u.port),
-      noDelay,
-      onread: {
-        buffer: READ_BUFFER,
-        callback: (n, buf) => {
-          const data = Buffer.allocUnsafe(n);
-          data.set(buf.subarray(0, n));
-          client.write(data);
-          return true;
-        },
-      },
-    });
+    const engine = engineConnection(engines[turn++ % engines.length]!, (data) => client.write(data));
     client.on('data', (b: Buffer) => engine.write(b));
     const close = () => {
       client.destroy();

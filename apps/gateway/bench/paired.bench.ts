@@ -92,6 +92,23 @@ interface Window {
   errors: number;
 }
 
+/** A window's counts with the CPU the side spent between `c0` and `c1`. */
+function cpuWindow(
+  c0: CpuTimes,
+  c1: CpuTimes,
+  counts: { units: number; requests: number; durationS: number; errors: number },
+): Window {
+  return {
+    units: counts.units,
+    requests: counts.requests,
+    durationS: counts.durationS,
+    userMs: c1.userMs - c0.userMs,
+    systemMs: c1.systemMs - c0.systemMs,
+    minorFaults: c1.minorFaults - c0.minorFaults,
+    errors: counts.errors,
+  };
+}
+
 function git(cwd: string, ...a: string[]): string {
   const r = spawnSync('git', a, { cwd, encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`git ${a.join(' ')}: ${r.stderr}`);
@@ -144,16 +161,7 @@ function linkBuiltDependencies(dir: string): void {
 async function wrkWindow(side: Side, script: string, seconds: number): Promise<Window> {
   const c0 = treeCpuTimes(side.proc.pid);
   const r = await runWrk(`${side.url}${prefix}/generate`, Number(args.connections), seconds, script);
-  const c1 = treeCpuTimes(side.proc.pid);
-  return {
-    units: r.requests,
-    requests: r.requests,
-    durationS: r.durationS,
-    userMs: c1.userMs - c0.userMs,
-    systemMs: c1.systemMs - c0.systemMs,
-    minorFaults: c1.minorFaults - c0.minorFaults,
-    errors: r.errors,
-  };
+  return cpuWindow(c0, treeCpuTimes(side.proc.pid), { units: r.requests, ...r });
 }
 
 /** One side's streaming window (bench/stream-load.ts), CPU read at the load generator's window start and end. */
@@ -184,15 +192,7 @@ async function streamWindow(side: Side, body: string, seconds: number): Promise<
   });
   if (load === undefined || c0 === undefined || c1 === undefined)
     throw new Error(`${side.name} load generator failed (${exit}): ${proc.stderr.join('').slice(-2000)}`);
-  return {
-    units: load.events,
-    requests: load.requests,
-    durationS: load.durationS,
-    userMs: c1.userMs - c0.userMs,
-    systemMs: c1.systemMs - c0.systemMs,
-    minorFaults: c1.minorFaults - c0.minorFaults,
-    errors: load.errors,
-  };
+  return cpuWindow(c0, c1, { units: load.events, ...load });
 }
 
 /** Both sides loaded at once; `first` starts its load generator first. */
